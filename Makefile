@@ -1,0 +1,29 @@
+# The two commands a user needs: `make demo` and `make test`. Both set up first.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+export RAY_USAGE_STATS_ENABLED ?= 0
+export MLFLOW_DISABLE_TELEMETRY ?= true
+
+.PHONY: setup demo test test-fast bench lint clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(PY) -m conceptual.demo
+
+test: setup
+	$(PY) -m pytest -m "not benchmark" tests
+
+test-fast: setup
+	$(PY) -m pytest -m "not integration and not e2e and not benchmark" tests
+
+bench: setup
+	$(PY) -m pytest -m benchmark tests/benchmarks -s
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf .state .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""One thin entry point per stage: `python -m conceptual.jobs.<stage> --help`."""

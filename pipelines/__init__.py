@@ -1,0 +1,1 @@
+"""Ray compositions of the core building blocks: Data pipelines and Train trainers."""

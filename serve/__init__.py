@@ -1,0 +1,1 @@
+"""Ray Serve applications."""
