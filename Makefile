@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: setup demo test test-fast bench lint clean
+.PHONY: setup demo test test-fast bench lint clean mlflow-ui
 
 setup:
 	@bash scripts/setup.sh
@@ -27,3 +27,6 @@ lint: setup
 
 clean:
 	rm -rf .state .pytest_cache build *.egg-info
+
+mlflow-ui: setup
+	$(VENV)/bin/mlflow ui --backend-store-uri "$$($(PY) -c 'from conceptual.tracking import tracking_uri; print(tracking_uri())')" --host 127.0.0.1 --port 5000

@@ -34,3 +34,61 @@ def nlp():
     from conceptual.assets import load_spacy
 
     return load_spacy()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def platform_home(tmp_path_factory) -> Path:
+    """A private state directory (MLflow SQLite, artifacts, NLP assets stay shared) for the
+    whole test session, so tests never touch the developer's own runs."""
+    home = tmp_path_factory.mktemp("conceptual-home")
+    from conceptual.assets import nltk_data_dir
+
+    shared_nltk = nltk_data_dir()  # resolved before CONCEPTUAL_HOME moves
+    os.environ["CONCEPTUAL_HOME"] = str(home)
+    os.environ["NLTK_DATA"] = str(shared_nltk)
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    return home
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(platform_home):
+    """An S3 API endpoint on 127.0.0.1 (moto's server), with a bucket named `conceptual`.
+    The AWS_* variables are set before Ray starts, so Ray workers inherit them."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="conceptual")
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_local(s3_endpoint):
+    """One local Ray for the whole session (starting Ray costs seconds)."""
+    import ray
+
+    from conceptual.runtime import init_ray
+
+    os.environ.pop("RAY_ADDRESS", None)
+    init_ray(num_cpus=2)
+    yield
+    ray.shutdown()

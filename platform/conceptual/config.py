@@ -36,7 +36,9 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not key=value (for example text.max_chars=500)")
+            raise ConfigError(
+                f"override {item!r} is not key=value (for example text.max_chars=500)"
+            )
         node = tree
         *parents, leaf = key.strip().split(".")
         for part in parents:
@@ -76,7 +78,8 @@ def load(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] 
         return cls.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()
         )
         raise ConfigError(f"invalid {cls.__name__}: {problems}") from exc
 

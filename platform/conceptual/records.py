@@ -27,7 +27,10 @@ def candidate_id(image_url: str | None, alt_text: str | None) -> str:
 ENTITY = pa.struct(
     [
         ("text", pa.string()),  # the span as it stood in the alt-text
-        ("label", pa.string()),  # spaCy entity label or the rule that matched (DATE, CARDINAL, PROPN...)
+        (
+            "label",
+            pa.string(),
+        ),  # spaCy entity label or the rule that matched (DATE, CARDINAL, PROPN...)
         ("action", pa.string()),  # "replaced" or "removed"
         ("replacement", pa.string()),  # the hypernym, or null when removed
         ("source", pa.string()),  # "wordnet", "entity_type", "rule"

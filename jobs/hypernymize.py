@@ -1,0 +1,73 @@
+"""Apply the text transformation to lines of text, to see what curation does to them.
+
+    python -m conceptual.jobs.hypernymize [--filters] [FILE] [--config FILE] [key=value ...]
+
+Reads FILE (or standard input) and writes exactly one line per input line: the transformed
+caption, or `REJECT<TAB>stage<TAB>reason`. Without --filters only the transformation runs,
+so lowercase or odd input is transformed rather than filtered; with it the text filters run
+first, exactly as in the curation pipeline (the same code: conceptual.text.curate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from typing import TextIO
+
+from conceptual.config import ConfigError, load
+from conceptual.pipelines.curation import CurationConfig
+from conceptual.text.curate import TextCurator
+
+CHUNK = 512  # lines per spaCy batch; output is flushed after each chunk
+
+
+def transform_stream(curator: TextCurator, lines: TextIO, out: TextIO, apply_filters: bool) -> None:
+    # Lines end at "\n" only (newline="\n" on open), so the count matches `wc -l`.
+    stream = (line.rstrip("\r\n") for line in lines)
+    while chunk := list(itertools.islice(stream, CHUNK)):
+        for outcome in curator.process(chunk, apply_filters=apply_filters):
+            out.write(
+                f"{outcome.caption}\n"
+                if outcome.kept
+                else f"REJECT\t{outcome.stage}\t{outcome.reason}\n"
+            )
+        out.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.hypernymize", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("file", nargs="?", help="input file (default: standard input)")
+    parser.add_argument("--filters", action="store_true", help="run the text filters first")
+    parser.add_argument("--config", help="curation YAML; its `text` section applies")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="e.g. text.hypernym.min_tokens=2"
+    )
+    args, extra = parser.parse_known_args(argv)
+    # `FILE key=value` and `key=value` alone both work: the first non-override is the file.
+    positional = [a for a in ([args.file] if args.file else []) + args.overrides + extra]
+    overrides = [a for a in positional if "=" in a]
+    files = [a for a in positional if "=" not in a]
+    if len(files) > 1:
+        parser.error(f"one input file at most, got {files}")
+    try:
+        config = load(CurationConfig, args.config, overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    curator = TextCurator(config.text)
+    if files:
+        with open(files[0], encoding="utf-8", errors="replace", newline="\n") as lines:
+            transform_stream(curator, lines, sys.stdout, args.filters)
+    else:
+        stdin = open(
+            sys.stdin.fileno(), encoding="utf-8", errors="replace", newline="\n", closefd=False
+        )
+        transform_stream(curator, stdin, sys.stdout, args.filters)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""The curation pipeline on Ray Data (text side of spec/curation.md):
+
+    read -> [text filters -> syntax filters -> hypernymization]  (one NLP actor pool)
+         -> entity-type frequency (a global count, then a filter)
+         -> curated/ and rejected/ Parquet, stats.json, _SUCCESS
+
+Rejected candidates travel with the kept ones, marked with stage/reason/detail, so the two
+outputs are a partition of the input by construction; the written files are counted again
+before the run is declared complete.
+
+Output layout under OUTPUT (a path or s3:// URI):
+    curated/*.parquet   records.CURATED
+    rejected/*.parquet  records.REJECTED
+    stats.json          funnel, rejections by stage and reason, caption statistics
+    _SUCCESS            written last; its absence means the output is incomplete
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import mlflow
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import ray.data
+
+from conceptual import funnel, storage, tracking
+from conceptual.candidates import FORMATS, READ_STAGE
+from conceptual.config import Config
+from conceptual.pipelines.readers import IN_FLIGHT, read_candidates
+from conceptual.records import CURATED, ENTITY, REJECTED
+from conceptual.text.curate import STAGES as TEXT_STAGES
+from conceptual.text.curate import TextCurationConfig, TextCurator
+
+ENTITY_FREQUENCY_STAGE = "entity_frequency"
+STAGES = (READ_STAGE, *TEXT_STAGES, ENTITY_FREQUENCY_STAGE)
+SUCCESS = "_SUCCESS"
+
+PROCESSED = (
+    IN_FLIGHT.append(pa.field("caption", pa.string()))
+    .append(pa.field("entities", pa.list_(ENTITY)))
+    .append(pa.field("types", pa.list_(pa.string())))
+)
+
+
+class EntityFrequencyConfig(Config):
+    """Spec §5: keep a caption only if every concept it mentions occurs more than
+    `more_than` times among all captions that reached this stage (the paper: 100)."""
+
+    enabled: bool = True
+    more_than: int = 100
+
+
+class ResourcesConfig(Config):
+    """How the NLP stage runs; the executor decides placement."""
+
+    nlp_actors: int | None = None  # None: as many as the cluster has CPUs for
+    cpus_per_actor: float = 1.0
+    batch_size: int = 512
+
+
+class CurationConfig(Config):
+    input_format: Literal[FORMATS] = "auto"  # type: ignore[valid-type]
+    text: TextCurationConfig = TextCurationConfig()
+    entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig()
+    resources: ResourcesConfig = ResourcesConfig()
+    samples: int = 50  # before/after pairs logged to MLflow
+    experiment: str = "curation"
+
+
+class NlpStage:
+    """Ray Data actor: loads the filters, spaCy and WordNet once, then curates batches."""
+
+    def __init__(self, config: TextCurationConfig):
+        self.curator = TextCurator(config)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.to_pylist()
+        pending = [i for i, row in enumerate(rows) if row["reason"] is None]
+        outcomes = self.curator.process([rows[i]["alt_text"] for i in pending])
+        for row in rows:
+            row.update(caption=None, entities=[], types=[])
+        for i, outcome in zip(pending, outcomes):
+            rows[i].update(
+                stage=outcome.stage,
+                reason=outcome.reason,
+                detail=outcome.detail,
+                caption=outcome.caption,
+                entities=outcome.entities,
+                types=outcome.types,
+            )
+        return pa.Table.from_pylist(rows, schema=PROCESSED)
+
+
+def is_kept(batch: pa.Table) -> pa.ChunkedArray:
+    return pc.is_null(batch["reason"])
+
+
+def type_counts(batch: pa.Table) -> pa.Table:
+    """Partial counts of the concepts of kept captions (combined per batch before the shuffle)."""
+    types = pc.list_flatten(batch.filter(is_kept(batch))["types"])
+    counts = pa.table({"type": types}).group_by("type").aggregate([([], "count_all")])
+    return counts.rename_columns(["type", "n"])
+
+
+def apply_entity_frequency(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table:
+    rows = batch.to_pylist()
+    for row in rows:
+        if row["reason"] is None and (below := sorted(set(row["types"]) & rare)):
+            row.update(
+                stage=ENTITY_FREQUENCY_STAGE,
+                reason="rare_type",
+                detail=f"occur {more_than} times or fewer: {', '.join(below[:10])}",
+                caption=None,
+            )
+    return pa.Table.from_pylist(rows, schema=PROCESSED)
+
+
+def outcome_counts(batch: pa.Table) -> pa.Table:
+    keys = pa.table(
+        {"stage": pc.fill_null(batch["stage"], ""), "reason": pc.fill_null(batch["reason"], "")}
+    )
+    return (
+        keys.group_by(["stage", "reason"])
+        .aggregate([([], "count_all")])
+        .rename_columns(["stage", "reason", "n"])
+    )
+
+
+def caption_token_counts(batch: pa.Table) -> pa.Table:
+    tokens = pc.list_flatten(pc.utf8_split_whitespace(batch.filter(is_kept(batch))["caption"]))
+    return (
+        pa.table({"token": tokens})
+        .group_by("token")
+        .aggregate([([], "count_all")])
+        .rename_columns(["token", "n"])
+    )
+
+
+def caption_lengths(batch: pa.Table) -> pa.Table:
+    lengths = pc.list_value_length(
+        pc.utf8_split_whitespace(batch.filter(is_kept(batch))["caption"])
+    )
+    return (
+        pa.table({"tokens": lengths})
+        .group_by("tokens")
+        .aggregate([([], "count_all")])
+        .rename_columns(["tokens", "n"])
+    )
+
+
+def to_curated(batch: pa.Table) -> pa.Table:
+    return batch.filter(is_kept(batch)).select(CURATED.names).cast(CURATED)
+
+
+def to_rejected(batch: pa.Table) -> pa.Table:
+    return batch.filter(pc.invert(is_kept(batch))).select(REJECTED.names).cast(REJECTED)
+
+
+def summed(ds: ray.data.Dataset, fn, keys: list[str]) -> list[dict[str, Any]]:
+    """Distributed count: partial counts per batch, then a groupby-sum across the cluster."""
+    partial = ds.map_batches(fn, batch_format="pyarrow")
+    return partial.groupby(keys).sum("n").rename_columns({"sum(n)": "n"}).take_all()
+
+
+def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:
+    """Mean, std and median of caption lengths from an exact {tokens: count} histogram."""
+    total = sum(histogram.values())
+    if not total:
+        return {"count": 0, "tokens_mean": 0.0, "tokens_std": 0.0, "tokens_median": 0.0}
+    mean = sum(k * n for k, n in histogram.items()) / total
+    var = sum(n * (k - mean) ** 2 for k, n in histogram.items()) / total
+    ordered = sorted(histogram.items())
+
+    def nth(index: int) -> int:  # the index-th smallest length, 0-based
+        seen = 0
+        for length, n in ordered:
+            seen += n
+            if index < seen:
+                return length
+        raise IndexError(index)
+
+    median = (nth((total - 1) // 2) + nth(total // 2)) / 2
+    return {
+        "count": total,
+        "tokens_mean": round(mean, 3),
+        "tokens_std": round(math.sqrt(var), 3),
+        "tokens_median": median,
+    }
+
+
+def written_rows(uri: str) -> int:
+    if not storage.exists(uri):
+        return 0
+    fs, _ = storage.resolve(uri)
+    total = 0
+    for path in storage.list_files(uri):
+        if path.endswith(".parquet"):
+            with fs.open_input_file(path) as f:
+                total += pq.ParquetFile(f).metadata.num_rows
+    return total
+
+
+def nlp_compute(resources: ResourcesConfig) -> ray.data.ActorPoolStrategy:
+    if resources.nlp_actors:
+        return ray.data.ActorPoolStrategy(size=resources.nlp_actors)
+    cpus = int(ray.cluster_resources().get("CPU", 1) // resources.cpus_per_actor)
+    return ray.data.ActorPoolStrategy(min_size=1, max_size=max(cpus, 1))
+
+
+def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str, Any]:
+    """Run the pipeline; return the stats that were written to OUTPUT/stats.json."""
+    if storage.resolve(output_uri) == storage.resolve(input_uri):
+        raise ValueError("output must not be the input")
+    started = time.monotonic()
+    # A previous run's marker goes first: from here on, the output is visibly incomplete.
+    storage.delete(storage.join(output_uri, SUCCESS))
+    for part in ("curated", "rejected", "stats.json"):
+        storage.delete(storage.join(output_uri, part))
+
+    candidates = read_candidates(input_uri, config.input_format)
+    processed = candidates.map_batches(
+        NlpStage,
+        fn_constructor_kwargs={"config": config.text},
+        batch_size=config.resources.batch_size,
+        batch_format="pyarrow",
+        compute=nlp_compute(config.resources),
+        num_cpus=config.resources.cpus_per_actor,
+        max_restarts=-1,  # a lost actor is replaced and its batches retried
+        max_task_retries=-1,
+    ).materialize()
+
+    ef = config.entity_frequency
+    type_count = {r["type"]: r["n"] for r in summed(processed, type_counts, ["type"])}
+    rare = (
+        frozenset(t for t, n in type_count.items() if n <= ef.more_than)
+        if ef.enabled
+        else frozenset()
+    )
+    final = processed.map_batches(
+        apply_entity_frequency,
+        fn_kwargs={"rare": rare, "more_than": ef.more_than},
+        batch_format="pyarrow",
+    ).materialize()
+    del processed
+
+    fs, path = storage.resolve(output_uri)
+    final.map_batches(to_curated, batch_format="pyarrow").write_parquet(
+        f"{path}/curated", filesystem=fs
+    )
+    final.map_batches(to_rejected, batch_format="pyarrow").write_parquet(
+        f"{path}/rejected", filesystem=fs
+    )
+
+    counts = summed(final, outcome_counts, ["stage", "reason"])
+    input_count = sum(r["n"] for r in counts)
+    kept = sum(r["n"] for r in counts if not r["reason"])
+    rejected: dict[str, dict[str, int]] = {}
+    for r in counts:
+        if r["reason"]:
+            rejected.setdefault(r["stage"], {})[r["reason"]] = r["n"]
+    stats = funnel.build(input_count, kept, rejected, STAGES)
+
+    on_disk = {
+        "curated": written_rows(storage.join(output_uri, "curated")),
+        "rejected": written_rows(storage.join(output_uri, "rejected")),
+    }
+    if on_disk != {"curated": kept, "rejected": input_count - kept}:
+        raise funnel.AccountingError(
+            f"written {on_disk}, expected curated {kept} and rejected {input_count - kept}"
+        )
+
+    lengths = {r["tokens"]: r["n"] for r in summed(final, caption_lengths, ["tokens"])}
+    vocabulary = summed(final, caption_token_counts, ["token"])
+    stats["captions"] = {**length_statistics(lengths), "vocabulary_size": len(vocabulary)}
+    stats["entity_frequency"] = {
+        "enabled": ef.enabled,
+        "more_than": ef.more_than,
+        "types": len(type_count),
+        "types_kept": len(type_count) - len(rare),
+    }
+    stats["seconds"] = round(time.monotonic() - started, 2)
+    stats["samples"] = _samples(final, config.samples)
+    storage.write_json(
+        storage.join(output_uri, "stats.json"), {k: v for k, v in stats.items() if k != "samples"}
+    )
+    storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
+    return stats
+
+
+def _samples(final: ray.data.Dataset, n: int) -> dict[str, list[dict[str, Any]]]:
+    """Before/after pairs of kept candidates, and up to three examples of each rejection."""
+    kept = final.map_batches(to_curated, batch_format="pyarrow").take(n)
+    rejected: dict[tuple[str, str], list[dict]] = {}
+    for row in final.map_batches(to_rejected, batch_format="pyarrow").take(5000):
+        examples = rejected.setdefault((row["stage"], row["reason"]), [])
+        if len(examples) < 3:
+            examples.append(row)
+    return {"kept": kept, "rejected": [r for rows in rejected.values() for r in rows]}
+
+
+def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> None:
+    """Funnel counts as metrics; stats, the funnel plot and sample tables as artifacts."""
+    metrics = {
+        "input": stats["input"],
+        "kept": stats["kept"],
+        "kept_fraction": stats["kept"] / max(stats["input"], 1),
+    }
+    for row in stats["funnel"]:
+        metrics[tracking.metric_key("funnel", row["stage"], "leaving")] = row["leaving"]
+    for stage, reasons in stats["rejected"].items():
+        for reason, count in reasons.items():
+            metrics[tracking.metric_key("rejected", stage, reason)] = count
+    metrics.update({f"captions.{k}": v for k, v in stats["captions"].items()})
+    mlflow.log_metrics(metrics)
+    mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
+    mlflow.log_dict({k: v for k, v in stats.items() if k != "samples"}, "stats.json")
+    mlflow.log_text(funnel.render(stats), "funnel.txt")
+    with tempfile.TemporaryDirectory() as tmp:
+        plot_path = Path(tmp) / "funnel.png"
+        funnel.plot(stats, plot_path)
+        mlflow.log_artifact(str(plot_path))
+    kept = stats["samples"]["kept"]
+    mlflow.log_table(
+        {
+            "alt_text": [r["alt_text"] for r in kept],
+            "caption": [r["caption"] for r in kept],
+            "entities": [
+                ", ".join(f"{e['text']}->{e['replacement'] or '-'}" for e in r["entities"])
+                for r in kept
+            ],
+        },
+        artifact_file="samples/kept.json",
+    )
+    rejected = stats["samples"]["rejected"]
+    mlflow.log_table(
+        {key: [r[key] for r in rejected] for key in ("stage", "reason", "detail", "alt_text")},
+        artifact_file="samples/rejected.json",
+    )
+
+
+def run(input_uri: str, output_uri: str, config: CurationConfig) -> tuple[dict[str, Any], str]:
+    """The curation job: one MLflow run around the pipeline. Returns (stats, run id)."""
+    with tracking.start_run(config.experiment, tags={"stage": "curate"}) as active:
+        tracking.log_config(config)
+        stats = curate(input_uri, output_uri, config)
+        log_to_mlflow(stats, input_uri, output_uri)
+        storage.write_json(
+            storage.join(output_uri, "stats.json"),
+            {
+                **{k: v for k, v in stats.items() if k != "samples"},
+                "mlflow_run_id": active.info.run_id,
+            },
+        )
+        return stats, active.info.run_id

@@ -1,0 +1,206 @@
+"""Parsing candidate files into candidate rows, one file at a time, without Ray.
+
+Formats (by `fmt`, or by the file's name and first line when fmt is "auto"):
+- `cc_tsv`: the released Conceptual Captions format, `alt_text<TAB>image_url`, no header;
+- `tsv` / `csv`: a header that names the alt-text and image URL columns (aliases below);
+- `jsonl`: one JSON object a line.
+(Parquet is read by Ray Data directly; see conceptual.pipelines.readers.)
+
+A row that cannot be read is not dropped: it becomes a candidate rejected at stage `read`
+with a reason (`malformed_row`, `invalid_utf8`, `invalid_json`, `missing_image_url`), the
+raw line in `alt_text` and the file and line in `detail`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+from collections.abc import Iterator
+from typing import Any
+
+from conceptual.records import Rejection, candidate_id
+
+FORMATS = ("auto", "cc_tsv", "tsv", "csv", "jsonl", "parquet")
+ALT_TEXT_COLUMNS = ("alt_text", "caption", "text")
+IMAGE_URL_COLUMNS = ("image_url", "url")
+PAGE_URL_COLUMNS = ("page_url",)
+READ_STAGE = "read"
+MAX_RAW_CHARS = 65536  # how much of an unreadable line the rejection keeps
+
+
+class CandidateFormatError(ValueError):
+    """A whole file that cannot be read as candidates (a bad header, an unknown format)."""
+
+
+def detect_format(name: str, head: bytes) -> str:
+    ext = posixpath.splitext(name.lower().removesuffix(".gz"))[1]
+    if ext in (".parquet", ".pq"):
+        return "parquet"
+    if ext in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if ext == ".csv":
+        return "csv"
+    first = head.split(b"\n", 1)[0].decode("utf-8", "replace").strip().lower()
+    header = [field.strip() for field in first.split("\t")]
+    if any(c in header for c in ALT_TEXT_COLUMNS) and any(c in header for c in IMAGE_URL_COLUMNS):
+        return "tsv"
+    return "cc_tsv"
+
+
+def candidate(alt_text: Any, image_url: Any, page_url: Any = None) -> dict[str, Any]:
+    row = {
+        "id": None,
+        "image_url": _str_or_none(image_url),
+        "page_url": _str_or_none(page_url),
+        "alt_text": _str_or_none(alt_text),
+        "stage": None,
+        "reason": None,
+        "detail": None,
+    }
+    row["id"] = candidate_id(row["image_url"], row["alt_text"])
+    if not (row["image_url"] or "").strip():
+        row.update(stage=READ_STAGE, reason="missing_image_url", detail="no image URL")
+    return row
+
+
+def unreadable(raw: str, where: str, rejection: Rejection) -> dict[str, Any]:
+    raw = raw[:MAX_RAW_CHARS]
+    return {
+        "id": candidate_id(None, f"{where}\t{raw}"),
+        "image_url": None,
+        "page_url": None,
+        "alt_text": raw,
+        "stage": READ_STAGE,
+        "reason": rejection.reason,
+        "detail": f"{where}: {rejection.detail}",
+    }
+
+
+def parse(data: bytes, name: str, fmt: str = "auto") -> Iterator[dict[str, Any]]:
+    """Candidate rows of one file's bytes. `name` is used for format detection and messages."""
+    if fmt == "auto":
+        fmt = detect_format(name, data[:4096])
+    if fmt == "cc_tsv":
+        yield from _parse_cc_tsv(data, name)
+    elif fmt == "tsv":
+        yield from _parse_delimited(data, name, "\t")
+    elif fmt == "csv":
+        yield from _parse_delimited(data, name, ",")
+    elif fmt == "jsonl":
+        yield from _parse_jsonl(data, name)
+    else:
+        raise CandidateFormatError(f"{name}: format {fmt!r} is not a line format")
+
+
+def _lines(data: bytes, name: str) -> Iterator[tuple[str, str, Rejection | None]]:
+    """(where, text, problem) for each non-blank line; undecodable bytes become U+FFFD and a
+    problem, so the caller can reject the row while keeping what it said."""
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.removesuffix(b"\r")
+        if not raw.strip():
+            continue  # blank lines (a trailing newline) are not candidates
+        try:
+            yield f"{name}:{number}", raw.decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            problem = Rejection("invalid_utf8", f"{exc.reason} at byte {exc.start}")
+            yield f"{name}:{number}", raw.decode("utf-8", "replace"), problem
+
+
+def _parse_cc_tsv(data: bytes, name: str) -> Iterator[dict[str, Any]]:
+    for where, text, problem in _lines(data, name):
+        fields = text.split("\t")
+        if problem is None and len(fields) != 2:
+            problem = Rejection(
+                "malformed_row", f"expected 2 tab-separated fields, got {len(fields)}"
+            )
+        yield unreadable(text, where, problem) if problem else candidate(fields[0], fields[1])
+
+
+def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[str, Any]]:
+    # surrogateescape keeps undecodable bytes visible per row instead of failing the file.
+    text = data.decode("utf-8", "surrogateescape")
+    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
+    reader = csv.reader(
+        io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True
+    )
+    try:
+        header = [h.strip().lower() for h in next(reader)]
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        raise CandidateFormatError(f"{name}: unreadable header: {exc}") from exc
+    columns = {
+        "alt_text": _column(header, ALT_TEXT_COLUMNS),
+        "image_url": _column(header, IMAGE_URL_COLUMNS),
+        "page_url": _column(header, PAGE_URL_COLUMNS),
+    }
+    if columns["alt_text"] is None or columns["image_url"] is None:
+        raise CandidateFormatError(
+            f"{name}: header {header} must name an alt-text column ({', '.join(ALT_TEXT_COLUMNS)}) "
+            f"and an image URL column ({', '.join(IMAGE_URL_COLUMNS)})"
+        )
+    while True:
+        where = f"{name}:{reader.line_num + 1}"
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield unreadable("", where, Rejection("malformed_row", str(exc)))
+            continue
+        if not any(f.strip() for f in fields):
+            continue
+        raw = delimiter.join(fields)
+        if any("\udc80" <= ch <= "\udcff" for ch in raw):
+            safe = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            yield unreadable(safe, where, Rejection("invalid_utf8", "bytes that are not UTF-8"))
+            continue
+        if len(fields) != len(header):
+            yield unreadable(
+                raw,
+                where,
+                Rejection("malformed_row", f"expected {len(header)} fields, got {len(fields)}"),
+            )
+            continue
+        yield candidate(*(fields[i] if i is not None else None for i in columns.values()))
+
+
+def _parse_jsonl(data: bytes, name: str) -> Iterator[dict[str, Any]]:
+    for where, text, problem in _lines(data, name):
+        if problem:
+            yield unreadable(text, where, problem)
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield unreadable(text, where, Rejection("invalid_json", exc.msg))
+            continue
+        if not isinstance(record, dict):
+            yield unreadable(
+                text,
+                where,
+                Rejection("malformed_row", f"expected a JSON object, got {type(record).__name__}"),
+            )
+            continue
+        lowered = {str(k).lower(): v for k, v in record.items()}
+        yield candidate(
+            _first(lowered, ALT_TEXT_COLUMNS),
+            _first(lowered, IMAGE_URL_COLUMNS),
+            _first(lowered, PAGE_URL_COLUMNS),
+        )
+
+
+def _column(header: list[str], names: tuple[str, ...]) -> int | None:
+    return next((header.index(n) for n in names if n in header), None)
+
+
+def _first(record: dict[str, Any], names: tuple[str, ...]) -> Any:
+    return next((record[n] for n in names if n in record), None)
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)

@@ -1,0 +1,98 @@
+"""The funnel of a curation run: how many candidates entered and left each stage, and why
+the rest were dropped; checked so that `input == kept + all rejections` always holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class AccountingError(RuntimeError):
+    """Candidates appeared or vanished between stages: a bug, never a result."""
+
+
+def build(
+    input_count: int, kept: int, rejected: Mapping[str, Mapping[str, int]], stages: Sequence[str]
+) -> dict[str, Any]:
+    """`{"input", "kept", "rejected": {stage: {reason: n}}, "funnel": [...]}` in stage order."""
+    unknown = set(rejected) - set(stages)
+    if unknown:
+        raise AccountingError(
+            f"rejections at unknown stages {sorted(unknown)}; stages are {list(stages)}"
+        )
+    total_rejected = sum(sum(reasons.values()) for reasons in rejected.values())
+    if input_count != kept + total_rejected:
+        raise AccountingError(f"input {input_count} != kept {kept} + rejected {total_rejected}")
+    funnel, entering = [], input_count
+    for stage in stages:
+        dropped = sum(rejected.get(stage, {}).values())
+        funnel.append(
+            {
+                "stage": stage,
+                "entering": entering,
+                "rejected": dropped,
+                "leaving": entering - dropped,
+            }
+        )
+        entering -= dropped
+    return {
+        "input": input_count,
+        "kept": kept,
+        "rejected": {
+            s: dict(sorted(rejected[s].items(), key=lambda kv: -kv[1]))
+            for s in stages
+            if s in rejected
+        },
+        "funnel": funnel,
+    }
+
+
+def render(stats: Mapping[str, Any], width: int = 40) -> str:
+    """A plain-text funnel for terminals and logs."""
+    total = max(stats["input"], 1)
+    lines = [f"{'stage':<18}{'entering':>10}{'rejected':>10}{'leaving':>10}"]
+    for row in stats["funnel"]:
+        bar = "#" * round(width * row["leaving"] / total)
+        lines.append(
+            f"{row['stage']:<18}{row['entering']:>10}{row['rejected']:>10}{row['leaving']:>10}  {bar}"
+        )
+        for reason, count in stats["rejected"].get(row["stage"], {}).items():
+            lines.append(f"    {reason:<26}{count:>10}")
+    lines.append(f"kept {stats['kept']} of {stats['input']} ({100 * stats['kept'] / total:.1f}%)")
+    return "\n".join(lines)
+
+
+def plot(stats: Mapping[str, Any], path: str | Path) -> None:
+    """A bar per stage (candidates leaving it) and a bar per rejection reason."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    reasons = [
+        (f"{stage}: {reason}", n)
+        for stage, rs in stats["rejected"].items()
+        for reason, n in rs.items()
+    ]
+    fig, (top, bottom) = plt.subplots(
+        2,
+        1,
+        figsize=(9, 3 + 0.28 * (len(stats["funnel"]) + len(reasons))),
+        gridspec_kw={"height_ratios": [len(stats["funnel"]) + 1, max(len(reasons), 1)]},
+    )
+    stages = [row["stage"] for row in stats["funnel"]]
+    top.barh(
+        ["input", *stages][::-1],
+        [stats["input"], *(r["leaving"] for r in stats["funnel"])][::-1],
+        color="#4c72b0",
+    )
+    top.set_title(f"Curation funnel: {stats['kept']} kept of {stats['input']}")
+    top.set_xlabel("candidates left after the stage")
+    if reasons:
+        labels, counts = zip(*sorted(reasons, key=lambda kv: kv[1]))
+        bottom.barh(labels, counts, color="#dd8452")
+    bottom.set_xlabel("candidates rejected, by stage and reason")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

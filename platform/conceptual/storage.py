@@ -1,0 +1,130 @@
+"""One way to reach data wherever it lives: local paths, `file://` and `s3://` URIs.
+
+S3 settings come from the standard AWS environment variables, so AWS, MinIO or any
+S3-compatible store works unchanged: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (a custom
+endpoint such as http://127.0.0.1:9000), AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+AWS_SESSION_TOKEN (else the default credential chain), AWS_REGION or AWS_DEFAULT_REGION.
+
+`resolve(uri)` returns a pyarrow filesystem and the path inside it; Ray Data readers and
+writers take both (`filesystem=`), so Ray never has to guess a region from real AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+
+class StorageError(OSError):
+    """A URI that cannot be used; the message names it."""
+
+
+def is_remote(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+def s3_filesystem() -> pafs.S3FileSystem:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    options: dict[str, Any] = {
+        "region": os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or "us-east-1"
+    }
+    if endpoint:
+        parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options["endpoint_override"] = parsed.netloc
+        options["scheme"] = parsed.scheme
+        # S3-compatible stores (MinIO, moto) serve buckets as paths, not as subdomains.
+        options["force_virtual_addressing"] = False
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if key and secret:
+        options.update(
+            access_key=key, secret_key=secret, session_token=os.environ.get("AWS_SESSION_TOKEN")
+        )
+    return pafs.S3FileSystem(**options)
+
+
+def resolve(uri: str | os.PathLike) -> tuple[pafs.FileSystem, str]:
+    """`s3://bucket/key` -> (S3FileSystem, "bucket/key"); a path or file:// URI -> (local, abs path)."""
+    uri = os.fspath(uri)
+    if is_remote(uri):
+        path = uri[len("s3://") :].strip("/")
+        if not path:
+            raise StorageError(f"{uri!r} names no bucket")
+        return s3_filesystem(), path
+    if uri.startswith("file://"):
+        uri = urlparse(uri).path
+    elif "://" in uri:
+        raise StorageError(f"unsupported URI scheme in {uri!r}: use a path, file:// or s3://")
+    return pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
+
+
+def join(uri: str, *parts: str) -> str:
+    if is_remote(uri) or uri.startswith("file://"):
+        return posixpath.join(uri.rstrip("/"), *parts)
+    return str(Path(uri, *parts))
+
+
+def exists(uri: str) -> bool:
+    fs, path = resolve(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def list_files(uri: str) -> list[str]:
+    """Paths (inside the filesystem) of all files under a directory, or the file itself."""
+    fs, path = resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise StorageError(f"{uri} does not exist")
+    if info.type == pafs.FileType.File:
+        return [path]
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+
+
+def read_bytes(uri: str) -> bytes:
+    fs, path = resolve(uri)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return stream.read()
+    except FileNotFoundError as exc:
+        raise StorageError(f"{uri} does not exist") from exc
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Write a whole object. Locally via a temporary file and a rename, so a reader never sees
+    half a file; an S3 PUT is atomic by itself."""
+    fs, path = resolve(uri)
+    parent = posixpath.dirname(path)
+    if parent:
+        fs.create_dir(parent, recursive=True)
+    target = path if is_remote(os.fspath(uri)) else f"{path}.{uuid.uuid4().hex}.tmp"
+    with fs.open_output_stream(target) as stream:
+        stream.write(data)
+    if target != path:
+        fs.move(target, path)
+
+
+def read_json(uri: str) -> Any:
+    return json.loads(read_bytes(uri))
+
+
+def write_json(uri: str, value: Any) -> None:
+    write_bytes(uri, json.dumps(value, indent=2, sort_keys=False).encode())
+
+
+def delete(uri: str) -> None:
+    """Remove a file or a directory tree; nothing there is fine."""
+    fs, path = resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+    elif info.type == pafs.FileType.File:
+        fs.delete_file(path)

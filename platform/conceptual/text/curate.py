@@ -1,0 +1,90 @@
+"""Text curation of a batch of alt-texts, engine-agnostic: the Ray pipeline's NLP actor and
+the `hypernymize` command both call `TextCurator.process`, so they cannot disagree.
+
+Stages, in order (each candidate stops at the first that rejects it):
+- `text`: cheap filters on the cleaned alt-text (conceptual.text.filters), no parse;
+- `syntax`: filters that need POS tags (no determiner / noun / preposition, noun ratio);
+- `hypernymize`: the text transformation (conceptual.text.hypernymize), which may reject
+  what it leaves too short or inconsistent.
+Each text is parsed by spaCy once; the syntax filters and the transformation share the Doc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from conceptual.config import Config
+from conceptual.text.filters import TextFilterConfig, TextFilters
+from conceptual.text.hypernymize import HypernymConfig, Hypernymizer
+
+STAGES = ("text", "syntax", "hypernymize")
+
+
+class TextCurationConfig(Config):
+    filters: TextFilterConfig = TextFilterConfig()
+    hypernym: HypernymConfig = HypernymConfig()
+
+
+@dataclass
+class Outcome:
+    """What became of one alt-text: a caption, or the stage and reason that rejected it."""
+
+    text: str  # the cleaned alt-text that the later stages saw
+    caption: str | None = None
+    entities: list[dict] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    stage: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+
+    @property
+    def kept(self) -> bool:
+        return self.reason is None
+
+
+class TextCurator:
+    """Loads the filters, spaCy and WordNet once; then processes batches."""
+
+    def __init__(self, config: TextCurationConfig | None = None):
+        self.config = config or TextCurationConfig()
+        self.filters = TextFilters(self.config.filters)
+        self.hypernymizer = Hypernymizer(self.config.hypernym)
+        self.nlp = self.hypernymizer.nlp
+
+    def process(self, texts: Sequence[str | None], apply_filters: bool = True) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(texts)
+        to_parse: list[int] = []
+        for i, raw in enumerate(texts):
+            if apply_filters:
+                cleaned, rejection = self.filters.check(raw)
+                if rejection:
+                    outcomes[i] = Outcome(
+                        cleaned, stage="text", reason=rejection.reason, detail=rejection.detail
+                    )
+                    continue
+            else:
+                cleaned = " ".join((raw or "").split())
+            outcomes[i] = Outcome(cleaned)
+            to_parse.append(i)
+
+        docs = self.nlp.pipe(
+            (outcomes[i].text for i in to_parse), batch_size=self.config.hypernym.batch_size
+        )
+        for i, doc in zip(to_parse, docs):
+            outcome = outcomes[i]
+            if apply_filters and (rejection := self.filters.check_doc(doc)):
+                outcome.stage, outcome.reason, outcome.detail = (
+                    "syntax",
+                    rejection.reason,
+                    rejection.detail,
+                )
+                continue
+            result = self.hypernymizer.transform_doc(doc)
+            outcome.entities, outcome.types = result.entities, result.types
+            if result.rejection:
+                outcome.stage, outcome.reason = "hypernymize", result.rejection.reason
+                outcome.detail = result.rejection.detail
+            else:
+                outcome.caption = result.caption
+        return outcomes  # type: ignore[return-value]

@@ -1,0 +1,122 @@
+"""`ray job submit` against `ray start --head`, exactly as a user runs the stages."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, free_port
+
+pytestmark = pytest.mark.e2e
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory, platform_home):
+    """A head node started with `ray start --head --block`; stopping that process stops
+    the cluster it started (and only that one, unlike `ray stop`)."""
+    dashboard = free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    log = open(tmp_path_factory.mktemp("ray") / "head.log", "w")
+    head = subprocess.Popen(
+        [
+            BIN / "ray",
+            "start",
+            "--head",
+            "--block",
+            f"--port={free_port()}",
+            "--num-cpus=2",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    address = f"http://127.0.0.1:{dashboard}"
+    deadline = time.monotonic() + 120
+    while subprocess.run(
+        [BIN / "ray", "job", "list", "--address", address], env=env, capture_output=True
+    ).returncode:
+        if head.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"ray head did not come up; see {log.name}")
+        time.sleep(2)
+    yield {"address": address, "env": env}
+    head.send_signal(signal.SIGTERM)
+    try:
+        head.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+    log.close()
+
+
+def submit(cluster, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            BIN / "ray",
+            "job",
+            "submit",
+            "--address",
+            cluster["address"],
+            "--working-dir",
+            str(REPO),
+            "--",
+            "python",
+            "-m",
+            *args,
+        ],
+        env=cluster["env"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_curate_job_submitted_to_a_cluster(ray_cluster, tmp_path):
+    from conceptual.demo.corpus import generate_candidates, write_candidates
+
+    write_candidates(generate_candidates(300, seed=3), str(tmp_path / "in.tsv"), fmt="cc_tsv")
+    out = tmp_path / "out"
+    result = submit(
+        ray_cluster,
+        "conceptual.jobs.curate",
+        "--input",
+        str(tmp_path / "in.tsv"),
+        "--output",
+        str(out),
+        "entity_frequency.more_than=1",
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["input"] == 300 and 0 < stats["kept"] < 300
+    assert (out / "_SUCCESS").exists()
+    assert "kept" in result.stdout and "mlflow" in result.stdout
+
+
+def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):
+    lines = ["Crowd at a concert in Los Angeles", "", "#tbt www.example.com"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    result = submit(
+        ray_cluster, "conceptual.jobs.hypernymize", "--filters", str(tmp_path / "in.txt")
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    out = [
+        line
+        for line in result.stdout.splitlines()
+        if line == "crowd at a concert" or line.startswith("REJECT\t")
+    ]
+    assert out[0] == "crowd at a concert"
+    assert out[1] == "REJECT\ttext\tempty"
+    assert out[2].startswith("REJECT\ttext\t")

@@ -1,0 +1,123 @@
+"""The curation pipeline on a local Ray, reading and writing through an S3 API endpoint on
+127.0.0.1, tracked in MLflow: outputs, accounting and the incomplete-output marker."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+import pyarrow.parquet as pq
+import pytest
+
+from conceptual import storage
+from conceptual.candidates import CandidateFormatError
+from conceptual.demo.corpus import generate_candidates, write_candidates
+from conceptual.pipelines.curation import SUCCESS, CurationConfig, run
+
+pytestmark = pytest.mark.integration
+
+BROKEN_LINES = b"no tab on this line\nthree\tfields\there\n\xff\xfebad bytes\thttp://x.test/b.jpg\n"
+
+
+def read_table(uri: str):
+    fs, _ = storage.resolve(uri)
+    files = [p for p in storage.list_files(uri) if p.endswith(".parquet")]
+    tables = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            tables.append(pq.read_table(f))
+    return [row for t in tables for row in t.to_pylist()]
+
+
+@pytest.fixture(scope="module")
+def curated_run(ray_local, tmp_path_factory):
+    rows = generate_candidates(400, seed=7)
+    local = tmp_path_factory.mktemp("cands")
+    write_candidates(rows[:250], str(local / "part-0.tsv"), fmt="cc_tsv")
+    write_candidates(rows[250:], str(local / "part-1.jsonl"), fmt="jsonl")
+    base = "s3://conceptual/it"
+    storage.write_bytes(
+        f"{base}/input/part-0.tsv", (local / "part-0.tsv").read_bytes() + BROKEN_LINES
+    )
+    storage.write_bytes(f"{base}/input/part-1.jsonl", (local / "part-1.jsonl").read_bytes())
+    config = CurationConfig.model_validate(
+        {"entity_frequency": {"more_than": 2}, "resources": {"batch_size": 64}}
+    )
+    stats, run_id = run(f"{base}/input", f"{base}/output", config)
+    return {
+        "rows": rows,
+        "stats": stats,
+        "run_id": run_id,
+        "output": f"{base}/output",
+        "base": base,
+    }
+
+
+def test_every_candidate_lands_exactly_once(curated_run):
+    stats, out = curated_run["stats"], curated_run["output"]
+    assert stats["input"] == 400 + 3
+    curated = read_table(storage.join(out, "curated"))
+    rejected = read_table(storage.join(out, "rejected"))
+    assert len(curated) == stats["kept"] and len(rejected) == stats["input"] - stats["kept"]
+    ids = [r["id"] for r in curated] + [r["id"] for r in rejected]
+    assert len(ids) == len(set(ids)) or len(ids) - len(set(ids)) == _duplicate_pairs(
+        curated_run["rows"]
+    )
+    rejected_total = sum(n for reasons in stats["rejected"].values() for n in reasons.values())
+    assert stats["input"] == stats["kept"] + rejected_total
+
+
+def _duplicate_pairs(rows) -> int:
+    pairs = [(r["image_url"], r["alt_text"]) for r in rows]
+    return len(pairs) - len(set(pairs))
+
+
+def test_reasons_cover_read_text_and_syntax(curated_run):
+    rejected = curated_run["stats"]["rejected"]
+    assert rejected["read"]["malformed_row"] == 2 and rejected["read"]["invalid_utf8"] == 1
+    assert {"url", "hashtag", "empty", "non_english"} <= set(rejected["text"])
+    assert "syntax" in rejected
+    rows = read_table(storage.join(curated_run["output"], "rejected"))
+    assert all(r["stage"] and r["reason"] for r in rows)
+    assert any("part-0.tsv" in (r["detail"] or "") for r in rows if r["stage"] == "read")
+
+
+def test_curated_records_are_transformed(curated_run):
+    curated = read_table(storage.join(curated_run["output"], "curated"))
+    assert curated, "a realistic candidate set keeps something"
+    for row in curated:
+        assert row["caption"] == row["caption"].lower()
+        assert row["types"], row
+        assert row["image_url"].startswith("http")
+    assert any(e["action"] == "replaced" for row in curated for e in row["entities"])
+    captions = curated_run["stats"]["captions"]
+    assert captions["count"] == len(curated) and captions["vocabulary_size"] > 10
+
+
+def test_stats_and_success_marker_written(curated_run):
+    out = curated_run["output"]
+    stats = storage.read_json(storage.join(out, "stats.json"))
+    assert stats["input"] == curated_run["stats"]["input"]
+    assert stats["mlflow_run_id"] == curated_run["run_id"]
+    assert storage.read_json(storage.join(out, SUCCESS))["kept"] == stats["kept"]
+
+
+def test_mlflow_run_has_config_metrics_and_artifacts(curated_run):
+    run = mlflow.get_run(curated_run["run_id"])
+    assert run.data.params["entity_frequency.more_than"] == "2"
+    assert run.data.metrics["input"] == curated_run["stats"]["input"]
+    assert run.data.metrics["rejected.read.malformed_row"] == 2
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(curated_run["run_id"])}
+    assert {"config.yaml", "stats.json", "funnel.png", "funnel.txt", "samples"} <= artifacts
+    kept = json.loads(
+        mlflow.artifacts.load_text(f"runs:/{curated_run['run_id']}/samples/kept.json")
+    )
+    assert "caption" in kept["columns"]
+
+
+def test_failed_rerun_leaves_output_marked_incomplete(curated_run):
+    base, out = curated_run["base"], curated_run["output"]
+    storage.write_bytes(f"{base}/bad/c.csv", b"alt_text,width\nA dog,3\n")
+    with pytest.raises(CandidateFormatError):
+        run(f"{base}/bad", out, CurationConfig())
+    assert not storage.exists(storage.join(out, SUCCESS))

@@ -1,0 +1,66 @@
+import pytest
+
+from conceptual.config import Config, ConfigError, flatten, load, parse_overrides, to_yaml
+
+
+class Inner(Config):
+    threshold: float = 0.5
+    names: list[str] = ["a"]
+
+
+class Outer(Config):
+    inner: Inner = Inner()
+    enabled: bool = True
+    label: str = "x"
+
+
+def test_defaults_without_file():
+    cfg = load(Outer)
+    assert cfg.inner.threshold == 0.5 and cfg.enabled
+
+
+def test_yaml_then_overrides_win(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("inner:\n  threshold: 0.7\nlabel: from-file\n")
+    cfg = load(Outer, path, ["inner.threshold=0.9", "enabled=false", "inner.names=[b, c]"])
+    assert cfg.inner.threshold == 0.9
+    assert cfg.enabled is False
+    assert cfg.inner.names == ["b", "c"]
+    assert cfg.label == "from-file"
+
+
+def test_unknown_key_is_an_error_naming_it():
+    with pytest.raises(ConfigError, match="inner.treshold"):
+        load(Outer, None, ["inner.treshold=1"])
+
+
+def test_bad_type_is_an_error():
+    with pytest.raises(ConfigError, match="inner.threshold"):
+        load(Outer, None, ["inner.threshold=high"])
+
+
+@pytest.mark.parametrize("bad", ["no_equals", "=1", "a.b=[unclosed"])
+def test_malformed_override(bad):
+    with pytest.raises(ConfigError):
+        parse_overrides([bad])
+
+
+def test_missing_and_non_mapping_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(Outer, tmp_path / "absent.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load(Outer, tmp_path / "list.yaml")
+
+
+def test_flatten_and_yaml_round_trip(tmp_path):
+    cfg = load(Outer, None, ["inner.threshold=0.25"])
+    assert flatten(cfg) == {
+        "inner.threshold": 0.25,
+        "inner.names": ["a"],
+        "enabled": True,
+        "label": "x",
+    }
+    path = tmp_path / "back.yaml"
+    path.write_text(to_yaml(cfg))
+    assert load(Outer, path) == cfg
