@@ -102,11 +102,54 @@ def is_kept(batch: pa.Table) -> pa.ChunkedArray:
     return pc.is_null(batch["reason"])
 
 
-def type_counts(batch: pa.Table) -> pa.Table:
-    """Partial counts of the concepts of kept captions (combined per batch before the shuffle)."""
-    types = pc.list_flatten(batch.filter(is_kept(batch))["types"])
-    counts = pa.table({"type": types}).group_by("type").aggregate([([], "count_all")])
-    return counts.rename_columns(["type", "n"])
+def counted(kind: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """(kind, key, n) rows: how often each value occurs, as partial counts of one batch."""
+    counts = (
+        pa.table({"key": pc.cast(values, pa.string())})
+        .group_by("key")
+        .aggregate([([], "count_all")])
+    )
+    return pa.table(
+        {
+            "kind": pa.array([kind] * counts.num_rows, pa.string()),
+            "key": counts["key"],
+            "n": counts["count_all"],
+        }
+    )
+
+
+def concept_tally(batch: pa.Table) -> pa.Table:
+    """The concepts of the captions still in the running, for the entity-frequency rule."""
+    return counted("type", pc.list_flatten(batch.filter(is_kept(batch))["types"]))
+
+
+def outcome_tally(batch: pa.Table) -> pa.Table:
+    """Everything stats.json reports, in one pass: outcomes, caption lengths, tokens."""
+    tokens = pc.utf8_split_whitespace(batch.filter(is_kept(batch))["caption"])
+    stage, reason = pc.fill_null(batch["stage"], ""), pc.fill_null(batch["reason"], "")
+    return pa.concat_tables(
+        [
+            counted("outcome", pc.binary_join_element_wise(stage, reason, "\t")),
+            counted("length", pc.list_value_length(tokens)),
+            counted("token", pc.list_flatten(tokens)),
+        ]
+    )
+
+
+def tally(ds: ray.data.Dataset, fn) -> dict[str, dict[str, int]]:
+    """{kind: {key: n}} over a whole dataset. Partial counts per batch run on the cluster
+    and are small, so they are combined here rather than shuffled (a hash shuffle costs
+    seconds of fixed overhead, more than the counting itself)."""
+    partials = ds.map_batches(fn, batch_format="pyarrow").iter_batches(
+        batch_size=None, batch_format="pyarrow"
+    )
+    tables = [t for t in partials if t.num_rows]
+    result: dict[str, dict[str, int]] = {}
+    if tables:
+        combined = pa.concat_tables(tables).group_by(["kind", "key"]).aggregate([("n", "sum")])
+        for kind, key, n in zip(*(combined[c].to_pylist() for c in ("kind", "key", "n_sum"))):
+            result.setdefault(kind, {})[key] = n
+    return result
 
 
 def apply_entity_frequency(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table:
@@ -122,51 +165,12 @@ def apply_entity_frequency(batch: pa.Table, rare: frozenset[str], more_than: int
     return pa.Table.from_pylist(rows, schema=PROCESSED)
 
 
-def outcome_counts(batch: pa.Table) -> pa.Table:
-    keys = pa.table(
-        {"stage": pc.fill_null(batch["stage"], ""), "reason": pc.fill_null(batch["reason"], "")}
-    )
-    return (
-        keys.group_by(["stage", "reason"])
-        .aggregate([([], "count_all")])
-        .rename_columns(["stage", "reason", "n"])
-    )
-
-
-def caption_token_counts(batch: pa.Table) -> pa.Table:
-    tokens = pc.list_flatten(pc.utf8_split_whitespace(batch.filter(is_kept(batch))["caption"]))
-    return (
-        pa.table({"token": tokens})
-        .group_by("token")
-        .aggregate([([], "count_all")])
-        .rename_columns(["token", "n"])
-    )
-
-
-def caption_lengths(batch: pa.Table) -> pa.Table:
-    lengths = pc.list_value_length(
-        pc.utf8_split_whitespace(batch.filter(is_kept(batch))["caption"])
-    )
-    return (
-        pa.table({"tokens": lengths})
-        .group_by("tokens")
-        .aggregate([([], "count_all")])
-        .rename_columns(["tokens", "n"])
-    )
-
-
 def to_curated(batch: pa.Table) -> pa.Table:
     return batch.filter(is_kept(batch)).select(CURATED.names).cast(CURATED)
 
 
 def to_rejected(batch: pa.Table) -> pa.Table:
     return batch.filter(pc.invert(is_kept(batch))).select(REJECTED.names).cast(REJECTED)
-
-
-def summed(ds: ray.data.Dataset, fn, keys: list[str]) -> list[dict[str, Any]]:
-    """Distributed count: partial counts per batch, then a groupby-sum across the cluster."""
-    partial = ds.map_batches(fn, batch_format="pyarrow")
-    return partial.groupby(keys).sum("n").rename_columns({"sum(n)": "n"}).take_all()
 
 
 def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:
@@ -237,7 +241,7 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
     ).materialize()
 
     ef = config.entity_frequency
-    type_count = {r["type"]: r["n"] for r in summed(processed, type_counts, ["type"])}
+    type_count = tally(processed, concept_tally).get("type", {})
     rare = (
         frozenset(t for t, n in type_count.items() if n <= ef.more_than)
         if ef.enabled
@@ -258,13 +262,14 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
         f"{path}/rejected", filesystem=fs
     )
 
-    counts = summed(final, outcome_counts, ["stage", "reason"])
-    input_count = sum(r["n"] for r in counts)
-    kept = sum(r["n"] for r in counts if not r["reason"])
+    tallies = tally(final, outcome_tally)
     rejected: dict[str, dict[str, int]] = {}
-    for r in counts:
-        if r["reason"]:
-            rejected.setdefault(r["stage"], {})[r["reason"]] = r["n"]
+    for key, n in tallies.get("outcome", {}).items():
+        stage, reason = key.split("\t")
+        if reason:
+            rejected.setdefault(stage, {})[reason] = n
+    input_count = sum(tallies.get("outcome", {}).values())
+    kept = tallies.get("outcome", {}).get("\t", 0)
     stats = funnel.build(input_count, kept, rejected, STAGES)
 
     on_disk = {
@@ -276,9 +281,11 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
             f"written {on_disk}, expected curated {kept} and rejected {input_count - kept}"
         )
 
-    lengths = {r["tokens"]: r["n"] for r in summed(final, caption_lengths, ["tokens"])}
-    vocabulary = summed(final, caption_token_counts, ["token"])
-    stats["captions"] = {**length_statistics(lengths), "vocabulary_size": len(vocabulary)}
+    lengths = {int(k): n for k, n in tallies.get("length", {}).items()}
+    stats["captions"] = {
+        **length_statistics(lengths),
+        "vocabulary_size": len(tallies.get("token", {})),
+    }
     stats["entity_frequency"] = {
         "enabled": ef.enabled,
         "more_than": ef.more_than,

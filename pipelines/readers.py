@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import ray.data
 
 from conceptual import storage
@@ -18,7 +19,9 @@ from conceptual.candidates import (
     PAGE_URL_COLUMNS,
     CandidateFormatError,
     candidate,
+    check_header,
     detect_format,
+    header_columns,
     parse,
 )
 from conceptual.records import CANDIDATE
@@ -58,31 +61,38 @@ def read_candidates(uri: str, fmt: str = "auto") -> ray.data.Dataset:
         )
     parquet_files = [f for f, pq in zip(files, is_parquet) if pq]
     if parquet_files:
-        _check_parquet_columns(fs, parquet_files[0])
+        for path in parquet_files:
+            _check_parquet_columns(fs, path)
         table = ray.data.read_parquet(parquet_files, filesystem=fs)
         parts.append(table.map_batches(_parquet_candidates, batch_format="pyarrow"))
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
-def _parse_files(batch: pa.Table, fmt: str) -> pa.Table:
+HEAD_BYTES = 65536
+
+
+def line_formats(fs, files: list[str], fmt: str) -> dict[str, str]:
+    """Each text file's format, decided from its name and first line on the driver, and its
+    header checked, so a bad file fails the run before any work is scheduled."""
+    formats = {}
+    for path in files:
+        with fs.open_input_stream(path) as stream:
+            head = stream.read(HEAD_BYTES)
+        formats[path] = detect_format(path, head) if fmt == "auto" else fmt
+        check_header(head, path, formats[path])
+    return formats
+
+
+def _parse_files(batch: pa.Table, formats: dict[str, str]) -> pa.Table:
     rows = []
     for data, path in zip(batch.column("bytes").to_pylist(), batch.column("path").to_pylist()):
-        rows.extend(parse(data, path, fmt))
+        rows.extend(parse(data, path, formats[path]))
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)
 
 
 def _check_parquet_columns(fs, path: str) -> None:
-    import pyarrow.parquet as pq
-
     with fs.open_input_file(path) as f:
-        names = [n.lower() for n in pq.read_schema(f).names]
-    if not any(n in names for n in ALT_TEXT_COLUMNS) or not any(
-        n in names for n in IMAGE_URL_COLUMNS
-    ):
-        raise CandidateFormatError(
-            f"{path}: columns {names} must include an alt-text column ({', '.join(ALT_TEXT_COLUMNS)}) "
-            f"and an image URL column ({', '.join(IMAGE_URL_COLUMNS)})"
-        )
+        header_columns([n.lower() for n in pq.read_schema(f).names], path)
 
 
 def _parquet_candidates(batch: pa.Table) -> pa.Table:

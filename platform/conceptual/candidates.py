@@ -131,16 +131,7 @@ def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[st
         return
     except csv.Error as exc:
         raise CandidateFormatError(f"{name}: unreadable header: {exc}") from exc
-    columns = {
-        "alt_text": _column(header, ALT_TEXT_COLUMNS),
-        "image_url": _column(header, IMAGE_URL_COLUMNS),
-        "page_url": _column(header, PAGE_URL_COLUMNS),
-    }
-    if columns["alt_text"] is None or columns["image_url"] is None:
-        raise CandidateFormatError(
-            f"{name}: header {header} must name an alt-text column ({', '.join(ALT_TEXT_COLUMNS)}) "
-            f"and an image URL column ({', '.join(IMAGE_URL_COLUMNS)})"
-        )
+    columns = header_columns(header, name)
     while True:
         where = f"{name}:{reader.line_num + 1}"
         try:
@@ -165,6 +156,29 @@ def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[st
             )
             continue
         yield candidate(*(fields[i] if i is not None else None for i in columns.values()))
+
+
+def header_columns(header: list[str], name: str) -> dict[str, int | None]:
+    """Where the alt-text, image URL and page URL are in a header (lowercased names)."""
+    columns = {
+        "alt_text": _column(header, ALT_TEXT_COLUMNS),
+        "image_url": _column(header, IMAGE_URL_COLUMNS),
+        "page_url": _column(header, PAGE_URL_COLUMNS),
+    }
+    if columns["alt_text"] is None or columns["image_url"] is None:
+        raise CandidateFormatError(
+            f"{name}: columns {header} must include an alt-text column ({', '.join(ALT_TEXT_COLUMNS)}) "
+            f"and an image URL column ({', '.join(IMAGE_URL_COLUMNS)})"
+        )
+    return columns
+
+
+def check_header(head: bytes, name: str, fmt: str) -> None:
+    """Fail fast, before any work is scheduled, on a file whose header cannot be used."""
+    if fmt in ("tsv", "csv"):
+        first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        header = next(csv.reader([first], delimiter="\t" if fmt == "tsv" else ","), [])
+        header_columns([h.strip().lower() for h in header], name)
 
 
 def _parse_jsonl(data: bytes, name: str) -> Iterator[dict[str, Any]]:
