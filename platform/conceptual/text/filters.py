@@ -1,0 +1,559 @@
+"""Text-based filters of alt-text (spec/curation.md section 2), tuned for precision over
+recall like the paper: a good caption lost is cheap, a bad one kept is not.
+
+    filters = TextFilters(TextFilterConfig())
+    cleaned, rejection = filters.check(alt_text)      # cheap: regexes and word lists
+    if rejection is None:
+        rejection = filters.check_doc(nlp(cleaned))   # needs POS tags from spaCy
+
+`clean_alt_text` normalizes first (HTML entities, NFC, whitespace) and crops stock-photo
+boilerplate ("Stock Photo - A man riding a horse" -> "A man riding a horse"). Each filter
+is named after the one reason it rejects with; reasons are metric names, so never reword
+one. `check` stops at the first filter that rejects, in this order:
+
+| reason | rejects |
+|---|---|
+| empty | None, blank, or nothing left after cropping boilerplate |
+| too_long | more than `max_chars` characters (input over 4x that is rejected before cleaning) |
+| emoji | emoji and pictographs, ★ included (no vocabulary word; they mark social-media text) |
+| control_characters | C0/C1 controls other than tab, CR and LF (cleaning turns those into spaces), zero-width and bidi marks, combining marks NFC left loose (zalgo), private-use or invalid code points |
+| html_markup | tags (`<b>`, `<img src=...>`) or entities left after one decoding (`&amp;lt;`) |
+| hashtag | `#word` |
+| handle | `@user` |
+| url | `http://`, `www.`, bare domains such as `example.com` |
+| file_name | `IMG_3422.JPG`, `DSC01234`, `photo.jpeg`, `my_photo`, identifiers like `a8f7e6d5c4` |
+| boilerplate_pattern | starts or ends with web boilerplate ("embedded image permalink", "profile photo", "image may contain", "click here", "... logo"), has a copyright notice, or is a gallery label ("Image 3 of 12") |
+| truncated | ends in "..." or with a dangling a, an, the, and, or, of ("A man standing in the") |
+| non_english | over `max_non_latin_share` of the letters outside Latin script, or at least `min_foreign_words` function words of other languages and over `foreign_per_english` times as many as English ones |
+| too_few_tokens | fewer than `min_tokens` words |
+| too_many_tokens | more than `max_tokens` words |
+| adult | a pornographic or sexual term (data/adult_terms.txt) |
+| profanity | a word or phrase of better_profanity's list, less data/profanity_allowlist.txt |
+| keyword_list | an SEO list: many separated fragments and few function words, or `keyword_min_bare_tokens` words without one function word |
+| repetition | a word more than `max_word_repeats` times in a row, or a content word more than that often and over `max_repeated_share` of the words |
+| low_unique_ratio | distinct words / words below `min_unique_ratio` |
+| not_capitalized | the first word starts with a lowercase letter (a digit passes) |
+| too_many_capitals | the share of capitalized words above `max_capitalized_ratio` (Title Case, ALL CAPS) |
+| out_of_vocabulary | a word rarer than `min_word_zipf` in wordfreq's English list (or absent from it) |
+| sentiment | VADER compound polarity beyond +-`max_abs_sentiment` |
+
+"Image may contain: ..." is rejected rather than cropped: what follows is Facebook's
+automatic tag list, not a description. Emoji get their own reason rather than counting as
+out-of-vocabulary, so the funnel shows how much social-media text a crawl holds.
+
+`check_doc` then applies the paper's syntactic rules to the spaCy Doc of the cleaned text
+(it reads `pos_` and `tag_`: the tagger and attribute ruler; parser and NER are not used):
+
+| reason | rejects |
+|---|---|
+| no_determiner | no DET and no possessive pronoun ("his", "their": determiners by function) |
+| no_noun | no NOUN or PROPN (a proper noun counts: hypernymization turns it into a noun) |
+| no_preposition | no ADP |
+| high_noun_ratio | (NOUN + PROPN) / words above `max_noun_ratio` |
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections import Counter
+from importlib import resources
+
+from pydantic import field_validator
+from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+from wordfreq import get_frequency_dict
+
+from conceptual.config import Config
+from conceptual.records import Rejection
+
+CHEAP_FILTERS = (
+    "emoji",
+    "control_characters",
+    "html_markup",
+    "hashtag",
+    "handle",
+    "url",
+    "file_name",
+    "boilerplate_pattern",
+    "truncated",
+    "non_english",
+    "too_few_tokens",
+    "too_many_tokens",
+    "adult",
+    "profanity",
+    "keyword_list",
+    "repetition",
+    "low_unique_ratio",
+    "not_capitalized",
+    "too_many_capitals",
+    "out_of_vocabulary",
+    "sentiment",
+)
+DOC_FILTERS = ("no_determiner", "no_noun", "no_preposition", "high_noun_ratio")
+# empty and too_long always run: they bound what the other filters see.
+FILTER_NAMES = ("empty", "too_long", *CHEAP_FILTERS, *DOC_FILTERS)
+
+# Input this many times max_chars is rejected before cleaning or any regex touches it.
+RAW_LENGTH_FACTOR = 4
+
+
+class TextFilterConfig(Config):
+    """Thresholds of the text filters. Defaults favour precision over recall."""
+
+    crop_boilerplate: bool = True  # crop "Stock Photo -", "| Getty Images"... before filtering
+    max_chars: int = 500
+    min_tokens: int = 2
+    max_tokens: int = 50
+    max_non_latin_share: float = 0.3  # letters outside Latin script / letters
+    min_foreign_words: int = 1  # foreign function words needed to call a text non-English,
+    foreign_per_english: float = 2.0  # and more than this many per English function word
+    max_word_repeats: int = 2  # a content word may occur this often...
+    max_repeated_share: float = 0.25  # ...or more when it stays below this share of the words
+    min_unique_ratio: float = 0.5  # distinct words / words
+    keyword_min_fragments: int = 4  # comma/pipe-separated fragments that make a list...
+    keyword_max_function_share: float = 0.2  # ...when this few of the words are function words
+    keyword_min_bare_tokens: int = 6  # this many words without one function word is a list
+    max_capitalized_ratio: float = 0.75
+    min_word_zipf: float = 1.5  # log10 of occurrences per billion words (1.5: about 30)
+    max_abs_sentiment: float = 0.8  # VADER compound; no Flickr8k or COCO caption exceeds 0.8
+    max_noun_ratio: float = 0.75
+    disabled: list[str] = []  # filter names to skip, e.g. [sentiment, no_preposition]
+
+    @field_validator("disabled")
+    @classmethod
+    def _known_filters(cls, names: list[str]) -> list[str]:
+        optional = (*CHEAP_FILTERS, *DOC_FILTERS)
+        wrong = [name for name in names if name not in optional]
+        if wrong:
+            raise ValueError(f"cannot disable {wrong}: the filters that can be are {optional}")
+        return names
+
+
+# --- cleaning --------------------------------------------------------------------------
+
+_STOCK = r"(?:photo(?:graph)?|image|picture|footage|illustration|vector)s?"
+# Phrases cropped at either end, with the separators around them.
+_CROP_PHRASES = "|".join(
+    [
+        r"click (?:here )?to enlarge(?: (?:picture|image|photo))?",
+        rf"(?:(?:free|hd|high[- ]res(?:olution)?) )?(?:royalty[- ]free )?stock {_STOCK}"
+        r"(?:,? (?:and|&) (?:images|pictures|photos))?",
+        rf"royalty[- ]free(?: {_STOCK})?",
+        r"(?:getty ?images|shutterstock|alamy|istock(?:photo)?|dreamstime|depositphotos|123rf"
+        rf"|adobe stock|bigstock(?:photo)?|pexels|unsplash|pixabay)(?: (?:stock )?{_STOCK})?",
+    ]
+)
+_SEPARATORS = r"[\s\-\u2013\u2014:|,.(\[/]"
+_CROP_PREFIX = re.compile(
+    rf"^(?:(?:{_CROP_PHRASES})(?:{_SEPARATORS}+|$)|(?:photo|image|picture|pic|img)\s*:\s*)",
+    re.IGNORECASE,
+)
+_CROP_SUFFIX = re.compile(
+    # (?<!...) starts a match only at the first separator of a run: without it a long run
+    # ("- - - - ...") costs quadratic time.
+    rf"(?:^|(?<!{_SEPARATORS}){_SEPARATORS}+)(?:{_CROP_PHRASES})[\s.)\]]*$"
+    # a credit in brackets at the end: "(Photo: Reuters)", "(Image courtesy of NASA)"
+    r"|\s*[(\[](?:photo|image|picture|credit|source|courtesy)\b[^()\[\]]{0,80}[)\]]\.?$"
+    # a bare label after a dash or pipe: "A duck on a branch - photo"
+    r"|\s*[-\u2013\u2014|]\s*(?:photo|image|picture|pic)s?\.?$",
+    re.IGNORECASE,
+)
+
+
+# Space, tab, CR, LF and Unicode spaces. Other separators (form feed, U+2028...) are left
+# for the control_characters filter.
+_WHITESPACE = re.compile(r"[ \t\n\r\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
+
+# Each round crops one prefix and one suffix; real alt-text needs one or two rounds, and a
+# bound keeps text made of nothing but boilerplate from costing quadratic time.
+_MAX_CROP_ROUNDS = 4
+
+
+def clean_alt_text(text: str, config: TextFilterConfig) -> str:
+    """Decode HTML entities once, NFC-normalize, collapse whitespace and crop boilerplate
+    prefixes and suffixes, repeatedly ("Stock Photo - A barn - Getty Images" crops twice).
+    Callers bound the length first; TextFilters.check does."""
+    if "&" in text:
+        text = html.unescape(text)
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    text = _WHITESPACE.sub(" ", text).strip(" ")
+    for _ in range(_MAX_CROP_ROUNDS if config.crop_boilerplate else 0):
+        cropped = _CROP_SUFFIX.sub("", _CROP_PREFIX.sub("", text, count=1), count=1).strip()
+        if cropped == text:
+            break
+        text = cropped
+    return text
+
+
+# --- patterns and word sets of the cheap filters ---------------------------------------
+
+_EMOJI = re.compile("[\u2600-\u27bf\u2b00-\u2bff\u20e3\ufe0f\U0001f000-\U0001faff]")
+# Tab, CR and LF are spaces after cleaning; what is left here is invisible or invalid.
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\u0300-\u036f"  # combining marks that NFC could not compose (zalgo text)
+    "\ud800-\uf8ff"  # lone surrogates, private use (icon fonts)
+    "\ufeff\ufff0-\uffff]"  # byte-order mark, specials, replacement character
+)
+_HTML = re.compile(
+    r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|<!--|&(?:[A-Za-z]{2,8}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});"
+)
+_URL = re.compile(
+    r"(?:https?|ftp)://|\bwww\.|[a-z0-9-]\.(?:com|net|org|edu|gov|mil|int|io|info|biz|uk|de"
+    r"|fr|nl|ru|jp|cn|au|ca|tv|ly|xyz|online|site|shop|blog|store|app)\b",
+    re.IGNORECASE,
+)
+_FILE_EXTENSION = re.compile(
+    r"\w\.(?:jpe?g|jfif|png|gif|bmp|tiff?|webp|heic|heif|avif|svg|psd|raw|cr2|nef|arw|dng|pdf"
+    r"|docx?|pptx?|xlsx?|mp4|mov|avi|wmv|html?|php|aspx?|jsp)\b",
+    re.IGNORECASE,
+)
+_SNAKE_CASE = re.compile(r"[^\W_]_+[^\W_]")  # my_photo, 20190312_143501
+_DIGIT = re.compile(r"\d")
+_CAMERA_OR_IDENTIFIER = re.compile(
+    r"\b(?:img|image|photo|pic|dsc[nf]?|dcim|pxl|mvimg|vid|gopr|dji|sam|wp|pano|_mg)[_-]?\d{3,}"
+    r"|\b(?=[a-z]*\d)(?=\d*[a-z])[a-z0-9]{8,}\b",  # letters and digits mixed: a8f7e6d5c4
+    re.IGNORECASE,
+)
+_HASHTAG = re.compile(r"(?<![\w&#])#[^\W\d_]\w*")
+_HANDLE = re.compile(r"(?<![\w.@])@\w{2,}")
+
+_BOILERPLATE_PREFIXES = (
+    "embedded image permalink",
+    *(f"profile {kind}" for kind in ("photo", "picture", "pic", "image")),
+    "image may contain",
+    "click here",
+    "click to",
+    "click on",
+    *(f"{verb} {what}" for verb in ("see", "read", "view", "show") for what in ("more", "all")),
+    *(f"view {what}" for what in ("larger", "full", "image", "photo", "picture", "gallery")),
+    "image result for",
+    *(f"no {kind}" for kind in ("image", "photo", "picture")),
+    *(f"{kind} {state}" for kind in ("image", "photo") for state in ("not found", "unavailable")),
+    *(f"{kind} photo" for kind in ("cover", "featured", "header")),
+    *(f"{kind} image" for kind in ("cover", "featured", "header")),
+    *("placeholder", "thumbnail", "screenshot", "screen shot", "untitled", "advertisement"),
+    *("sponsored", "logo", "icon", "avatar", "banner", "download", "free download"),
+)
+_BOILERPLATE_SUFFIXES = (
+    "embedded image permalink",
+    *(f"profile {kind}" for kind in ("photo", "picture", "pic", "image")),
+    *("click here", "read more", "see more", "view more", "logo", "icon", "avatar", "banner"),
+    *("thumbnail", "screenshot", "screen shot", "placeholder", "clip art", "clipart"),
+    *(
+        f"{kind} wallpaper{plural}"
+        for kind in ("hd", "4k", "desktop", "free", "iphone", "mobile", "phone")
+        for plural in ("", "s")
+    ),
+)
+
+
+def _alternation(phrases: tuple[str, ...]) -> str:
+    """A regex matching any of the phrases literally, longest first."""
+    return "|".join(re.escape(phrase) for phrase in sorted(phrases, key=len, reverse=True))
+
+
+_BOILERPLATE_START = re.compile(rf"^(?:{_alternation(_BOILERPLATE_PREFIXES)})\b", re.IGNORECASE)
+_BOILERPLATE_END = re.compile(rf"\b(?:{_alternation(_BOILERPLATE_SUFFIXES)})\W*$", re.IGNORECASE)
+# The last words of those suffixes: only a text ending in one needs the regex.
+_BOILERPLATE_LAST_WORDS = frozenset(phrase.split()[-1] for phrase in _BOILERPLATE_SUFFIXES)
+_NOTICE = re.compile(r"©|\bcopyright\b|\ball rights reserved\b|\(c\) \d{4}", re.IGNORECASE)
+_NOTICE_WORDS = frozenset({"copyright", "reserved", "c"})
+_GALLERY_LABEL = re.compile(
+    r"(?:image|photo|picture|pic|img|slide|figure|fig)\.?\s*#?\d+(?:\s*(?:of|/)\s*\d+)?",
+    re.IGNORECASE,
+)
+_DANGLING_WORDS = frozenset({"a", "an", "the", "and", "or", "of"})
+_ELLIPSES = ("...", "\u2026")
+
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_FRAGMENT_SEPARATORS = re.compile(r"[,;|/\u2022\u00b7]")
+
+
+def _chunk_around(text: str, match: re.Match) -> str:
+    """The whitespace-delimited stretch of text that holds a match, for details."""
+    start = text.rfind(" ", 0, match.start()) + 1
+    end = text.find(" ", match.end())
+    return text[start : end if end >= 0 else len(text)][:60]
+
+
+def _is_latin(char: str) -> bool:
+    code = ord(char)
+    # Basic Latin to Latin Extended-B, and Latin Extended Additional (Vietnamese).
+    return code < 0x250 or 0x1E00 <= code <= 0x1EFF
+
+
+def _read_lines(package: str, *path: str) -> list[str]:
+    """Lowercase lines of a list shipped in a package, without `#` comments and blanks."""
+    text = resources.files(package).joinpath(*path).read_text(encoding="utf-8")
+    lines = (line.split("#")[0].strip().lower() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def _read_words(name: str) -> list[str]:
+    """Whitespace-separated entries of a list in conceptual/text/data."""
+    return [word for line in _read_lines("conceptual.text", "data", name) for word in line.split()]
+
+
+class TextFilters:
+    """The text filters with their lexicons, loaded once (a Ray actor builds one).
+    `names` lists the filters that run, in order: the funnel's rows."""
+
+    def __init__(self, config: TextFilterConfig | None = None):
+        self.config = config or TextFilterConfig()
+        disabled = set(self.config.disabled)
+        self.names = [name for name in FILTER_NAMES if name not in disabled]
+        self._rules = [
+            (name, getattr(self, f"_{name}")) for name in CHEAP_FILTERS if name not in disabled
+        ]
+        self._doc_rules = [name for name in DOC_FILTERS if name not in disabled]
+
+        self._english_function_words = frozenset(_read_words("english_function_words.txt"))
+        self._foreign_function_words = frozenset(_read_words("foreign_function_words.txt"))
+        self._adult_words = frozenset(_read_words("adult_terms.txt"))
+        self._profane_words, self._profane_phrases = self._load_profanity()
+        # wordfreq's English list maps a word to its frequency; zipf = log10(frequency) + 9.
+        self._english_frequency = get_frequency_dict("en")
+        self._min_frequency = 10 ** (self.config.min_word_zipf - 9)
+        self._sentiment_analyzer = SentimentIntensityAnalyzer()
+
+    @staticmethod
+    def _load_profanity() -> tuple[frozenset[str], dict[str, list[tuple[str, ...]]]]:
+        """better_profanity's word list, less our allowlist, split into single words and
+        phrases keyed by their first word ("blow job", "ass-fucker" -> ass, fucker). Its own
+        matcher takes milliseconds per text; set lookups take microseconds."""
+        allowed = {entry.replace("_", " ") for entry in _read_words("profanity_allowlist.txt")}
+        entries = {
+            tuple(_WORD.findall(entry))
+            for entry in _read_lines("better_profanity", "profanity_wordlist.txt")
+            if entry not in allowed
+        }
+        words = frozenset(entry[0] for entry in entries if len(entry) == 1)
+        phrases: dict[str, list[tuple[str, ...]]] = {}
+        for entry in sorted(entry for entry in entries if len(entry) > 1):
+            phrases.setdefault(entry[0], []).append(entry)
+        return words, phrases
+
+    # --- public API --------------------------------------------------------------------
+
+    def check(self, alt_text: str | None) -> tuple[str, Rejection | None]:
+        """(cleaned text, the first failing filter's Rejection or None); the text is "" when
+        rejected before cleaning. No spaCy."""
+        if alt_text is None or not alt_text.strip():
+            return "", Rejection("empty", "no alt-text")
+        max_chars = self.config.max_chars
+        if len(alt_text) > RAW_LENGTH_FACTOR * max_chars:
+            return "", Rejection("too_long", f"{len(alt_text)} characters before cleaning")
+        text = clean_alt_text(alt_text, self.config)
+        if not text:
+            return text, Rejection("empty", "nothing left after cropping boilerplate")
+        if len(text) > max_chars:
+            return text, Rejection("too_long", f"{len(text)} characters > {max_chars}")
+
+        words = _WORD.findall(text)
+        lowered = [word.lower() for word in words]
+        for name, rule in self._rules:
+            if detail := rule(text, words, lowered):
+                return text, Rejection(name, detail)
+        return text, None
+
+    def check_doc(self, doc) -> Rejection | None:
+        """The paper's syntactic rules on a spaCy Doc of the cleaned text."""
+        tokens = [token for token in doc if not (token.is_punct or token.is_space)]
+        nouns = sum(token.pos_ in ("NOUN", "PROPN") for token in tokens)
+        outcomes = {  # name: (passed, detail when not)
+            "no_determiner": (
+                any(token.pos_ == "DET" or token.tag_ in ("PRP$", "WP$") for token in tokens),
+                "no determiner or possessive pronoun",
+            ),
+            "no_noun": (nouns > 0, "no noun or proper noun"),
+            "no_preposition": (any(token.pos_ == "ADP" for token in tokens), "no preposition"),
+            "high_noun_ratio": (
+                nouns <= self.config.max_noun_ratio * len(tokens),
+                f"{nouns} of {len(tokens)} words are nouns",
+            ),
+        }
+        for name in self._doc_rules:
+            passed, detail = outcomes[name]
+            if not passed:
+                return Rejection(name, detail)
+        return None
+
+    # --- cheap filters: (cleaned text, its words, lowercase words) -> detail or None ----
+    # Plain `in` tests on the text skip regexes that cannot match (most texts).
+
+    def _emoji(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if match := _EMOJI.search(text):
+            return f"emoji U+{ord(match.group()):04X}"
+        return None
+
+    def _control_characters(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if match := _CONTROL.search(text):
+            return f"character U+{ord(match.group()):04X}"
+        return None
+
+    def _html_markup(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if ("<" in text or "&" in text) and (match := _HTML.search(text)):
+            return f"markup {match.group()[:40]!r}"
+        return None
+
+    def _url(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if "." in text and (match := _URL.search(text)):
+            return f"url {_chunk_around(text, match)!r}"
+        return None
+
+    def _file_name(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        match = (
+            ("." in text and _FILE_EXTENSION.search(text))
+            or ("_" in text and _SNAKE_CASE.search(text))
+            or (_DIGIT.search(text) and _CAMERA_OR_IDENTIFIER.search(text))
+        )
+        if match:
+            return f"file name or identifier {_chunk_around(text, match)!r}"
+        return None
+
+    def _hashtag(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if "#" in text and (match := _HASHTAG.search(text)):
+            return f"hashtag {match.group()!r}"
+        return None
+
+    def _handle(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if "@" in text and (match := _HANDLE.search(text)):
+            return f"handle {match.group()!r}"
+        return None
+
+    def _boilerplate_pattern(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        match = (
+            _BOILERPLATE_START.search(text)
+            or (
+                lowered and lowered[-1] in _BOILERPLATE_LAST_WORDS and _BOILERPLATE_END.search(text)
+            )
+            or (("©" in text or not _NOTICE_WORDS.isdisjoint(lowered)) and _NOTICE.search(text))
+        )
+        if match:
+            return f"boilerplate {match.group().strip()!r}"
+        if _GALLERY_LABEL.fullmatch(text):
+            return "gallery label"
+        return None
+
+    def _truncated(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if text.rstrip("\"')] ").endswith(_ELLIPSES):
+            return "ends with an ellipsis"
+        if words and words[-1] in _DANGLING_WORDS:
+            return f"ends with {words[-1]!r}"
+        return None
+
+    def _non_english(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if not text.isascii():
+            letters = [char for char in text if char.isalpha()]
+            non_latin = sum(not _is_latin(char) for char in letters)
+            if non_latin > self.config.max_non_latin_share * len(letters):
+                return f"{non_latin} of {len(letters)} letters are not Latin script"
+        foreign = sum(word in self._foreign_function_words for word in lowered)
+        if foreign >= self.config.min_foreign_words:
+            english = sum(word in self._english_function_words for word in lowered)
+            if foreign > self.config.foreign_per_english * english:
+                return f"{foreign} foreign function words, {english} English"
+        return None
+
+    def _too_few_tokens(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if len(words) < self.config.min_tokens:
+            return f"{len(words)} words < {self.config.min_tokens}"
+        return None
+
+    def _too_many_tokens(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if len(words) > self.config.max_tokens:
+            return f"{len(words)} words > {self.config.max_tokens}"
+        return None
+
+    def _adult(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        for word in lowered:
+            if word in self._adult_words:
+                return f"adult term {word!r}"
+        return None
+
+    def _profanity(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        for i, word in enumerate(lowered):
+            if word in self._profane_words:
+                return f"profane word {word!r}"
+            for phrase in self._profane_phrases.get(word, ()):
+                if tuple(lowered[i : i + len(phrase)]) == phrase:
+                    return f"profane phrase {' '.join(phrase)!r}"
+        return None
+
+    def _repetition(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        limit = self.config.max_word_repeats
+        if len(lowered) - len(set(lowered)) < limit:
+            return None  # too few duplicates for any word to exceed the limit
+        run = 1
+        for previous, word in zip(lowered, lowered[1:]):
+            run = run + 1 if word == previous else 1
+            if run > limit:
+                return f"{word!r} {run} times in a row"
+        counts = Counter(word for word in lowered if word not in self._english_function_words)
+        if counts:
+            word, count = counts.most_common(1)[0]
+            if count > limit and count > self.config.max_repeated_share * len(lowered):
+                return f"{word!r} is {count} of {len(lowered)} words"
+        return None
+
+    def _low_unique_ratio(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        unique = len(set(lowered))
+        if unique < self.config.min_unique_ratio * len(lowered):
+            return f"{unique} distinct of {len(lowered)} words"
+        return None
+
+    def _keyword_list(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        function_words = sum(word in self._english_function_words for word in lowered)
+        if function_words == 0 and len(words) >= self.config.keyword_min_bare_tokens:
+            return f"{len(words)} words and no function word"
+        if function_words < self.config.keyword_max_function_share * len(words):
+            pieces = _FRAGMENT_SEPARATORS.split(text)
+            fragments = sum(1 for piece in pieces if _WORD.search(piece))
+            if fragments >= self.config.keyword_min_fragments:
+                return f"{fragments} fragments, {function_words} function words"
+        return None
+
+    def _not_capitalized(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if words and words[0][0].islower():
+            return f"starts with {words[0]!r}"
+        return None
+
+    def _too_many_capitals(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        alphabetic = [word for word in words if word[0].isalpha()]
+        capitalized = sum(word[0].isupper() for word in alphabetic)
+        if capitalized > self.config.max_capitalized_ratio * len(alphabetic):
+            return f"{capitalized} of {len(alphabetic)} words capitalized"
+        return None
+
+    def _out_of_vocabulary(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        frequency, minimum = self._english_frequency, self._min_frequency
+        rare = [
+            word
+            for word in lowered
+            if frequency.get(word, 0.0) < minimum and not self._in_vocabulary_otherwise(word)
+        ]
+        if rare:
+            return f"not in the English vocabulary: {', '.join(rare[:5])}"
+        return None
+
+    def _in_vocabulary_otherwise(self, word: str) -> bool:
+        """For a word not found as it stands: numbers and codes are no vocabulary question;
+        else try it with a straight apostrophe and without a possessive 's."""
+        if any(char.isdigit() for char in word):
+            return True
+        word = word.replace("\u2019", "'")
+        if word.endswith("'s"):
+            word = word[:-2]
+        return self._english_frequency.get(word, 0.0) >= self._min_frequency
+
+    def _sentiment(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        # Without a word of VADER's lexicon the score is 0: skip the analyzer (most texts).
+        if self._sentiment_analyzer.lexicon.keys().isdisjoint(lowered):
+            return None
+        compound = self._sentiment_analyzer.polarity_scores(text)["compound"]
+        if abs(compound) > self.config.max_abs_sentiment:
+            return f"polarity {compound:+.2f}"
+        return None
