@@ -236,8 +236,7 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
         batch_format="pyarrow",
         compute=nlp_compute(config.resources),
         num_cpus=config.resources.cpus_per_actor,
-        max_restarts=-1,  # a lost actor is replaced and its batches retried
-        max_task_retries=-1,
+        # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
     ).materialize()
 
     ef = config.entity_frequency

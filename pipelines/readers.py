@@ -52,11 +52,12 @@ def read_candidates(uri: str, fmt: str = "auto") -> ray.data.Dataset:
     parts = []
     line_files = [f for f, pq in zip(files, is_parquet) if not pq]
     if line_files:
+        formats = line_formats(fs, line_files, fmt)
         raw = ray.data.read_binary_files(line_files, filesystem=fs, include_paths=True)
         # One file per batch: a file is parsed whole, so memory is bounded by the largest file.
         parts.append(
             raw.map_batches(
-                _parse_files, fn_kwargs={"fmt": fmt}, batch_size=1, batch_format="pyarrow"
+                _parse_files, fn_kwargs={"formats": formats}, batch_size=1, batch_format="pyarrow"
             )
         )
     parquet_files = [f for f, pq in zip(files, is_parquet) if pq]

@@ -23,7 +23,9 @@ def ray_cluster(tmp_path_factory, platform_home):
     """A head node started with `ray start --head --block`; stopping that process stops
     the cluster it started (and only that one, unlike `ray stop`)."""
     dashboard = free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    # As with an activated venv: the job's `python` is the one the platform is installed in.
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
     log = open(tmp_path_factory.mktemp("ray") / "head.log", "w")
     head = subprocess.Popen(
