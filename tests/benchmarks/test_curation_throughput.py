@@ -60,9 +60,18 @@ def test_curation_throughput(tmp_path, record):
             "candidates": N,
             "parsed_by_spacy_in_pipeline": parsed,
             "kept": stats["kept"],
-            "spacy_nlp_pipe_1_core": {"seconds": round(spacy_seconds, 2), "texts_per_s": round(N / spacy_seconds, 1)},
-            "pipeline_1_cpu": {"seconds": round(one_cpu, 2), "candidates_per_s": round(N / one_cpu, 1)},
-            "pipeline_2_cpu": {"seconds": round(two_cpu, 2), "candidates_per_s": round(N / two_cpu, 1)},
+            "spacy_nlp_pipe_1_core": {
+                "seconds": round(spacy_seconds, 2),
+                "texts_per_s": round(N / spacy_seconds, 1),
+            },
+            "pipeline_1_cpu": {
+                "seconds": round(one_cpu, 2),
+                "candidates_per_s": round(N / one_cpu, 1),
+            },
+            "pipeline_2_cpu": {
+                "seconds": round(two_cpu, 2),
+                "candidates_per_s": round(N / two_cpu, 1),
+            },
             "overhead_ratio_vs_nlp_pipe": round(one_cpu / spacy_seconds, 3),
             "scaling_1_to_2_cpu": round(one_cpu / two_cpu, 3),
         },

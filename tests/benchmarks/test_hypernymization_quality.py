@@ -50,8 +50,12 @@ def test_hypernymization_quality(real_data, record):
             "identity_baseline": score(identity, references),
             "hypernymizer": score(transformed, references),
             "kept_only": {
-                "identity_baseline": score([identity[i] for i in kept], [references[i] for i in kept]),
-                "hypernymizer": score([transformed[i] for i in kept], [references[i] for i in kept]),
+                "identity_baseline": score(
+                    [identity[i] for i in kept], [references[i] for i in kept]
+                ),
+                "hypernymizer": score(
+                    [transformed[i] for i in kept], [references[i] for i in kept]
+                ),
             },
         },
     )

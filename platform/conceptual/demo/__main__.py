@@ -22,12 +22,20 @@ def main(argv: list[str] | None = None) -> int:
     candidates = root / "candidates" / "candidates.tsv"
     storage.delete(str(candidates.parent))
     candidates.parent.mkdir(parents=True)
-    write_candidates(generate_candidates(args.candidates, seed=args.seed), str(candidates), fmt="cc_tsv")
+    write_candidates(
+        generate_candidates(args.candidates, seed=args.seed), str(candidates), fmt="cc_tsv"
+    )
     print(f"demo: wrote {args.candidates} web alt-text candidates to {candidates}\n")
     # A few thousand candidates need a small entity-frequency threshold (the paper's 100
     # was for billions): keep a caption when each of its concepts occurs more than 3 times.
     return curate.main(
-        ["--input", str(candidates.parent), "--output", str(root / "curated"), "entity_frequency.more_than=3"]
+        [
+            "--input",
+            str(candidates.parent),
+            "--output",
+            str(root / "curated"),
+            "entity_frequency.more_than=3",
+        ]
     )
 
 

@@ -6,7 +6,8 @@ Stages, in order (each candidate stops at the first that rejects it):
 - `syntax`: filters that need POS tags (no determiner / noun / preposition, noun ratio);
 - `hypernymize`: the text transformation (conceptual.text.hypernymize), which may reject
   what it leaves too short or inconsistent.
-Each text is parsed by spaCy once; the syntax filters and the transformation share the Doc.
+Each text is parsed by spaCy once (Hypernymizer.parse, which restores capitals in caseless
+text first); the syntax filters and the transformation share the Doc.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class TextCurator:
         self.config = config or TextCurationConfig()
         self.filters = TextFilters(self.config.filters)
         self.hypernymizer = Hypernymizer(self.config.hypernym)
-        self.nlp = self.hypernymizer.nlp
 
     def process(self, texts: Sequence[str | None], apply_filters: bool = True) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(texts)
@@ -68,9 +68,7 @@ class TextCurator:
             outcomes[i] = Outcome(cleaned)
             to_parse.append(i)
 
-        docs = self.nlp.pipe(
-            (outcomes[i].text for i in to_parse), batch_size=self.config.hypernym.batch_size
-        )
+        docs = self.hypernymizer.parse([outcomes[i].text for i in to_parse])
         for i, doc in zip(to_parse, docs):
             outcome = outcomes[i]
             if apply_filters and (rejection := self.filters.check_doc(doc)):
