@@ -1,0 +1,78 @@
+"""The job entry points' command-line contracts (no Ray needed for these paths)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from conceptual.jobs import curate
+
+pytestmark = pytest.mark.integration
+
+
+def run_module(module: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=stdin,
+        capture_output=True,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
+def test_hypernymize_writes_one_line_per_input_line():
+    lines = [
+        "Crowd at a concert in Los Angeles",
+        "",
+        "crowd at a concert in los angeles",  # lowercase: transformed, not filtered
+        "   ",
+        "x" * 100_000,
+        "A dog\rcarriage return inside",
+        "\xff bytes that are not utf-8 are replaced",
+    ]
+    data = "\n".join(lines).encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff") + b"\n"
+    result = run_module("conceptual.jobs.hypernymize", stdin=data)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    out = result.stdout.decode().split("\n")[:-1]
+    assert len(out) == len(lines)
+    assert out[0] == "crowd at a concert" and out[2] == "crowd at a concert"
+    assert out[1] == "REJECT\thypernymize\ttoo_short"
+
+
+def test_hypernymize_with_filters_reports_the_stage():
+    stdin = b"Crowd at a concert in Los Angeles\n#tbt best day ever @jane\nItalian cuisine\n"
+    result = run_module("conceptual.jobs.hypernymize", "--filters", stdin=stdin)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert result.stdout.decode().splitlines() == [
+        "crowd at a concert",
+        "REJECT\ttext\thashtag",
+        "REJECT\tsyntax\tno_determiner",
+    ]
+
+
+def test_hypernymize_overrides_apply_and_bad_ones_fail_clearly():
+    ok = run_module(
+        "conceptual.jobs.hypernymize", "text.hypernym.min_tokens=1", stdin=b"Italian cuisine\n"
+    )
+    assert ok.stdout.decode() == "cuisine\n"
+    bad = run_module("conceptual.jobs.hypernymize", "text.hypernym.min_tokns=1", stdin=b"x\n")
+    assert bad.returncode == 2 and b"min_tokns" in bad.stderr
+
+
+def test_curate_rejects_bad_config_before_starting_anything(tmp_path, capsys):
+    assert (
+        curate.main(
+            [
+                "--input",
+                str(tmp_path),
+                "--output",
+                str(tmp_path / "o"),
+                "entity_frequency.more_then=3",
+            ]
+        )
+        == 2
+    )
+    assert "more_then" in capsys.readouterr().err
