@@ -35,6 +35,13 @@ IN_FLIGHT = (
 )
 
 
+HEAD_BYTES = 65536
+# Reading moves bytes; it must not wait for CPUs that the stages downstream hold. With a
+# CPU reserved per read task, a pool of NLP actors holding every CPU starves the reads
+# that feed it, and the run hangs (on a 1-CPU node, always).
+READ_CPUS = 0
+
+
 def candidate_files(uri: str) -> list[str]:
     """Data files under a URI; markers and hidden files (`_SUCCESS`, `.crc`) are not data."""
     files = [p for p in storage.list_files(uri) if not posixpath.basename(p).startswith(("_", "."))]
@@ -53,7 +60,9 @@ def read_candidates(uri: str, fmt: str = "auto") -> ray.data.Dataset:
     line_files = [f for f, pq in zip(files, is_parquet) if not pq]
     if line_files:
         formats = line_formats(fs, line_files, fmt)
-        raw = ray.data.read_binary_files(line_files, filesystem=fs, include_paths=True)
+        raw = ray.data.read_binary_files(
+            line_files, filesystem=fs, include_paths=True, num_cpus=READ_CPUS
+        )
         # One file per batch: a file is parsed whole, so memory is bounded by the largest file.
         parts.append(
             raw.map_batches(
@@ -64,12 +73,9 @@ def read_candidates(uri: str, fmt: str = "auto") -> ray.data.Dataset:
     if parquet_files:
         for path in parquet_files:
             _check_parquet_columns(fs, path)
-        table = ray.data.read_parquet(parquet_files, filesystem=fs)
+        table = ray.data.read_parquet(parquet_files, filesystem=fs, num_cpus=READ_CPUS)
         parts.append(table.map_batches(_parquet_candidates, batch_format="pyarrow"))
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
-
-
-HEAD_BYTES = 65536
 
 
 def line_formats(fs, files: list[str], fmt: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ import pytest
 from conceptual import storage
 from conceptual.candidates import CandidateFormatError
 from conceptual.demo.corpus import generate_candidates, write_candidates
-from conceptual.pipelines.curation import SUCCESS, CurationConfig, run
+from conceptual.pipelines.curation import SUCCESS, CurationConfig, curate, run
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +121,20 @@ def test_failed_rerun_leaves_output_marked_incomplete(curated_run):
     with pytest.raises(CandidateFormatError):
         run(f"{base}/bad", out, CurationConfig())
     assert not storage.exists(storage.join(out, SUCCESS))
+
+
+def test_runs_on_a_single_cpu(tmp_path):
+    """The NLP actor holds the only CPU; reading must still make progress (it once hung)."""
+    import ray
+
+    from conceptual.runtime import init_ray
+
+    write_candidates(generate_candidates(60, seed=5), str(tmp_path / "in.tsv"), fmt="cc_tsv")
+    ray.shutdown()
+    init_ray(num_cpus=1)
+    try:
+        stats = curate(str(tmp_path / "in.tsv"), str(tmp_path / "out"), CurationConfig(samples=0))
+    finally:
+        ray.shutdown()
+        init_ray(num_cpus=2)  # the session's shared Ray, for the tests after this one
+    assert stats["input"] == 60
