@@ -62,7 +62,9 @@ class ResourcesConfig(Config):
 
     nlp_actors: int | None = None  # None: as many as the cluster has CPUs for
     cpus_per_actor: float = 1.0
-    batch_size: int = 512
+    batch_size: int = 512  # candidates per call of an NLP actor
+    # Bytes of input per read task and block: the unit the NLP actors balance over.
+    split_bytes: int = 1 << 20
 
 
 class CurationConfig(Config):
@@ -212,10 +214,12 @@ def written_rows(uri: str) -> int:
 
 
 def nlp_compute(resources: ResourcesConfig) -> ray.data.ActorPoolStrategy:
-    if resources.nlp_actors:
-        return ray.data.ActorPoolStrategy(size=resources.nlp_actors)
-    cpus = int(ray.cluster_resources().get("CPU", 1) // resources.cpus_per_actor)
-    return ray.data.ActorPoolStrategy(min_size=1, max_size=max(cpus, 1))
+    """A fixed pool, all started at once: an actor spends seconds loading spaCy and WordNet,
+    and a pool that grows on demand pays that late, one actor at a time."""
+    size = resources.nlp_actors or int(
+        ray.cluster_resources().get("CPU", 1) // resources.cpus_per_actor
+    )
+    return ray.data.ActorPoolStrategy(size=max(size, 1))
 
 
 def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str, Any]:
@@ -228,7 +232,7 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
     for part in ("curated", "rejected", "stats.json"):
         storage.delete(storage.join(output_uri, part))
 
-    candidates = read_candidates(input_uri, config.input_format)
+    candidates = read_candidates(input_uri, config.input_format, config.resources.split_bytes)
     processed = candidates.map_batches(
         NlpStage,
         fn_constructor_kwargs={"config": config.text},

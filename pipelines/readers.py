@@ -2,6 +2,11 @@
 
 Every row of every input file becomes exactly one row here: a candidate, or a candidate
 already rejected at stage `read` (see conceptual.candidates). Columns: IN_FLIGHT.
+
+Line formats (TSV, JSONL) are read in byte-range splits aligned to line boundaries, as
+Hadoop does: each split is one task and one block, so a single large file (the released
+Conceptual Captions TSV is 500 MB) spreads over every worker downstream. A line belongs to
+the split its first byte falls in. CSV is read whole (a quoted field may hold newlines).
 """
 
 from __future__ import annotations
@@ -34,11 +39,11 @@ IN_FLIGHT = (
     .append(pa.field("detail", pa.string()))
 )
 
-
 HEAD_BYTES = 65536
-# Reading moves bytes; it must not wait for CPUs that the stages downstream hold. With a
-# CPU reserved per read task, a pool of NLP actors holding every CPU starves the reads
-# that feed it, and the run hangs (on a 1-CPU node, always).
+SPLITTABLE = ("cc_tsv", "tsv", "jsonl")
+# Reading and parsing are light streaming work; they must not wait for CPUs that the
+# stages downstream hold. With a CPU reserved per task, a pool of NLP actors holding every
+# CPU starves the reads that feed it, and the run hangs.
 READ_CPUS = 0
 
 
@@ -50,50 +55,95 @@ def candidate_files(uri: str) -> list[str]:
     return files
 
 
-def read_candidates(uri: str, fmt: str = "auto") -> ray.data.Dataset:
+def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> ray.data.Dataset:
     fs, _ = storage.resolve(uri)
     files = candidate_files(uri)
     is_parquet = [
         fmt == "parquet" or (fmt == "auto" and detect_format(f, b"") == "parquet") for f in files
     ]
     parts = []
-    line_files = [f for f, pq in zip(files, is_parquet) if not pq]
+    line_files = [f for f, pq_file in zip(files, is_parquet) if not pq_file]
     if line_files:
-        formats = line_formats(fs, line_files, fmt)
-        raw = ray.data.read_binary_files(
-            line_files, filesystem=fs, include_paths=True, num_cpus=READ_CPUS
-        )
-        # One file per batch: a file is parsed whole, so memory is bounded by the largest file.
+        splits = plan_splits(fs, line_files, fmt, split_bytes)
+        items = ray.data.from_items(splits, override_num_blocks=len(splits))
         parts.append(
-            raw.map_batches(
-                _parse_files, fn_kwargs={"formats": formats}, batch_size=1, batch_format="pyarrow"
+            items.map_batches(
+                _read_splits,
+                fn_kwargs={"filesystem": fs},
+                batch_size=1,
+                batch_format="pyarrow",
+                num_cpus=READ_CPUS,
             )
         )
-    parquet_files = [f for f, pq in zip(files, is_parquet) if pq]
+    parquet_files = [f for f, pq_file in zip(files, is_parquet) if pq_file]
     if parquet_files:
         for path in parquet_files:
             _check_parquet_columns(fs, path)
         table = ray.data.read_parquet(parquet_files, filesystem=fs, num_cpus=READ_CPUS)
-        parts.append(table.map_batches(_parquet_candidates, batch_format="pyarrow"))
+        parts.append(
+            table.map_batches(_parquet_candidates, batch_format="pyarrow", num_cpus=READ_CPUS)
+        )
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
-def line_formats(fs, files: list[str], fmt: str) -> dict[str, str]:
-    """Each text file's format, decided from its name and first line on the driver, and its
-    header checked, so a bad file fails the run before any work is scheduled."""
-    formats = {}
+def plan_splits(fs, files: list[str], fmt: str, split_bytes: int) -> list[dict]:
+    """Byte ranges to read, decided on the driver from each file's size and first line. The
+    header is checked here too, so a bad file fails the run before any work is scheduled."""
+    splits = []
     for path in files:
         with fs.open_input_stream(path) as stream:
             head = stream.read(HEAD_BYTES)
-        formats[path] = detect_format(path, head) if fmt == "auto" else fmt
-        check_header(head, path, formats[path])
-    return formats
+        file_format = detect_format(path, head) if fmt == "auto" else fmt
+        check_header(head, path, file_format)
+        size = fs.get_file_info(path).size
+        header = head.split(b"\n", 1)[0] + b"\n" if file_format in ("tsv", "csv") else b""
+        step = split_bytes if file_format in SPLITTABLE else max(size, 1)
+        for start in range(0, max(size, 1), step):
+            splits.append(
+                {
+                    "path": path,
+                    "format": file_format,
+                    "start": start,
+                    "end": min(start + step, size),
+                    "header": header,
+                }
+            )
+    return splits
 
 
-def _parse_files(batch: pa.Table, formats: dict[str, str]) -> pa.Table:
+def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
+    """(offset, bytes) of the whole lines whose first byte lies in [start, end)."""
+    begin = start
+    if start > 0:  # the line in progress at `start` belongs to the previous split
+        f.seek(start - 1)
+        position = start - 1
+        while (block := f.read(chunk)) and (newline := block.find(b"\n")) < 0:
+            position += len(block)
+        if not block:
+            return start, b""
+        begin = position + newline + 1
+    if begin >= end:
+        return begin, b""
+    f.seek(begin)
+    data = [f.read(end - begin)]
+    while not data[-1].endswith(b"\n") and (block := f.read(chunk)):  # finish the last line
+        newline = block.find(b"\n")
+        data.append(block if newline < 0 else block[: newline + 1])
+        if newline >= 0:
+            break
+    return begin, b"".join(data)
+
+
+def _read_splits(batch: pa.Table, filesystem) -> pa.Table:
     rows = []
-    for data, path in zip(batch.column("bytes").to_pylist(), batch.column("path").to_pylist()):
-        rows.extend(parse(data, path, formats[path]))
+    for split in batch.to_pylist():
+        with filesystem.open_input_file(split["path"]) as f:
+            offset, data = read_line_range(f, split["start"], split["end"])
+        if offset == 0:
+            name = split["path"]
+        else:  # line numbers count from the split's first line; the header is line 1 if any
+            name, data = f"{split['path']} (from byte {offset})", split["header"] + data
+        rows.extend(parse(data, name, split["format"]))
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)
 
 

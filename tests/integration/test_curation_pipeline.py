@@ -123,18 +123,21 @@ def test_failed_rerun_leaves_output_marked_incomplete(curated_run):
     assert not storage.exists(storage.join(out, SUCCESS))
 
 
-def test_runs_on_a_single_cpu(tmp_path):
-    """The NLP actor holds the only CPU; reading must still make progress (it once hung)."""
+def test_single_cpu_and_many_small_splits(tmp_path):
+    """The NLP actor holds the only CPU, so reading must not need one (it once hung); and
+    a file cut into many byte-range splits yields every candidate exactly once."""
     import ray
 
     from conceptual.runtime import init_ray
 
-    write_candidates(generate_candidates(60, seed=5), str(tmp_path / "in.tsv"), fmt="cc_tsv")
+    write_candidates(generate_candidates(120, seed=5), str(tmp_path / "in.tsv"), fmt="cc_tsv")
+    config = CurationConfig.model_validate({"samples": 0, "resources": {"split_bytes": 2048}})
     ray.shutdown()
     init_ray(num_cpus=1)
     try:
-        stats = curate(str(tmp_path / "in.tsv"), str(tmp_path / "out"), CurationConfig(samples=0))
+        stats = curate(str(tmp_path / "in.tsv"), str(tmp_path / "out"), config)
     finally:
         ray.shutdown()
         init_ray(num_cpus=2)  # the session's shared Ray, for the tests after this one
-    assert stats["input"] == 60
+    assert stats["input"] == 120
+    assert "read" not in stats["rejected"]  # no line was cut in two
