@@ -297,15 +297,20 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
     }
     stats["seconds"] = round(time.monotonic() - started, 2)
     stats["samples"] = _samples(final, config.samples)
-    storage.write_json(
-        storage.join(output_uri, "stats.json"), {k: v for k, v in stats.items() if k != "samples"}
-    )
+    storage.write_json(storage.join(output_uri, "stats.json"), without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
     return stats
 
 
+def without_samples(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """What stats.json holds: everything but the sample records (those go to MLflow)."""
+    return {k: v for k, v in stats.items() if k != "samples"}
+
+
 def _samples(final: ray.data.Dataset, n: int) -> dict[str, list[dict[str, Any]]]:
     """Before/after pairs of kept candidates, and up to three examples of each rejection."""
+    if n <= 0:
+        return {"kept": [], "rejected": []}
     kept = final.map_batches(to_curated, batch_format="pyarrow").take(n)
     rejected: dict[tuple[str, str], list[dict]] = {}
     for row in final.map_batches(to_rejected, batch_format="pyarrow").take(5000):
@@ -330,7 +335,7 @@ def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> 
     metrics.update({f"captions.{k}": v for k, v in stats["captions"].items()})
     mlflow.log_metrics(metrics)
     mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
-    mlflow.log_dict({k: v for k, v in stats.items() if k != "samples"}, "stats.json")
+    mlflow.log_dict(without_samples(stats), "stats.json")
     mlflow.log_text(funnel.render(stats), "funnel.txt")
     with tempfile.TemporaryDirectory() as tmp:
         plot_path = Path(tmp) / "funnel.png"
@@ -364,7 +369,7 @@ def run(input_uri: str, output_uri: str, config: CurationConfig) -> tuple[dict[s
         storage.write_json(
             storage.join(output_uri, "stats.json"),
             {
-                **{k: v for k, v in stats.items() if k != "samples"},
+                **without_samples(stats),
                 "mlflow_run_id": active.info.run_id,
             },
         )

@@ -36,12 +36,24 @@ def nlp():
     return load_spacy()
 
 
-def free_port() -> int:
+def _free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def free_port():
+    """A function returning a free TCP port on 127.0.0.1."""
+    return _free_port
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository root."""
+    return REPO
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +76,7 @@ def s3_endpoint(platform_home):
     The AWS_* variables are set before Ray starts, so Ray workers inherit them."""
     from moto.server import ThreadedMotoServer
 
-    port = free_port()
+    port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

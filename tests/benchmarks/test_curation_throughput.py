@@ -18,6 +18,7 @@ import time
 import ray
 
 from conceptual.assets import load_spacy
+from conceptual.candidates import parse
 from conceptual.demo.corpus import generate_candidates, write_candidates
 from conceptual.pipelines.curation import CurationConfig, curate
 from conceptual.runtime import init_ray
@@ -58,7 +59,12 @@ def test_curation_throughput(tmp_path, record):
     # survivors of the cheap filters): the pipeline's real overhead is against the latter.
     nlp = load_spacy()
     filters = TextFilters()
-    texts = [r["alt_text"] or "" for r in rows]
+    # The texts exactly as the pipeline reads them back from the files.
+    texts = [
+        row["alt_text"] or ""
+        for path in sorted(input_dir.iterdir())
+        for row in parse(path.read_bytes(), str(path), "cc_tsv")
+    ]
     survivors = [cleaned for cleaned, rejection in map(filters.check, texts) if rejection is None]
     list(nlp.pipe(survivors[:500]))  # warm-up
     all_seconds = time_spacy(nlp, texts)

@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, free_port
 
 pytestmark = pytest.mark.e2e
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory, platform_home):
+def ray_cluster(tmp_path_factory, platform_home, free_port):
     """A head node started with `ray start --head --block`; stopping that process stops
     the cluster it started (and only that one, unlike `ray stop`)."""
     dashboard = free_port()

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from conceptual.jobs import curate
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_module(module: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:

@@ -1,11 +1,9 @@
 """The shipped config files load, and show exactly the defaults they claim to."""
 
-from conftest import REPO
-
 from conceptual.config import load
 from conceptual.pipelines.curation import CurationConfig
 
 
-def test_curation_yaml_lists_the_defaults():
-    path = REPO / "configs" / "curation.yaml"
+def test_curation_yaml_lists_the_defaults(repo):
+    path = repo / "configs" / "curation.yaml"
     assert load(CurationConfig, path) == CurationConfig()
