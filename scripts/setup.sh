@@ -50,4 +50,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # 3. Offline NLP assets (WordNet for NLTK, spaCy pipeline, vocabulary) -----------------
-"$VENV/bin/python" -m conceptual.assets prepare
+# Verifying them imports spaCy and NLTK (about 10 s), so a rerun skips it while nothing it
+# depends on changed and the WordNet copy is still in place.
+home=${CONCEPTUAL_HOME:-$ROOT/.state}
+assets_stamp="$VENV/.conceptual-assets"
+assets_want=$( (echo "$home"; cat platform/conceptual/assets.py "$stamp") | sha256sum | cut -c1-16)
+if [ "$(cat "$assets_stamp" 2>/dev/null)" != "$assets_want" ] || [ ! -f "$home/nltk_data/corpora/wordnet/lexnames" ]; then
+    "$VENV/bin/python" -m conceptual.assets prepare
+    echo "$assets_want" > "$assets_stamp"
+fi
