@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, extra = parser.parse_known_args(argv)
     # `FILE key=value` and `key=value` alone both work: the first non-override is the file.
-    positional = [a for a in ([args.file] if args.file else []) + args.overrides + extra]
+    positional = ([args.file] if args.file else []) + args.overrides + extra
     overrides = [a for a in positional if "=" in a]
     files = [a for a in positional if "=" not in a]
     if len(files) > 1:

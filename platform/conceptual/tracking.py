@@ -73,11 +73,3 @@ def _param_value(value: Any) -> str:
 def metric_key(*parts: str) -> str:
     """MLflow metric names allow letters, digits, `_-./` and spaces; reasons already fit."""
     return ".".join(p.replace(":", "_") for p in parts)
-
-
-def run_url(run: mlflow.ActiveRun) -> str:
-    """How a person finds the run: the UI address when a server is used, else the run id."""
-    uri = tracking_uri()
-    if uri.startswith("http"):
-        return f"{uri.rstrip('/')}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
-    return f"run {run.info.run_id} in {uri} (open with: make mlflow-ui)"
