@@ -1,17 +1,27 @@
-"""The curation pipeline on Ray Data (text side of spec/curation.md):
+"""The curation pipeline on Ray Data: the whole funnel of spec/curation.md.
 
-    read -> [text filters -> syntax filters -> hypernymization]  (one NLP actor pool)
-         -> entity-type frequency (a global count, then a filter)
-         -> curated/ and rejected/ Parquet, stats.json, _SUCCESS
+    read -> text -> syntax -> hypernymize   (one NLP actor pool, one spaCy parse per text)
+         -> fetch -> image -> overlap       (fetch tasks with a thread pool each, feeding
+                                             one vision actor pool: GPUs when the cluster has them)
+         -> entity_frequency                (a global count, then a filter)
+         -> split                           (train/val/test by a stable hash of the image)
+         -> curated/ and rejected/ Parquet, optional WebDataset shards, stats.json, _SUCCESS
+
+The paper ran the image filters before the text transformation. Here hypernymization runs
+with the text filters, on the parse they already made; every rule but the global entity
+count judges one candidate alone, so the kept set is the same in either order, and the
+order chosen means no image is downloaded for a caption the transformation would reject.
+A candidate failing several rules is counted at the first stage that saw it.
 
 Rejected candidates travel with the kept ones, marked with stage/reason/detail, so the two
 outputs are a partition of the input by construction; the written files are counted again
 before the run is declared complete.
 
 Output layout under OUTPUT (a path or s3:// URI):
-    curated/*.parquet   records.CURATED
+    curated/*.parquet   records.CURATED (with the JPEG bytes, labels and split)
     rejected/*.parquet  records.REJECTED
-    stats.json          funnel, rejections by stage and reason, caption statistics
+    shards/*.tar        WebDataset shards, when webdataset.enabled
+    stats.json          funnel, rejections by stage and reason, caption and split statistics
     _SUCCESS            written last; its absence means the output is incomplete
 """
 
@@ -29,24 +39,36 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray.data
+from pydantic import model_validator
 
 from conceptual import funnel, storage, tracking
 from conceptual.candidates import FORMATS, READ_STAGE
 from conceptual.config import Config
-from conceptual.pipelines.readers import IN_FLIGHT, read_candidates
-from conceptual.records import CURATED, ENTITY, REJECTED
+from conceptual.pipelines.readers import read_candidates
+from conceptual.pipelines.shards import WebDatasetConfig, write_shards
+from conceptual.pipelines.stages import (
+    FETCH_STAGE,
+    IMAGE_STAGE,
+    OVERLAP_STAGE,
+    NlpStage,
+    VisionStage,
+    fetch_images,
+    pending,
+    table,
+)
+from conceptual.records import CURATED, REJECTED
+from conceptual.splits import SplitConfig, assign_split
 from conceptual.text.curate import STAGES as TEXT_STAGES
-from conceptual.text.curate import TextCurationConfig, TextCurator
+from conceptual.text.curate import TextCurationConfig
+from conceptual.vision.cnn import CnnConfig
+from conceptual.vision.fetch import FetchConfig
+from conceptual.vision.images import ImageFilterConfig
+from conceptual.vision.labels import OverlapConfig
 
 ENTITY_FREQUENCY_STAGE = "entity_frequency"
-STAGES = (READ_STAGE, *TEXT_STAGES, ENTITY_FREQUENCY_STAGE)
+IMAGE_STAGES = (FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE)
+STAGES = (READ_STAGE, *TEXT_STAGES, *IMAGE_STAGES, ENTITY_FREQUENCY_STAGE)
 SUCCESS = "_SUCCESS"
-
-PROCESSED = (
-    IN_FLIGHT.append(pa.field("caption", pa.string()))
-    .append(pa.field("entities", pa.list_(ENTITY)))
-    .append(pa.field("types", pa.list_(pa.string())))
-)
 
 
 class EntityFrequencyConfig(Config):
@@ -58,46 +80,41 @@ class EntityFrequencyConfig(Config):
 
 
 class ResourcesConfig(Config):
-    """How the NLP stage runs; the executor decides placement."""
+    """How the stages run; the executor decides placement."""
 
     nlp_actors: int | None = None  # None: as many as the cluster has CPUs for
     cpus_per_actor: float = 1.0
     batch_size: int = 512  # candidates per call of an NLP actor
     # Bytes of input per read task and block: the unit the NLP actors balance over.
     split_bytes: int = 1 << 20
+    fetch_tasks: int = 4  # concurrent fetch tasks, each with fetch.threads connections
+    fetch_batch_size: int = 256
+    vision_actors: int | None = None  # None: one per GPU when the cluster has GPUs, else per CPU
+    vision_batch_size: int = 32  # images per call of a vision actor
 
 
 class CurationConfig(Config):
     input_format: Literal[FORMATS] = "auto"  # type: ignore[valid-type]
+    # False: the text stages only (caption corpora without images); curated records then
+    # carry no image, and the split hashes the image URL.
+    with_images: bool = True
     text: TextCurationConfig = TextCurationConfig()
+    fetch: FetchConfig = FetchConfig()
+    image: ImageFilterConfig = ImageFilterConfig()
+    overlap: OverlapConfig = OverlapConfig()
+    cnn: CnnConfig = CnnConfig()
     entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig()
+    split: SplitConfig = SplitConfig()
+    webdataset: WebDatasetConfig = WebDatasetConfig()
     resources: ResourcesConfig = ResourcesConfig()
     samples: int = 50  # before/after pairs logged to MLflow
     experiment: str = "curation"
 
-
-class NlpStage:
-    """Ray Data actor: loads the filters, spaCy and WordNet once, then curates batches."""
-
-    def __init__(self, config: TextCurationConfig):
-        self.curator = TextCurator(config)
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = batch.to_pylist()
-        pending = [i for i, row in enumerate(rows) if row["reason"] is None]
-        outcomes = self.curator.process([rows[i]["alt_text"] for i in pending])
-        for row in rows:
-            row.update(caption=None, entities=[], types=[])
-        for i, outcome in zip(pending, outcomes):
-            rows[i].update(
-                stage=outcome.stage,
-                reason=outcome.reason,
-                detail=outcome.detail,
-                caption=outcome.caption,
-                entities=outcome.entities,
-                types=outcome.types,
-            )
-        return pa.Table.from_pylist(rows, schema=PROCESSED)
+    @model_validator(mode="after")
+    def _shards_need_images(self) -> CurationConfig:
+        if self.webdataset.enabled and not self.with_images:
+            raise ValueError("webdataset shards hold images: they need with_images=true")
+        return self
 
 
 def is_kept(batch: pa.Table) -> pa.ChunkedArray:
@@ -126,12 +143,14 @@ def concept_tally(batch: pa.Table) -> pa.Table:
 
 
 def outcome_tally(batch: pa.Table) -> pa.Table:
-    """Everything stats.json reports, in one pass: outcomes, caption lengths, tokens."""
-    tokens = pc.utf8_split_whitespace(batch.filter(is_kept(batch))["caption"])
+    """Everything stats.json reports, in one pass: outcomes, splits, caption lengths, tokens."""
+    kept = batch.filter(is_kept(batch))
+    tokens = pc.utf8_split_whitespace(kept["caption"])
     stage, reason = pc.fill_null(batch["stage"], ""), pc.fill_null(batch["reason"], "")
     return pa.concat_tables(
         [
             counted("outcome", pc.binary_join_element_wise(stage, reason, "\t")),
+            counted("split", kept["split"]),
             counted("length", pc.list_value_length(tokens)),
             counted("token", pc.list_flatten(tokens)),
         ]
@@ -154,17 +173,19 @@ def tally(ds: ray.data.Dataset, fn) -> dict[str, dict[str, int]]:
     return result
 
 
-def apply_entity_frequency(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table:
+def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: SplitConfig) -> pa.Table:
+    """The entity-frequency rule, then the split of each caption kept."""
     rows = batch.to_pylist()
-    for row in rows:
-        if row["reason"] is None and (below := sorted(set(row["types"]) & rare)):
-            row.update(
-                stage=ENTITY_FREQUENCY_STAGE,
-                reason="rare_type",
-                detail=f"occur {more_than} times or fewer: {', '.join(below[:10])}",
-                caption=None,
-            )
-    return pa.Table.from_pylist(rows, schema=PROCESSED)
+    for i in pending(rows):
+        row = rows[i]
+        if below := sorted(set(row["types"]) & rare):
+            detail = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
+            row.update(stage=ENTITY_FREQUENCY_STAGE, reason="rare_type", detail=detail)
+            row.update(caption=None, image=None)
+        else:
+            key = row["image"] if row["image"] is not None else row["image_url"].encode()
+            row["split"] = assign_split(key, split)
+    return table(rows)
 
 
 def to_curated(batch: pa.Table) -> pa.Table:
@@ -213,13 +234,55 @@ def written_rows(uri: str) -> int:
     return total
 
 
-def nlp_compute(resources: ResourcesConfig) -> ray.data.ActorPoolStrategy:
-    """A fixed pool, all started at once: an actor spends seconds loading spaCy and WordNet,
-    and a pool that grows on demand pays that late, one actor at a time."""
-    size = resources.nlp_actors or int(
-        ray.cluster_resources().get("CPU", 1) // resources.cpus_per_actor
-    )
+def actor_pool(size: int | None, per_actor: float, resource: str = "CPU"):
+    """A fixed pool, all started at once: an actor spends seconds loading its models, and a
+    pool that grows on demand pays that late, one actor at a time."""
+    size = size or int(ray.cluster_resources().get(resource, 1) // per_actor)
     return ray.data.ActorPoolStrategy(size=max(size, 1))
+
+
+def vision_resources(config: CurationConfig) -> dict[str, Any]:
+    """Where the vision actors run: one GPU each when the cluster has GPUs (and the CNN may
+    use one), else a CPU each."""
+    gpus = ray.cluster_resources().get("GPU", 0) if config.cnn.device != "cpu" else 0
+    if gpus:
+        return {"compute": actor_pool(config.resources.vision_actors, 1, "GPU"), "num_gpus": 1}
+    cpus = config.resources.cpus_per_actor
+    return {"compute": actor_pool(config.resources.vision_actors, cpus), "num_cpus": cpus}
+
+
+def process(candidates: ray.data.Dataset, config: CurationConfig) -> ray.data.Dataset:
+    """Every per-candidate stage, materialized: the entity-frequency count needs it all."""
+    resources = config.resources
+    processed = candidates.map_batches(
+        NlpStage,
+        fn_constructor_kwargs={"config": config.text},
+        batch_size=resources.batch_size,
+        batch_format="pyarrow",
+        compute=actor_pool(resources.nlp_actors, resources.cpus_per_actor),
+        num_cpus=resources.cpus_per_actor,
+        # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
+    ).materialize()
+    if not config.with_images:
+        return processed
+    # The NLP pool is gone by now, so the vision pool can have every CPU. Fetching waits
+    # on the network, not a CPU: its tasks reserve none (they would starve behind the
+    # vision actors otherwise) and their number is capped instead.
+    fetched = processed.map_batches(
+        fetch_images,
+        fn_kwargs={"config": config.fetch},
+        batch_size=resources.fetch_batch_size,
+        batch_format="pyarrow",
+        compute=ray.data.TaskPoolStrategy(size=resources.fetch_tasks),
+        num_cpus=0,
+    )
+    return fetched.map_batches(
+        VisionStage,
+        fn_constructor_kwargs={"image": config.image, "cnn": config.cnn, "overlap": config.overlap},
+        batch_size=resources.vision_batch_size,
+        batch_format="pyarrow",
+        **vision_resources(config),
+    ).materialize()
 
 
 def curate(
@@ -232,19 +295,11 @@ def curate(
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
-    for part in ("curated", "rejected", "stats.json"):
+    for part in ("curated", "rejected", "shards", "stats.json"):
         storage.delete(storage.join(output_uri, part))
 
     candidates = read_candidates(input_uri, config.input_format, config.resources.split_bytes)
-    processed = candidates.map_batches(
-        NlpStage,
-        fn_constructor_kwargs={"config": config.text},
-        batch_size=config.resources.batch_size,
-        batch_format="pyarrow",
-        compute=nlp_compute(config.resources),
-        num_cpus=config.resources.cpus_per_actor,
-        # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
-    ).materialize()
+    processed = process(candidates, config)
 
     ef = config.entity_frequency
     type_count = tally(processed, concept_tally).get("type", {})
@@ -254,18 +309,22 @@ def curate(
         else frozenset()
     )
     final = processed.map_batches(
-        apply_entity_frequency,
-        fn_kwargs={"rare": rare, "more_than": ef.more_than},
+        finalize,
+        fn_kwargs={"rare": rare, "more_than": ef.more_than, "split": config.split},
         batch_format="pyarrow",
     ).materialize()
     del processed
 
     fs, path = storage.resolve(output_uri)
-    final.map_batches(to_curated, batch_format="pyarrow").write_parquet(
-        f"{path}/curated", filesystem=fs
-    )
+    curated = final.map_batches(to_curated, batch_format="pyarrow")
+    curated.write_parquet(f"{path}/curated", filesystem=fs)
     final.map_batches(to_rejected, batch_format="pyarrow").write_parquet(
         f"{path}/rejected", filesystem=fs
+    )
+    shards = (
+        write_shards(curated, storage.join(output_uri, "shards"), config.webdataset)
+        if config.webdataset.enabled
+        else None
     )
 
     tallies = tally(final, outcome_tally)
@@ -276,7 +335,7 @@ def curate(
             rejected.setdefault(stage, {})[reason] = n
     input_count = sum(tallies.get("outcome", {}).values())
     kept = tallies.get("outcome", {}).get("\t", 0)
-    stats = funnel.build(input_count, kept, rejected, STAGES)
+    stats = funnel.build(input_count, kept, rejected, stages(config))
 
     on_disk = {
         "curated": written_rows(storage.join(output_uri, "curated")),
@@ -286,18 +345,29 @@ def curate(
         raise funnel.AccountingError(
             f"written {on_disk}, expected curated {kept} and rejected {input_count - kept}"
         )
+    if shards is not None and shards["samples"] != kept:
+        raise funnel.AccountingError(f"{shards['samples']} samples in shards, {kept} kept")
 
     lengths = {int(k): n for k, n in tallies.get("length", {}).items()}
     stats["captions"] = {
         **length_statistics(lengths),
         "vocabulary_size": len(tallies.get("token", {})),
     }
+    stats["splits"] = dict(sorted(tallies.get("split", {}).items()))
     stats["entity_frequency"] = {
         "enabled": ef.enabled,
         "more_than": ef.more_than,
         "types": len(type_count),
         "types_kept": len(type_count) - len(rare),
     }
+    if config.with_images:
+        stats["image"] = {
+            # The funnel must say when no unsafe-content detector looked at the images.
+            "unsafe_detector": config.image.unsafe.detector,
+            "overlap": config.overlap.enabled,
+        }
+    if shards is not None:
+        stats["shards"] = shards
     stats["seconds"] = round(time.monotonic() - started, 2)
     if run_id:
         stats["mlflow_run_id"] = run_id
@@ -305,6 +375,10 @@ def curate(
     storage.write_json(storage.join(output_uri, "stats.json"), without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
     return stats
+
+
+def stages(config: CurationConfig) -> tuple[str, ...]:
+    return STAGES if config.with_images else tuple(s for s in STAGES if s not in IMAGE_STAGES)
 
 
 def without_samples(stats: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import ray.data
 from conceptual import storage
 from conceptual.candidates import (
     ALT_TEXT_COLUMNS,
+    IMAGE_COLUMNS,
     IMAGE_URL_COLUMNS,
     PAGE_URL_COLUMNS,
     CandidateFormatError,
@@ -79,9 +80,10 @@ def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> 
     if parquet_files:
         for path in parquet_files:
             _check_parquet_columns(fs, path)
-        table = ray.data.read_parquet(parquet_files, filesystem=fs, num_cpus=READ_CPUS)
         parts.append(
-            table.map_batches(_parquet_candidates, batch_format="pyarrow", num_cpus=READ_CPUS)
+            read_row_groups(fs, parquet_files).map_batches(
+                _parquet_candidates, batch_format="pyarrow", num_cpus=READ_CPUS
+            )
         )
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
@@ -147,6 +149,32 @@ def _read_splits(batch: pa.Table, filesystem) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)
 
 
+def read_row_groups(fs, files: list[str], columns: list[str] | None = None) -> ray.data.Dataset:
+    """Parquet files as one block per row group, read by tasks that reserve no CPU.
+
+    Not ray.data.read_parquet: its file-listing step reserves a CPU that a fixed actor pool
+    downstream may already hold, and the run hangs (seen with Ray 2.60 on 2 CPUs)."""
+    units = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            groups = pq.ParquetFile(f).metadata.num_row_groups
+        units.extend({"path": path, "row_group": g} for g in range(groups))
+    items = ray.data.from_items(units, override_num_blocks=max(len(units), 1))
+    return items.map_batches(
+        _read_row_group,
+        fn_kwargs={"filesystem": fs, "columns": columns},
+        batch_size=1,
+        batch_format="pyarrow",
+        num_cpus=READ_CPUS,
+    )
+
+
+def _read_row_group(batch: pa.Table, filesystem, columns: list[str] | None) -> pa.Table:
+    unit = batch.to_pylist()[0]
+    with filesystem.open_input_file(unit["path"]) as f:
+        return pq.ParquetFile(f).read_row_group(unit["row_group"], columns=columns)
+
+
 def _check_parquet_columns(fs, path: str) -> None:
     with fs.open_input_file(path) as f:
         header_columns([n.lower() for n in pq.read_schema(f).names], path)
@@ -160,6 +188,11 @@ def _parquet_candidates(batch: pa.Table) -> pa.Table:
 
     rows = [
         candidate(*fields)
-        for fields in zip(pick(ALT_TEXT_COLUMNS), pick(IMAGE_URL_COLUMNS), pick(PAGE_URL_COLUMNS))
+        for fields in zip(
+            pick(ALT_TEXT_COLUMNS),
+            pick(IMAGE_URL_COLUMNS),
+            pick(PAGE_URL_COLUMNS),
+            pick(IMAGE_COLUMNS),
+        )
     ]
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)

@@ -26,6 +26,7 @@ FORMATS = ("auto", "cc_tsv", "tsv", "csv", "jsonl", "parquet")
 ALT_TEXT_COLUMNS = ("alt_text", "caption", "text")
 IMAGE_URL_COLUMNS = ("image_url", "url")
 PAGE_URL_COLUMNS = ("page_url",)
+IMAGE_COLUMNS = ("image",)  # image bytes (Parquet only), e.g. from conceptual.jobs.import_coco
 READ_STAGE = "read"
 MAX_RAW_CHARS = 65536  # how much of an unreadable line the rejection keeps
 
@@ -49,18 +50,21 @@ def detect_format(name: str, head: bytes) -> str:
     return "cc_tsv"
 
 
-def candidate(alt_text: Any, image_url: Any, page_url: Any = None) -> dict[str, Any]:
+def candidate(
+    alt_text: Any, image_url: Any, page_url: Any = None, image: bytes | None = None
+) -> dict[str, Any]:
     row = {
         "id": None,
         "image_url": _str_or_none(image_url),
         "page_url": _str_or_none(page_url),
         "alt_text": _str_or_none(alt_text),
+        "image": image or None,
         "stage": None,
         "reason": None,
         "detail": None,
     }
     row["id"] = candidate_id(row["image_url"], row["alt_text"])
-    if not (row["image_url"] or "").strip():
+    if not (row["image_url"] or "").strip() and row["image"] is None:
         row.update(stage=READ_STAGE, reason="missing_image_url", detail="no image URL")
     return row
 

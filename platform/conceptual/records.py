@@ -37,12 +37,22 @@ ENTITY = pa.struct(
     ]
 )
 
+# One classifier label of an image: an ImageNet class, which is a WordNet 3.0 noun synset.
+LABEL = pa.struct(
+    [
+        ("wnid", pa.string()),  # WordNet id, "n" + 8-digit offset: n07920052
+        ("name", pa.string()),  # human name of the class: "espresso"
+        ("score", pa.float32()),  # softmax probability
+    ]
+)
+
 CANDIDATE = pa.schema(
     [
         ("id", pa.string()),
         ("image_url", pa.string()),
         ("page_url", pa.string()),
         ("alt_text", pa.string()),
+        ("image", pa.binary()),  # the image's bytes when they came with it; fetched otherwise
     ]
 )
 
@@ -55,9 +65,17 @@ CURATED = pa.schema(
         ("caption", pa.string()),  # lowercase, tokenized, hypernymized
         ("entities", pa.list_(ENTITY)),
         ("types", pa.list_(pa.string())),  # the concepts the entity-frequency rule counted
+        ("labels", pa.list_(LABEL)),  # classifier labels, best first
+        ("matched", pa.list_(pa.string())),  # caption words that matched a label's terms
+        ("image", pa.binary()),  # JPEG bytes
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("split", pa.string()),  # "train", "val" or "test", by a stable hash of the image
     ]
 )
 
+# Rejected records keep every input field but the image bytes: the URL refetches them, and
+# a crawl's rejected images would outweigh the dataset.
 REJECTED = pa.schema(
     [
         ("id", pa.string()),
@@ -67,5 +85,18 @@ REJECTED = pa.schema(
         ("image_url", pa.string()),
         ("page_url", pa.string()),
         ("alt_text", pa.string()),
+    ]
+)
+
+# CNN features of one curated image (one row per crop when augmented crops are asked for).
+FEATURES = pa.schema(
+    [
+        ("id", pa.string()),
+        ("split", pa.string()),
+        ("caption", pa.string()),
+        ("crop", pa.int16()),  # 0: the centre crop; 1..n: augmented crops
+        ("pooled", pa.list_(pa.float32())),  # global average of the grid: channels
+        ("grid", pa.list_(pa.float32())),  # row-major (rows, cols, channels)
+        ("grid_shape", pa.list_(pa.int32())),  # [rows, cols, channels]
     ]
 )

@@ -30,7 +30,9 @@ N = int(os.environ.get("BENCHMARK_CANDIDATES", "20000"))
 def time_pipeline(input_dir: str, output_dir: str, cpus: int) -> tuple[float, dict]:
     ray.shutdown()
     init_ray(num_cpus=cpus)
-    config = CurationConfig.model_validate({"entity_frequency": {"more_than": 3}, "samples": 0})
+    config = CurationConfig.model_validate(
+        {"with_images": False, "entity_frequency": {"more_than": 3}, "samples": 0}
+    )
     curate(input_dir, output_dir, config)  # warm-up: worker processes, files in the page cache
     started = time.perf_counter()
     stats = curate(input_dir, output_dir, config)

@@ -1,5 +1,8 @@
 """The curation pipeline on a local Ray, reading and writing through an S3 API endpoint on
-127.0.0.1, tracked in MLflow: outputs, accounting and the incomplete-output marker."""
+127.0.0.1, tracked in MLflow: outputs, accounting and the incomplete-output marker.
+
+These runs are text-only (with_images=false): the generated corpus points at web hosts that
+tests must not reach. The whole funnel, images included, is in test_full_funnel.py."""
 
 from __future__ import annotations
 
@@ -41,7 +44,11 @@ def curated_run(ray_local, tmp_path_factory):
     )
     storage.write_bytes(f"{base}/input/part-1.jsonl", (local / "part-1.jsonl").read_bytes())
     config = CurationConfig.model_validate(
-        {"entity_frequency": {"more_than": 2}, "resources": {"batch_size": 64}}
+        {
+            "with_images": False,
+            "entity_frequency": {"more_than": 2},
+            "resources": {"batch_size": 64},
+        }
     )
     stats, run_id = run(f"{base}/input", f"{base}/output", config)
     return {
@@ -119,7 +126,7 @@ def test_failed_rerun_leaves_output_marked_incomplete(curated_run):
     base, out = curated_run["base"], curated_run["output"]
     storage.write_bytes(f"{base}/bad/c.csv", b"alt_text,width\nA dog,3\n")
     with pytest.raises(CandidateFormatError):
-        run(f"{base}/bad", out, CurationConfig())
+        run(f"{base}/bad", out, CurationConfig(with_images=False))
     assert not storage.exists(storage.join(out, SUCCESS))
 
 
@@ -131,7 +138,9 @@ def test_single_cpu_and_many_small_splits(tmp_path):
     from conceptual.runtime import init_ray
 
     write_candidates(generate_candidates(120, seed=5), str(tmp_path / "in.tsv"), fmt="cc_tsv")
-    config = CurationConfig.model_validate({"samples": 0, "resources": {"split_bytes": 2048}})
+    config = CurationConfig.model_validate(
+        {"with_images": False, "samples": 0, "resources": {"split_bytes": 2048}}
+    )
     ray.shutdown()
     init_ray(num_cpus=1)
     try:

@@ -1242,16 +1242,22 @@ class _UrlMaker:
 # The API.
 
 
+def apportion(n: int, shares: dict[str, float]) -> dict[str, int]:
+    """n split into whole counts in proportion to `shares` (largest remainder): the counts
+    add up to n exactly, in the order of `shares`."""
+    total = sum(shares.values())
+    exact = {key: n * share / total for key, share in shares.items()}
+    counts = {key: int(value) for key, value in exact.items()}
+    left = n - sum(counts.values())
+    by_remainder = sorted(exact, key=lambda key: exact[key] - counts[key], reverse=True)
+    for key in by_remainder[:left]:
+        counts[key] += 1
+    return counts
+
+
 def kind_counts(n: int) -> dict[str, int]:
     """How many of n rows each kind gets: KIND_SHARES apportioned by largest remainder."""
-    total = sum(KIND_SHARES.values())
-    exact = {kind: n * share / total for kind, share in KIND_SHARES.items()}
-    counts = {kind: int(value) for kind, value in exact.items()}
-    left = n - sum(counts.values())
-    by_remainder = sorted(exact, key=lambda kind: exact[kind] - counts[kind], reverse=True)
-    for kind in by_remainder[:left]:
-        counts[kind] += 1
-    return counts
+    return apportion(n, KIND_SHARES)
 
 
 def generate_candidates(n: int, seed: int = 0) -> list[dict]:

@@ -1,0 +1,44 @@
+"""Import a folder of images and a captions CSV (Flickr8k's layout) as platform records.
+
+    python -m conceptual.jobs.import_captions --folder DIR --output URI [--curated]
+
+The folder holds captions.csv (header `image,caption`, one row per caption) and the images
+it names under images/. URIs are paths, file:// or s3://. Curated records are split by a
+stable hash of each image, so all captions of an image share its split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conceptual import storage
+from conceptual.importers import ImportConfig, ImportSourceError, csv_pairs, summary, write_import
+from conceptual.storage import StorageError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.import_captions", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--folder", required=True, help="the dataset's folder")
+    parser.add_argument("--output", required=True, help="where the Parquet and import.json go")
+    parser.add_argument(
+        "--curated", action="store_true", help="write curated records, not candidates"
+    )
+    parser.add_argument("--images-subdir", default="images", help="image folder inside --folder")
+    parser.add_argument("--captions-file", default="captions.csv", help="CSV inside --folder")
+    args = parser.parse_args(argv)
+    try:
+        pairs = csv_pairs(args.folder, args.images_subdir, args.captions_file)
+        report = write_import(pairs, args.output, ImportConfig(curated=args.curated))
+    except (ImportSourceError, StorageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary(report))
+    print(f"report:   {storage.join(args.output, 'import.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Import COCO captions (images and their human captions) as candidates or curated records.
+
+    python -m conceptual.jobs.import_coco --root DIR --output URI [--curated] [--split-by hash]
+    python -m conceptual.jobs.import_coco --annotations FILE --images DIR [...] --output URI
+
+--root finds every captions_<split>.json, in COCO's layout (annotations/captions_train2017.json
+beside train2017/) or next to the image folders; --annotations and --images pair up in order.
+URIs are paths, file:// or s3://. Curated records keep COCO's split (train2017 -> train)
+unless --split-by hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from itertools import chain
+
+from conceptual import storage
+from conceptual.importers import (
+    ImportConfig,
+    ImportSourceError,
+    coco_pairs,
+    coco_sources,
+    summary,
+    write_import,
+)
+from conceptual.storage import StorageError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.import_coco", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--root", help="a COCO folder: captions_*.json and their image folders")
+    parser.add_argument(
+        "--annotations", action="append", default=[], help="a captions_*.json (repeatable)"
+    )
+    parser.add_argument(
+        "--images", action="append", default=[], help="its image folder (repeatable, in order)"
+    )
+    parser.add_argument("--output", required=True, help="where the Parquet and import.json go")
+    parser.add_argument(
+        "--curated", action="store_true", help="write curated records, not candidates"
+    )
+    parser.add_argument(
+        "--split-by",
+        choices=("source", "hash"),
+        default="source",
+        help="curated splits: COCO's own (default) or a stable hash of each image",
+    )
+    args = parser.parse_args(argv)
+    try:
+        sources = _sources(args)
+        pairs = chain(*(coco_pairs(annotations, images) for annotations, images in sources))
+        config = ImportConfig(curated=args.curated, split_by=args.split_by)
+        report = write_import(pairs, args.output, config)
+    except (ImportSourceError, StorageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary(report))
+    print(f"report:   {storage.join(args.output, 'import.json')}")
+    return 0
+
+
+def _sources(args: argparse.Namespace) -> list[tuple[str, str]]:
+    if args.root and (args.annotations or args.images):
+        raise ImportSourceError("give --root or --annotations/--images, not both")
+    if args.root:
+        return coco_sources(args.root)
+    if not args.annotations or len(args.annotations) != len(args.images):
+        raise ImportSourceError("give --root, or as many --annotations as --images (at least one)")
+    return list(zip(args.annotations, args.images))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""CNN features of a curated dataset, as Ray Data batch inference (spec: captioning,
+"image features"): for every curated record, the pooled (1x1) vector and the 8x8 grid of
+the pretrained EfficientNet-lite's last feature map, optionally for several augmented crops.
+
+    DATA/curated/*.parquet (records.CURATED)  ->  OUTPUT/*.parquet (records.FEATURES)
+                                                  OUTPUT/features.json, OUTPUT/_SUCCESS
+
+Actors hold the CNN (one per GPU when the cluster has GPUs, else one per CPU). Records
+without an image (a text-only curation) cannot have features and are counted as skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+import mlflow
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray.data
+from PIL import Image
+
+from conceptual import storage, tracking
+from conceptual.config import Config
+from conceptual.pipelines.curation import SUCCESS, actor_pool, written_rows
+from conceptual.pipelines.readers import read_row_groups
+from conceptual.records import FEATURES
+from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+
+
+class FeaturesConfig(Config):
+    cnn: CnnConfig = CnnConfig()
+    image_size: int = 256  # EfficientNet-lite's last map is 1/32 of the input: 256 px -> 8x8
+    crops: int = 0  # augmented crops per image besides the centre crop (captioning: 0 or 4-10)
+    seed: int = 0  # the crops are the same for the same seed
+    actors: int | None = None  # None: one per GPU when there are GPUs, else one per CPU
+    cpus_per_actor: float = 1.0
+    batch_size: int = 32
+    experiment: str = "features"
+
+
+def open_image(data: bytes, size: int) -> Image.Image:
+    """Decode a curated JPEG, letting libjpeg scale it down while decoding (draft mode): a
+    feature input of `size` pixels never needs the full-resolution pixels."""
+    image = Image.open(io.BytesIO(data))
+    image.draft("RGB", (size, size))  # keeps both sides >= size
+    return image.convert("RGB")
+
+
+class FeatureStage:
+    def __init__(self, config: FeaturesConfig):
+        self.config = config
+        self.extractor = FeatureExtractor(config.cnn, image_size=config.image_size)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        batch = batch.filter(pc.is_valid(batch["image"]))
+        images = [open_image(data, self.config.image_size) for data in batch["image"].to_pylist()]
+        per_image = self.extractor.extract(images, crops=self.config.crops, seed=self.config.seed)
+        rows = []
+        for record, crops in zip(batch.select(["id", "split", "caption"]).to_pylist(), per_image):
+            for crop, (pooled, grid) in enumerate(crops):
+                rows.append(
+                    {
+                        **record,
+                        "crop": crop,
+                        "pooled": pooled.astype(np.float32),
+                        "grid": grid.astype(np.float32).ravel(),  # row-major (rows, cols, C)
+                        "grid_shape": list(grid.shape),
+                    }
+                )
+        return pa.Table.from_pylist(rows, schema=FEATURES)
+
+
+def stage_resources(config: FeaturesConfig) -> dict[str, Any]:
+    gpus = ray.cluster_resources().get("GPU", 0) if config.cnn.device != "cpu" else 0
+    if gpus:
+        return {"compute": actor_pool(config.actors, 1, "GPU"), "num_gpus": 1}
+    cpus = config.cpus_per_actor
+    return {"compute": actor_pool(config.actors, cpus), "num_cpus": cpus}
+
+
+def curated_uri(data_uri: str) -> str:
+    """DATA may be a curation output (with curated/ inside) or the curated folder itself."""
+    inner = storage.join(data_uri, "curated")
+    return inner if storage.exists(inner) else data_uri
+
+
+def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str, Any]:
+    """Write features of every curated record with an image; return features.json's content."""
+    started = time.monotonic()
+    features_uri = storage.join(output_uri, "features")
+    storage.delete(storage.join(output_uri, SUCCESS))
+    storage.delete(features_uri)
+
+    data = curated_uri(data_uri)
+    fs, _ = storage.resolve(data)
+    files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
+    records = read_row_groups(fs, files, columns=["id", "split", "caption", "image"])
+    total = written_rows(data)
+    features = records.map_batches(
+        FeatureStage,
+        fn_constructor_kwargs={"config": config},
+        batch_size=config.batch_size,
+        batch_format="pyarrow",
+        **stage_resources(config),
+    )
+    out_fs, out_path = storage.resolve(features_uri)
+    # Writing, like reading, must not wait for the CPUs the actors hold.
+    features.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
+
+    rows = written_rows(features_uri)
+    images = rows // (config.crops + 1)
+    summary = {
+        "records": total,
+        "images": images,
+        "skipped_without_image": total - images,
+        "rows": rows,
+        "crops_per_image": config.crops + 1,
+        "model": config.cnn.model,
+        "image_size": config.image_size,
+        "grid": config.image_size // 32,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+    storage.write_json(storage.join(output_uri, "features.json"), summary)
+    storage.write_json(storage.join(output_uri, SUCCESS), {"rows": rows})
+    return summary
+
+
+def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[str, Any], str]:
+    """The features job: one MLflow run around the extraction. Returns (summary, run id)."""
+    with tracking.start_run(config.experiment, tags={"stage": "features"}) as active:
+        tracking.log_config(config)
+        mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri})
+        summary = extract(data_uri, output_uri, config)
+        mlflow.log_metrics(
+            {k: v for k, v in summary.items() if isinstance(v, (int, float)) and k != "grid"}
+        )
+        mlflow.log_dict(summary, "features.json")
+        return summary, active.info.run_id

@@ -1,0 +1,151 @@
+"""The curation stages as Ray Data batch operators: each takes a batch of in-flight
+candidates (PROCESSED), works on the rows still in the running, and marks the rows it
+rejects with its stage, reason and detail. Rejected rows travel on, so no candidate is ever
+lost between stages; the engine-agnostic work lives in conceptual.text and conceptual.vision.
+
+Heavy resources (spaCy, WordNet, the CNN) load once per actor; fetching is a plain
+function (a thread pool per batch), since it holds nothing worth keeping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from conceptual.pipelines.readers import IN_FLIGHT
+from conceptual.records import ENTITY, LABEL, Rejection
+from conceptual.text.curate import TextCurationConfig, TextCurator
+from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
+from conceptual.vision.fetch import FetchConfig, Fetcher
+from conceptual.vision.images import ImageFilterConfig, ImageFilters
+from conceptual.vision.labels import LabelMatcher, OverlapConfig
+
+FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
+
+PROCESSED = (
+    IN_FLIGHT.append(pa.field("caption", pa.string()))
+    .append(pa.field("entities", pa.list_(ENTITY)))
+    .append(pa.field("types", pa.list_(pa.string())))
+    .append(pa.field("labels", pa.list_(LABEL)))
+    .append(pa.field("matched", pa.list_(pa.string())))
+    .append(pa.field("width", pa.int32()))
+    .append(pa.field("height", pa.int32()))
+    .append(pa.field("split", pa.string()))
+)
+
+
+def pending(rows: list[dict[str, Any]]) -> list[int]:
+    """Indices of the rows no stage has rejected yet."""
+    return [i for i, row in enumerate(rows) if row["reason"] is None]
+
+
+def reject(row: dict[str, Any], stage: str, rejection: Rejection) -> None:
+    # A rejected row's image is dropped here: the URL refetches it, and carrying the bytes
+    # of every rejected image through the remaining stages would only cost memory.
+    row.update(stage=stage, reason=rejection.reason, detail=rejection.detail, image=None)
+    row["caption"] = None
+
+
+def table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=PROCESSED)
+
+
+class NlpStage:
+    """Text filters, syntax filters and hypernymization, on one spaCy parse per text."""
+
+    def __init__(self, config: TextCurationConfig):
+        self.curator = TextCurator(config)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.to_pylist()
+        for row in rows:
+            row.update(caption=None, entities=[], types=[], labels=[], matched=[])
+        todo = pending(rows)
+        outcomes = self.curator.process([rows[i]["alt_text"] for i in todo])
+        for i, outcome in zip(todo, outcomes):
+            rows[i].update(caption=outcome.caption, entities=outcome.entities, types=outcome.types)
+            if not outcome.kept:
+                reject(rows[i], outcome.stage, Rejection(outcome.reason, outcome.detail or ""))
+        return table(rows)
+
+
+def fetch_images(batch: pa.Table, config: FetchConfig) -> pa.Table:
+    """Download the images of the candidates still in the running that came without one."""
+    rows = batch.to_pylist()
+    todo = [i for i in pending(rows) if rows[i]["image"] is None]
+    for i, fetched in zip(todo, Fetcher(config).fetch_many([rows[i]["image_url"] for i in todo])):
+        if fetched.rejection:
+            reject(rows[i], FETCH_STAGE, fetched.rejection)
+        else:
+            rows[i]["image"] = fetched.data
+    return table(rows)
+
+
+@dataclass(frozen=True)
+class ImageVerdict:
+    """What the image stages found about one image, whatever caption came with it."""
+
+    width: int | None
+    height: int | None
+    rejection: Rejection | None
+    labels: tuple[dict, ...] = ()
+
+
+class VisionStage:
+    """Image filters (header checks, a guarded decode, the unsafe detector), then the
+    classifier's labels and the image&text overlap rule, on one decode per image.
+
+    Crawls repeat images (one stock photo on many pages, under many URLs), so verdicts are
+    remembered by the hash of the image's bytes: a repeat is neither decoded nor classified.
+    """
+
+    def __init__(
+        self, image: ImageFilterConfig, cnn: CnnConfig, overlap: OverlapConfig, cache: int = 4096
+    ):
+        self.filters = ImageFilters(image)
+        self.overlap = overlap
+        if overlap.enabled:
+            self.classifier = ImageNetClassifier(cnn)
+            self.matcher = LabelMatcher(overlap)
+        self.verdicts: OrderedDict[bytes, ImageVerdict] = OrderedDict()
+        self.cache = cache
+
+    def judge(self, images: dict[bytes, bytes]) -> None:
+        """Verdicts for the images (by hash) not judged before."""
+        new = [key for key in images if key not in self.verdicts]
+        checked = self.filters.check_many([images[key] for key in new])
+        decoded = [
+            (key, image) for key, (_, image, rejection) in zip(new, checked) if not rejection
+        ]
+        labels = {}
+        if self.overlap.enabled and decoded:
+            # min_score is the matcher's to apply: it still judges a photo on its best guess.
+            found = self.classifier.classify([image for _, image in decoded], self.overlap.top_k)
+            labels = {key: tuple(image_labels) for (key, _), image_labels in zip(decoded, found)}
+        for key, (info, _, rejection) in zip(new, checked):
+            size = (info.width, info.height) if info is not None else (None, None)
+            self.verdicts[key] = ImageVerdict(*size, rejection, labels.get(key, ()))
+            if len(self.verdicts) > self.cache:
+                self.verdicts.popitem(last=False)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.to_pylist()
+        keys = {i: hashlib.sha1(rows[i]["image"]).digest() for i in pending(rows)}
+        self.judge({key: rows[i]["image"] for i, key in keys.items()})
+        for i, key in keys.items():
+            row, verdict = rows[i], self.verdicts[key]
+            row.update(width=verdict.width, height=verdict.height, labels=list(verdict.labels))
+            if verdict.rejection:
+                reject(row, IMAGE_STAGE, verdict.rejection)
+            elif self.overlap.enabled:
+                # The original words and the hypernymized caption both count: "Labrador" in
+                # the alt-text or "dog" in the caption can each confirm a dog label.
+                words = f"{row['alt_text']} {row['caption'] or ''}"
+                row["matched"], rejection = self.matcher.match(words, verdict.labels)
+                if rejection:
+                    reject(row, OVERLAP_STAGE, rejection)
+        return table(rows)

@@ -1,0 +1,406 @@
+"""Bring captioned datasets (COCO, a folder of images with a captions CSV) into the platform.
+
+A reader turns a source into `Pair`s, one per (image, caption), the pairs of one image
+together; `write_import` streams them into Parquet parts of bounded size, reading each
+image's bytes once and holding at most one part in memory:
+
+    OUTPUT/candidates/part-*.parquet  records.CANDIDATE, for the curation pipeline (default)
+    OUTPUT/curated/part-*.parquet     records.CURATED, for captions that are already clean
+    OUTPUT/import.json                what was imported, skipped captions counted by reason
+    OUTPUT/_SUCCESS                   written last; its absence means the output is incomplete
+
+Nothing is dropped silently: every input caption is imported or skipped with a reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+from pydantic import Field
+
+from conceptual import storage
+from conceptual.config import Config
+from conceptual.records import CANDIDATE, CURATED, Rejection, candidate_id
+from conceptual.splits import SplitConfig, assign_split
+
+SKIP_REASONS = ("missing_image", "unreadable_image", "empty_caption", "duplicate_caption")
+SUCCESS = "_SUCCESS"
+REPORT = "import.json"
+LISTED_SKIPS = 1000  # import.json lists this many skipped captions; the counts cover all
+# "captions_train2017.json" -> "train"; "captions_constrained.json" names no split.
+SOURCE_SPLIT = re.compile(r"(?<![a-z])(train|val|test)")
+QUOTES = {'"', "``", "''", "\u201c", "\u201d"}  # the released captions have no double quotes
+
+
+class ImportSourceError(ValueError):
+    """A source that cannot be imported at all (a missing folder, a bad file); the message
+    names it."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    image_path: Path | None  # None: the source names no image for this caption
+    image_url: str  # a stable locator of the image: its public URL or a file:// URI
+    caption: str
+    source_split: str | None  # "train", "val" or "test" as the source splits it, if it does
+    source_id: str  # where the caption came from, for the report: "captions_val2017.json#9"
+
+
+class ImportConfig(Config):
+    curated: bool = False  # write curated records instead of candidates
+    # "source": the dataset's own split where it has one (COCO), else a hash of the image.
+    split_by: Literal["source", "hash"] = "source"
+    splits: SplitConfig = SplitConfig()  # fractions of hash splits
+    rows_per_part: int = Field(512, ge=1)  # bounds memory: one part is buffered at a time
+
+
+# Readers
+
+
+def coco_pairs(annotations: Path | str, images_dir: Path | str) -> Iterator[Pair]:
+    """The pairs of a COCO captions file (`captions_val2017.json`) whose photos are in
+    `images_dir`. Paths are checked now; the JSON is parsed when iteration starts."""
+    annotations, images_dir = _existing_file(annotations), _existing_dir(images_dir)
+    return _coco_pairs(annotations, images_dir)
+
+
+def _coco_pairs(annotations: Path, images_dir: Path) -> Iterator[Pair]:
+    data = _read_coco(annotations)
+    # Keep only what the pairs need: the full train2017 JSON holds 590k captions.
+    files = {image["id"]: (image["file_name"], image.get("coco_url")) for image in data["images"]}
+    captions_of: dict[Any, list[tuple[Any, str]]] = {}
+    for caption in data.pop("annotations"):
+        text = (caption.get("caption") or "").strip()
+        captions_of.setdefault(caption["image_id"], []).append((caption.get("id"), text))
+    del data
+    split = _source_split(annotations.name)
+    for image_id, captions in captions_of.items():
+        path, url = None, ""  # an image id that the images list lacks
+        if image_id in files:
+            file_name, coco_url = files[image_id]
+            path = images_dir / file_name
+            url = coco_url or path.resolve().as_uri()
+        for caption_id, text in captions:
+            yield Pair(path, url, text, split, f"{annotations.name}#{caption_id}")
+
+
+def _read_coco(annotations: Path) -> dict:
+    try:
+        data = json.loads(annotations.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise ImportSourceError(f"{annotations} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not {"images", "annotations"} <= data.keys():
+        raise ImportSourceError(f"{annotations} is not a COCO captions file (images, annotations)")
+    return data
+
+
+def coco_sources(root: Path | str) -> list[tuple[Path, Path]]:
+    """(annotations, images folder) for each `captions_<split>.json` under a COCO root, in
+    COCO's own layout (`annotations/captions_train2017.json` beside `train2017/`) or with the
+    JSON files next to the image folders."""
+    root = _existing_dir(root)
+    files = sorted(root.glob("annotations/captions_*.json")) or sorted(root.glob("captions_*.json"))
+    if not files:
+        raise ImportSourceError(f"no captions_*.json in {root} or {root / 'annotations'}")
+    sources = []
+    for captions_file in files:
+        images_dir = root / captions_file.stem.removeprefix("captions_")
+        if not images_dir.is_dir():
+            raise ImportSourceError(
+                f"{captions_file.name} needs the image folder {images_dir}; "
+                "name the splits you have with --annotations and --images instead"
+            )
+        sources.append((captions_file, images_dir))
+    return sources
+
+
+def csv_pairs(
+    folder: Path | str, images_subdir: str = "images", captions_file: str = "captions.csv"
+) -> Iterator[Pair]:
+    """The pairs of a folder holding `captions_file` (header `image,caption`, one row per
+    caption) and the photos it names under `images_subdir`. Paths and header are checked now."""
+    folder = _existing_dir(folder)
+    images_dir = _existing_dir(folder / images_subdir)
+    rows = _read_captions_csv(_existing_file(folder / captions_file))
+    return _csv_pairs(rows, images_dir, captions_file)
+
+
+def _read_captions_csv(path: Path) -> list[tuple[int, str, str]]:
+    """(line number, image name, caption) of each row; captions are text, small beside the
+    images, so the whole file is read to group the rows by image."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = [name.strip().lower() for name in next(reader, [])]
+        if "image" not in header or "caption" not in header:
+            raise ImportSourceError(f"{path} needs a header naming columns image and caption")
+        image_col, caption_col = header.index("image"), header.index("caption")
+        rows = []
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue  # a blank line holds no caption
+            rows.append((reader.line_num, _cell(row, image_col), _cell(row, caption_col)))
+    return rows
+
+
+def _cell(row: list[str], column: int) -> str:
+    return row[column].strip() if column < len(row) else ""  # a short row lacks the column
+
+
+def _csv_pairs(rows: list[tuple[int, str, str]], images_dir: Path, name: str) -> Iterator[Pair]:
+    by_image: dict[str, list[tuple[int, str]]] = {}
+    for line, image, caption in rows:
+        by_image.setdefault(image, []).append((line, caption))
+    for image, captions in by_image.items():
+        path = images_dir / image if image else None
+        url = path.resolve().as_uri() if path else ""
+        for line, caption in captions:
+            yield Pair(path, url, caption, None, f"{name}:{line}")
+
+
+def _existing_file(path: Path | str) -> Path:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ImportSourceError(f"no such file: {path}")
+    return path
+
+
+def _existing_dir(path: Path | str) -> Path:
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise ImportSourceError(f"no such folder: {path}")
+    return path
+
+
+def _source_split(annotations_name: str) -> str | None:
+    match = SOURCE_SPLIT.search(annotations_name)
+    return match.group(1) if match else None
+
+
+# Captions
+
+
+@functools.cache
+def _tokenizer():
+    # spaCy's rule-based English tokenizer, the one behind the hypernymizer's output, needs
+    # no model download; imported here so that candidate imports never pay for spaCy.
+    import spacy
+
+    return spacy.blank("en").tokenizer
+
+
+def released_style(caption: str) -> str:
+    """A caption in the style of Conceptual Captions' released captions: lowercase tokens
+    joined by spaces, punctuation split off ("it 's", "t - shirt", "nails ? right"), double
+    quotes and a final full stop dropped: "A man riding a horse." -> "a man riding a horse"."""
+    words = [t.text.lower() for t in _tokenizer()(caption) if not t.is_space]
+    words = [w for w in words if w not in QUOTES]
+    if words and words[-1] == ".":
+        words.pop()
+    return " ".join(words)
+
+
+# Writing
+
+
+@dataclass
+class ImportReport:
+    """What an import took in and what it made of it; becomes OUTPUT/import.json."""
+
+    output: str
+    images: int = 0
+    captions: int = 0
+    splits: dict[str, Counter] = field(default_factory=dict)
+    skipped: Counter = field(default_factory=lambda: Counter(dict.fromkeys(SKIP_REASONS, 0)))
+    skipped_listed: list[dict[str, str]] = field(default_factory=list)
+
+    def skip(self, pair: Pair, rejection: Rejection) -> None:
+        self.skipped[rejection.reason] += 1
+        if len(self.skipped_listed) < LISTED_SKIPS:
+            self.skipped_listed.append(
+                {
+                    "source_id": pair.source_id,
+                    "image": str(pair.image_path or ""),
+                    "reason": rejection.reason,
+                    "detail": rejection.detail,
+                }
+            )
+
+    def counts(self) -> dict[str, int]:
+        skipped = sum(self.skipped.values())
+        return {
+            "input_captions": self.captions + skipped,
+            "images": self.images,
+            "captions": self.captions,
+            "skipped": skipped,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            **self.counts(),
+            "splits": {
+                name: {"images": n["images"], "captions": n["captions"]}
+                for name, n in sorted(self.splits.items())
+            },
+            "skipped_by_reason": dict(self.skipped),
+            "skipped_captions": self.skipped_listed,
+        }
+
+
+class PartWriter:
+    """Rows to `part-00000.parquet`, `part-00001.parquet`, ... under a folder, at most
+    `rows_per_part` rows each, one part buffered at a time."""
+
+    def __init__(self, uri: str, schema: pa.Schema, rows_per_part: int):
+        self.uri, self.schema, self.rows_per_part = uri, schema, rows_per_part
+        self.rows: list[dict[str, Any]] = []
+        self.parts = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.rows_per_part:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        fs, path = storage.resolve(storage.join(self.uri, f"part-{self.parts:05d}.parquet"))
+        fs.create_dir(posixpath.dirname(path), recursive=True)
+        pq.write_table(pa.Table.from_pylist(self.rows, schema=self.schema), path, filesystem=fs)
+        self.rows, self.parts = [], self.parts + 1
+
+
+def read_image(pair: Pair) -> tuple[bytes, tuple[int, int]] | Rejection:
+    """The image's bytes and (width, height) from its header, or why it cannot be had."""
+    if pair.image_path is None:
+        return Rejection("missing_image", f"the source names no image for {pair.source_id}")
+    try:
+        data = pair.image_path.read_bytes()
+    except FileNotFoundError:
+        return Rejection("missing_image", f"no file {pair.image_path}")
+    except OSError as exc:
+        return Rejection("unreadable_image", f"{pair.image_path}: {exc.strerror or exc}")
+    try:
+        with Image.open(io.BytesIO(data)) as image:  # reads the header only, decodes nothing
+            return data, image.size
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        return Rejection("unreadable_image", f"{pair.image_path}: {exc}")
+
+
+def caption_rejection(caption: str, seen: set[str]) -> Rejection | None:
+    """Why a caption (raw, or in the released style for curated imports) cannot be imported
+    for an image whose captions so far are `seen`: a repeat would repeat the record's id."""
+    if not caption:
+        return Rejection("empty_caption", "no words in the caption")
+    if caption in seen:
+        return Rejection("duplicate_caption", "the image already has this caption")
+    return None
+
+
+def write_import(
+    pairs: Iterable[Pair], output_uri: str, config: ImportConfig | None = None
+) -> dict[str, Any]:
+    """Write the pairs under `output_uri` (layout in the module docstring); return the
+    content of import.json. Pairs of one image must come together, as the readers yield them."""
+    config = config or ImportConfig()
+    kind, schema = ("curated", CURATED) if config.curated else ("candidates", CANDIDATE)
+    # A previous run's marker goes first: from here on, the output is visibly incomplete.
+    storage.delete(storage.join(output_uri, SUCCESS))
+    for stale in ("candidates", "curated", REPORT):
+        storage.delete(storage.join(output_uri, stale))
+
+    parts = PartWriter(storage.join(output_uri, kind), schema, config.rows_per_part)
+    report = ImportReport(output=storage.join(output_uri, kind))
+    for _, image_pairs in groupby(pairs, key=lambda pair: pair.image_path):
+        _import_image(list(image_pairs), config, parts, report)
+    parts.flush()
+
+    result = report.to_json()
+    storage.write_json(storage.join(output_uri, REPORT), result)
+    storage.write_json(storage.join(output_uri, SUCCESS), report.counts())
+    return result
+
+
+def _import_image(
+    pairs: list[Pair], config: ImportConfig, parts: PartWriter, report: ImportReport
+) -> None:
+    image = read_image(pairs[0])
+    if isinstance(image, Rejection):
+        for pair in pairs:
+            report.skip(pair, image)
+        return
+    data, (width, height) = image
+    split = pairs[0].source_split if config.split_by == "source" else None
+    split = split or assign_split(data, config.splits)
+    seen: set[str] = set()
+    for pair in pairs:
+        caption = released_style(pair.caption) if config.curated else pair.caption
+        rejection = caption_rejection(caption, seen)
+        if rejection:
+            report.skip(pair, rejection)
+            continue
+        seen.add(caption)
+        if config.curated:
+            parts.add(curated_row(pair, data, caption, (width, height), split))
+            report.splits.setdefault(split, Counter())["captions"] += 1
+        else:
+            parts.add(candidate_row(pair, data))
+        report.captions += 1
+    if seen:
+        report.images += 1
+        if config.curated:
+            report.splits[split]["images"] += 1
+
+
+def candidate_row(pair: Pair, image: bytes) -> dict[str, Any]:
+    return {
+        "id": candidate_id(pair.image_url, pair.caption),
+        "image_url": pair.image_url,
+        "page_url": None,
+        "alt_text": pair.caption,
+        "image": image,
+    }
+
+
+def curated_row(
+    pair: Pair, image: bytes, caption: str, size: tuple[int, int], split: str
+) -> dict[str, Any]:
+    """A curated record of a caption that needs no curation: nothing replaced, no labels."""
+    width, height = size
+    return candidate_row(pair, image) | {
+        "caption": caption,
+        "entities": [],
+        "types": [],
+        "labels": [],
+        "matched": [],
+        "width": width,
+        "height": height,
+        "split": split,
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A few lines for people: where the import went and what it counted."""
+    lines = [
+        f"imported: {report['output']}  ({report['images']} images, "
+        f"{report['captions']} captions of {report['input_captions']})"
+    ]
+    for name, counts in report["splits"].items():
+        lines.append(f"  {name}: {counts['images']} images, {counts['captions']} captions")
+    skipped = ", ".join(f"{r} {n}" for r, n in report["skipped_by_reason"].items() if n)
+    lines.append(f"skipped:  {report['skipped']} captions{f' ({skipped})' if skipped else ''}")
+    return "\n".join(lines)

@@ -1,0 +1,445 @@
+"""Fetching candidate images over HTTP(S), safely (spec/curation.md section 7).
+
+    fetcher = Fetcher(FetchConfig(threads=32))
+    results = fetcher.fetch_many(urls)  # same order; each a Fetched: bytes or a Rejection
+
+No Ray here: the curation pipeline calls `fetch_many` once per block of candidates. A crawl
+is hostile input, so every hop of a redirect chain is checked before anything connects:
+the scheme, then every address the host resolves to (loopback, private, link-local,
+multicast, reserved and unspecified addresses are refused unless allowed). The fetcher
+resolves each host once and connects to the vetted address itself, so a second DNS answer
+cannot point it elsewhere (DNS rebinding); the Host header and TLS still use the name.
+Bodies stream in chunks and stop at `max_bytes`; they are never decompressed.
+
+Reasons (metric names, stage "fetch"; never reword one). Details never contain the URL,
+which may carry credentials.
+
+| reason | when |
+|---|---|
+| invalid_url | None, empty, over 2048 characters, no host, a bad port or host name |
+| unsupported_scheme | anything but http and https (file:, ftp:, data:...), redirects included |
+| dns | the host name does not resolve |
+| refused_address | the host resolves to an address that is not public and not allowed |
+| timeout | connecting or a read took over `timeout_s`, or the attempt over `total_timeout_s` |
+| connection | refused, reset, closed mid-body, TLS handshake failed |
+| http_status | a status other than 2xx and redirects: "404 Not Found" |
+| too_many_redirects | more than `max_redirects` redirects (loops end here) |
+| too_large | over `max_bytes`, by Content-Length or by counting the body |
+| empty | a zero-byte body |
+| not_an_image | the first bytes are no JPEG, PNG, GIF, WebP, BMP or TIFF signature |
+
+Timeouts, connection errors (but refused connections and failed TLS handshakes), 429 and
+5xx are transient: the whole chain is tried again up to `retries` times, after an
+exponential backoff with jitter or the server's Retry-After, whichever is longer (capped).
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import random
+import re
+import socket
+import ssl
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from urllib.parse import quote, urljoin, urlsplit
+
+from pydantic import field_validator
+
+from conceptual.config import Config
+from conceptual.records import Rejection
+
+MAX_URL_CHARS = 2048
+CHUNK_BYTES = 64 << 10
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class FetchConfig(Config):
+    """How images are fetched. Defaults suit a crawl of the public web."""
+
+    timeout_s: float = 10.0  # connect and each read
+    total_timeout_s: float = 60.0  # one attempt, redirects included: no trickling server
+    retries: int = 2  # extra attempts on transient errors (timeouts, resets, 429, 5xx)
+    backoff_s: float = 0.5  # exponential backoff base, with jitter
+    max_wait_s: float = 10.0  # cap on any wait between attempts, Retry-After included
+    max_redirects: int = 3
+    max_bytes: int = 16 << 20  # larger bodies are rejected (Content-Length, then counted)
+    user_agent: str = (
+        "conceptual/0.1 (image-caption curation; "
+        "+https://github.com/conceptual-captions/conceptual)"
+    )
+    threads: int = 16  # the bounded thread pool of one fetch_many call
+    allow_private: bool = False  # fetch from loopback/private/link-local/... addresses
+    allow_hosts: list[str] = []  # allowed even when private: IPs, CIDRs ("10.0.0.0/8"), names
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _networks_or_names(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if "/" in entry:
+                ipaddress.ip_network(entry, strict=False)  # ValueError says what is wrong
+        return entries
+
+
+@dataclass
+class Fetched:
+    data: bytes | None  # the body, when it is an image
+    rejection: Rejection | None  # why not, otherwise
+    final_url: str | None  # the last URL of the redirect chain (the input when none)
+    attempts: int
+
+
+# --- what the bytes are ------------------------------------------------------------------
+
+_SIGNATURES = (
+    ("jpeg", re.compile(rb"\xff\xd8\xff")),
+    ("png", re.compile(rb"\x89PNG\r\n\x1a\n")),
+    ("gif", re.compile(rb"GIF8[79]a")),
+    ("webp", re.compile(rb"RIFF.{4}WEBP", re.DOTALL)),
+    ("bmp", re.compile(rb"BM")),
+    ("tiff", re.compile(rb"II\*\x00|MM\x00\*")),
+)
+
+
+def sniff_image_format(data: bytes) -> str | None:
+    """The image format the first bytes announce ("jpeg", "png"...), or None."""
+    return next((name for name, magic in _SIGNATURES if magic.match(data)), None)
+
+
+# --- which addresses may be fetched ------------------------------------------------------
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(ip: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one stands for (mapped, 6to4, NAT64), else `ip` itself."""
+    if ip.version == 4:
+        return ip
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.ipv4_mapped or ip.sixtofour or ip
+
+
+def address_kind(ip: IPAddress) -> str | None:
+    """Why an address is not on the public internet ("loopback", "private"...), or None."""
+    ip = _embedded_ipv4(ip)
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_reserved:
+        return "reserved"
+    if ip.is_private or getattr(ip, "is_site_local", False):
+        return "private"
+    if not ip.is_global:
+        return "not global"  # shared address space (100.64.0.0/10) and the like
+    return None
+
+
+class AddressPolicy:
+    """Decides whether a host's resolved addresses may be connected to."""
+
+    def __init__(self, allow_private: bool = False, allow_hosts: Sequence[str] = ()):
+        self.allow_private = allow_private
+        self.networks: list[IPNetwork] = []
+        self.names: set[str] = set()
+        for entry in allow_hosts:
+            try:
+                self.networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                self.names.add(entry.lower().rstrip("."))
+
+    def refusal(self, host: str, addresses: Sequence[IPAddress]) -> Rejection | None:
+        """A `refused_address` rejection unless every address may be fetched."""
+        if self.allow_private or host.rstrip(".") in self.names:
+            return None
+        for ip in addresses:
+            kind = address_kind(ip)
+            if kind and not self._listed(ip):
+                shown = str(ip) if host == str(ip) else f"{host} -> {ip}"
+                return Rejection("refused_address", f"{shown} ({kind})")
+        return None
+
+    def _listed(self, ip: IPAddress) -> bool:
+        forms = (ip, _embedded_ipv4(ip))  # ::ffff:127.0.0.1 is as allowed as 127.0.0.1
+        return any(form in network for network in self.networks for form in forms)
+
+
+# --- one request -------------------------------------------------------------------------
+
+
+class _Failure(Exception):
+    """Ends an attempt with a rejection; transient ones are worth another attempt."""
+
+    def __init__(
+        self, reason: str, detail: str, transient: bool = False, retry_after: str | None = None
+    ):
+        super().__init__(reason, detail)
+        self.rejection = Rejection(reason, detail)
+        self.transient = transient
+        self.retry_after = retry_after  # the raw header of a 429 or 5xx
+
+
+@dataclass(frozen=True)
+class _Target:
+    """A URL taken apart into what a request needs."""
+
+    scheme: str
+    host: str  # ASCII (IDNA) host name or IP literal, without brackets
+    port: int
+    path: str  # the request target: path and query, percent-encoded
+
+
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
+
+
+def _parse(url: str | None) -> _Target:
+    if not url or not url.strip():
+        raise _Failure("invalid_url", "no URL")
+    if len(url) > MAX_URL_CHARS:
+        raise _Failure("invalid_url", f"longer than {MAX_URL_CHARS} characters")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise _Failure("invalid_url", str(exc)) from exc
+    if not parts.scheme:
+        raise _Failure("invalid_url", "no scheme")
+    if parts.scheme not in DEFAULT_PORTS:
+        raise _Failure("unsupported_scheme", f"{parts.scheme}:")
+    if not parts.hostname:
+        raise _Failure("invalid_url", "no host")
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=~")
+    if parts.query:
+        path += "?" + quote(parts.query, safe="/%:@!$&'()*+,;=~?")
+    return _Target(
+        parts.scheme, _ascii_host(parts.hostname), port or DEFAULT_PORTS[parts.scheme], path
+    )
+
+
+def _ascii_host(host: str) -> str:
+    """The host as it goes on the wire: an IP literal, or a name in IDNA form."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise _Failure("invalid_url", "bad host name") from exc
+    if not _HOST_NAME.fullmatch(name):
+        raise _Failure("invalid_url", "bad host name")
+    return name
+
+
+def _resolve(target: _Target) -> list[IPAddress]:
+    """Every address of the host, in the resolver's order (an IP literal is itself)."""
+    try:
+        return [ipaddress.ip_address(target.host)]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise _Failure("dns", f"{target.host}: {exc.args[-1]}") from exc
+    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    return list(dict.fromkeys(addresses))  # IPv4 and IPv6 answers repeat per protocol
+
+
+def _connect(addresses: Sequence[IPAddress], port: int, timeout: float) -> socket.socket:
+    """A TCP connection to the first of the vetted addresses that answers."""
+    error: OSError = OSError("no address")
+    for ip in addresses:
+        try:
+            return socket.create_connection((str(ip), port), timeout)
+        except OSError as exc:
+            error = exc
+    raise error
+
+
+def _redirect_url(url: str, location: str) -> str:
+    """Where a redirect leads; a relative Location is relative to the URL that sent it."""
+    try:
+        return urljoin(url, location)
+    except ValueError as exc:
+        raise _Failure("invalid_url", "unreadable redirect Location") from exc
+
+
+def _read_body(response: http.client.HTTPResponse, max_bytes: int, deadline: float) -> bytes:
+    declared = response.getheader("Content-Length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _Failure("too_large", f"Content-Length {declared} > {max_bytes}")
+    chunks: list[bytes] = []
+    received = 0
+    # read1: what has arrived, up to a chunk, so the size and deadline checks run promptly
+    while chunk := response.read1(min(CHUNK_BYTES, max_bytes + 1 - received)):
+        received += len(chunk)
+        if received > max_bytes:
+            raise _Failure("too_large", f"over {max_bytes} bytes")
+        if time.monotonic() > deadline:
+            raise _Failure("timeout", f"body still arriving after {received} bytes")
+        chunks.append(chunk)
+    if declared.isdigit() and received < int(declared):  # http.client does not check this
+        raise _Failure("connection", f"closed after {received} of {declared} bytes", transient=True)
+    return b"".join(chunks)
+
+
+def _check_image(data: bytes) -> bytes:
+    if not data:
+        raise _Failure("empty", "zero-byte body")
+    if sniff_image_format(data) is None:
+        raise _Failure("not_an_image", f"starts with {data[:8]!r}")
+    return data
+
+
+def retry_delay(attempt: int, retry_after: str | None, config: FetchConfig) -> float:
+    """Seconds to wait after failed attempt number `attempt` (1-based): exponential backoff
+    with jitter, or the server's Retry-After (seconds or an HTTP date) when that is longer;
+    never over `max_wait_s`."""
+    delay = config.backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)
+    if retry_after:
+        delay = max(delay, _seconds_until(retry_after.strip()))
+    return min(delay, config.max_wait_s)
+
+
+def _seconds_until(retry_after: str) -> float:
+    if retry_after.isdigit():
+        return float(retry_after)
+    try:
+        return parsedate_to_datetime(retry_after).timestamp() - time.time()
+    except (TypeError, ValueError):
+        return 0.0  # unreadable: the backoff decides
+
+
+# --- the fetcher -------------------------------------------------------------------------
+
+
+class Fetcher:
+    """Fetches image URLs; thread-safe, so one instance serves a whole pool."""
+
+    def __init__(self, config: FetchConfig | None = None):
+        self.config = config or FetchConfig()
+        self.policy = AddressPolicy(self.config.allow_private, self.config.allow_hosts)
+        self.tls = ssl.create_default_context()
+
+    def fetch_many(self, urls: Sequence[str | None]) -> list[Fetched]:
+        """`fetch` for each URL on a bounded thread pool; results in the same order."""
+        if not urls:
+            return []
+        with ThreadPoolExecutor(min(self.config.threads, len(urls))) as pool:
+            return list(pool.map(self.fetch, urls))
+
+    def fetch(self, url: str | None) -> Fetched:
+        """The image at `url`, or why not; never raises for anything the URL or server does."""
+        attempt = 0
+        while True:
+            attempt += 1
+            final_url, outcome = self._follow(url)
+            if isinstance(outcome, bytes):
+                return Fetched(outcome, None, final_url, attempt)
+            if not outcome.transient or attempt > self.config.retries:
+                return Fetched(None, outcome.rejection, final_url, attempt)
+            time.sleep(retry_delay(attempt, outcome.retry_after, self.config))
+
+    def _follow(self, url: str | None) -> tuple[str | None, bytes | _Failure]:
+        """One attempt: follow the redirect chain to an image or a failure, with its last URL."""
+        deadline = time.monotonic() + self.config.total_timeout_s
+        try:
+            for _ in range(self.config.max_redirects + 1):
+                location, body = self._request(url, deadline)
+                if location is None:
+                    return url, body
+                url = _redirect_url(url, location)
+        except _Failure as failure:
+            return url, failure
+        return url, _Failure("too_many_redirects", f"over {self.config.max_redirects} redirects")
+
+    def _request(self, url: str | None, deadline: float) -> tuple[str | None, bytes]:
+        """One hop: (the redirect's Location, b"") or (None, the image's bytes)."""
+        target = _parse(url)
+        addresses = _resolve(target)
+        refusal = self.policy.refusal(target.host, addresses)
+        if refusal:
+            raise _Failure(refusal.reason, refusal.detail)
+        if time.monotonic() > deadline:
+            raise _Failure("timeout", f"over {self.config.total_timeout_s}s for the attempt")
+        try:
+            connection = self._open(target, addresses)
+        except TimeoutError as exc:
+            raise _Failure("timeout", f"connecting to {target.host}", transient=True) from exc
+        except ConnectionRefusedError as exc:
+            raise _Failure("connection", f"{target.host}: connection refused") from exc
+        except OSError as exc:
+            raise _Failure(
+                "connection", f"{target.host}: {_describe(exc)}", transient=True
+            ) from exc
+        try:
+            return self._exchange(connection, target, deadline)
+        except TimeoutError as exc:
+            raise _Failure("timeout", f"reading from {target.host}", transient=True) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise _Failure(
+                "connection", f"{target.host}: {_describe(exc)}", transient=True
+            ) from exc
+        finally:
+            connection.close()
+
+    def _open(self, target: _Target, addresses: Sequence[IPAddress]) -> http.client.HTTPConnection:
+        """A connection to a vetted address: http.client never resolves the host again,
+        because a connection given its socket does not connect by itself."""
+        sock = _connect(addresses, target.port, self.config.timeout_s)
+        if target.scheme == "http":
+            connection = http.client.HTTPConnection(target.host, target.port)
+        else:
+            try:
+                sock = self.tls.wrap_socket(sock, server_hostname=target.host)
+            except OSError as exc:
+                sock.close()
+                if isinstance(exc, ssl.SSLError):  # a failed handshake fails again: not transient
+                    raise _Failure("connection", f"{target.host}: TLS {exc.reason or exc}") from exc
+                raise
+            connection = http.client.HTTPSConnection(target.host, target.port)
+        connection.sock = sock
+        return connection
+
+    def _exchange(
+        self, connection: http.client.HTTPConnection, target: _Target, deadline: float
+    ) -> tuple[str | None, bytes]:
+        connection.request(
+            "GET",
+            target.path,
+            headers={
+                "User-Agent": self.config.user_agent,
+                "Accept": "image/*, */*;q=0.5",
+                "Accept-Encoding": "identity",  # compressed bodies could hide a bomb
+                "Connection": "close",
+            },
+        )
+        response = connection.getresponse()
+        status = f"{response.status} {response.reason}"[:100]
+        if response.status in REDIRECT_STATUSES and response.getheader("Location"):
+            return response.getheader("Location"), b""
+        if response.status == 429 or response.status >= 500:
+            raise _Failure(
+                "http_status", status, transient=True, retry_after=response.getheader("Retry-After")
+            )
+        if not 200 <= response.status < 300:
+            raise _Failure("http_status", status)
+        return None, _check_image(_read_body(response, self.config.max_bytes, deadline))
+
+
+def _describe(exc: BaseException) -> str:
+    """A short human description of a connection error."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

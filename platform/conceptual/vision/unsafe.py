@@ -1,0 +1,98 @@
+"""The unsafe-content (pornography) detector the image filters consult (spec/curation.md §1).
+
+None runs by default: the only offline-capable detector found, NudeNet, is licensed AGPL-3.0,
+so it is an optional plug-in a user installs knowingly (spec/assets.md). Any object with a
+`name` and a `scores(images)` method returning one probability-like score in 0..1 per image
+serves as a detector; `load_detector` builds the one the config names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal, Protocol
+
+import numpy as np
+from PIL import Image
+from pydantic import Field
+
+from conceptual.assets import AssetError
+from conceptual.config import Config
+
+
+class UnsafeConfig(Config):
+    detector: Literal["none", "nudenet"] = "none"
+    threshold: float = Field(0.5, ge=0.0, le=1.0)  # an image scoring >= threshold is rejected
+
+
+class UnsafeDetector(Protocol):
+    name: str
+
+    def scores(self, images: Sequence[Image.Image]) -> list[float]:
+        """One score in 0..1 per RGB image, in order: how likely it is pornographic."""
+        ...
+
+
+# NudeNet's classes that make an image explicit. Faces, covered parts, feet, armpits, bellies
+# and bare male chests appear in ordinary photos (beaches, sports), so they do not count.
+EXPLICIT_CLASSES = frozenset(
+    {
+        "FEMALE_GENITALIA_EXPOSED",
+        "FEMALE_BREAST_EXPOSED",
+        "MALE_GENITALIA_EXPOSED",
+        "BUTTOCKS_EXPOSED",
+        "ANUS_EXPOSED",
+    }
+)
+
+NUDENET_INSTALL_HINT = (
+    "Install it with: pip install 'conceptual[unsafe]'. Mind the licence: nudenet's package "
+    "metadata says MIT but the LICENSE file it ships is AGPL-3.0."
+)
+
+
+def explicit_score(detections: Iterable[dict]) -> float:
+    """An image's unsafe score from NudeNet's detections: the best explicit one, else 0."""
+    return max(
+        (float(found["score"]) for found in detections if found["class"] in EXPLICIT_CLASSES),
+        default=0.0,
+    )
+
+
+class NudeNetDetector:
+    """Adapter for NudeNet 3.x (`pip install 'conceptual[unsafe]'`), which bundles an ONNX
+    body-part detector and runs offline.
+
+    Licence warning: the LICENSE file nudenet ships is AGPL-3.0, although its package metadata
+    says MIT. It is therefore never a dependency of the platform; install it knowingly.
+    """
+
+    name = "nudenet"
+
+    def __init__(self, batch_size: int = 8):
+        try:
+            from nudenet import NudeDetector
+        except ImportError as exc:
+            raise AssetError(
+                f"the nudenet unsafe-content detector is not installed ({exc}). "
+                f"{NUDENET_INSTALL_HINT}"
+            ) from exc
+        self.batch_size = batch_size
+        self._model = NudeDetector()
+
+    def scores(self, images: Sequence[Image.Image]) -> list[float]:
+        if not images:
+            return []  # nudenet's detect_batch cannot stack an empty batch
+        # NudeNet reads paths with cv2.imread, so arrays must be laid out as that returns them:
+        # BGR channel order, contiguous uint8.
+        arrays = [
+            np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1]) for image in images
+        ]
+        detections = self._model.detect_batch(arrays, batch_size=self.batch_size)
+        return [explicit_score(found) for found in detections]
+
+
+def load_detector(config: UnsafeConfig) -> UnsafeDetector | None:
+    """The detector `config` names, loaded once (its model is heavy); None for "none"."""
+    if config.detector == "nudenet":
+        return NudeNetDetector()
+    return None

@@ -1,0 +1,470 @@
+"""The image fetcher against a real HTTP server on 127.0.0.1 (no Ray, no network beyond)."""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+import socket
+import socketserver
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from PIL import Image
+
+from conceptual.config import ConfigError, load
+from conceptual.records import Rejection
+from conceptual.vision.fetch import (
+    AddressPolicy,
+    FetchConfig,
+    Fetcher,
+    address_kind,
+    retry_delay,
+    sniff_image_format,
+)
+
+
+def _encode(fmt: str) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 40, 40)).save(out, fmt)
+    return out.getvalue()
+
+
+JPEG = _encode("JPEG")
+PNG = _encode("PNG")
+HTML = b"<!DOCTYPE html><html><body>not an image</body></html>"
+
+
+# Served with Content-Type text/html whatever they are: the bytes decide.
+BODIES = {
+    "/image.jpg": JPEG,
+    "/image.png": PNG,
+    "/page.html": HTML,
+    "/empty": b"",
+    "/declared-large": JPEG + bytes(5000),
+    "/slow": JPEG,
+}
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes by path; `hits` counts requests per URL so that some routes fail only once."""
+
+    hits: Counter = Counter()
+    headers_seen: dict = {}
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        route = url.path
+        self.hits[self.path] += 1
+        self.headers_seen[route] = dict(self.headers)
+        first_time = self.hits[self.path] == 1
+        if route.startswith("/flaky/"):
+            return self.reply(500, b"try again") if first_time else self.reply(200, JPEG)
+        if route.startswith("/busy/"):
+            if first_time:
+                return self.reply(429, b"slow down", {"Retry-After": "0"})
+            return self.reply(200, JPEG)
+        if route == "/broken":
+            return self.reply(500, b"always broken")
+        if route.endswith("/redirect"):
+            return self.reply(302, b"", {"Location": parse_qs(url.query)["to"][0]})
+        if route == "/loop":
+            return self.reply(302, b"", {"Location": "/loop"})
+        if route == "/stream":
+            return self.stream()
+        if route == "/trickle":
+            return self.trickle()
+        if route == "/dropped":  # promises 1000 bytes, sends 100, hangs up
+            return self.reply(200, JPEG[:100], {"Content-Length": "1000"})
+        if route == "/slow":
+            time.sleep(1.0)
+        if route in BODIES:
+            return self.reply(200, BODIES[route], {"Content-Type": "text/html"})
+        return self.reply(404, b"not here")
+
+    def reply(self, status: int, body: bytes, headers: dict | None = None):
+        self.send_response(status)
+        headers = {"Content-Length": str(len(body)), **(headers or {})}
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def stream(self):
+        """A body without Content-Length (it ends when the connection does), 64 MB long
+        unless the client stops reading."""
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(JPEG[:4])
+        for _ in range(1000):
+            self.wfile.write(bytes(64 << 10))
+
+    def trickle(self):
+        """1 KB every 50 ms: each read is quick, the whole body would take 5 s."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(100 << 10))
+        self.end_headers()
+        for _ in range(100):
+            self.wfile.write(bytes(1 << 10))
+            self.wfile.flush()
+            time.sleep(0.05)
+
+    def log_message(self, *args):
+        pass
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request, client_address):
+        pass  # clients hang up on purpose (timeouts, too_large)
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = QuietServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def local(**overrides) -> Fetcher:
+    """A fetcher allowed to reach the test server, with short waits."""
+    settings = {"allow_hosts": ["127.0.0.1"], "backoff_s": 0.01, "timeout_s": 2.0, **overrides}
+    return Fetcher(FetchConfig(**settings))
+
+
+def reason(fetched) -> str | None:
+    return fetched.rejection.reason if fetched.rejection else None
+
+
+# --- images and not images ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path, body", [("/image.jpg", JPEG), ("/image.png", PNG)])
+def test_fetches_images(server, path, body):
+    fetched = local().fetch(server + path)
+    assert fetched.data == body
+    assert fetched.rejection is None
+    assert fetched.final_url == server + path
+    assert fetched.attempts == 1
+
+
+def test_html_is_not_an_image(server):
+    fetched = local().fetch(server + "/page.html")
+    assert reason(fetched) == "not_an_image"
+    assert fetched.data is None
+
+
+def test_sends_user_agent_and_asks_for_no_compression(server):
+    local(user_agent="tester/1").fetch(server + "/image.jpg")
+    headers = Handler.headers_seen["/image.jpg"]
+    assert headers["User-Agent"] == "tester/1"
+    assert headers["Accept-Encoding"] == "identity"
+    assert headers["Host"] == server.removeprefix("http://")
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (JPEG, "jpeg"),
+        (PNG, "png"),
+        (b"GIF89a\x01\x00", "gif"),
+        (b"RIFF\x24\x00\x00\x00WEBPVP8 ", "webp"),
+        (b"BM\x36\x00\x00\x00", "bmp"),
+        (b"II*\x00\x08\x00", "tiff"),
+        (b"MM\x00*\x00\x00", "tiff"),
+        (HTML, None),
+        (b"RIFF\x24\x00\x00\x00WAVE", None),
+        (b"", None),
+    ],
+)
+def test_sniffs_formats_by_magic_bytes(data, expected):
+    assert sniff_image_format(data) == expected
+
+
+def test_empty_body(server):
+    assert reason(local().fetch(server + "/empty")) == "empty"
+
+
+def test_http_error_status(server):
+    fetched = local().fetch(server + "/missing")
+    assert fetched.rejection == Rejection("http_status", "404 Not Found")
+    assert fetched.attempts == 1  # a 404 is not transient
+
+
+# --- retries -----------------------------------------------------------------------------
+
+
+def test_retries_a_server_error_then_succeeds(server):
+    fetched = local().fetch(server + "/flaky/once")
+    assert fetched.data == JPEG
+    assert fetched.attempts == 2
+
+
+def test_gives_up_after_the_retries(server):
+    fetched = local(retries=2).fetch(server + "/broken")
+    assert fetched.rejection == Rejection("http_status", "500 Internal Server Error")
+    assert fetched.attempts == 3
+
+
+def test_retries_after_429(server):
+    fetched = local().fetch(server + "/busy/once")
+    assert fetched.data == JPEG
+    assert fetched.attempts == 2
+
+
+def test_retry_delay_honours_retry_after_within_the_cap():
+    config = FetchConfig(backoff_s=0.01, max_wait_s=10.0)
+    assert retry_delay(1, "5", config) == 5.0
+    assert retry_delay(1, "3600", config) == 10.0
+    assert retry_delay(1, "Wed, 21 Oct 2015 07:28:00 GMT", config) < 0.02  # in the past
+    assert retry_delay(1, "soon", config) < 0.02
+
+
+def test_retry_delay_grows_exponentially_with_jitter():
+    config = FetchConfig(backoff_s=1.0, max_wait_s=100.0)
+    for attempt, base in [(1, 1.0), (2, 2.0), (3, 4.0)]:
+        assert 0.5 * base <= retry_delay(attempt, None, config) <= 1.5 * base
+    assert retry_delay(10, None, config) == 100.0
+
+
+def test_timeout(server):
+    fetched = local(timeout_s=0.3, retries=0).fetch(server + "/slow")
+    assert reason(fetched) == "timeout"
+
+
+def test_trickling_body_hits_the_attempt_deadline(server):
+    fetched = local(timeout_s=2.0, total_timeout_s=0.3, retries=0).fetch(server + "/trickle")
+    assert reason(fetched) == "timeout"
+
+
+def test_connection_dropped_mid_body_is_retried(server):
+    fetched = local(retries=1).fetch(server + "/dropped")
+    assert reason(fetched) == "connection"
+    assert fetched.attempts == 2
+
+
+def test_connection_refused(free_port):
+    fetched = local().fetch(f"http://127.0.0.1:{free_port()}/image.jpg")
+    assert reason(fetched) == "connection"
+    assert fetched.attempts == 1  # nobody listens: trying again would not help
+
+
+@pytest.fixture(scope="module")
+def not_tls():
+    """A server that answers anything with a plain-text HTTP error: no TLS handshake."""
+
+    class Answer(socketserver.StreamRequestHandler):
+        def handle(self):
+            self.wfile.write(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    tcp = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=tcp.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{tcp.server_address[1]}"
+    tcp.shutdown()
+    tcp.server_close()
+
+
+def test_tls_handshake_failure_is_not_retried(not_tls):
+    fetched = local(retries=2).fetch(not_tls + "/image.jpg")
+    assert reason(fetched) == "connection"
+    assert "TLS" in fetched.rejection.detail
+    assert fetched.attempts == 1
+
+
+# --- redirects ---------------------------------------------------------------------------
+
+
+def test_follows_a_redirect(server):
+    fetched = local().fetch(f"{server}/redirect?to={server}/image.jpg")
+    assert fetched.data == JPEG
+    assert fetched.final_url == server + "/image.jpg"
+
+
+def test_follows_a_relative_redirect(server):
+    fetched = local().fetch(f"{server}/dir/redirect?to=../image.png")
+    assert fetched.data == PNG
+    assert fetched.final_url == server + "/image.png"
+
+
+def test_redirect_loop(server):
+    fetched = local(max_redirects=3).fetch(server + "/loop")
+    assert fetched.rejection == Rejection("too_many_redirects", "over 3 redirects")
+    assert Handler.hits["/loop"] >= 4
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("http://169.254.169.254/latest/meta-data/", "refused_address"),
+        ("http://10.0.0.1/", "refused_address"),
+        ("http://[::1]/", "refused_address"),
+        ("ftp://example.com/image.jpg", "unsupported_scheme"),
+        ("file:///etc/passwd", "unsupported_scheme"),
+    ],
+)
+def test_every_redirect_hop_is_vetted(server, target, expected):
+    fetched = local().fetch(f"{server}/redirect?to={target}")
+    assert reason(fetched) == expected
+    assert fetched.final_url == target
+
+
+# --- size ----------------------------------------------------------------------------------
+
+
+def test_too_large_by_content_length(server):
+    fetched = local(max_bytes=1000).fetch(server + "/declared-large")
+    assert reason(fetched) == "too_large"
+    assert "Content-Length" in fetched.rejection.detail
+
+
+def test_too_large_while_streaming_stops_reading(server):
+    fetched = local(max_bytes=100_000).fetch(server + "/stream")
+    assert fetched.rejection == Rejection("too_large", "over 100000 bytes")
+
+
+# --- what is never fetched ---------------------------------------------------------------
+
+
+@pytest.fixture
+def no_connections(monkeypatch):
+    """Fails the test if the fetcher opens any connection."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"connected to {args[0]}")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.mark.parametrize(
+    "url, kind",
+    [
+        ("http://127.0.0.1/", "loopback"),
+        ("http://localhost/", "loopback"),
+        ("http://[::1]/", "loopback"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://10.1.2.3/", "private"),
+        ("http://192.168.0.1/", "private"),
+        ("http://172.16.5.4/", "private"),
+        ("http://0.0.0.0/", "unspecified"),
+        ("http://[::ffff:127.0.0.1]/", "loopback"),
+        ("http://[::ffff:a9fe:a9fe]/", "link-local"),  # 169.254.169.254, IPv4-mapped
+        ("http://[fe80::1]/", "link-local"),
+        ("http://[fc00::1]/", "private"),
+        ("http://224.0.0.1/", "multicast"),
+        ("http://240.0.0.1/", "reserved"),
+        ("http://100.64.0.1/", "not global"),
+        ("http://2130706433/", "loopback"),  # 127.0.0.1 as one number
+        ("http://0x7f.1/", "loopback"),
+        ("https://user:secret@127.0.0.1:8443/a.jpg", "loopback"),
+    ],
+)
+def test_default_config_refuses_private_addresses(no_connections, url, kind):
+    fetched = Fetcher().fetch(url)
+    assert reason(fetched) == "refused_address"
+    assert fetched.rejection.detail.endswith(f"({kind})")
+    assert "secret" not in fetched.rejection.detail
+    assert fetched.attempts == 1
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        (None, "invalid_url"),
+        ("", "invalid_url"),
+        ("   ", "invalid_url"),
+        ("not a url", "invalid_url"),
+        ("http:///image.jpg", "invalid_url"),
+        ("http://example.com:99999/", "invalid_url"),
+        ("http://[::1/", "invalid_url"),
+        ("http://exa mple.com/", "invalid_url"),
+        ("http://example.com/" + "a" * 2048, "invalid_url"),
+        ("file:///etc/passwd", "unsupported_scheme"),
+        ("ftp://example.com/image.jpg", "unsupported_scheme"),
+        ("data:image/png;base64,iVBORw0KGgo=", "unsupported_scheme"),
+        ("gopher://example.com/", "unsupported_scheme"),
+        ("javascript:alert(1)", "unsupported_scheme"),
+    ],
+)
+def test_unusable_urls(no_connections, url, expected):
+    assert reason(Fetcher().fetch(url)) == expected
+
+
+def test_name_that_does_not_resolve(no_connections):
+    fetched = Fetcher().fetch("http://no-such-host.invalid/image.jpg")
+    assert reason(fetched) == "dns"
+    assert fetched.attempts == 1
+
+
+def test_credentials_are_fine_but_never_in_details(server):
+    with_credentials = server.replace("http://", "http://user:secret@")
+    assert local().fetch(with_credentials + "/image.jpg").data == JPEG
+    fetched = local().fetch(with_credentials + "/missing")
+    assert reason(fetched) == "http_status"
+    assert "secret" not in fetched.rejection.detail
+
+
+# --- what may be allowed -----------------------------------------------------------------
+
+
+def test_allow_private_reaches_the_local_server(server):
+    assert Fetcher(FetchConfig(allow_private=True)).fetch(server + "/image.jpg").data == JPEG
+
+
+def test_allowed_host_name_reaches_every_address_it_resolves_to(server):
+    port = server.rsplit(":", 1)[1]
+    fetcher = Fetcher(FetchConfig(allow_hosts=["localhost"]))
+    assert fetcher.fetch(f"http://localhost:{port}/image.jpg").data == JPEG
+
+
+def test_address_policy_allows_listed_addresses_and_networks():
+    policy = AddressPolicy(allow_hosts=["127.0.0.1", "10.0.0.0/8", "Internal.Example."])
+    ip = ipaddress.ip_address
+    assert policy.refusal("127.0.0.1", [ip("127.0.0.1")]) is None
+    assert policy.refusal("::ffff:127.0.0.1", [ip("::ffff:127.0.0.1")]) is None
+    assert policy.refusal("a.example", [ip("10.9.8.7")]) is None
+    assert policy.refusal("internal.example", [ip("192.168.1.1")]) is None
+    assert policy.refusal("example.com", [ip("93.184.216.34")]) is None
+    refused = policy.refusal("mixed.example", [ip("93.184.216.34"), ip("192.168.1.1")])
+    assert refused == Rejection("refused_address", "mixed.example -> 192.168.1.1 (private)")
+
+
+@pytest.mark.parametrize(
+    "address, kind",
+    [
+        ("8.8.8.8", None),
+        ("2606:4700::1111", None),
+        ("::ffff:8.8.8.8", None),  # IPv4-mapped public address
+        ("64:ff9b::808:808", None),  # NAT64 of a public address
+        ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
+        ("2002:a00:1::", "private"),  # 6to4 of 10.0.0.1
+        ("fec0::1", "private"),  # deprecated site-local
+        ("ff02::1", "multicast"),
+        ("255.255.255.255", "reserved"),
+    ],
+)
+def test_address_kind(address, kind):
+    assert address_kind(ipaddress.ip_address(address)) == kind
+
+
+def test_config_rejects_a_bad_network():
+    with pytest.raises(ConfigError, match="allow_hosts"):
+        load(FetchConfig, overrides=["allow_hosts=[10.0.0.0/33]"])
+
+
+# --- many --------------------------------------------------------------------------------
+
+
+def test_fetch_many_keeps_order_and_handles_none(server):
+    urls = [server + "/image.jpg", None, server + "/image.png", server + "/missing", ""]
+    results = local(threads=4).fetch_many(urls)
+    assert [r.data for r in results] == [JPEG, None, PNG, None, None]
+    assert [reason(r) for r in results] == [None, "invalid_url", None, "http_status", "invalid_url"]
+    assert local().fetch_many([]) == []

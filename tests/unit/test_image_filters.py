@@ -1,0 +1,314 @@
+"""Image filters (spec/curation.md §1): good JPEGs are kept and decoded upright in RGB, every
+kind of bad image gets its own stable reason, hostile bytes never raise, and the unsafe
+detector is a plug-in consulted once per batch."""
+
+from __future__ import annotations
+
+import io
+import random
+import sys
+import types
+import warnings
+
+import numpy as np
+import pytest
+import skimage.data
+from PIL import Image, ImageStat
+from pydantic import ValidationError
+
+from conceptual.assets import AssetError
+from conceptual.vision.images import ImageFilterConfig, ImageFilters, decode, probe
+from conceptual.vision.unsafe import UnsafeConfig, load_detector
+
+REASONS = {
+    "not_an_image",
+    "not_jpeg",
+    "too_small",
+    "aspect_ratio",
+    "too_many_pixels",
+    "truncated",
+    "corrupt",
+    "unsafe",
+}
+
+
+def picture(width: int = 640, height: int = 480, mode: str = "RGB") -> Image.Image:
+    """A smooth gradient: compresses like a photo, unlike noise."""
+    ramp = np.add.outer(np.arange(height), np.arange(width)) * 255 // (width + height)
+    return Image.fromarray(ramp.astype(np.uint8)).convert(mode)
+
+
+def encode(image: Image.Image, fmt: str = "JPEG", **options) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+def jpeg(width: int = 640, height: int = 480, **options) -> bytes:
+    return encode(picture(width, height), "JPEG", **options)
+
+
+def segment(data: bytes, marker: int) -> int:
+    """Offset of the first JPEG segment with this marker (0xC0: frame header, 0xC4: Huffman
+    table, 0xDA: scan)."""
+    offset = 2  # after SOI
+    while data[offset + 1] != marker:
+        offset += 2 + int.from_bytes(data[offset + 2 : offset + 4], "big")
+    return offset
+
+
+def with_header_size(data: bytes, width: int, height: int) -> bytes:
+    """The JPEG with its frame header claiming another size: a decompression bomb's shape."""
+    sof = segment(data, 0xC0)  # FF C0, length (2), precision (1), height (2), width (2)
+    patched = bytearray(data)
+    patched[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(patched)
+
+
+def truncated(data: bytes) -> bytes:
+    """The first 60% of the file, as a download cut short leaves it."""
+    return data[: len(data) * 6 // 10]
+
+
+def with_garbage_scan(data: bytes) -> bytes:
+    """The JPEG with its entropy-coded scan data overwritten by random bytes (EOI kept)."""
+    sos = segment(data, 0xDA)
+    start = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    noise = random.Random(1).randbytes(len(data) - 2 - start)
+    return data[:start] + noise + data[-2:]
+
+
+@pytest.fixture(scope="module")
+def filters() -> ImageFilters:
+    return ImageFilters()
+
+
+def reason(result) -> str | None:
+    rejection = result[-1]
+    return rejection.reason if rejection else None
+
+
+def test_a_good_jpeg_is_kept_with_its_header_size(filters):
+    info, image, rejection = filters.check(jpeg(640, 480))
+    assert rejection is None
+    assert (info.format, info.width, info.height) == ("JPEG", 640, 480)
+    assert (image.mode, image.size) == ("RGB", (640, 480))
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "GIF", "WEBP", "BMP"])
+def test_other_formats_are_not_jpeg(filters, fmt):
+    info, image, rejection = filters.check(encode(picture(), fmt))
+    assert rejection.reason == "not_jpeg"
+    assert info.format == fmt and image is None
+
+
+def test_the_bytes_decide_the_format_not_the_file_name(filters, tmp_path):
+    (tmp_path / "photo.png").write_bytes(jpeg())
+    (tmp_path / "photo.jpg").write_bytes(encode(picture(), "PNG"))
+    assert reason(filters.check((tmp_path / "photo.png").read_bytes())) is None
+    assert reason(filters.check((tmp_path / "photo.jpg").read_bytes())) == "not_jpeg"
+
+
+def test_a_multi_picture_camera_jpeg_counts_as_jpeg(filters):
+    data = encode(picture(), "MPO", save_all=True, append_images=[picture()])
+    info, image, rejection = filters.check(data)
+    assert info.format == "MPO" and rejection is None and image.size == (640, 480)
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "expected"),
+    [
+        (300, 500, "too_small"),
+        (640, 400, "too_small"),  # a side of exactly 400 px: both must be > 400
+        (401, 401, None),
+        (1000, 401, "aspect_ratio"),
+        (802, 401, None),  # exactly 2:1 passes
+    ],
+)
+def test_size_and_aspect_ratio(filters, width, height, expected):
+    info, rejection = filters.check_header(jpeg(width, height))
+    assert (info.width, info.height) == (width, height)
+    assert (rejection.reason if rejection else None) == expected
+
+
+def test_too_small_says_the_size_and_the_rule(filters):
+    _, rejection = filters.check_header(jpeg(300, 200))
+    assert rejection.detail == "300x200, both sides must be > 400"
+
+
+def test_a_header_claiming_a_huge_image_is_rejected_before_decoding(filters):
+    bomb = with_header_size(jpeg(), 60_000, 60_000)  # 3.6 gigapixels in a few kilobytes
+    assert reason(filters.check_header(bomb)) == "too_many_pixels"
+    assert reason(filters.check(bomb)) == "too_many_pixels"
+
+
+def test_the_pixel_budget_comes_from_the_config(filters):
+    big = with_header_size(jpeg(), 8_000, 7_000)  # 56M pixels: under Pillow's own limit
+    info, rejection = filters.check_header(big)
+    assert rejection.reason == "too_many_pixels" and "56,000,000" in rejection.detail
+    assert reason(decode(jpeg(), max_pixels=1_000)) == "too_many_pixels"
+
+
+def test_pillows_bomb_warning_is_a_rejection_and_leaves_warning_filters_alone():
+    bomb = with_header_size(jpeg(), 10_000, 10_000)  # over Pillow's warning limit only
+    filters_before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert reason(decode(bomb, max_pixels=200_000_000)) == "too_many_pixels"
+        assert reason(probe(bomb)) == "too_many_pixels"
+    assert caught == []
+    assert warnings.filters == filters_before
+
+
+def test_a_truncated_jpeg(filters):
+    info, image, rejection = filters.check(truncated(jpeg()))
+    assert rejection.reason == "truncated" and image is None
+    assert info.width == 640  # the header is intact
+
+
+def test_a_jpeg_cut_inside_its_header_is_truncated(filters):
+    data = jpeg()
+    inside_a_huffman_table = segment(data, 0xC4) + 10
+    assert reason(filters.check(data[:inside_a_huffman_table])) == "truncated"
+
+
+def test_garbage_scan_data_is_corrupt(filters):
+    assert reason(filters.check(with_garbage_scan(jpeg()))) == "corrupt"
+
+
+@pytest.mark.parametrize("data", [b"", None, random.Random(0).randbytes(5_000)])
+def test_no_image_at_all(filters, data):
+    info, image, rejection = filters.check(data)
+    assert info is None and image is None and rejection.reason == "not_an_image"
+
+
+@pytest.mark.parametrize("mode", ["CMYK", "L"])
+def test_cmyk_and_grayscale_jpegs_decode_to_rgb(filters, mode):
+    data = encode(picture(mode=mode), "JPEG")
+    info, image, rejection = filters.check(data)
+    assert rejection is None and image.mode == "RGB"
+    assert (info.width, info.height) == (640, 480)
+
+
+def test_exif_orientation_turns_the_decoded_image_upright(filters):
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to view
+    info, image, rejection = filters.check(encode(picture(), "JPEG", exif=exif))
+    assert rejection is None
+    assert (info.width, info.height) == (640, 480)  # as stored
+    assert image.size == (480, 640)  # as seen
+
+
+def test_hostile_bytes_never_raise(filters):
+    """Byte flips in a JPEG end as keep or a known reason: half of them in the headers and
+    tables (frame size, Huffman and quantization tables), half anywhere (mostly scan data)."""
+    data = jpeg()
+    rng = random.Random(7)
+    for attempt in range(200):
+        mutated = bytearray(data)
+        region = segment(data, 0xDA) if attempt % 2 else len(data)
+        for _ in range(rng.randint(1, 6)):
+            mutated[rng.randrange(region)] = rng.randrange(256)
+        assert reason(filters.check(bytes(mutated))) in REASONS | {None}
+
+
+def test_real_photos():
+    filters = ImageFilters()
+    astronaut = encode(Image.fromarray(skimage.data.astronaut()), "JPEG")  # 512x512
+    chelsea = encode(Image.fromarray(skimage.data.chelsea()), "JPEG")  # 451x300
+    assert reason(filters.check(astronaut)) is None
+    assert reason(filters.check(chelsea)) == "too_small"
+
+
+def test_config_is_typed_and_strict():
+    config = ImageFilterConfig.model_validate({"min_side": 200, "unsafe": {"threshold": 0.8}})
+    assert reason(ImageFilters(config).check(jpeg(300, 250))) is None
+    with pytest.raises(ValidationError):
+        ImageFilterConfig.model_validate({"min_sides": 200})
+    with pytest.raises(ValidationError):
+        UnsafeConfig(threshold=1.5)
+
+
+# --- the unsafe-content detector plug-in -----------------------------------------------------
+
+
+class BrightnessDetector:
+    """A test double of the detector interface: the brighter the image, the "less safe"."""
+
+    name = "brightness"
+
+    def __init__(self):
+        self.batch_sizes: list[int] = []
+
+    def scores(self, images):
+        self.batch_sizes.append(len(images))
+        return [ImageStat.Stat(image.convert("L")).mean[0] / 255 for image in images]
+
+
+def flat_jpeg(value: int) -> bytes:
+    return encode(Image.new("RGB", (640, 480), (value, value, value)), "JPEG")
+
+
+def test_no_detector_by_default(filters):
+    assert filters.detector is None and filters.detector_name == "none"
+    assert load_detector(UnsafeConfig()) is None
+
+
+def test_an_image_scoring_at_the_threshold_is_unsafe():
+    detector = BrightnessDetector()
+    score = detector.scores([Image.open(io.BytesIO(flat_jpeg(128))).convert("RGB")])[0]
+    config = ImageFilterConfig(unsafe=UnsafeConfig(threshold=score))
+    filters = ImageFilters(config, detector=detector)
+    assert filters.detector_name == "brightness"
+    info, image, rejection = filters.check(flat_jpeg(128))
+    assert rejection.reason == "unsafe" and "brightness score" in rejection.detail
+    assert image is None and info.width == 640
+    assert reason(filters.check(flat_jpeg(120))) is None
+
+
+def test_check_many_calls_the_detector_once_on_the_decoded_images():
+    detector = BrightnessDetector()
+    filters = ImageFilters(detector=detector)
+    batch = [flat_jpeg(230), flat_jpeg(20), encode(picture(), "PNG"), None, truncated(jpeg())]
+    results = filters.check_many(batch)
+    assert [reason(result) for result in results] == [
+        "unsafe",
+        None,
+        "not_jpeg",
+        "not_an_image",
+        "truncated",
+    ]
+    assert detector.batch_sizes == [2]
+
+
+def test_nudenet_missing_says_how_to_install_and_warns_of_its_licence(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nudenet", None)  # import fails, installed or not
+    with pytest.raises(AssetError, match="AGPL") as error:
+        load_detector(UnsafeConfig(detector="nudenet"))
+    assert "pip install 'conceptual[unsafe]'" in str(error.value)
+
+
+def test_nudenet_adapter_scores_explicit_classes_of_bgr_images(monkeypatch):
+    seen = []
+
+    class FakeNudeDetector:  # nudenet 3.x's interface, as its wheel defines it
+        def detect_batch(self, images, batch_size=4):
+            seen.extend(images)
+            return [
+                [
+                    {"class": "FACE_FEMALE", "score": 0.95},
+                    {"class": "BUTTOCKS_EXPOSED", "score": 0.6},
+                    {"class": "FEMALE_BREAST_COVERED", "score": 0.9},
+                ],
+                [{"class": "MALE_BREAST_EXPOSED", "score": 0.9}],  # a bare chest: not explicit
+            ]
+
+    monkeypatch.setitem(
+        sys.modules, "nudenet", types.SimpleNamespace(NudeDetector=FakeNudeDetector)
+    )
+    detector = load_detector(UnsafeConfig(detector="nudenet"))
+    red = Image.new("RGB", (8, 4), (255, 0, 0))
+    assert detector.name == "nudenet"
+    assert detector.scores([red, red]) == [0.6, 0.0]
+    assert seen[0].shape == (4, 8, 3) and seen[0][0, 0].tolist() == [0, 0, 255]  # BGR
+    assert detector.scores([]) == []

@@ -1,0 +1,95 @@
+"""Classifier labels to WordNet terms, and the image&text overlap filter."""
+
+from __future__ import annotations
+
+import pytest
+
+from conceptual.vision.cnn import imagenet_classes
+from conceptual.vision.labels import LabelMatcher, OverlapConfig, caption_words
+
+ESPRESSO, TABBY, HOT_DOG, SEA_LION, JUNCO, COFFEE_MUG = (
+    "n07920052",
+    "n02123045",
+    "n07697537",
+    "n02077923",
+    "n01534433",
+    "n03063599",
+)
+GENERIC = {"entity", "object", "whole", "organism", "artifact", "thing", "covering", "structure"}
+
+
+@pytest.fixture(scope="module")
+def matcher() -> LabelMatcher:
+    return LabelMatcher()
+
+
+def label(wnid: str, score: float = 0.9) -> dict:
+    return {"wnid": wnid, "name": dict(imagenet_classes())[wnid], "score": score}
+
+
+def test_espresso_stands_for_coffee(matcher):
+    assert {"espresso", "coffee", "beverage"} <= matcher.terms(ESPRESSO)
+
+
+def test_tabby_stands_for_cat(matcher):
+    assert {"tabby cat", "cat"} <= matcher.terms(TABBY)
+
+
+def test_no_label_expands_to_generic_synsets(matcher):
+    for wnid, _ in imagenet_classes():
+        assert not matcher.terms(wnid) & GENERIC, wnid
+
+
+def test_a_caption_mentioning_the_label_is_kept(matcher):
+    assert matcher.match("A cup of coffee on a wooden table", [label(ESPRESSO)]) == (
+        ["coffee"],
+        None,
+    )
+
+
+def test_morphology_matches(matcher):
+    matched, rejection = matcher.match("Two cats sleeping", [label(TABBY)])
+    assert rejection is None and matched == ["cats"]
+
+
+def test_an_unrelated_caption_is_rejected_with_the_labels(matcher):
+    matched, rejection = matcher.match("A red sports car", [label(ESPRESSO), label(TABBY, 0.08)])
+    assert matched == []
+    assert rejection.reason == "no_label_overlap"
+    assert rejection.detail == "labels: espresso, tabby cat"
+
+
+def test_no_labels_is_its_own_reason(matcher):
+    _, rejection = matcher.match("A cup of coffee", [])
+    assert rejection.reason == "no_labels"
+
+
+def test_multi_word_names_match_as_phrases(matcher):
+    assert matcher.match("A hot-dog with mustard", [label(HOT_DOG)]) == (["hot dog"], None)
+    assert matcher.match("A coffee mug on a desk", [label(COFFEE_MUG)]) == (["coffee mug"], None)
+
+
+def test_head_words_match_only_what_the_label_is(matcher):
+    assert matcher.match("A small bird on a branch", [label(JUNCO)]) == (["bird"], None)
+    for caption, wnid in [("A dog in the park", HOT_DOG), ("A lion in the grass", SEA_LION)]:
+        assert matcher.match(caption, [label(wnid)])[1].reason == "no_label_overlap"
+
+
+def test_head_words_can_be_turned_off():
+    strict = LabelMatcher(OverlapConfig(head_words=False))
+    assert strict.match("A small bird on a branch", [label(JUNCO)])[1] is not None
+
+
+def test_only_the_best_confident_labels_count(matcher):
+    weak = [label(ESPRESSO, 0.6), label(TABBY, 0.01)]
+    assert matcher.match("A cat on a sofa", weak)[1].reason == "no_label_overlap"
+    beyond_top_k = [label(ESPRESSO, 0.6)] * 5 + [label(TABBY, 0.3)]
+    assert matcher.match("A cat on a sofa", beyond_top_k)[1].reason == "no_label_overlap"
+
+
+def test_an_unsure_best_label_still_counts(matcher):
+    assert matcher.match("A cat on a sofa", [label(TABBY, 0.01)]) == (["cat"], None)
+
+
+def test_caption_words_drop_punctuation():
+    assert caption_words("A hot-dog's bun!") == ["a", "hot", "dog", "s", "bun"]
