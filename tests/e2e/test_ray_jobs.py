@@ -86,25 +86,46 @@ def submit(cluster, *args: str, timeout: int = 600) -> subprocess.CompletedProce
     )
 
 
-def test_curate_job_submitted_to_a_cluster(ray_cluster, tmp_path):
-    from conceptual.demo.corpus import generate_candidates, write_candidates
+def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
+    """The whole funnel as a user runs it: images fetched by the cluster from an HTTP server
+    on 127.0.0.1, then the features of what was kept."""
+    from conceptual.demo.corpus import write_candidates
+    from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
+    from conceptual.demo.server import serve_directory
 
-    write_candidates(generate_candidates(300, seed=3), str(tmp_path / "in.tsv"), fmt="cc_tsv")
+    catalogue = build_images(tmp_path / "images")
     out = tmp_path / "out"
-    result = submit(
-        ray_cluster,
-        "conceptual.jobs.curate",
-        "--input",
-        str(tmp_path / "in.tsv"),
-        "--output",
-        str(out),
-        "entity_frequency.more_than=1",
-    )
+    with serve_directory(catalogue.directory) as server:
+        rows = demo_candidates(catalogue, server.url, 300, seed=3)
+        write_candidates(rows, str(tmp_path / "in.tsv"), fmt="cc_tsv")
+        result = submit(
+            ray_cluster,
+            "conceptual.jobs.curate",
+            "--input",
+            str(tmp_path / "in.tsv"),
+            "--output",
+            str(out),
+            "entity_frequency.more_than=1",
+            *fetch_overrides(catalogue),
+        )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     stats = json.loads((out / "stats.json").read_text())
     assert stats["input"] == 300 and 0 < stats["kept"] < 300
+    assert {"fetch", "image", "overlap"} <= set(stats["rejected"])
     assert (out / "_SUCCESS").exists()
     assert "kept" in result.stdout and "mlflow" in result.stdout
+
+    features = submit(
+        ray_cluster,
+        "conceptual.jobs.features",
+        "--data",
+        str(out),
+        "--output",
+        str(tmp_path / "features"),
+    )
+    assert features.returncode == 0, features.stdout[-4000:] + features.stderr[-4000:]
+    summary = json.loads((tmp_path / "features" / "features.json").read_text())
+    assert summary["images"] == stats["kept"] and summary["grid"] == 8
 
 
 def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):

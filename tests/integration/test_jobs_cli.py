@@ -78,3 +78,17 @@ def test_curate_rejects_bad_config_before_starting_anything(tmp_path, capsys):
         == 2
     )
     assert "more_then" in capsys.readouterr().err
+
+
+def test_features_job_fails_clearly_without_data(tmp_path):
+    result = run_module(
+        "conceptual.jobs.features", "--data", str(tmp_path / "nope"), "--output", str(tmp_path)
+    )
+    assert result.returncode == 2 and b"no curated data" in result.stderr
+
+
+def test_features_job_rejects_unknown_keys(tmp_path):
+    result = run_module(
+        "conceptual.jobs.features", "--data", str(tmp_path), "--output", str(tmp_path), "crop=2"
+    )
+    assert result.returncode == 2 and b"crop" in result.stderr
