@@ -420,6 +420,9 @@ def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> 
         plot_path = Path(tmp) / "funnel.png"
         funnel.plot(stats, plot_path)
         mlflow.log_artifact(str(plot_path))
+        grid_path = Path(tmp) / "kept_images.png"
+        if funnel.plot_kept_samples(stats["samples"]["kept"], grid_path):
+            mlflow.log_artifact(str(grid_path), artifact_path="samples")
     kept = stats["samples"]["kept"]
     mlflow.log_table(
         {
@@ -429,6 +432,8 @@ def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> 
                 ", ".join(f"{e['text']}->{e['replacement'] or '-'}" for e in r["entities"])
                 for r in kept
             ],
+            "labels": [", ".join(label["name"] for label in r["labels"]) for r in kept],
+            "matched": [", ".join(r["matched"]) for r in kept],
         },
         artifact_file="samples/kept.json",
     )

@@ -123,6 +123,8 @@ def test_mlflow_has_every_stage(funnel_run):
     metrics = mlflow.get_run(funnel_run["run_id"]).data.metrics
     assert metrics["funnel.overlap.leaving"] == funnel_run["stats"]["funnel"][-2]["leaving"]
     assert metrics["rejected.fetch.http_status"] > 0
+    samples = mlflow.MlflowClient().list_artifacts(funnel_run["run_id"], "samples")
+    assert "samples/kept_images.png" in {a.path for a in samples}
     params = mlflow.get_run(funnel_run["run_id"]).data.params
     assert params["fetch.allow_hosts"] == "['127.0.0.1']"
 

@@ -42,3 +42,18 @@ def test_length_statistics_exact():
     assert stats["count"] == 5 and stats["tokens_mean"] == 3.6 and stats["tokens_median"] == 2
     assert length_statistics({4: 1, 6: 1})["tokens_median"] == 5
     assert length_statistics({})["count"] == 0
+
+
+def test_kept_samples_grid(tmp_path):
+    import io
+
+    from PIL import Image
+
+    from conceptual.funnel import plot_kept_samples
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (640, 480), "orange").save(buffer, "JPEG")
+    record = {"image": buffer.getvalue(), "caption": "a cup of espresso", "labels": []}
+    assert plot_kept_samples([record] * 5, tmp_path / "grid.png")
+    assert Image.open(tmp_path / "grid.png").size[0] > 0
+    assert not plot_kept_samples([{**record, "image": None}], tmp_path / "none.png")

@@ -29,7 +29,7 @@ Key = tuple[str, ...]  # a term or caption phrase as its word stems: ("coffe", "
 class OverlapConfig(Config):
     enabled: bool = True
     top_k: int = 5  # labels per image used for matching, best first
-    min_score: float = 0.05  # labels scoring less are ignored, except the best one
+    min_score: float = 0.02  # labels scoring less are ignored, except the best one
     hypernym_depth: int = 3  # hypernym levels each label expands to
     # Expansion stops at synsets this close to WordNet's root (entity 0, object 2, artifact 4,
     # organism 5, structure 5...): they would match every caption. Depth is the longest path
