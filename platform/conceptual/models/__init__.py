@@ -1,0 +1,1 @@
+"""Captioning models, engine-agnostic: vocabulary, RNN and Transformer captioners, decoding, save format."""

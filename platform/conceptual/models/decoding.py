@@ -1,0 +1,119 @@
+"""Caption decoding: each prediction feeds the next position (spec/captioning.md, Inference).
+
+    captions = [vocab.decode(ids) for ids in beam_search(model, features, beam=4)]
+
+Both functions return each image's word ids: no <bos>, stopping before <eos>, at most
+`max_tokens` words (default: the model's `max_tokens` less <bos> and <eos>), after which
+only <eos> may follow. Neither generates <pad> or <bos>. Both decode the whole batch at
+once, one step per token. Call `model.eval()` first: dropout would make captions random.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from conceptual.models.captioner import Captioner, Memory, State
+from conceptual.models.vocab import BOS, EOS, PAD
+
+
+@torch.no_grad()
+def greedy(model: Captioner, features: Tensor, max_tokens: int | None = None) -> list[list[int]]:
+    """The most likely next token at every step."""
+    memory = model.encode(features)
+    tokens = torch.full((len(features), 1), BOS, device=features.device)
+    finished = torch.zeros(len(features), dtype=torch.bool, device=features.device)
+    state: State = None
+    for last in _steps(model, max_tokens):
+        log_probs, state = _next_log_probs(model, memory, tokens, state, last)
+        token = log_probs.argmax(-1).masked_fill(finished, PAD)
+        tokens = torch.cat([tokens, token.unsqueeze(1)], dim=1)
+        finished |= token == EOS
+        if finished.all():
+            break
+    return _words(tokens)
+
+
+@torch.no_grad()
+def beam_search(
+    model: Captioner,
+    features: Tensor,
+    beam: int = 4,
+    max_tokens: int | None = None,
+    length_penalty: float = 0.0,
+) -> list[list[int]]:
+    """The `beam` most likely partial captions of every image advance together, as one batch
+    of images x beams. A finished caption keeps its place and score (it continues with <pad>
+    at no cost) until better ones push it out. At the end each image's best caption wins,
+    its log-prob divided by length ** `length_penalty` (0: plain log-prob; more favours
+    longer captions)."""
+    images, device = len(features), features.device
+    memory = _select(
+        model.encode(features), torch.arange(images, device=device).repeat_interleave(beam)
+    )
+    tokens = torch.full((images * beam, 1), BOS, device=device)
+    finished = torch.zeros(images * beam, dtype=torch.bool, device=device)
+    # Every beam starts as the same <bos>: only the first may expand, or the beams would
+    # fill with copies of one caption.
+    scores = torch.full((images, beam), float("-inf"), device=device)
+    scores[:, 0] = 0.0
+    state: State = None
+    for last in _steps(model, max_tokens):
+        log_probs, state = _next_log_probs(model, memory, tokens, state, last)
+        log_probs[finished] = float("-inf")
+        log_probs[finished, PAD] = 0.0
+        vocab = log_probs.shape[-1]
+        candidates = (scores.reshape(-1, 1) + log_probs).reshape(images, beam * vocab)
+        scores, best = candidates.topk(beam, dim=1)
+        first_beam_row = torch.arange(images, device=device).unsqueeze(1) * beam
+        parents = (first_beam_row + best // vocab).flatten()
+        token = (best % vocab).flatten()
+        tokens = torch.cat([tokens[parents], token.unsqueeze(1)], dim=1)
+        finished = finished[parents] | (token == EOS)
+        state = _select(state, parents)
+        if finished.all():
+            break
+    lengths = (tokens[:, 1:] != PAD).sum(dim=1).reshape(images, beam).clamp(min=1)
+    winner = (scores / lengths**length_penalty).argmax(dim=1)
+    return _words(tokens.reshape(images, beam, -1)[torch.arange(images, device=device), winner])
+
+
+def _steps(model: Captioner, max_tokens: int | None) -> list[bool]:
+    """One flag per decoding step, true for the last: the one after the word limit."""
+    words = model.config.max_tokens - 2 if max_tokens is None else max_tokens
+    return [False] * words + [True]
+
+
+def _next_log_probs(
+    model: Captioner, memory: Memory, tokens: Tensor, state: State, last: bool
+) -> tuple[Tensor, State]:
+    log_probs, state = model.step(memory, tokens, state)
+    if last:  # the word limit is reached: only <eos> may follow
+        eos = log_probs[:, EOS].clone()
+        log_probs.fill_(float("-inf"))
+        log_probs[:, EOS] = eos
+    else:
+        log_probs[:, [PAD, BOS]] = float("-inf")
+    return log_probs, state
+
+
+def _select(tensors: Memory | State, rows: Tensor) -> Memory | State:
+    """The given batch rows of a memory or state."""
+    if tensors is None:
+        return None
+    if isinstance(tensors, Tensor):
+        return tensors[rows]
+    return tuple(t[rows] for t in tensors)
+
+
+def _words(tokens: Tensor) -> list[list[int]]:
+    """Each row's words: after <bos>, before <eos> or <pad>."""
+    captions = []
+    for row in tokens[:, 1:].tolist():
+        words = []
+        for token in row:
+            if token in (EOS, PAD):
+                break
+            words.append(token)
+        captions.append(words)
+    return captions

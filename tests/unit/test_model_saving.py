@@ -1,0 +1,61 @@
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.saving import load_model, save_model
+from conceptual.models.vocab import Vocabulary
+
+CAPTIONS = ["a dog on the beach", "a cat on a sofa"]
+
+
+def trained_looking(architecture, kind, vocab):
+    """A small model whose weights are not the ones a fresh model would get."""
+    torch.manual_seed(0)
+    config = CaptionerConfig(
+        architecture, kind, len(vocab), feature_dim=16, d_model=32, layers=1, heads=4, ffn=64
+    )
+    model = Captioner(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    return model
+
+
+@pytest.mark.parametrize("architecture, kind", [("rnn", "1x1"), ("transformer", "8x8")])
+def test_round_trip_gives_identical_logits(tmp_path, architecture, kind):
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    model = trained_looking(architecture, kind, vocab)
+    save_model(model, vocab, tmp_path / "model")
+    loaded, loaded_vocab = load_model(tmp_path / "model")
+    assert loaded.config == model.config and not loaded.training
+    assert loaded_vocab.tokens == vocab.tokens
+    features = torch.randn(2, 1 if kind == "1x1" else 64, 16)
+    tokens = torch.tensor([vocab.encode(c) for c in ["a dog on a sofa", "a cat on the beach"]])
+    assert torch.equal(loaded(features, tokens), model(features, tokens))
+
+
+def test_the_tied_word_matrix_is_saved_once(tmp_path):
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    save_model(trained_looking("transformer", "1x1", vocab), vocab, tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    assert [name for name, w in weights.items() if w.shape == (len(vocab), 32)] == ["embed.weight"]
+
+
+def test_refuses_an_unknown_format_version(tmp_path):
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["format_version"] = 99
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="format version 99; this code reads version 1"):
+        load_model(tmp_path)
+
+
+def test_refuses_a_vocabulary_of_another_size(tmp_path):
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    model = trained_looking("rnn", "1x1", vocab)
+    with pytest.raises(ValueError, match="vocabulary"):
+        save_model(model, Vocabulary.build(CAPTIONS, min_count=2), tmp_path)
