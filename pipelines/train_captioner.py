@@ -1,0 +1,429 @@
+"""Captioner training on Ray Train (spec/captioning.md, "Training" and "Evaluation"):
+synchronous data-parallel workers over precomputed CNN features, one MLflow run, the
+checkpoint with the best dev CIDEr as the run's model.
+
+    FEATURES/features/*.parquet (records.FEATURES)  ->  MLflow run (params, loss per step,
+                                                        dev metrics per epoch, learning
+                                                        curve, the best model under model/)
+
+The driver builds the vocabulary from the train captions and collects the dev images (small);
+each worker trains on its shard of the train rows (every crop is a training example); rank 0
+decodes the dev images with beam search after every epoch, scores them against all their
+reference captions, logs to MLflow and writes the checkpoint. A restarted worker group
+(FailureConfig) resumes from the latest checkpoint, epoch counter included.
+
+Dev images: the features rows are one per (caption record, crop), and the records of one
+image differ only in their caption, so an image is the hash of its centre crop's pooled
+vector; its references are the captions of every record with that vector.
+
+Checkpoint layout: model/ (models.saving: safetensors + JSON), progress.json (epochs done,
+step, history) and optimizer.pt. The optimizer state is the one torch.save file: it holds
+tensors and numbers only and is read back with torch.load(weights_only=True), which refuses
+anything else; the model itself is never pickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+import mlflow
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import ray
+import ray.train
+import ray.train.torch
+import torch
+from matplotlib.figure import Figure
+from mlflow.entities import Metric
+from safetensors.torch import load_file
+from torch import nn
+
+from conceptual import storage, tracking
+from conceptual.config import Config
+from conceptual.metrics import CAPTION_METRICS, caption_scores
+from conceptual.models.captioner import Captioner, CaptionerConfig, features_tensor, tokens_tensor
+from conceptual.models.decoding import beam_search
+from conceptual.models.saving import WEIGHTS, save_model
+from conceptual.models.vocab import Vocabulary
+from conceptual.paths import state_dir
+from conceptual.pipelines.readers import READ_CPUS, read_row_groups
+
+TRAIN_SPLIT = "train"
+# SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
+EVAL_METRICS = tuple(m for m in CAPTION_METRICS if m != "SPICE")
+EVAL_BATCH = 64  # dev images decoded at once
+MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
+# Fault injection for the resume test: a worker exits at the start of this epoch, once
+# (the marker file records that it did). Unset, nothing happens.
+FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV = "CONCEPTUAL_TEST_FAIL_AT_EPOCH", "CONCEPTUAL_TEST_FAIL_MARKER"
+
+
+class TrainConfig(Config):
+    architecture: Literal["rnn", "transformer"] = "transformer"
+    features: Literal["1x1", "8x8"] = "8x8"
+    d_model: int = 512
+    layers: int = 6
+    heads: int = 8
+    ffn: int = 2048
+    dropout: float = 0.1
+    min_count: int = 4  # vocabulary: words seen at least this often in the train captions
+    max_tokens: int = 15  # training captions are cut to this many words
+    optimizer: Literal["adagrad", "adamw"] = "adagrad"
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    batch_size: int = 25  # per worker
+    epochs: int = 10
+    grad_clip: float = 1.0  # max gradient norm; 0 turns clipping off
+    workers: int = 1
+    cpus_per_worker: float = 1.0  # below 1 on small machines, or Ray Data gets no CPU
+    use_gpu: bool | None = None  # None: when the cluster has GPUs (bf16 autocast there)
+    beam: int = 4
+    eval_split: str = "val"
+    eval_max_images: int | None = None  # None: every dev image
+    max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
+    storage: str | None = None  # Ray Train storage_path; None: <state dir>/train
+    seed: int = 0
+    experiment: str = "captioning"
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
+    """Train, evaluate every epoch and keep the best model by dev CIDEr. Returns the MLflow
+    `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
+    metrics) and `history` (one entry per epoch: loss and dev metrics)."""
+    from conceptual.runtime import init_ray
+
+    init_ray()
+    files = feature_files(features_uri)
+    vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
+    eval_set = dev_images(files, features_uri, config.eval_split, config.eval_max_images)
+    model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
+    use_gpu = config.use_gpu
+    if use_gpu is None:
+        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+
+    with tracking.start_run(config.experiment, tags={"stage": "train_captioner"}) as active:
+        run_id = active.info.run_id
+        tracking.log_config(config)
+        mlflow.log_params(
+            {
+                "features_uri": features_uri,
+                "vocab_size": len(vocab),
+                "eval_images": len(eval_set["keys"]),
+                "use_gpu": use_gpu,
+            }
+        )
+        loop_config = {
+            "config": config.model_dump(mode="json"),
+            "model": asdict(model_config),
+            "vocab": vocab.to_json(),
+            "eval_set": ray.put(eval_set),  # rank 0 fetches it; the driver keeps it alive
+            "run_id": run_id,
+            "tracking_uri": tracking.tracking_uri(),
+        }
+        result = make_trainer(features_uri, files, config, use_gpu, loop_config, run_id).fit()
+        best_checkpoint, best_metrics = max(result.best_checkpoints, key=lambda c: c[1]["CIDEr"])
+        best_dir = Path(best_checkpoint.to_directory(str(state_dir() / "models" / run_id)))
+        model_dir = best_dir / MODEL_DIR
+        with result.checkpoint.as_directory() as latest:  # its history has every epoch
+            history = json.loads((Path(latest) / PROGRESS).read_text())["history"]
+        mlflow.log_artifacts(str(model_dir), "model")
+        mlflow.log_figure(learning_curve(run_id), "learning_curve.png")
+        best = {k: v for k, v in best_metrics.items() if k in ("epoch", "loss", *EVAL_METRICS)}
+        mlflow.log_dict({"best": best, "history": history}, "training.json")
+    return {"run_id": run_id, "model_dir": str(model_dir), "best": best, "history": history}
+
+
+def feature_files(features_uri: str) -> list[str]:
+    """The Parquet files of a features job's output (features/ inside) or of the folder itself."""
+    inner = storage.join(features_uri, "features")
+    folder = inner if storage.exists(inner) else features_uri
+    files = [f for f in storage.list_files(folder) if f.endswith(".parquet")]
+    if not files:
+        raise storage.StorageError(f"no features Parquet files under {features_uri}")
+    return files
+
+
+def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:
+    """One split's centre-crop rows, read on the driver (the vocabulary and dev set are small)."""
+    fs, _ = storage.resolve(uri)
+    wanted = (pc.field("split") == split) & (pc.field("crop") == 0)
+    tables = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            tables.append(pq.read_table(f, columns=columns, filters=wanted))
+    return pa.concat_tables(tables)
+
+
+def train_captions(files: list[str], uri: str) -> list[str]:
+    """One caption per record: augmented crops repeat it and must not inflate word counts."""
+    return read_rows(files, uri, TRAIN_SPLIT, ["caption"])["caption"].to_pylist()
+
+
+def image_key(pooled: np.ndarray) -> str:
+    return hashlib.sha1(np.asarray(pooled, dtype=np.float32).tobytes()).hexdigest()
+
+
+def dev_images(files: list[str], uri: str, split: str, max_images: int | None) -> dict[str, Any]:
+    """The dev split grouped by image: keys, one pooled vector and grid each, all references."""
+    rows = read_rows(files, uri, split, ["caption", "pooled", "grid"]).to_pylist()
+    if not rows:
+        raise ValueError(f"no {split!r} rows in the features: nothing to evaluate on")
+    images: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        image = images.setdefault(image_key(row["pooled"]), {**row, "references": []})
+        image["references"].append(row["caption"])
+    keys = sorted(images)[:max_images]  # sorted: the same subset every time
+    return {
+        "keys": keys,
+        "pooled": [np.asarray(images[k]["pooled"], dtype=np.float32) for k in keys],
+        "grid": [np.asarray(images[k]["grid"], dtype=np.float32) for k in keys],
+        "references": {k: images[k]["references"] for k in keys},
+        "feature_dim": len(rows[0]["pooled"]),
+    }
+
+
+def captioner_config(config: TrainConfig, vocab_size: int, feature_dim: int) -> CaptionerConfig:
+    return CaptionerConfig(
+        architecture=config.architecture,
+        features=config.features,
+        vocab_size=vocab_size,
+        feature_dim=feature_dim,
+        d_model=config.d_model,
+        layers=config.layers,
+        heads=config.heads,
+        ffn=config.ffn,
+        dropout=config.dropout,
+        max_tokens=config.max_tokens + 2,  # with <bos> and <eos>
+    )
+
+
+def train_dataset(uri: str, files: list[str]) -> ray.data.Dataset:
+    fs, _ = storage.resolve(uri)
+    rows = read_row_groups(fs, files, columns=["split", "caption", "pooled", "grid"])
+    return rows.map_batches(_train_rows, batch_format="pyarrow", num_cpus=READ_CPUS)
+
+
+def _train_rows(batch: pa.Table) -> pa.Table:
+    return batch.filter(pc.field("split") == TRAIN_SPLIT).drop_columns(["split"])
+
+
+def make_trainer(
+    uri: str,
+    files: list[str],
+    config: TrainConfig,
+    use_gpu: bool,
+    loop_config: dict[str, Any],
+    run_id: str,
+) -> ray.train.torch.TorchTrainer:
+    storage_path = config.storage or str(state_dir() / "train")
+    # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
+    forwarded = {k: v for k, v in os.environ.items() if k.startswith(("CONCEPTUAL_", "MLFLOW_"))}
+    return ray.train.torch.TorchTrainer(
+        train_loop,
+        train_loop_config=loop_config,
+        datasets={"train": train_dataset(uri, files)},
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=config.workers,
+            use_gpu=use_gpu,
+            resources_per_worker={"CPU": config.cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
+        ),
+        run_config=ray.train.RunConfig(
+            name=f"{config.experiment}-{run_id}",
+            storage_path=storage_path,
+            failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(
+                num_to_keep=2,  # the best by CIDEr and the latest (to resume from) survive
+                checkpoint_score_attribute="CIDEr",
+                checkpoint_score_order="max",
+            ),
+            worker_runtime_env={"env_vars": forwarded},
+        ),
+    )
+
+
+def learning_curve(run_id: str) -> Figure:
+    """Training loss per step and dev CIDEr per epoch, from the run's logged metrics."""
+    client = mlflow.MlflowClient()
+    loss = client.get_metric_history(run_id, "loss")
+    cider = client.get_metric_history(run_id, "CIDEr")
+    figure = Figure(figsize=(10, 4))  # no pyplot: no GUI backend, no global figure state
+    left, right = figure.subplots(1, 2)
+    left.plot([m.step for m in loss], [m.value for m in loss])
+    left.set(xlabel="step", ylabel="training loss (rank 0)", title="loss")
+    right.plot([m.step for m in cider], [m.value for m in cider], marker="o")
+    right.set(xlabel="epoch", ylabel="CIDEr", title="dev CIDEr")
+    figure.tight_layout()
+    return figure
+
+
+# ---------------------------------------------------------------- the workers
+
+
+class CaptionLoss(nn.Module):
+    """The captioner's loss as a forward pass: DDP synchronizes the gradients of what runs
+    through the wrapped module's forward, and Captioner.loss is a method beside it."""
+
+    def __init__(self, captioner: Captioner):
+        super().__init__()
+        self.captioner = captioner
+
+    def forward(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        return self.captioner.loss(features, tokens)
+
+
+def train_loop(loop_config: dict[str, Any]) -> None:
+    """Ray Train's per-worker loop (importable, so workers find it in the installed package)."""
+    config = TrainConfig.model_validate(loop_config["config"])
+    vocab = Vocabulary.from_json(loop_config["vocab"])
+    rank = ray.train.get_context().get_world_rank()
+    device = ray.train.torch.get_device()
+    torch.manual_seed(config.seed)
+
+    captioner = Captioner(CaptionerConfig(**loop_config["model"])).to(device)
+    optimizer = make_optimizer(config, captioner)
+    progress = resume(captioner, optimizer, device)
+    step_loss = ray.train.torch.prepare_model(CaptionLoss(captioner))
+    eval_set = ray.get(loop_config["eval_set"]) if rank == 0 else None
+    if rank == 0:
+        mlflow.set_tracking_uri(loop_config["tracking_uri"])
+    shard = ray.train.get_dataset_shard("train")
+
+    for epoch in range(progress["epochs_done"], config.epochs):
+        fail_once_for_tests(epoch)
+        step_loss.train()
+        losses = []
+        for batch in shard.iter_batches(
+            batch_size=config.batch_size,
+            batch_format="numpy",
+            local_shuffle_buffer_size=config.batch_size * 8,
+            local_shuffle_seed=config.seed + epoch,
+        ):
+            loss = train_step(step_loss, optimizer, batch, vocab, config, device)
+            losses.append(loss)
+        first_step = progress["step"]
+        progress["step"] += len(losses)
+        progress["epochs_done"] = epoch + 1
+        if rank != 0:
+            ray.train.report({})
+            continue
+        scores = evaluate(captioner, vocab, eval_set, config, device)
+        metrics = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else None, **scores}
+        progress["history"].append(metrics)
+        log_epoch(loop_config["run_id"], first_step, losses, metrics)
+        with tempfile.TemporaryDirectory() as directory:
+            write_checkpoint(directory, captioner, vocab, optimizer, progress)
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
+
+
+def make_optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimizer:
+    if config.optimizer == "adagrad":
+        return torch.optim.Adagrad(
+            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
+    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+
+def train_step(
+    step_loss: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: dict[str, np.ndarray],
+    vocab: Vocabulary,
+    config: TrainConfig,
+    device: torch.device,
+) -> float:
+    features = features_tensor(batch["pooled"], batch["grid"], config.features).to(device)
+    encoded = [vocab.encode(caption, config.max_tokens) for caption in batch["caption"]]
+    tokens = tokens_tensor(encoded).to(device)
+    # bf16 autocast on GPUs only: CPU autocast is slower than float32 for these models.
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        loss = step_loss(features, tokens)
+    optimizer.zero_grad()
+    loss.backward()
+    if config.grad_clip > 0:
+        nn.utils.clip_grad_norm_(step_loss.parameters(), config.grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
+@torch.no_grad()
+def evaluate(
+    captioner: Captioner,
+    vocab: Vocabulary,
+    eval_set: dict[str, Any],
+    config: TrainConfig,
+    device: torch.device,
+) -> dict[str, float]:
+    """Beam-search captions of the dev images scored against all their references; the
+    metrics that cannot run here (METEOR without Java) are left out."""
+    captioner.eval()
+    keys, hypotheses = eval_set["keys"], {}
+    for start in range(0, len(keys), EVAL_BATCH):
+        end = start + EVAL_BATCH
+        pooled, grid = eval_set["pooled"][start:end], eval_set["grid"][start:end]
+        features = features_tensor(pooled, grid, config.features).to(device)
+        for key, ids in zip(keys[start:end], beam_search(captioner, features, beam=config.beam)):
+            hypotheses[key] = vocab.decode(ids)
+    scores = caption_scores(hypotheses, eval_set["references"], metrics=EVAL_METRICS)
+    return {m: scores[m] for m in EVAL_METRICS if scores[m] is not None}
+
+
+def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[str, Any]) -> None:
+    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, in one call."""
+    now = int(time.time() * 1000)
+    entries = [Metric("loss", v, now, first_step + i) for i, v in enumerate(losses)]
+    entries += [
+        Metric(name, value, now, metrics["epoch"])
+        for name, value in metrics.items()
+        if name not in ("epoch", "loss") and value is not None
+    ]
+    mlflow.MlflowClient().log_batch(run_id, metrics=entries)
+
+
+def write_checkpoint(
+    directory: str,
+    captioner: Captioner,
+    vocab: Vocabulary,
+    optimizer: torch.optim.Optimizer,
+    progress: dict[str, Any],
+) -> None:
+    save_model(captioner, vocab, Path(directory) / MODEL_DIR)
+    torch.save(optimizer.state_dict(), Path(directory) / OPTIMIZER)
+    (Path(directory) / PROGRESS).write_text(json.dumps(progress, indent=2))
+
+
+def resume(
+    captioner: Captioner, optimizer: torch.optim.Optimizer, device: torch.device
+) -> dict[str, Any]:
+    """Restore the latest checkpoint into the model and optimizer, if there is one, and return
+    the progress to continue from (a fresh run starts at epoch 0, step 0)."""
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return {"epochs_done": 0, "step": 0, "history": []}
+    with checkpoint.as_directory() as directory:
+        weights = load_file(Path(directory) / MODEL_DIR / WEIGHTS, device=str(device))
+        captioner.load_state_dict(weights)
+        state = torch.load(Path(directory) / OPTIMIZER, map_location=device, weights_only=True)
+        optimizer.load_state_dict(state)
+        return json.loads((Path(directory) / PROGRESS).read_text())
+
+
+def fail_once_for_tests(epoch: int) -> None:
+    """Exit the worker process at the epoch in $CONCEPTUAL_TEST_FAIL_AT_EPOCH, once: the
+    marker file in $CONCEPTUAL_TEST_FAIL_MARKER says it already happened."""
+    fail_at, marker = os.environ.get(FAIL_AT_EPOCH_ENV), os.environ.get(FAIL_MARKER_ENV)
+    if fail_at is None or marker is None or int(fail_at) != epoch or Path(marker).exists():
+        return
+    Path(marker).write_text(f"worker exited at the start of epoch {epoch}\n")
+    os._exit(1)

@@ -1,0 +1,181 @@
+"""The model registry rule for captioners: every trained model becomes a registered version;
+the alias `champion` (what Serve loads) moves only to a model that scores better on the same
+evaluation set.
+
+    with start_run("captioning") as run:
+        log_captioner(model, vocab)                         # runs:/<run id>/model
+    version = register(run.info.run_id, {"variant": "transformer-8x8"})
+    decision = promote_if_better(version, score=0.87, eval_set="val-2024")
+    model, vocab = load_model(resolve("models:/captioner@champion"))
+
+Scores live on the versions as tags named `eval.<eval_set>.<metric>`, so the registry alone
+says which set a score came from; a champion without a score on the challenger's set is kept
+(comparing scores from different sets says nothing) until someone evaluates it on that set.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities.model_registry import ModelVersion
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import (
+    RESOURCE_ALREADY_EXISTS,
+    RESOURCE_DOES_NOT_EXIST,
+    ErrorCode,
+)
+from mlflow.tracking import MlflowClient
+
+from conceptual.models.captioner import Captioner
+from conceptual.models.saving import save_model
+from conceptual.models.vocab import Vocabulary
+from conceptual.tracking import configure, metric_key
+
+MODEL_NAME = "captioner"
+CHAMPION = "champion"
+DECISION_ARTIFACT = "champion_decision.json"
+
+
+def log_captioner(model: Captioner, vocab: Vocabulary, artifact_path: str = "model") -> str:
+    """Saves the model (saving.save_model's directory) as artifacts of the active run and
+    returns their URI, `runs:/<run id>/<artifact_path>`."""
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError("log_captioner needs an active MLflow run (tracking.start_run)")
+    with tempfile.TemporaryDirectory() as directory:
+        mlflow.log_artifacts(str(save_model(model, vocab, directory)), artifact_path)
+    return f"runs:/{run.info.run_id}/{artifact_path}"
+
+
+def register(
+    run_id: str, tags: Mapping[str, str], artifact_path: str = "model", name: str = MODEL_NAME
+) -> ModelVersion:
+    """A new version of `name` from the run's saved model folder (no MLmodel flavor needed:
+    the registry only records where the files are), tagged e.g. variant=transformer-8x8."""
+    client = _client()
+    try:
+        client.create_registered_model(name)
+    except MlflowException as error:
+        if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+            raise
+    return client.create_model_version(
+        name, source=f"runs:/{run_id}/{artifact_path}", run_id=run_id, tags=dict(tags)
+    )
+
+
+def score_tag(eval_set: str, metric: str = "CIDEr") -> str:
+    return metric_key("eval", eval_set, metric)
+
+
+def champion_score(eval_set: str, metric: str = "CIDEr", name: str = MODEL_NAME) -> float | None:
+    """The champion's recorded score on `eval_set`; None without a champion or that score."""
+    champion = _champion(_client(), name)
+    return None if champion is None else _score(champion, eval_set, metric)
+
+
+def promote_if_better(
+    version: ModelVersion | str,
+    score: float,
+    eval_set: str,
+    metric: str = "CIDEr",
+    name: str = MODEL_NAME,
+) -> dict[str, Any]:
+    """Records the challenger's score on its version, then moves `champion` to it when there
+    is no champion yet or the champion scored strictly lower on the same `eval_set`.
+
+    Returns the decision: {"promoted", "reason" (stable: first_champion, better, not_better,
+    champion_unscored, already_champion), "detail", "eval_set", "metric", "challenger",
+    "champion"}; inside an active run it is also logged as champion_decision.json."""
+    client = _client()
+    number = version.version if isinstance(version, ModelVersion) else str(version)
+    score = float(score)
+    client.set_model_version_tag(name, number, score_tag(eval_set, metric), str(score))
+    champion = _champion(client, name)
+    held = None if champion is None else _score(champion, eval_set, metric)
+    held_by = None if champion is None else champion.version
+    promoted, reason, detail = _judge(number, score, held_by, held, eval_set, metric)
+    if promoted:
+        client.set_registered_model_alias(name, CHAMPION, number)
+    decision = {
+        "promoted": promoted,
+        "reason": reason,
+        "detail": detail,
+        "eval_set": eval_set,
+        "metric": metric,
+        "challenger": {"version": number, "score": score},
+        "champion": None if champion is None else {"version": held_by, "score": held},
+    }
+    _log_decision(decision)
+    return decision
+
+
+def _judge(
+    challenger: str,
+    score: float,
+    champion: str | None,
+    held: float | None,
+    eval_set: str,
+    metric: str,
+) -> tuple[bool, str, str]:
+    """(promoted, reason, detail): `held` is the champion's score on the same set, if any."""
+    if champion is None:
+        return True, "first_champion", f"no {CHAMPION} yet: version {challenger} becomes it"
+    if champion == challenger:
+        return False, "already_champion", f"version {challenger} already is the {CHAMPION}"
+    if held is None:
+        return (
+            False,
+            "champion_unscored",
+            f"{CHAMPION} version {champion} has no {metric} on {eval_set!r}: evaluate it on "
+            f"the same set first (tag {score_tag(eval_set, metric)})",
+        )
+    if score > held:
+        return True, "better", f"{metric} on {eval_set!r}: {score:g} beats {held:g}"
+    return False, "not_better", f"{metric} on {eval_set!r}: {score:g} does not beat {held:g}"
+
+
+def resolve(model_uri: str, dst: Path | None = None) -> Path:
+    """A local directory holding the saved model (load it with saving.load_model) for
+    `models:/captioner@champion`, `models:/captioner/3`, `runs:/<id>/model` or a local path."""
+    if Path(model_uri).is_dir():
+        return Path(model_uri)  # already local: nothing to fetch, `dst` is not used
+    if ":" not in model_uri:
+        raise ValueError(f"{model_uri!r} is neither a model URI nor a local directory")
+    configure()
+    try:
+        local = mlflow.artifacts.download_artifacts(
+            artifact_uri=model_uri, dst_path=None if dst is None else str(dst)
+        )
+    except MlflowException as error:
+        raise ValueError(f"cannot resolve {model_uri!r}: {error.message}") from error
+    return Path(local)
+
+
+def _client() -> MlflowClient:
+    return MlflowClient(configure())
+
+
+def _champion(client: MlflowClient, name: str) -> ModelVersion | None:
+    try:
+        aliases = client.get_registered_model(name).aliases
+    except MlflowException as error:
+        if error.error_code != ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+            raise
+        return None  # nothing registered under `name` yet
+    return client.get_model_version(name, aliases[CHAMPION]) if CHAMPION in aliases else None
+
+
+def _score(version: ModelVersion, eval_set: str, metric: str) -> float | None:
+    value = version.tags.get(score_tag(eval_set, metric))
+    return None if value is None else float(value)
+
+
+def _log_decision(decision: Mapping[str, Any]) -> None:
+    if mlflow.active_run() is None:
+        return
+    mlflow.log_dict(dict(decision), DECISION_ARTIFACT)
+    mlflow.set_tag("champion_decision", decision["reason"])
