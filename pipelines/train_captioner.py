@@ -109,9 +109,7 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
     eval_set = dev_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
-    use_gpu = config.use_gpu
-    if use_gpu is None:
-        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    config = resolved(config)
 
     with tracking.start_run(config.experiment, tags={"stage": "train_captioner"}) as active:
         run_id = active.info.run_id
@@ -121,7 +119,6 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
                 "features_uri": features_uri,
                 "vocab_size": len(vocab),
                 "eval_images": len(eval_set["keys"]),
-                "use_gpu": use_gpu,
             }
         )
         loop_config = {
@@ -132,7 +129,7 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
             "run_id": run_id,
             "tracking_uri": tracking.tracking_uri(),
         }
-        result = make_trainer(features_uri, files, config, use_gpu, loop_config, run_id).fit()
+        result = make_trainer(features_uri, files, config, loop_config, run_id).fit()
         best_checkpoint, best_metrics = max(result.best_checkpoints, key=lambda c: c[1]["CIDEr"])
         best_dir = Path(best_checkpoint.to_directory(str(state_dir() / "models" / run_id)))
         model_dir = best_dir / MODEL_DIR
@@ -143,6 +140,15 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
         best = {k: v for k, v in best_metrics.items() if k in ("epoch", "loss", *EVAL_METRICS)}
         mlflow.log_dict({"best": best, "history": history}, "training.json")
     return {"run_id": run_id, "model_dir": str(model_dir), "best": best, "history": history}
+
+
+def resolved(config: TrainConfig) -> TrainConfig:
+    """The config with its defaults decided (GPUs, storage), as the run logs it."""
+    use_gpu = config.use_gpu
+    if use_gpu is None:
+        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    storage_path = config.storage or str(state_dir() / "train")
+    return config.model_copy(update={"use_gpu": use_gpu, "storage": storage_path})
 
 
 def feature_files(features_uri: str) -> list[str]:
@@ -223,11 +229,10 @@ def make_trainer(
     uri: str,
     files: list[str],
     config: TrainConfig,
-    use_gpu: bool,
     loop_config: dict[str, Any],
     run_id: str,
 ) -> ray.train.torch.TorchTrainer:
-    storage_path = config.storage or str(state_dir() / "train")
+    use_gpu = bool(config.use_gpu)
     # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
     forwarded = {k: v for k, v in os.environ.items() if k.startswith(("CONCEPTUAL_", "MLFLOW_"))}
     return ray.train.torch.TorchTrainer(
@@ -241,7 +246,7 @@ def make_trainer(
         ),
         run_config=ray.train.RunConfig(
             name=f"{config.experiment}-{run_id}",
-            storage_path=storage_path,
+            storage_path=config.storage,
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
             checkpoint_config=ray.train.CheckpointConfig(
                 num_to_keep=2,  # the best by CIDEr and the latest (to resume from) survive

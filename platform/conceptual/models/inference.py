@@ -1,0 +1,59 @@
+"""Captions for images, from a saved captioner: decode, CNN features, beam search. The
+`caption` job uses it, and Ray Serve will: one code path from a file to a caption.
+
+The features must be computed as they were for training: conceptual.jobs.features'
+defaults (EfficientNet-lite0 at 256 px, centre crop), which is what this does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from conceptual.models.captioner import features_tensor
+from conceptual.models.decoding import beam_search
+from conceptual.models.saving import load_model
+from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+from conceptual.vision.images import decode
+
+FEATURE_SIZE = 256  # the features job's default image_size: an 8x8 grid
+MAX_PIXELS = 50_000_000  # the image filter's default bomb guard
+
+
+class ImageCaptioner:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        cnn: CnnConfig | None = None,
+        beam: int = 4,
+        length_penalty: float = 0.0,
+    ):
+        self.model, self.vocab = load_model(model_dir)
+        self.extractor = FeatureExtractor(cnn, image_size=FEATURE_SIZE)
+        self.beam, self.length_penalty = beam, length_penalty
+
+    def caption(self, images: Sequence[Image.Image]) -> list[str]:
+        extracted = [crops[0] for crops in self.extractor.extract(list(images))]
+        features = features_tensor(
+            [pooled for pooled, _ in extracted],
+            [grid for _, grid in extracted],
+            self.model.config.features,
+        )
+        with torch.inference_mode():
+            words = beam_search(
+                self.model, features, beam=self.beam, length_penalty=self.length_penalty
+            )
+        return [self.vocab.decode(ids) for ids in words]
+
+    def caption_bytes(self, data: Sequence[bytes]) -> list[str]:
+        """Captions of encoded images; ValueError naming the first one that cannot be read."""
+        images = []
+        for i, item in enumerate(data):
+            image, rejection = decode(item, MAX_PIXELS)
+            if rejection:
+                raise ValueError(f"image {i}: {rejection.reason} ({rejection.detail})")
+            images.append(image)
+        return self.caption(images)

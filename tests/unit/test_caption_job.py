@@ -1,0 +1,62 @@
+"""The caption job on a saved (untrained, tiny) captioner: one line per image, clear errors."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import skimage.data
+from PIL import Image
+
+from conceptual.jobs import caption
+from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.inference import ImageCaptioner
+from conceptual.models.saving import save_model
+from conceptual.models.vocab import Vocabulary
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    vocab = Vocabulary.build(["a cup of espresso on a saucer"] * 4, min_count=1)
+    config = CaptionerConfig(
+        architecture="transformer",
+        features="8x8",
+        vocab_size=len(vocab),
+        d_model=16,
+        layers=1,
+        heads=2,
+        ffn=32,
+    )
+    return save_model(Captioner(config).eval(), vocab, tmp_path_factory.mktemp("model"))
+
+
+def jpeg(tmp_path, name="coffee.jpg"):
+    path = tmp_path / name
+    Image.fromarray(skimage.data.coffee()).save(path, "JPEG")
+    return path
+
+
+def test_one_caption_line_per_image(model_dir, tmp_path, capsys):
+    images = [jpeg(tmp_path, "a.jpg"), jpeg(tmp_path, "b.jpg")]
+    assert caption.main(["--model", str(model_dir), *map(str, images), "--beam", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [str(p) for p in images]
+    words = set("a cup of espresso on saucer".split())
+    assert all(set(line.split("\t")[1].split()) <= words for line in lines)
+
+
+def test_same_image_same_caption(model_dir, tmp_path):
+    data = jpeg(tmp_path).read_bytes()
+    captioner = ImageCaptioner(model_dir, beam=2)
+    assert captioner.caption_bytes([data]) == captioner.caption_bytes([data])
+
+
+def test_bad_inputs_fail_clearly(model_dir, tmp_path, capsys):
+    assert caption.main(["--model", str(model_dir), str(tmp_path / "nope.jpg")]) == 2
+    assert "no such image file" in capsys.readouterr().err
+    (tmp_path / "broken.jpg").write_bytes(b"not an image at all")
+    assert caption.main(["--model", str(model_dir), str(tmp_path / "broken.jpg")]) == 2
+    assert "not_an_image" in capsys.readouterr().err
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buffer, "PNG")
+    assert ImageCaptioner(model_dir, beam=1).caption_bytes([buffer.getvalue()])  # PNG is fine
