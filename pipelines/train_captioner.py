@@ -10,7 +10,9 @@ The driver builds the vocabulary from the train captions and collects the dev im
 each worker trains on its shard of the train rows (every crop is a training example); rank 0
 decodes the dev images with beam search after every epoch, scores them against all their
 reference captions, logs to MLflow and writes the checkpoint. A restarted worker group
-(FailureConfig) resumes from the latest checkpoint, epoch counter included.
+(FailureConfig) resumes from the latest checkpoint, epoch counter included. Ray Train learns
+of a report by polling the workers (every 2 s): a worker that dies just after reporting may
+resume from the checkpoint before, and that epoch then runs, and is logged, twice.
 
 Dev images: the features rows are one per (caption record, crop), and the records of one
 image differ only in their caption, so an image is the hash of its centre crop's pooled
@@ -44,6 +46,7 @@ import ray.train.torch
 import torch
 from matplotlib.figure import Figure
 from mlflow.entities import Metric
+from pydantic import field_validator
 from safetensors.torch import load_file
 from torch import nn
 
@@ -56,14 +59,15 @@ from conceptual.models.saving import WEIGHTS, save_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.paths import state_dir
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups
+from conceptual.runtime import init_ray
 
 TRAIN_SPLIT = "train"
 # SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
-EVAL_METRICS = tuple(m for m in CAPTION_METRICS if m != "SPICE")
+EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]
 EVAL_BATCH = 64  # dev images decoded at once
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
-# Fault injection for the resume test: a worker exits at the start of this epoch, once
-# (the marker file records that it did). Unset, nothing happens.
+# Fault injection for the resume test: a worker exits after its first step of this epoch,
+# once (the marker file records that it did). Unset, nothing happens.
 FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV = "CONCEPTUAL_TEST_FAIL_AT_EPOCH", "CONCEPTUAL_TEST_FAIL_MARKER"
 
 
@@ -89,10 +93,22 @@ class TrainConfig(Config):
     beam: int = 4
     eval_split: str = "val"
     eval_max_images: int | None = None  # None: every dev image
+    # Scored every epoch; METEOR starts Java (seconds per call) and is skipped without it.
+    eval_metrics: list[str] = EVAL_METRICS
     max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
     storage: str | None = None  # Ray Train storage_path; None: <state dir>/train
     seed: int = 0
     experiment: str = "captioning"
+
+    @field_validator("eval_metrics")
+    @classmethod
+    def _scores_cider(cls, metrics: list[str]) -> list[str]:
+        unknown = set(metrics) - set(CAPTION_METRICS)
+        if unknown or "CIDEr" not in metrics:
+            raise ValueError(
+                f"must include CIDEr (it selects the best checkpoint) and only {CAPTION_METRICS}"
+            )
+        return metrics
 
 
 # ---------------------------------------------------------------- the driver
@@ -101,9 +117,8 @@ class TrainConfig(Config):
 def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     """Train, evaluate every epoch and keep the best model by dev CIDEr. Returns the MLflow
     `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
-    metrics) and `history` (one entry per epoch: loss and dev metrics)."""
-    from conceptual.runtime import init_ray
-
+    metrics), `history` (one entry per epoch: loss and dev metrics) and `eval_set` (the
+    name of the dev set the scores belong to)."""
     init_ray()
     files = feature_files(features_uri)
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
@@ -137,9 +152,23 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
             history = json.loads((Path(latest) / PROGRESS).read_text())["history"]
         mlflow.log_artifacts(str(model_dir), "model")
         mlflow.log_figure(learning_curve(run_id), "learning_curve.png")
-        best = {k: v for k, v in best_metrics.items() if k in ("epoch", "loss", *EVAL_METRICS)}
+        best = {
+            k: v for k, v in best_metrics.items() if k in ("epoch", "loss", *config.eval_metrics)
+        }
         mlflow.log_dict({"best": best, "history": history}, "training.json")
-    return {"run_id": run_id, "model_dir": str(model_dir), "best": best, "history": history}
+    return {
+        "run_id": run_id,
+        "model_dir": str(model_dir),
+        "best": best,
+        "history": history,
+        "eval_set": eval_set_name(features_uri, config, len(eval_set["keys"])),
+    }
+
+
+def eval_set_name(features_uri: str, config: TrainConfig, images: int) -> str:
+    """What the dev scores were measured on: CIDEr depends on the set (its document
+    frequencies come from the references), so models are only compared on the same one."""
+    return f"{features_uri}#{config.eval_split}:{images}"
 
 
 def resolved(config: TrainConfig) -> TrainConfig:
@@ -306,7 +335,6 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     shard = ray.train.get_dataset_shard("train")
 
     for epoch in range(progress["epochs_done"], config.epochs):
-        fail_once_for_tests(epoch)
         step_loss.train()
         losses = []
         for batch in shard.iter_batches(
@@ -315,8 +343,8 @@ def train_loop(loop_config: dict[str, Any]) -> None:
             local_shuffle_buffer_size=config.batch_size * 8,
             local_shuffle_seed=config.seed + epoch,
         ):
-            loss = train_step(step_loss, optimizer, batch, vocab, config, device)
-            losses.append(loss)
+            losses.append(train_step(step_loss, optimizer, batch, vocab, config, device))
+            fail_once_for_tests(epoch)
         first_step = progress["step"]
         progress["step"] += len(losses)
         progress["epochs_done"] = epoch + 1
@@ -371,7 +399,8 @@ def evaluate(
     device: torch.device,
 ) -> dict[str, float]:
     """Beam-search captions of the dev images scored against all their references; the
-    metrics that cannot run here (METEOR without Java) are left out."""
+    metrics that cannot run here (METEOR without Java) are left out. CIDEr always counts:
+    it selects the best checkpoint."""
     captioner.eval()
     keys, hypotheses = eval_set["keys"], {}
     for start in range(0, len(keys), EVAL_BATCH):
@@ -380,8 +409,8 @@ def evaluate(
         features = features_tensor(pooled, grid, config.features).to(device)
         for key, ids in zip(keys[start:end], beam_search(captioner, features, beam=config.beam)):
             hypotheses[key] = vocab.decode(ids)
-    scores = caption_scores(hypotheses, eval_set["references"], metrics=EVAL_METRICS)
-    return {m: scores[m] for m in EVAL_METRICS if scores[m] is not None}
+    scores = caption_scores(hypotheses, eval_set["references"], metrics=config.eval_metrics)
+    return {m: scores[m] for m in config.eval_metrics if scores[m] is not None}
 
 
 def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[str, Any]) -> None:
@@ -425,10 +454,10 @@ def resume(
 
 
 def fail_once_for_tests(epoch: int) -> None:
-    """Exit the worker process at the epoch in $CONCEPTUAL_TEST_FAIL_AT_EPOCH, once: the
+    """Exit the worker process during the epoch in $CONCEPTUAL_TEST_FAIL_AT_EPOCH, once: the
     marker file in $CONCEPTUAL_TEST_FAIL_MARKER says it already happened."""
     fail_at, marker = os.environ.get(FAIL_AT_EPOCH_ENV), os.environ.get(FAIL_MARKER_ENV)
     if fail_at is None or marker is None or int(fail_at) != epoch or Path(marker).exists():
         return
-    Path(marker).write_text(f"worker exited at the start of epoch {epoch}\n")
+    Path(marker).write_text(f"worker exited during epoch {epoch}\n")
     os._exit(1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -71,5 +72,6 @@ def _param_value(value: Any) -> str:
 
 
 def metric_key(*parts: str) -> str:
-    """MLflow metric names allow letters, digits, `_-./` and spaces; reasons already fit."""
-    return ".".join(p.replace(":", "_") for p in parts)
+    """MLflow names allow letters, digits, `_-./` and spaces; anything else becomes `_`
+    (an evaluation set named by its URI, for one)."""
+    return ".".join(re.sub(r"[^\w\-./ ]", "_", p) for p in parts)

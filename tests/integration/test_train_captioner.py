@@ -24,7 +24,8 @@ IMAGES_PER_KIND, VAL_IMAGES_PER_KIND = 6, 2
 
 
 def write_features(directory) -> str:
-    """24 images x 2 captions (one row per caption record, centre crop only), 8 of them val."""
+    """24 images x 2 captions (one row per caption record, centre crop only): 16 images
+    (32 rows) train, 8 val."""
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(len(KINDS), CHANNELS))
     rows = []
@@ -71,7 +72,9 @@ def tiny_config(**overrides):
         "optimizer": "adamw",
         "lr": 0.01,
         "batch_size": 8,
-        "epochs": 4,
+        "epochs": 3,
+        # METEOR starts Java for seconds each epoch; the first test alone scores it.
+        "eval_metrics": ["CIDEr", "BLEU-1", "BLEU-4", "ROUGE-L"],
         "beam": 2,
         "cpus_per_worker": 0.5,
         "max_failures": 1,
@@ -89,13 +92,14 @@ def metric_steps(run_id: str, name: str) -> list[int]:
 def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_home, features_uri):
     from mlflow import MlflowClient
 
+    from conceptual.metrics import find_java
     from conceptual.models.saving import load_model
-    from conceptual.pipelines.train_captioner import train
+    from conceptual.pipelines.train_captioner import EVAL_METRICS, train
 
-    result = train(features_uri, tiny_config())
+    result = train(features_uri, tiny_config(eval_metrics=EVAL_METRICS))
 
     history = result["history"]
-    assert [h["epoch"] for h in history] == [0, 1, 2, 3]
+    assert [h["epoch"] for h in history] == [0, 1, 2]
     assert history[-1]["loss"] < history[0]["loss"]
     assert result["best"]["CIDEr"] == max(h["CIDEr"] for h in history)
 
@@ -103,9 +107,11 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     assert run.data.params["architecture"] == "transformer"
     assert run.data.params["eval_images"] == "8"  # 8 val images, each with 2 references
     assert {"loss", "CIDEr", "BLEU-4", "ROUGE-L"} <= set(run.data.metrics)
-    assert metric_steps(result["run_id"], "CIDEr") == [0, 1, 2, 3]
+    if find_java():
+        assert "METEOR" in run.data.metrics
+    assert metric_steps(result["run_id"], "CIDEr") == [0, 1, 2]
     steps = metric_steps(result["run_id"], "loss")
-    assert steps == list(range(len(steps))) and len(steps) >= 4  # every step, once
+    assert steps == list(range(len(steps))) and len(steps) == 3 * 4  # 32 train rows, batch 8
     artifacts = {a.path for a in MlflowClient().list_artifacts(result["run_id"], "model")}
     assert "model/config.json" in artifacts and "model/model.safetensors" in artifacts
     top = {a.path for a in MlflowClient().list_artifacts(result["run_id"])}
@@ -118,9 +124,11 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
 def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri):
     from conceptual.pipelines.train_captioner import train
 
-    result = train(features_uri, tiny_config(workers=2, epochs=2, architecture="rnn"))
+    result = train(features_uri, tiny_config(workers=2, epochs=1, architecture="rnn"))
 
-    assert [h["epoch"] for h in result["history"]] == [0, 1]
+    assert [h["epoch"] for h in result["history"]] == [0]
+    # Each worker reads half of the 32 train rows: two batches of 8 per epoch.
+    assert metric_steps(result["run_id"], "loss") == [0, 1]
     assert result["best"]["CIDEr"] >= 0
 
 
@@ -133,11 +141,36 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "2")
     monkeypatch.setenv(FAIL_MARKER_ENV, str(marker))
 
-    result = train(features_uri, tiny_config(features="1x1", epochs=4))
+    result = train(features_uri, tiny_config(features="1x1"))
 
-    assert marker.exists()  # the worker did die at epoch 2
-    assert [h["epoch"] for h in result["history"]] == [0, 1, 2, 3]
-    # Resumed, not restarted: no epoch and no step was logged twice.
-    assert metric_steps(result["run_id"], "CIDEr") == [0, 1, 2, 3]
-    steps = metric_steps(result["run_id"], "loss")
-    assert steps == list(range(len(steps)))
+    assert marker.exists()  # the worker did die during epoch 2
+    assert [h["epoch"] for h in result["history"]] == [0, 1, 2]
+    # Resumed from a checkpoint, not restarted: epoch 0 ran once. (Epoch 1 may have run
+    # twice, when its report was not yet collected as the worker died: see the module.)
+    epochs = metric_steps(result["run_id"], "CIDEr")
+    assert epochs.count(0) == 1 and sorted(set(epochs)) == [0, 1, 2]
+    assert metric_steps(result["run_id"], "loss").count(0) == 1
+
+
+def test_train_job_registers_and_crowns_the_first_model(
+    ray_local, platform_home, features_uri, capsys
+):
+    """The job end to end: train, register with the variant tag, the champion rule, and a
+    model URI that resolves to a loadable model."""
+    import mlflow
+
+    from conceptual.jobs import train_captioner
+    from conceptual.models.saving import load_model
+    from conceptual.registry import resolve
+
+    settings = tiny_config(epochs=1).model_dump(exclude_none=True, exclude={"eval_metrics"})
+    overrides = [f"{k}={v}" for k, v in settings.items()] + ["eval_metrics=[CIDEr]"]
+    name = "captioner-job-test"
+    code = train_captioner.main(["--features", features_uri, "--model-name", name, *overrides])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "champion: first_champion" in out
+    version = mlflow.MlflowClient().get_model_version_by_alias(name, "champion")
+    assert version.tags["variant"] == "transformer-8x8"
+    model, vocab = load_model(resolve(f"models:/{name}@champion"))
+    assert len(vocab) == model.config.vocab_size

@@ -1,0 +1,64 @@
+"""Train a captioner on a features dataset, register it, and make it the champion if it
+beats the current one on the same evaluation set.
+
+    python -m conceptual.jobs.train_captioner --features URI [--config FILE] [key=value ...]
+
+FEATURES is a features job's output (conceptual.jobs.features). Overrides use the config's
+keys, e.g. architecture=rnn features=1x1 epochs=20 workers=2 optimizer=adamw lr=0.001.
+The run lands in MLflow (experiment `captioning`); the best checkpoint by dev CIDEr becomes
+a version of the registered model `captioner`, tagged with its variant, and the alias
+`champion` moves to it only when its dev CIDEr beats the champion's on the same dev set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import mlflow
+
+from conceptual import registry
+from conceptual.config import ConfigError, load
+from conceptual.pipelines.train_captioner import TrainConfig, train
+from conceptual.storage import StorageError
+from conceptual.tracking import tracking_uri
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.train_captioner", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--features", required=True, help="a features job's output")
+    parser.add_argument("--config", help="YAML file of TrainConfig keys")
+    parser.add_argument("--model-name", default=registry.MODEL_NAME, help="registered model")
+    parser.add_argument("--no-register", action="store_true", help="train and log only")
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    args = parser.parse_args(argv)
+    try:
+        config = load(TrainConfig, args.config, args.overrides)
+        result = train(args.features, config)
+    except (ConfigError, StorageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
+    print(f"model:  {result['model_dir']}")
+    print(f"mlflow: run {result['run_id']} in experiment {config.experiment!r} at {tracking_uri()}")
+    if args.no_register:
+        return 0
+    with mlflow.start_run(run_id=result["run_id"]):  # the decision is logged to this run
+        version = registry.register(
+            result["run_id"],
+            tags={"variant": f"{config.architecture}-{config.features}"},
+            name=args.model_name,
+        )
+        decision = registry.promote_if_better(
+            version, result["best"]["CIDEr"], result["eval_set"], name=args.model_name
+        )
+    print(f"registered: models:/{args.model_name}/{version.version}")
+    print(f"champion: {decision['reason']}: {decision['detail']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
