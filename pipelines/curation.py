@@ -54,9 +54,10 @@ from conceptual.pipelines.stages import (
     VisionStage,
     fetch_images,
     pending,
+    reject,
     table,
 )
-from conceptual.records import CURATED, REJECTED
+from conceptual.records import CURATED, REJECTED, Rejection
 from conceptual.splits import SplitConfig, assign_split
 from conceptual.text.curate import STAGES as TEXT_STAGES
 from conceptual.text.curate import TextCurationConfig
@@ -180,8 +181,7 @@ def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: Split
         row = rows[i]
         if below := sorted(set(row["types"]) & rare):
             detail = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
-            row.update(stage=ENTITY_FREQUENCY_STAGE, reason="rare_type", detail=detail)
-            row.update(caption=None, image=None)
+            reject(row, ENTITY_FREQUENCY_STAGE, Rejection("rare_type", detail))
         else:
             key = row["image"] if row["image"] is not None else row["image_url"].encode()
             row["split"] = assign_split(key, split)
@@ -241,14 +241,13 @@ def actor_pool(size: int | None, per_actor: float, resource: str = "CPU"):
     return ray.data.ActorPoolStrategy(size=max(size, 1))
 
 
-def vision_resources(config: CurationConfig) -> dict[str, Any]:
-    """Where the vision actors run: one GPU each when the cluster has GPUs (and the CNN may
-    use one), else a CPU each."""
-    gpus = ray.cluster_resources().get("GPU", 0) if config.cnn.device != "cpu" else 0
+def cnn_actors(cnn: CnnConfig, actors: int | None, cpus_per_actor: float) -> dict[str, Any]:
+    """Where actors holding the CNN run: one GPU each when the cluster has GPUs (and the CNN
+    may use one), else `cpus_per_actor` each. Vision here and the features job share it."""
+    gpus = ray.cluster_resources().get("GPU", 0) if cnn.device != "cpu" else 0
     if gpus:
-        return {"compute": actor_pool(config.resources.vision_actors, 1, "GPU"), "num_gpus": 1}
-    cpus = config.resources.cpus_per_actor
-    return {"compute": actor_pool(config.resources.vision_actors, cpus), "num_cpus": cpus}
+        return {"compute": actor_pool(actors, 1, "GPU"), "num_gpus": 1}
+    return {"compute": actor_pool(actors, cpus_per_actor), "num_cpus": cpus_per_actor}
 
 
 def process(candidates: ray.data.Dataset, config: CurationConfig) -> ray.data.Dataset:
@@ -281,7 +280,7 @@ def process(candidates: ray.data.Dataset, config: CurationConfig) -> ray.data.Da
         fn_constructor_kwargs={"image": config.image, "cnn": config.cnn, "overlap": config.overlap},
         batch_size=resources.vision_batch_size,
         batch_format="pyarrow",
-        **vision_resources(config),
+        **cnn_actors(config.cnn, resources.vision_actors, resources.cpus_per_actor),
     ).materialize()
 
 

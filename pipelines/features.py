@@ -19,12 +19,11 @@ import mlflow
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import ray.data
 from PIL import Image
 
 from conceptual import storage, tracking
 from conceptual.config import Config
-from conceptual.pipelines.curation import SUCCESS, actor_pool, written_rows
+from conceptual.pipelines.curation import SUCCESS, cnn_actors, written_rows
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import FEATURES
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
@@ -73,14 +72,6 @@ class FeatureStage:
         return pa.Table.from_pylist(rows, schema=FEATURES)
 
 
-def stage_resources(config: FeaturesConfig) -> dict[str, Any]:
-    gpus = ray.cluster_resources().get("GPU", 0) if config.cnn.device != "cpu" else 0
-    if gpus:
-        return {"compute": actor_pool(config.actors, 1, "GPU"), "num_gpus": 1}
-    cpus = config.cpus_per_actor
-    return {"compute": actor_pool(config.actors, cpus), "num_cpus": cpus}
-
-
 def curated_uri(data_uri: str) -> str:
     """DATA may be a curation output (with curated/ inside) or the curated folder itself."""
     inner = storage.join(data_uri, "curated")
@@ -104,7 +95,7 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
         fn_constructor_kwargs={"config": config},
         batch_size=config.batch_size,
         batch_format="pyarrow",
-        **stage_resources(config),
+        **cnn_actors(config.cnn, config.actors, config.cpus_per_actor),
     )
     out_fs, out_path = storage.resolve(features_uri)
     # Writing, like reading, must not wait for the CPUs the actors hold.
