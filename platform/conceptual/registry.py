@@ -71,9 +71,14 @@ def score_tag(eval_set: str, metric: str = "CIDEr") -> str:
     return metric_key("eval", eval_set, metric)
 
 
+def champion_version(name: str = MODEL_NAME) -> ModelVersion | None:
+    """The version the `champion` alias points at (its tags hold its scores); None without one."""
+    return _champion(_client(), name)
+
+
 def champion_score(eval_set: str, metric: str = "CIDEr", name: str = MODEL_NAME) -> float | None:
     """The champion's recorded score on `eval_set`; None without a champion or that score."""
-    champion = _champion(_client(), name)
+    champion = champion_version(name)
     return None if champion is None else _score(champion, eval_set, metric)
 
 

@@ -10,7 +10,7 @@ from PIL import Image
 
 from conceptual.jobs import caption
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.models.inference import ImageCaptioner
+from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import save_model
 from conceptual.models.vocab import Vocabulary
 
@@ -60,3 +60,19 @@ def test_bad_inputs_fail_clearly(model_dir, tmp_path, capsys):
     buffer = io.BytesIO()
     Image.new("RGB", (8, 8)).save(buffer, "PNG")
     assert ImageCaptioner(model_dir, beam=1).caption_bytes([buffer.getvalue()])  # PNG is fine
+
+
+def test_several_captions_per_image_best_first(model_dir, tmp_path):
+    image = read_image(jpeg(tmp_path).read_bytes())
+    captioner = ImageCaptioner(model_dir, beam=2)
+    [ranked] = captioner.captions([image], beam=3, num_captions=3)
+    assert len(ranked) == 3 and len(set(ranked)) == 3
+    assert ranked[0] == ImageCaptioner(model_dir, beam=3).caption([image])[0]
+
+
+def test_unreadable_images_name_their_reason():
+    with pytest.raises(ImageError) as raised:
+        read_image(b"\xff\xd8\xff\xe0 and then nothing")
+    assert raised.value.reason in ("truncated", "corrupt")
+    with pytest.raises(ImageError, match="not_an_image"):
+        read_image(b"plain text")

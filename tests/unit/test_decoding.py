@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.models.decoding import beam_search, greedy
+from conceptual.models.decoding import beam_search, greedy, n_best
 from conceptual.models.vocab import BOS, EOS
 
 VOCAB, FEATURE_DIM = 12, 16
@@ -74,3 +74,20 @@ def test_a_length_penalty_prefers_longer_captions(features):
     plain = beam_search(model, features, max_tokens=8)
     rewarded = beam_search(model, features, max_tokens=8, length_penalty=2.0)
     assert sum(map(len, rewarded)) > sum(map(len, plain))
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_n_best_lists_distinct_captions_best_first_led_by_beam_searchs(architecture, features):
+    model = random_model(architecture)
+    lists = n_best(model, features, beam=4, n=3, max_tokens=8)
+    assert [best[0] for best in lists] == beam_search(model, features, beam=4, max_tokens=8)
+    for image, captions in enumerate(lists):
+        assert len(captions) == 3 and len({tuple(c) for c in captions}) == 3
+        scores = [caption_log_prob(model, features[image], c) for c in captions]
+        assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("n", [0, 5])
+def test_n_best_refuses_more_captions_than_beams(n, features):
+    with pytest.raises(ValueError, match="between 1 and the beam size"):
+        n_best(random_model("rnn"), features, beam=4, n=n)

@@ -2,7 +2,7 @@
 
     captions = [vocab.decode(ids) for ids in beam_search(model, features, beam=4)]
 
-Both functions return each image's word ids: no <bos>, stopping before <eos>, at most
+greedy and beam_search return each image's word ids: no <bos>, stopping before <eos>, at most
 `max_tokens` words (default: the model's `max_tokens` less <bos> and <eos>), after which
 only <eos> may follow. Neither generates <pad> or <bos>. Both decode the whole batch at
 once, one step per token. Call `model.eval()` first: dropout would make captions random.
@@ -34,7 +34,6 @@ def greedy(model: Captioner, features: Tensor, max_tokens: int | None = None) ->
     return _words(tokens)
 
 
-@torch.no_grad()
 def beam_search(
     model: Captioner,
     features: Tensor,
@@ -42,11 +41,26 @@ def beam_search(
     max_tokens: int | None = None,
     length_penalty: float = 0.0,
 ) -> list[list[int]]:
+    """Each image's best caption by beam search (see n_best)."""
+    return [best[0] for best in n_best(model, features, beam, 1, max_tokens, length_penalty)]
+
+
+@torch.no_grad()
+def n_best(
+    model: Captioner,
+    features: Tensor,
+    beam: int = 4,
+    n: int = 1,
+    max_tokens: int | None = None,
+    length_penalty: float = 0.0,
+) -> list[list[list[int]]]:
     """The `beam` most likely partial captions of every image advance together, as one batch
     of images x beams. A finished caption keeps its place and score (it continues with <pad>
-    at no cost) until better ones push it out. At the end each image's best caption wins,
-    its log-prob divided by length ** `length_penalty` (0: plain log-prob; more favours
-    longer captions)."""
+    at no cost) until better ones push it out. At the end each image's `n` best captions
+    (n <= beam) come out best first, ranked by log-prob divided by length **
+    `length_penalty` (0: plain log-prob; more favours longer captions)."""
+    if not 1 <= n <= beam:
+        raise ValueError(f"n must be between 1 and the beam size ({beam}), not {n}")
     images, device = len(features), features.device
     memory = _select(
         model.encode(features), torch.arange(images, device=device).repeat_interleave(beam)
@@ -74,8 +88,10 @@ def beam_search(
         if finished.all():
             break
     lengths = (tokens[:, 1:] != PAD).sum(dim=1).reshape(images, beam).clamp(min=1)
-    winner = (scores / lengths**length_penalty).argmax(dim=1)
-    return _words(tokens.reshape(images, beam, -1)[torch.arange(images, device=device), winner])
+    ranked = (scores / lengths**length_penalty).topk(n, dim=1).indices
+    rows = torch.arange(images, device=device).unsqueeze(1) * beam + ranked
+    words = _words(tokens[rows.flatten()])
+    return [words[i * n : (i + 1) * n] for i in range(images)]
 
 
 def _steps(model: Captioner, max_tokens: int | None) -> list[bool]:

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from conceptual.models.captioner import features_tensor
-from conceptual.models.decoding import beam_search
+from conceptual.models.decoding import n_best
 from conceptual.models.saving import load_model
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import decode
@@ -36,6 +36,13 @@ class ImageCaptioner:
         self.beam, self.length_penalty = beam, length_penalty
 
     def caption(self, images: Sequence[Image.Image]) -> list[str]:
+        """Each image's best caption at the configured beam."""
+        return [best[0] for best in self.captions(images)]
+
+    def captions(
+        self, images: Sequence[Image.Image], beam: int | None = None, num_captions: int = 1
+    ) -> list[list[str]]:
+        """Each image's `num_captions` best captions (at most `beam`), best first."""
         extracted = [crops[0] for crops in self.extractor.extract(list(images))]
         features = features_tensor(
             [pooled for pooled, _ in extracted],
@@ -43,17 +50,38 @@ class ImageCaptioner:
             self.model.config.features,
         )
         with torch.inference_mode():
-            words = beam_search(
-                self.model, features, beam=self.beam, length_penalty=self.length_penalty
+            ranked = n_best(
+                self.model,
+                features,
+                beam=beam or self.beam,
+                n=num_captions,
+                length_penalty=self.length_penalty,
             )
-        return [self.vocab.decode(ids) for ids in words]
+        return [[self.vocab.decode(ids) for ids in best] for best in ranked]
 
     def caption_bytes(self, data: Sequence[bytes]) -> list[str]:
-        """Captions of encoded images; ValueError naming the first one that cannot be read."""
+        """Captions of encoded images; ImageError naming the first one that cannot be read."""
         images = []
         for i, item in enumerate(data):
-            image, rejection = decode(item, MAX_PIXELS)
-            if rejection:
-                raise ValueError(f"image {i}: {rejection.reason} ({rejection.detail})")
-            images.append(image)
+            try:
+                images.append(read_image(item))
+            except ImageError as error:
+                raise ImageError(error.reason, f"image {i}: {error}") from None
         return self.caption(images)
+
+
+class ImageError(ValueError):
+    """An image that cannot be captioned; `reason` is the image filter's stable reason
+    (not_an_image, truncated, corrupt, too_many_pixels)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def read_image(data: bytes) -> Image.Image:
+    """Decoded RGB pixels of an encoded image, with the curation's decode guards."""
+    image, rejection = decode(data, MAX_PIXELS)
+    if rejection:
+        raise ImageError(rejection.reason, f"{rejection.reason} ({rejection.detail})")
+    return image
