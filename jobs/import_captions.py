@@ -1,10 +1,11 @@
 """Import a folder of images and a captions CSV (Flickr8k's layout) as platform records.
 
-    python -m conceptual.jobs.import_captions --folder DIR --output URI [--curated]
+    python -m conceptual.jobs.import_captions --folder DIR --output URI [--curated] [key=value ...]
 
 The folder holds captions.csv (header `image,caption`, one row per caption) and the images
 it names under images/. URIs are paths, file:// or s3://. Curated records are split by a
-stable hash of each image, so all captions of an image share its split.
+stable hash of each image, so all captions of an image share its split; the fractions are
+ImportConfig keys, e.g. splits.train=0.8 splits.val=0.1 splits.test=0.1.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual import storage
-from conceptual.importers import ImportConfig, ImportSourceError, csv_pairs, summary, write_import
-from conceptual.storage import StorageError
+from conceptual.importers import csv_pairs, import_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,16 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--images-subdir", default="images", help="image folder inside --folder")
     parser.add_argument("--captions-file", default="captions.csv", help="CSV inside --folder")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="ImportConfig keys")
     args = parser.parse_args(argv)
-    try:
-        pairs = csv_pairs(args.folder, args.images_subdir, args.captions_file)
-        report = write_import(pairs, args.output, ImportConfig(curated=args.curated))
-    except (ImportSourceError, StorageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(summary(report))
-    print(f"report:   {storage.join(args.output, 'import.json')}")
-    return 0
+
+    def pairs():
+        return csv_pairs(args.folder, args.images_subdir, args.captions_file)
+
+    return import_job(args.output, pairs, [f"curated={args.curated}", *args.overrides])
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 --root finds every captions_<split>.json, in COCO's layout (annotations/captions_train2017.json
 beside train2017/) or next to the image folders; --annotations and --images pair up in order.
 URIs are paths, file:// or s3://. Curated records keep COCO's split (train2017 -> train)
-unless --split-by hash.
+unless --split-by hash, whose fractions are ImportConfig keys (splits.train=0.8 ...).
 """
 
 from __future__ import annotations
@@ -15,16 +15,7 @@ import argparse
 import sys
 from itertools import chain
 
-from conceptual import storage
-from conceptual.importers import (
-    ImportConfig,
-    ImportSourceError,
-    coco_pairs,
-    coco_sources,
-    summary,
-    write_import,
-)
-from conceptual.storage import StorageError
+from conceptual.importers import ImportSourceError, coco_pairs, coco_sources, import_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,18 +39,15 @@ def main(argv: list[str] | None = None) -> int:
         default="source",
         help="curated splits: COCO's own (default) or a stable hash of each image",
     )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="ImportConfig keys")
     args = parser.parse_args(argv)
-    try:
+
+    def pairs():
         sources = _sources(args)
-        pairs = chain(*(coco_pairs(annotations, images) for annotations, images in sources))
-        config = ImportConfig(curated=args.curated, split_by=args.split_by)
-        report = write_import(pairs, args.output, config)
-    except (ImportSourceError, StorageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(summary(report))
-    print(f"report:   {storage.join(args.output, 'import.json')}")
-    return 0
+        return chain(*(coco_pairs(annotations, images) for annotations, images in sources))
+
+    flags = [f"curated={args.curated}", f"split_by={args.split_by}"]
+    return import_job(args.output, pairs, [*flags, *args.overrides])
 
 
 def _sources(args: argparse.Namespace) -> list[tuple[str, str]]:

@@ -16,11 +16,9 @@ import argparse
 import json
 import sys
 
-import mlflow
-
 from conceptual import registry
 from conceptual.config import ConfigError, load
-from conceptual.pipelines.train_captioner import TrainConfig, train
+from conceptual.pipelines.train_captioner import TrainConfig, publish, train
 from conceptual.storage import StorageError
 from conceptual.tracking import tracking_uri
 
@@ -38,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load(TrainConfig, args.config, args.overrides)
         result = train(args.features, config)
-    except (ConfigError, StorageError) as exc:
+    except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
@@ -46,16 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mlflow: run {result['run_id']} in experiment {config.experiment!r} at {tracking_uri()}")
     if args.no_register:
         return 0
-    with mlflow.start_run(run_id=result["run_id"]):  # the decision is logged to this run
-        version = registry.register(
-            result["run_id"],
-            tags={"variant": f"{config.architecture}-{config.features}"},
-            name=args.model_name,
-        )
-        decision = registry.promote_if_better(
-            version, result["best"]["CIDEr"], result["eval_set"], name=args.model_name
-        )
-    print(f"registered: models:/{args.model_name}/{version.version}")
+    decision = publish(result, config, name=args.model_name)
+    print(f"registered: models:/{args.model_name}/{decision['version']}")
     print(f"champion: {decision['reason']}: {decision['detail']}")
     return 0
 

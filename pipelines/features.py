@@ -55,10 +55,15 @@ class FeatureStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = batch.filter(pc.is_valid(batch["image"]))
-        images = [open_image(data, self.config.image_size) for data in batch["image"].to_pylist()]
-        per_image = self.extractor.extract(images, crops=self.config.crops, seed=self.config.seed)
+        photos = batch["image"].to_pylist()
+        # The records of one photo (one per caption) sit together: run the CNN once per photo.
+        distinct = list(dict.fromkeys(photos))
+        images = [open_image(data, self.config.image_size) for data in distinct]
+        extracted = self.extractor.extract(images, crops=self.config.crops, seed=self.config.seed)
+        of_photo = dict(zip(distinct, extracted))
+        per_record = [of_photo[data] for data in photos]
         rows = []
-        for record, crops in zip(batch.select(["id", "split", "caption"]).to_pylist(), per_image):
+        for record, crops in zip(batch.select(["id", "split", "caption"]).to_pylist(), per_record):
             for crop, (pooled, grid) in enumerate(crops):
                 rows.append(
                     {
@@ -104,6 +109,7 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
     rows = written_rows(features_uri)
     images = rows // (config.crops + 1)
     summary = {
+        "curated": data,  # where the photos are, for sample grids beside generated captions
         "records": total,
         "images": images,
         "skipped_without_image": total - images,

@@ -48,6 +48,12 @@ SPLITTABLE = ("cc_tsv", "tsv", "jsonl")
 READ_CPUS = 0
 
 
+def read_tasks() -> ray.data.TaskPoolStrategy:
+    """At most one read task per CPU of the cluster at a time: tasks that reserve no CPU are
+    otherwise not bounded, and Ray starts a worker process for each (dozens on 2 CPUs)."""
+    return ray.data.TaskPoolStrategy(size=max(1, int(ray.cluster_resources().get("CPU", 1))))
+
+
 def candidate_files(uri: str) -> list[str]:
     """Data files under a URI; markers and hidden files (`_SUCCESS`, `.crc`) are not data."""
     files = [p for p in storage.list_files(uri) if not posixpath.basename(p).startswith(("_", "."))]
@@ -74,6 +80,7 @@ def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> 
                 batch_size=1,
                 batch_format="pyarrow",
                 num_cpus=READ_CPUS,
+                compute=read_tasks(),
             )
         )
     parquet_files = [f for f, pq_file in zip(files, is_parquet) if pq_file]
@@ -166,6 +173,7 @@ def read_row_groups(fs, files: list[str], columns: list[str] | None = None) -> r
         batch_size=1,
         batch_format="pyarrow",
         num_cpus=READ_CPUS,
+        compute=read_tasks(),
     )
 
 

@@ -14,19 +14,14 @@ reference captions, logs to MLflow and writes the checkpoint. A restarted worker
 of a report by polling the workers (every 2 s): a worker that dies just after reporting may
 resume from the checkpoint before, and that epoch then runs, and is logged, twice.
 
-Dev images: the features rows are one per (caption record, crop), and the records of one
-image differ only in their caption, so an image is the hash of its centre crop's pooled
-vector; its references are the captions of every record with that vector.
-
 Checkpoint layout: model/ (models.saving: safetensors + JSON), progress.json (epochs done,
-step, history) and optimizer.pt. The optimizer state is the one torch.save file: it holds
+step, history), captions.json (the dev captions scored) and optimizer.pt. The optimizer state is the one torch.save file: it holds
 tensors and numbers only and is read back with torch.load(weights_only=True), which refuses
 anything else; the model itself is never pickled.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -39,7 +34,6 @@ import mlflow
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import ray
 import ray.train
 import ray.train.torch
@@ -50,22 +44,26 @@ from pydantic import field_validator
 from safetensors.torch import load_file
 from torch import nn
 
-from conceptual import storage, tracking
+from conceptual import registry, storage, tracking
 from conceptual.config import Config
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, features_tensor, tokens_tensor
-from conceptual.models.decoding import beam_search
 from conceptual.models.saving import WEIGHTS, save_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.paths import state_dir
+from conceptual.pipelines.caption_features import (
+    TRAIN_SPLIT,
+    eval_set_name,
+    feature_files,
+    split_images,
+    train_captions,
+)
+from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images, log_samples
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups
 from conceptual.runtime import init_ray
 
-TRAIN_SPLIT = "train"
-# SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
-EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]
-EVAL_BATCH = 64  # dev images decoded at once
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
+CAPTIONS = "captions.json"
 # Fault injection for the resume test: a worker exits after its first step of this epoch,
 # once (the marker file records that it did). Unset, nothing happens.
 FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV = "CONCEPTUAL_TEST_FAIL_AT_EPOCH", "CONCEPTUAL_TEST_FAIL_MARKER"
@@ -95,6 +93,7 @@ class TrainConfig(Config):
     eval_max_images: int | None = None  # None: every dev image
     # Scored every epoch; METEOR starts Java (seconds per call) and is skipped without it.
     eval_metrics: list[str] = EVAL_METRICS
+    samples: int = 12  # dev photos shown with their generated captions in samples.png
     max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
     storage: str | None = None  # Ray Train storage_path; None: <state dir>/train
     seed: int = 0
@@ -114,19 +113,22 @@ class TrainConfig(Config):
 # ---------------------------------------------------------------- the driver
 
 
-def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
+def train(
+    features_uri: str, config: TrainConfig, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Train, evaluate every epoch and keep the best model by dev CIDEr. Returns the MLflow
     `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
     metrics), `history` (one entry per epoch: loss and dev metrics) and `eval_set` (the
-    name of the dev set the scores belong to)."""
+    name of the dev set the scores belong to). `tags` go on the run."""
     init_ray()
     files = feature_files(features_uri)
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
-    eval_set = dev_images(files, features_uri, config.eval_split, config.eval_max_images)
+    eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
     config = resolved(config)
 
-    with tracking.start_run(config.experiment, tags={"stage": "train_captioner"}) as active:
+    run_tags = {"stage": "train_captioner", "variant": variant(config), **(tags or {})}
+    with tracking.start_run(config.experiment, tags=run_tags) as active:
         run_id = active.info.run_id
         tracking.log_config(config)
         mlflow.log_params(
@@ -152,6 +154,8 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
             history = json.loads((Path(latest) / PROGRESS).read_text())["history"]
         mlflow.log_artifacts(str(model_dir), "model")
         mlflow.log_figure(learning_curve(run_id), "learning_curve.png")
+        generated = json.loads((best_dir / CAPTIONS).read_text())
+        log_samples(eval_set, generated, features_uri, config.samples)
         best = {
             k: v for k, v in best_metrics.items() if k in ("epoch", "loss", *config.eval_metrics)
         }
@@ -161,14 +165,25 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
         "model_dir": str(model_dir),
         "best": best,
         "history": history,
-        "eval_set": eval_set_name(features_uri, config, len(eval_set["keys"])),
+        "eval_set": eval_set_name(features_uri, config.eval_split, len(eval_set["keys"])),
     }
 
 
-def eval_set_name(features_uri: str, config: TrainConfig, images: int) -> str:
-    """What the dev scores were measured on: CIDEr depends on the set (its document
-    frequencies come from the references), so models are only compared on the same one."""
-    return f"{features_uri}#{config.eval_split}:{images}"
+def publish(result: dict[str, Any], config: TrainConfig, name: str = registry.MODEL_NAME) -> dict:
+    """Register a train() result's model as a version of `name` tagged with its variant, and
+    move `champion` to it if it beats the champion on the same dev set (the decision is
+    logged to the training run). Returns the decision, with the new `version`."""
+    with mlflow.start_run(run_id=result["run_id"]):
+        version = registry.register(result["run_id"], tags={"variant": variant(config)}, name=name)
+        decision = registry.promote_if_better(
+            version, result["best"]["CIDEr"], result["eval_set"], name=name
+        )
+    return {**decision, "version": version.version}
+
+
+def variant(config: TrainConfig) -> str:
+    """The model family and its features, as registered versions are tagged: rnn-1x1 etc."""
+    return f"{config.architecture}-{config.features}"
 
 
 def resolved(config: TrainConfig) -> TrainConfig:
@@ -178,55 +193,6 @@ def resolved(config: TrainConfig) -> TrainConfig:
         use_gpu = ray.cluster_resources().get("GPU", 0) > 0
     storage_path = config.storage or str(state_dir() / "train")
     return config.model_copy(update={"use_gpu": use_gpu, "storage": storage_path})
-
-
-def feature_files(features_uri: str) -> list[str]:
-    """The Parquet files of a features job's output (features/ inside) or of the folder itself."""
-    inner = storage.join(features_uri, "features")
-    folder = inner if storage.exists(inner) else features_uri
-    files = [f for f in storage.list_files(folder) if f.endswith(".parquet")]
-    if not files:
-        raise storage.StorageError(f"no features Parquet files under {features_uri}")
-    return files
-
-
-def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:
-    """One split's centre-crop rows, read on the driver (the vocabulary and dev set are small)."""
-    fs, _ = storage.resolve(uri)
-    wanted = (pc.field("split") == split) & (pc.field("crop") == 0)
-    tables = []
-    for path in files:
-        with fs.open_input_file(path) as f:
-            tables.append(pq.read_table(f, columns=columns, filters=wanted))
-    return pa.concat_tables(tables)
-
-
-def train_captions(files: list[str], uri: str) -> list[str]:
-    """One caption per record: augmented crops repeat it and must not inflate word counts."""
-    return read_rows(files, uri, TRAIN_SPLIT, ["caption"])["caption"].to_pylist()
-
-
-def image_key(pooled: np.ndarray) -> str:
-    return hashlib.sha1(np.asarray(pooled, dtype=np.float32).tobytes()).hexdigest()
-
-
-def dev_images(files: list[str], uri: str, split: str, max_images: int | None) -> dict[str, Any]:
-    """The dev split grouped by image: keys, one pooled vector and grid each, all references."""
-    rows = read_rows(files, uri, split, ["caption", "pooled", "grid"]).to_pylist()
-    if not rows:
-        raise ValueError(f"no {split!r} rows in the features: nothing to evaluate on")
-    images: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        image = images.setdefault(image_key(row["pooled"]), {**row, "references": []})
-        image["references"].append(row["caption"])
-    keys = sorted(images)[:max_images]  # sorted: the same subset every time
-    return {
-        "keys": keys,
-        "pooled": [np.asarray(images[k]["pooled"], dtype=np.float32) for k in keys],
-        "grid": [np.asarray(images[k]["grid"], dtype=np.float32) for k in keys],
-        "references": {k: images[k]["references"] for k in keys},
-        "feature_dim": len(rows[0]["pooled"]),
-    }
 
 
 def captioner_config(config: TrainConfig, vocab_size: int, feature_dim: int) -> CaptionerConfig:
@@ -351,12 +317,14 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         if rank != 0:
             ray.train.report({})
             continue
-        scores = evaluate(captioner, vocab, eval_set, config, device)
+        generated = caption_images(captioner, vocab, eval_set, config.beam, device)
+        scores = dev_scores(generated, eval_set, config.eval_metrics)
         metrics = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else None, **scores}
         progress["history"].append(metrics)
         log_epoch(loop_config["run_id"], first_step, losses, metrics)
         with tempfile.TemporaryDirectory() as directory:
             write_checkpoint(directory, captioner, vocab, optimizer, progress)
+            (Path(directory) / CAPTIONS).write_text(json.dumps(generated, indent=1))
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
 
 
@@ -390,27 +358,13 @@ def train_step(
     return loss.item()
 
 
-@torch.no_grad()
-def evaluate(
-    captioner: Captioner,
-    vocab: Vocabulary,
-    eval_set: dict[str, Any],
-    config: TrainConfig,
-    device: torch.device,
+def dev_scores(
+    generated: dict[str, str], eval_set: dict[str, Any], metrics: list[str]
 ) -> dict[str, float]:
-    """Beam-search captions of the dev images scored against all their references; the
-    metrics that cannot run here (METEOR without Java) are left out. CIDEr always counts:
-    it selects the best checkpoint."""
-    captioner.eval()
-    keys, hypotheses = eval_set["keys"], {}
-    for start in range(0, len(keys), EVAL_BATCH):
-        end = start + EVAL_BATCH
-        pooled, grid = eval_set["pooled"][start:end], eval_set["grid"][start:end]
-        features = features_tensor(pooled, grid, config.features).to(device)
-        for key, ids in zip(keys[start:end], beam_search(captioner, features, beam=config.beam)):
-            hypotheses[key] = vocab.decode(ids)
-    scores = caption_scores(hypotheses, eval_set["references"], metrics=config.eval_metrics)
-    return {m: scores[m] for m in config.eval_metrics if scores[m] is not None}
+    """The dev captions scored against all their references; the metrics that cannot run
+    here (METEOR without Java) are left out. CIDEr always counts: it picks the best epoch."""
+    scores = caption_scores(generated, eval_set["references"], metrics=metrics)
+    return {m: scores[m] for m in metrics if scores[m] is not None}
 
 
 def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[str, Any]) -> None:

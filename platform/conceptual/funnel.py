@@ -101,31 +101,14 @@ def plot(stats: Mapping[str, Any], path: str | Path) -> None:
 def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n: int = 12) -> bool:
     """A grid of kept images, each titled with its caption and the labels that confirmed
     it, so a run's output can be judged by eye. False when no record has an image."""
-    import io
-    import textwrap
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from PIL import Image
+    from conceptual.plots import image_grid
 
     shown = [r for r in records if r.get("image")][:n]
     if not shown:
         return False
-    columns = min(4, len(shown))
-    rows = -(-len(shown) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 4 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    for ax, record in zip(axes.flat, shown):
-        image = Image.open(io.BytesIO(record["image"]))
-        image.draft("RGB", (256, 256))  # a thumbnail needs no full-size decode
-        ax.imshow(image.convert("RGB"))
+    items = []
+    for record in shown:
         labels = ", ".join(label["name"] for label in record.get("labels", [])[:2])
-        title = textwrap.fill(record["caption"], 40) + (f"\n[{labels}]" if labels else "")
-        ax.set_title(title, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        items.append((record["image"], record["caption"] + (f"\n[{labels}]" if labels else "")))
+    image_grid(items).savefig(path, dpi=100)
     return True

@@ -20,8 +20,9 @@ import io
 import json
 import posixpath
 import re
+import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
@@ -33,7 +34,7 @@ from PIL import Image
 from pydantic import Field
 
 from conceptual import storage
-from conceptual.config import Config
+from conceptual.config import Config, ConfigError, load
 from conceptual.records import CANDIDATE, CURATED, Rejection, candidate_id
 from conceptual.splits import SplitConfig, assign_split
 
@@ -404,3 +405,19 @@ def summary(report: dict[str, Any]) -> str:
     skipped = ", ".join(f"{r} {n}" for r, n in report["skipped_by_reason"].items() if n)
     lines.append(f"skipped:  {report['skipped']} captions{f' ({skipped})' if skipped else ''}")
     return "\n".join(lines)
+
+
+def import_job(
+    output: str, pairs: Callable[[], Iterable[Pair]], overrides: Sequence[str] = ()
+) -> int:
+    """What both import jobs do once they know their source: write it with the config's
+    `key=value` overrides, then print the summary (exit 0) or the error (exit 2)."""
+    try:
+        config = load(ImportConfig, None, overrides)
+        report = write_import(pairs(), output, config)
+    except (ConfigError, ImportSourceError, storage.StorageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary(report))
+    print(f"report:   {storage.join(output, REPORT)}")
+    return 0

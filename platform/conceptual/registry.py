@@ -82,6 +82,40 @@ def champion_score(eval_set: str, metric: str = "CIDEr", name: str = MODEL_NAME)
     return None if champion is None else _score(champion, eval_set, metric)
 
 
+def record_score(
+    version: ModelVersion | str,
+    score: float,
+    eval_set: str,
+    metric: str = "CIDEr",
+    name: str = MODEL_NAME,
+) -> str:
+    """Tags the version with its score on `eval_set` (what the champion rule compares);
+    returns the version number. A ModelVersion carries its own registered name."""
+    if isinstance(version, ModelVersion):
+        name, number = version.name, version.version
+    else:
+        number = str(version)
+    _client().set_model_version_tag(name, number, score_tag(eval_set, metric), str(float(score)))
+    return number
+
+
+def registered_version(model_uri: str) -> ModelVersion | None:
+    """The registry version a `models:/name/N` or `models:/name@alias` URI names; None for
+    any other URI (a run's artifacts, a local directory), which has no version to tag."""
+    if not model_uri.startswith("models:/"):
+        return None
+    client = _client()
+    path = model_uri.removeprefix("models:/").strip("/")
+    try:
+        if "@" in path:
+            name, alias = path.split("@", 1)
+            return client.get_model_version_by_alias(name, alias)
+        name, _, number = path.rpartition("/")
+        return client.get_model_version(name, number)
+    except MlflowException as error:
+        raise ValueError(f"cannot resolve {model_uri!r}: {error.message}") from error
+
+
 def promote_if_better(
     version: ModelVersion | str,
     score: float,
@@ -95,10 +129,8 @@ def promote_if_better(
     Returns the decision: {"promoted", "reason" (stable: first_champion, better, not_better,
     champion_unscored, already_champion), "detail", "eval_set", "metric", "challenger",
     "champion"}; inside an active run it is also logged as champion_decision.json."""
+    number, score = record_score(version, score, eval_set, metric, name), float(score)
     client = _client()
-    number = version.version if isinstance(version, ModelVersion) else str(version)
-    score = float(score)
-    client.set_model_version_tag(name, number, score_tag(eval_set, metric), str(score))
     champion = _champion(client, name)
     held = None if champion is None else _score(champion, eval_set, metric)
     held_by = None if champion is None else champion.version

@@ -143,3 +143,62 @@ def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):
     assert out[0] == "crowd at a concert"
     assert out[1] == "REJECT\ttext\tempty"
     assert out[2].startswith("REJECT\ttext\t")
+
+
+TINY_MODEL = [
+    "d_model=32",
+    "layers=1",
+    "heads=2",
+    "ffn=64",
+    "min_count=1",
+    "optimizer=adamw",
+    "epochs=1",
+    "batch_size=16",
+    "eval_metrics=[CIDEr]",
+    "beam=2",
+    "cpus_per_worker=0.5",
+]
+
+
+def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
+    """Import a captioned folder, features, train and register, evaluate, caption, and
+    compare the four variants: every captioning stage as a submitted job."""
+    import csv
+
+    from conceptual.demo.images import PHOTOS_BY_NAME, VIEWS, build_images
+
+    catalogue = build_images(tmp_path / "dataset" / "images")
+    with open(tmp_path / "dataset" / "captions.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "caption"])
+        for file in catalogue.views():
+            for caption in PHOTOS_BY_NAME[file.photo].captions()[:4]:
+                writer.writerow([file.name, caption])
+    for file in catalogue.files:
+        if file.kind not in VIEWS:
+            catalogue.path(file).unlink()
+
+    def run(*args: str) -> str:
+        result = submit(ray_cluster, *args)
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+        return result.stdout
+
+    data, features = str(tmp_path / "data"), str(tmp_path / "features")
+    run("conceptual.jobs.import_captions", "--folder", str(tmp_path / "dataset"), "--output",
+        data, "--curated", "splits.train=0.6", "splits.val=0.2", "splits.test=0.2")  # fmt: skip
+    run("conceptual.jobs.features", "--data", data, "--output", features)
+    name = "captioner-e2e"
+    out = run("conceptual.jobs.train_captioner", "--features", features, "--model-name", name,
+              *TINY_MODEL)  # fmt: skip
+    assert "champion: first_champion" in out
+    champion = f"models:/{name}@champion"
+    out = run("conceptual.jobs.evaluate_captioner", "--model", champion, "--features", features,
+              "--split", "test", "metrics=[CIDEr,BLEU-4]")  # fmt: skip
+    assert '"baseline"' in out and '"CIDEr"' in out
+    photo = catalogue.path(catalogue.of_kind("good")[0])
+    out = run("conceptual.jobs.caption", "--model", champion, str(photo))
+    assert any(line.startswith(f"{photo}\t") for line in out.splitlines())
+    out = run("conceptual.jobs.compare_captioners", "--features", features, "--model-name",
+              name, *TINY_MODEL, "experiment=e2e-comparison")  # fmt: skip
+    for variant in ("rnn-1x1", "rnn-8x8", "transformer-1x1", "transformer-8x8"):
+        assert f"| {variant} |" in out

@@ -121,6 +121,23 @@ def test_champion_alias_resolves_to_the_promoted_version(logged, name):
     assert torch.equal(logits(restored), logits(second_model))
 
 
+def test_a_registry_uri_names_its_version_and_records_a_score(logged, name):
+    first, second = (registry.register(logged[0][0], {}, name=name) for _ in range(2))
+    registry.promote_if_better(first, 0.2, "val", name=name)
+    assert registry.registered_version(f"models:/{name}@champion").version == first.version
+    assert str(registry.registered_version(f"models:/{name}/2").version) == str(second.version)
+    assert registry.registered_version(f"runs:/{logged[0][0]}/model") is None
+    assert registry.champion_version(name).version == first.version
+
+    # Scoring the champion on a new set (what evaluate_captioner does) lets a challenger
+    # scored on that set be judged.
+    registry.record_score(registry.registered_version(f"models:/{name}@champion"), 0.3, "test")
+    assert registry.champion_score("test", name=name) == 0.3
+    assert registry.promote_if_better(second, 0.5, "test", name=name)["reason"] == "better"
+    with pytest.raises(ValueError, match="cannot resolve"):
+        registry.registered_version(f"models:/{name}@nobody")
+
+
 def test_unknown_alias_or_version_is_a_clear_error(logged, name):
     registry.register(logged[0][0], {}, name=name)
     for uri in (f"models:/{name}@nobody", f"models:/{name}/99"):

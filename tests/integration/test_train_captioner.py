@@ -1,8 +1,12 @@
-"""Captioner training on a local Ray: one worker, two workers, and resuming after a worker
-dies. The features are made up: four kinds of image, each with its own feature centre and
-its own captions, so a tiny model learns them in a few epochs."""
+"""Captioner training on a local Ray (one worker, two workers, resuming after a worker dies),
+then the jobs around it: train and register, evaluate, compare variants. The features are
+made up: four kinds of image, each with its own feature centre and its own captions, so a
+tiny model learns them in a few epochs."""
 
 from __future__ import annotations
+
+import contextlib
+import io
 
 import numpy as np
 import pyarrow as pa
@@ -83,6 +87,15 @@ def tiny_config(**overrides):
     return TrainConfig(**{**settings, **overrides})
 
 
+def logged_table(run_id: str, artifact: str):
+    """A table the run logged with mlflow.log_table, as a DataFrame."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    experiment_id = client.get_run(run_id).info.experiment_id
+    return client.load_table(experiment_id, artifact, run_ids=[run_id])
+
+
 def metric_steps(run_id: str, name: str) -> list[int]:
     from mlflow import MlflowClient
 
@@ -115,7 +128,9 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     artifacts = {a.path for a in MlflowClient().list_artifacts(result["run_id"], "model")}
     assert "model/config.json" in artifacts and "model/model.safetensors" in artifacts
     top = {a.path for a in MlflowClient().list_artifacts(result["run_id"])}
-    assert {"learning_curve.png", "config.yaml"} <= top
+    assert {"learning_curve.png", "config.yaml", "samples.json"} <= top
+    samples = logged_table(result["run_id"], "samples.json")
+    assert len(samples) == 8 and set(samples.columns) == {"id", "generated", "references"}
 
     model, vocab = load_model(result["model_dir"])
     assert model.config.feature_dim == CHANNELS and "dog" in vocab.tokens
@@ -152,25 +167,130 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     assert metric_steps(result["run_id"], "loss").count(0) == 1
 
 
-def test_train_job_registers_and_crowns_the_first_model(
-    ray_local, platform_home, features_uri, capsys
-):
+JOB_MODEL = "captioner-job-test"
+
+
+def job_overrides(**changes) -> list[str]:
+    settings = tiny_config(**changes).model_dump(exclude_none=True, exclude={"eval_metrics"})
+    return [f"{k}={v}" for k, v in settings.items()] + ["eval_metrics=[CIDEr]"]
+
+
+@pytest.fixture(scope="module")
+def train_job_output(ray_local, platform_home, features_uri):
+    from conceptual.jobs import train_captioner
+
+    argv = ["--features", features_uri, "--model-name", JOB_MODEL, *job_overrides(epochs=1)]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = train_captioner.main(argv)
+    return code, out.getvalue()
+
+
+def test_train_job_registers_and_crowns_the_first_model(train_job_output):
     """The job end to end: train, register with the variant tag, the champion rule, and a
     model URI that resolves to a loadable model."""
     import mlflow
 
-    from conceptual.jobs import train_captioner
     from conceptual.models.saving import load_model
     from conceptual.registry import resolve
 
-    settings = tiny_config(epochs=1).model_dump(exclude_none=True, exclude={"eval_metrics"})
-    overrides = [f"{k}={v}" for k, v in settings.items()] + ["eval_metrics=[CIDEr]"]
-    name = "captioner-job-test"
-    code = train_captioner.main(["--features", features_uri, "--model-name", name, *overrides])
+    code, out = train_job_output
     assert code == 0
-    out = capsys.readouterr().out
     assert "champion: first_champion" in out
-    version = mlflow.MlflowClient().get_model_version_by_alias(name, "champion")
+    version = mlflow.MlflowClient().get_model_version_by_alias(JOB_MODEL, "champion")
     assert version.tags["variant"] == "transformer-8x8"
-    model, vocab = load_model(resolve(f"models:/{name}@champion"))
+    model, vocab = load_model(resolve(f"models:/{JOB_MODEL}@champion"))
     assert len(vocab) == model.config.vocab_size
+
+
+def test_evaluate_job_scores_the_champion_beside_the_baseline(
+    train_job_output, features_uri, capsys
+):
+    import json
+
+    import mlflow
+
+    from conceptual.jobs import evaluate_captioner
+    from conceptual.registry import score_tag
+
+    model = f"models:/{JOB_MODEL}@champion"
+    argv = [
+        "--model",
+        model,
+        "--features",
+        features_uri,
+        "--split",
+        "val",
+        "metrics=[CIDEr,BLEU-4]",
+    ]
+    assert evaluate_captioner.main(argv) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out[: out.rindex("}") + 1])
+    assert result["images"] == 8 and set(result["scores"]) == {"CIDEr", "BLEU-4"}
+    # The made-up features put every image of a kind near its centre: the nearest training
+    # image has the right captions, so the baseline is strong here.
+    assert result["baseline"]["CIDEr"] > 1.0
+    client = mlflow.MlflowClient()
+    version = client.get_model_version_by_alias(JOB_MODEL, "champion")
+    assert result["version"] == str(version.version)
+    assert float(version.tags[score_tag(result["eval_set"])]) == result["scores"]["CIDEr"]
+    run = client.get_run(result["run_id"])
+    assert run.data.tags["stage"] == "evaluate_captioner"
+    assert run.data.metrics["baseline.CIDEr"] == result["baseline"]["CIDEr"]
+    samples = logged_table(result["run_id"], "samples.json")
+    assert set(samples.columns) == {"id", "generated", "baseline", "references"}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "models:/no-such-model@champion", "--split", "val"], "cannot resolve"),
+        (["--model", f"models:/{JOB_MODEL}@champion", "--split", "test"], "no 'test' rows"),
+        (["--model", f"models:/{JOB_MODEL}/1", "beam=zero"], "invalid EvalConfig"),
+    ],
+)
+def test_evaluate_job_refuses_clearly(train_job_output, features_uri, capsys, argv, message):
+    from conceptual.jobs import evaluate_captioner
+
+    assert evaluate_captioner.main([*argv, "--features", features_uri]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_compare_job_trains_variants_as_children_of_one_comparison_run(
+    ray_local, platform_home, features_uri, capsys
+):
+    import mlflow
+
+    from conceptual.jobs import compare_captioners
+
+    name = "captioner-compare-test"
+    variants = "rnn-1x1,transformer-8x8"
+    overrides = job_overrides(epochs=1, experiment="test-comparison")
+    argv = ["--features", features_uri, "--variants", variants, "--model-name", name, *overrides]
+    assert compare_captioners.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| variant | CIDEr |" in out
+
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name("test-comparison")
+    [parent] = client.search_runs([experiment.experiment_id], "tags.stage = 'compare_captioners'")
+    children = client.search_runs(
+        [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    )
+    assert sorted(run.data.tags["variant"] for run in children) == ["rnn-1x1", "transformer-8x8"]
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"comparison.json", "comparison.md", "comparison.png"} <= artifacts
+    table = logged_table(parent.info.run_id, "comparison.json")
+    assert list(table["CIDEr"]) == sorted(table["CIDEr"], reverse=True)
+    assert parent.data.tags["best_variant"] == table["variant"][0]
+    versions = client.search_model_versions(f"name = '{name}'")
+    assert sorted(v.tags["variant"] for v in versions) == ["rnn-1x1", "transformer-8x8"]
+    champion = client.get_model_version_by_alias(name, "champion")
+    assert champion.tags["variant"] == table["variant"][0]  # ties keep the first trained
+
+
+def test_compare_job_refuses_an_unknown_variant_before_training(features_uri, capsys):
+    from conceptual.jobs import compare_captioners
+
+    assert compare_captioners.main(["--features", features_uri, "--variants", "cnn-4x4"]) == 2
+    assert "unknown variant 'cnn-4x4'" in capsys.readouterr().err

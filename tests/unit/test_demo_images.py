@@ -21,6 +21,7 @@ from conceptual.demo.images import (
     MIN_SIDE,
     PHOTOS,
     PHOTOS_BY_NAME,
+    VIEWS,
     WELL_FORMED_KINDS,
     attach_images,
     build_images,
@@ -144,13 +145,16 @@ def test_the_image_filters_give_each_file_its_reason(catalogue, contents):
 
 @pytest.fixture(scope="module")
 def labels_by_photo(catalogue) -> dict[str, list[dict]]:
+    """Top labels of each photo, the same for each of its views (each view must be labelled
+    so that its photo's captions match)."""
     filters = ImageFilters()
-    good = catalogue.of_kind("good")
-    images = [filters.check(catalogue.path(file).read_bytes())[1] for file in good]
-    return {
-        file.photo: labels
-        for file, labels in zip(good, ImageNetClassifier().classify(images, top_k=5))
-    }
+    views = catalogue.views()
+    images = [filters.check(catalogue.path(file).read_bytes())[1] for file in views]
+    labels_of = dict(zip(views, ImageNetClassifier().classify(images, top_k=5)))
+    by_photo = {}
+    for file, labels in labels_of.items():
+        by_photo.setdefault(file.photo, []).append(labels)
+    return by_photo
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +167,8 @@ def test_every_caption_of_a_photo_fits_it(photo, labels_by_photo, matcher):
     rejected = [
         caption
         for caption in PHOTOS_BY_NAME[photo].captions()
-        if matcher.match(caption, labels_by_photo[photo])[1]
+        for labels in labels_by_photo[photo]
+        if matcher.match(caption, labels)[1]
     ]
     assert rejected == []
 
@@ -175,7 +180,8 @@ def test_the_captions_of_other_photos_do_not_fit(photo, labels_by_photo, matcher
         for other in PHOTOS
         if other.name != photo
         for caption in other.captions()
-        if matcher.match(caption, labels_by_photo[photo])[1] is None
+        for labels in labels_by_photo[photo]
+        if matcher.match(caption, labels)[1] is None
     ]
     assert kept == []
 
@@ -214,16 +220,17 @@ def test_well_formed_rows_get_every_image_kind_in_its_share(rows, catalogue):
 
 
 def test_fitting_candidates_pair_each_photo_with_its_own_captions(catalogue):
-    fitting = fitting_candidates(catalogue, BASE_URL, 200, seed=1)
-    assert len({(row["image_url"], row["alt_text"]) for row in fitting}) == 200
-    per_photo = Counter(row["image_url"] for row in fitting)
-    assert len(per_photo) == len(PHOTOS) and set(per_photo.values()) == {200 // len(PHOTOS)}
+    fitting = fitting_candidates(catalogue, BASE_URL, 300, seed=1)
+    assert len({(row["image_url"], row["alt_text"]) for row in fitting}) == 300
+    per_file = Counter(row["image_url"] for row in fitting)
+    files = len(PHOTOS) * len(VIEWS)
+    assert len(per_file) == files and set(per_file.values()) == {300 // files}
+    photo_of = {f"{BASE_URL}/{file.name}": file.photo for file in catalogue.views()}
     for row in fitting:
-        photo = row["image_url"].rsplit("/", 1)[1].removesuffix(".jpg")
-        assert row["alt_text"] in PHOTOS_BY_NAME[photo].captions()
+        assert row["alt_text"] in PHOTOS_BY_NAME[photo_of[row["image_url"]]].captions()
     every_pair = fitting_candidates(catalogue, BASE_URL, 100_000)
     assert len({(row["image_url"], row["alt_text"]) for row in every_pair}) == len(every_pair)
-    assert len(every_pair) == 125 * len(PHOTOS)
+    assert len(every_pair) == 125 * files
 
 
 @pytest.mark.parametrize("n", [0, 1, 1000, 6000])
@@ -232,7 +239,7 @@ def test_demo_candidates_mix_fitting_pairs_into_the_web_rows(catalogue, n):
     assert candidates == demo_candidates(catalogue, BASE_URL, n, seed=2)
     fitting = Counter(row["kind"] for row in candidates)["fitting"]
     assert len(candidates) == n
-    assert fitting == min(round(n * FITTING_SHARE), 125 * len(PHOTOS))
+    assert fitting == min(round(n * FITTING_SHARE), 125 * len(PHOTOS) * len(VIEWS))
 
 
 def test_fetch_overrides_make_a_config_that_fits_the_server(catalogue):

@@ -20,9 +20,10 @@ shares ("bobsleigh" for the astronaut's portrait), or are not photographs.
 The spec keeps images whose sides are both > 400 px; coffee (600x400) and chelsea (451x300)
 are not, so photos with a side <= 400 px are upsampled (Lanczos) to a 480 px short side.
 
-Files. `build_images(directory)` writes each photo as a good JPEG plus one variant per image
-rule (VARIANTS: a PNG, a small copy, a strip, truncated and corrupt JPEGs, a decompression
-bomb, a file over the demo's size limit) and the files a crawl finds that are no photo at all
+Files. `build_images(directory)` writes each photo as three good JPEGs (VIEWS: as it is,
+mirrored, and zoomed into its central 85%; distinct images, so the splits can hold some out for
+captioning) plus one variant per image rule (VARIANTS: a PNG, a small copy, a strip,
+truncated and corrupt JPEGs, a decompression bomb, a file over the demo's size limit) and the files a crawl finds that are no photo at all
 (EXTRA_FILES: an HTML page named .jpg, an empty file). `failure_urls(base_url)` adds the URLs
 that fail before any image arrives (FAILURES). The build is deterministic: the same bytes
 on every build with the same Pillow.
@@ -143,7 +144,8 @@ def load_photo(photo: Photo) -> Image.Image:
 
 
 # ---------------------------------------------------------------------------------------
-# Variants: one per image rule, each derived from the good photo.
+# Variants: two more good views of the photo (so the dataset has images to hold out), and
+# one variant per image rule, each derived from the good photo.
 
 
 def _scaled(image: Image.Image, factor: float) -> Image.Image:
@@ -159,6 +161,18 @@ def encode(image: Image.Image, fmt: str = "JPEG", **options) -> bytes:
 
 def good_jpeg(image: Image.Image) -> bytes:
     return encode(image, quality=JPEG_QUALITY)
+
+
+def mirrored(image: Image.Image) -> bytes:
+    """The photo flipped left to right: another good photo of the same scene."""
+    return good_jpeg(image.transpose(Image.FLIP_LEFT_RIGHT))
+
+
+def zoomed(image: Image.Image) -> bytes:
+    """The central 85% of the photo scaled back to its size: another good photo."""
+    width, height = image.size
+    dx, dy = round(width * 0.075), round(height * 0.075)
+    return good_jpeg(image.resize(image.size, Image.LANCZOS, (dx, dy, width - dx, height - dy)))
 
 
 def png(image: Image.Image) -> bytes:
@@ -236,6 +250,8 @@ class Variant(NamedTuple):
 
 VARIANTS: dict[str, Variant] = {
     "good": Variant(".jpg", None, good_jpeg),
+    "mirrored": Variant("-mirrored.jpg", None, mirrored),
+    "zoomed": Variant("-zoomed.jpg", None, zoomed),
     "png": Variant(".png", "not_jpeg", png),
     "small": Variant("-small.jpg", "too_small", small),
     "strip": Variant("-strip.jpg", "aspect_ratio", strip),
@@ -244,6 +260,8 @@ VARIANTS: dict[str, Variant] = {
     "bomb": Variant("-bomb.jpg", "too_many_pixels", bomb),
     "large": Variant("-large.jpg", "too_large", large),
 }
+
+VIEWS = ("good", "mirrored", "zoomed")  # the variants that are good photos
 
 SOFT_404_PAGE = (
     b"<!DOCTYPE html>\n<html><head><title>Page not found</title></head>\n"
@@ -312,6 +330,10 @@ class Catalogue:
 
     def of_kind(self, kind: str) -> list[ImageFile]:
         return [file for file in self.files if file.kind == kind]
+
+    def views(self) -> list[ImageFile]:
+        """Every good JPEG: each photo in each of its VIEWS."""
+        return [file for file in self.files if file.kind in VIEWS]
 
     def path(self, file: ImageFile) -> Path:
         return self.directory / file.name
@@ -395,12 +417,12 @@ def attach_images(
 
 
 def fitting_candidates(catalogue: Catalogue, base_url: str, n: int, seed: int = 0) -> list[dict]:
-    """Up to n rows pairing a good photo with a caption written for it, the photos in turn.
-    No pair comes twice, so there are at most len(PHOTOS) x 125 rows (the fewest captions
-    a photo has)."""
+    """Up to n rows pairing a good photo (any of its views) with a caption written for it,
+    the image files in turn. No pair comes twice, so there are at most len(PHOTOS) x
+    len(VIEWS) x 125 rows (the fewest captions a photo has)."""
     rng = random.Random(seed)
     captions_per_photo = []
-    for file in catalogue.of_kind("good"):
+    for file in catalogue.views():
         captions = PHOTOS_BY_NAME[file.photo].captions()
         rng.shuffle(captions)
         captions_per_photo.append([(file, caption) for caption in captions])

@@ -1,0 +1,103 @@
+"""A features job's output as captioning needs it: the train captions (for the vocabulary),
+and a split grouped by image with all its references (to evaluate on, or to search for the
+nearest-neighbour baseline). Training itself streams the rows through Ray Data.
+
+Features rows are one per (caption record, crop), and the records of one image differ only
+in their caption, so an image is the hash of its centre crop's pooled vector; its references
+are the captions of every record with that vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from conceptual import storage
+
+TRAIN_SPLIT = "train"
+SUMMARY = "features.json"  # written by the features job beside features/
+
+
+def feature_files(features_uri: str) -> list[str]:
+    """The Parquet files of a features job's output (features/ inside) or of the folder itself."""
+    inner = storage.join(features_uri, "features")
+    folder = inner if storage.exists(inner) else features_uri
+    files = [f for f in storage.list_files(folder) if f.endswith(".parquet")]
+    if not files:
+        raise storage.StorageError(f"no features Parquet files under {features_uri}")
+    return files
+
+
+def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:
+    """One split's centre-crop rows, read on the driver (vocabularies and eval sets are small)."""
+    fs, _ = storage.resolve(uri)
+    wanted = (pc.field("split") == split) & (pc.field("crop") == 0)
+    tables = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            tables.append(pq.read_table(f, columns=columns, filters=wanted))
+    return pa.concat_tables(tables)
+
+
+def train_captions(files: list[str], uri: str) -> list[str]:
+    """One caption per record: augmented crops repeat it and must not inflate word counts."""
+    return read_rows(files, uri, TRAIN_SPLIT, ["caption"])["caption"].to_pylist()
+
+
+def image_key(pooled: np.ndarray) -> str:
+    return hashlib.sha1(np.asarray(pooled, dtype=np.float32).tobytes()).hexdigest()
+
+
+def split_images(
+    files: list[str], uri: str, split: str, max_images: int | None = None
+) -> dict[str, Any]:
+    """A split grouped by image, in a stable order (the same subset for the same
+    `max_images`): `keys`, `ids` (one record id per image, to find its photo), `pooled`,
+    `grid`, `references` (key -> every caption of the image) and `feature_dim`."""
+    rows = read_rows(files, uri, split, ["id", "caption", "pooled", "grid"]).to_pylist()
+    if not rows:
+        raise ValueError(f"no {split!r} rows in the features at {uri}")
+    images: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        image = images.setdefault(image_key(row["pooled"]), {**row, "references": []})
+        image["references"].append(row["caption"])
+    keys = sorted(images)[:max_images]
+    return {
+        "keys": keys,
+        "ids": [images[k]["id"] for k in keys],
+        "pooled": [np.asarray(images[k]["pooled"], dtype=np.float32) for k in keys],
+        "grid": [np.asarray(images[k]["grid"], dtype=np.float32) for k in keys],
+        "references": {k: images[k]["references"] for k in keys},
+        "feature_dim": len(rows[0]["pooled"]),
+    }
+
+
+def eval_set_name(features_uri: str, split: str, images: int) -> str:
+    """What scores were measured on: CIDEr depends on the set (its document frequencies
+    come from the references), so models are only compared on the same one."""
+    return f"{features_uri}#{split}:{images}"
+
+
+def source_images(features_uri: str, ids: list[str]) -> dict[str, bytes]:
+    """The photos of the given record ids, from the curated data the features were computed
+    from (features.json names it); empty when that data is not reachable from here."""
+    summary_uri = storage.join(features_uri, SUMMARY)
+    if not ids or not storage.exists(summary_uri):
+        return {}
+    data_uri = storage.read_json(summary_uri).get("curated")
+    if not data_uri or not storage.exists(data_uri):
+        return {}
+    fs, _ = storage.resolve(data_uri)
+    wanted = pc.field("id").isin(ids)
+    found: dict[str, bytes] = {}
+    for path in storage.list_files(data_uri):
+        if path.endswith(".parquet"):
+            with fs.open_input_file(path) as f:
+                table = pq.read_table(f, columns=["id", "image"], filters=wanted)
+            found.update(zip(table["id"].to_pylist(), table["image"].to_pylist()))
+    return {i: found[i] for i in ids if found.get(i)}

@@ -1,0 +1,160 @@
+"""Captioner evaluation (spec/captioning.md, "Evaluation"): beam-search captions of a split's
+images scored against all their references, beside the nearest-neighbour baseline, as one
+MLflow run. The trainer scores its dev split every epoch with the same functions.
+
+    model URI + FEATURES, split  ->  MLflow run (metrics, baseline.* metrics, samples table,
+                                     sample grid of photos with generated and reference
+                                     captions, evaluation.json); a registered model version
+                                     also gets its score tag for this evaluation set
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mlflow
+import numpy as np
+import torch
+
+from conceptual import registry, tracking
+from conceptual.config import Config
+from conceptual.metrics import CAPTION_METRICS, caption_scores
+from conceptual.models.baselines import nearest_neighbour_captions
+from conceptual.models.captioner import Captioner, features_tensor
+from conceptual.models.decoding import beam_search
+from conceptual.models.saving import load_model
+from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines.caption_features import (
+    TRAIN_SPLIT,
+    eval_set_name,
+    feature_files,
+    source_images,
+    split_images,
+)
+from conceptual.plots import image_grid
+
+# SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
+EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]
+EVAL_BATCH = 64  # images decoded at once
+SAMPLES_TABLE, SAMPLES_GRID = "samples.json", "samples.png"
+
+
+class EvalConfig(Config):
+    split: str = "test"
+    beam: int = 4
+    max_images: int | None = None  # None: every image of the split
+    metrics: list[str] = list(CAPTION_METRICS)  # the unavailable ones are reported with why
+    baseline: bool = True  # also score the nearest-neighbour baseline on the same images
+    samples: int = 12  # images in the logged sample grid
+    experiment: str = "captioning"
+
+
+def caption_images(
+    captioner: Captioner,
+    vocab: Vocabulary,
+    images: Mapping[str, Any],
+    beam: int,
+    device: torch.device | None = None,
+) -> dict[str, str]:
+    """Image key -> beam-search caption, for a split_images() set."""
+    captioner.eval()
+    keys, captions = images["keys"], {}
+    for start in range(0, len(keys), EVAL_BATCH):
+        end = start + EVAL_BATCH
+        features = features_tensor(
+            images["pooled"][start:end], images["grid"][start:end], captioner.config.features
+        ).to(device or "cpu")
+        for key, ids in zip(keys[start:end], beam_search(captioner, features, beam=beam)):
+            captions[key] = vocab.decode(ids)
+    return captions
+
+
+def baseline_captions(files: list[str], uri: str, images: Mapping[str, Any]) -> dict[str, str]:
+    """Image key -> the consensus caption of the most similar training image (pooled cosine)."""
+    train = split_images(files, uri, TRAIN_SPLIT)
+    chosen = nearest_neighbour_captions(
+        np.stack(train["pooled"]),
+        [train["references"][k] for k in train["keys"]],
+        np.stack(images["pooled"]),
+    )
+    return dict(zip(images["keys"], chosen))
+
+
+def evaluate(
+    model_uri: str,
+    features_uri: str,
+    config: EvalConfig,
+    baseline_features: str | None = None,
+) -> dict[str, Any]:
+    """Score the model on `config.split` of the features (and the baseline, searching the
+    train split of `baseline_features`, by default the same features). Returns `scores`,
+    `unavailable` (metric -> why), `baseline` (scores or None), `eval_set`, `images`,
+    `run_id` and `version` (the registered version scored, or None)."""
+    files = feature_files(features_uri)
+    images = split_images(files, features_uri, config.split, config.max_images)
+    eval_set = eval_set_name(features_uri, config.split, len(images["keys"]))
+    version = registry.registered_version(model_uri)
+    model, vocab = load_model(registry.resolve(model_uri))
+    generated = caption_images(model, vocab, images, config.beam)
+    report = caption_scores(generated, images["references"], metrics=config.metrics)
+    scores = {m: v for m, v in report.items() if m in config.metrics and v is not None}
+    unavailable = report.get("unavailable", {})
+    baseline, nearest = None, None
+    if config.baseline:
+        source = baseline_features or features_uri
+        nearest = baseline_captions(feature_files(source), source, images)
+        baseline_report = caption_scores(nearest, images["references"], metrics=config.metrics)
+        baseline = {m: baseline_report[m] for m in scores}
+
+    tags = {"stage": "evaluate_captioner", "model_uri": model_uri}
+    with tracking.start_run(config.experiment, tags=tags) as active:
+        tracking.log_config(config)
+        mlflow.log_params({"features_uri": features_uri, "eval_set": eval_set})
+        mlflow.log_metrics({**scores, "images": len(images["keys"])})
+        if baseline:
+            mlflow.log_metrics({f"baseline.{m}": v for m, v in baseline.items()})
+        log_samples(images, generated, features_uri, config.samples, nearest)
+        result = {
+            "scores": scores,
+            "unavailable": unavailable,
+            "baseline": baseline,
+            "eval_set": eval_set,
+            "images": len(images["keys"]),
+            "run_id": active.info.run_id,
+            "version": None if version is None else str(version.version),
+        }
+        mlflow.log_dict(result, "evaluation.json")
+    if version is not None:
+        registry.record_score(version, scores["CIDEr"], eval_set)
+    return result
+
+
+def log_samples(
+    images: Mapping[str, Any],
+    generated: Mapping[str, str],
+    features_uri: str,
+    shown: int,
+    baseline: Mapping[str, str] | None = None,
+) -> None:
+    """Into the active run: a table of every image's generated and reference captions (and
+    the baseline's), and a grid of the first `shown` photos with them when the curated
+    data is reachable."""
+    rows = [
+        {
+            "id": record_id,
+            "generated": generated[key],
+            **({"baseline": baseline[key]} if baseline else {}),
+            "references": " | ".join(images["references"][key]),
+        }
+        for key, record_id in zip(images["keys"], images["ids"])
+    ]
+    mlflow.log_table({k: [row[k] for row in rows] for k in rows[0]}, SAMPLES_TABLE)
+    photos = source_images(features_uri, [row["id"] for row in rows[:shown]])
+    items = [
+        (photos[row["id"]], f"model: {row['generated']}\nreference: {row['references']}")
+        for row in rows[:shown]
+        if row["id"] in photos
+    ]
+    if items:
+        mlflow.log_figure(image_grid(items), SAMPLES_GRID)

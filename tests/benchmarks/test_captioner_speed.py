@@ -1,0 +1,165 @@
+"""Captioner speed at the spec's sizes (d_model 512; the Transformer 6+6 layers, 8 heads),
+over EfficientNet-lite0 features (1280 channels, 8x8 grid) and 15-word captions:
+
+- training throughput (samples/s) of each variant: the trainer's own step (forward, loss,
+  backward, clip, Adagrad) on one process, CPU float32, and on CUDA with bf16 autocast when
+  torch sees a GPU, with the GPU's utilisation as model FLOP utilisation (MFU);
+- decoding latency: greedy and beam search (beam 4) per image (batch 1) and per batch of 32.
+
+Models are untrained: an untrained model rarely stops early, so every caption runs to the
+word limit, the slowest case. Ratios are against the RNN over 1x1 features, measured in the
+same run.
+
+    .venv/bin/pytest -q -s -m benchmark tests/benchmarks/test_captioner_speed.py
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from conceptual.models.captioner import Captioner, CaptionerConfig, features_tensor
+from conceptual.models.decoding import beam_search, greedy
+from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines.compare_captioners import VARIANTS
+from conceptual.pipelines.train_captioner import (
+    CaptionLoss,
+    TrainConfig,
+    make_optimizer,
+    train_step,
+)
+
+CHANNELS, CELLS = 1280, 8
+VOCAB_WORDS = 5000  # about Flickr8k's at min count 1; the output layer's cost scales with it
+BATCH = 25  # the paper's batch size per worker
+STEPS = int(os.environ.get("CONCEPTUAL_BENCH_STEPS", 8))  # timed steps per variant
+DECODE_BATCH = 32
+BF16_PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
+
+
+def vocabulary() -> Vocabulary:
+    words = [f"w{i}" for i in range(VOCAB_WORDS)]
+    return Vocabulary.build([" ".join(words)], min_count=1)
+
+
+def batch(rng: np.random.Generator, vocab: Vocabulary, size: int) -> dict[str, np.ndarray]:
+    grid = rng.normal(size=(size, CELLS * CELLS * CHANNELS)).astype(np.float32)
+    words = vocab.tokens[4:]
+    captions = [" ".join(rng.choice(words, 15)) for _ in range(size)]
+    pooled = grid.reshape(size, CELLS * CELLS, CHANNELS).mean(axis=1)
+    return {"pooled": pooled, "grid": grid, "caption": np.array(captions, dtype=object)}
+
+
+def model_for(name: str, vocab: Vocabulary, device: torch.device) -> tuple[Captioner, TrainConfig]:
+    architecture, _, features = name.partition("-")
+    config = TrainConfig(architecture=architecture, features=features, batch_size=BATCH)
+    model_config = CaptionerConfig(
+        architecture=architecture,
+        features=features,
+        vocab_size=len(vocab),
+        feature_dim=CHANNELS,
+        d_model=config.d_model,
+        layers=config.layers,
+        heads=config.heads,
+        ffn=config.ffn,
+        dropout=config.dropout,
+        max_tokens=config.max_tokens + 2,
+    )
+    torch.manual_seed(0)
+    return Captioner(model_config).to(device), config
+
+
+def train_throughput(name: str, vocab: Vocabulary, device: torch.device) -> dict:
+    model, config = model_for(name, vocab, device)
+    optimizer = make_optimizer(config, model)
+    step_loss = CaptionLoss(model).train()
+    rng = np.random.default_rng(0)
+    batches = [batch(rng, vocab, BATCH) for _ in range(STEPS + 1)]
+    train_step(step_loss, optimizer, batches[0], vocab, config, device)  # warm-up
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for b in batches[1:]:
+        train_step(step_loss, optimizer, b, vocab, config, device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - started
+    parameters = sum(p.numel() for p in model.parameters())
+    samples_per_s = STEPS * BATCH / elapsed
+    result = {"samples_per_s": round(samples_per_s, 1), "parameters": parameters}
+    if device.type == "cuda":
+        # Training FLOPs ~ 6 x parameters x tokens (forward 2, backward 4); 16 target tokens.
+        peak = next(
+            (v for k, v in BF16_PEAK_FLOPS.items() if k in torch.cuda.get_device_name()), None
+        )
+        flops = 6 * parameters * 16 * samples_per_s
+        result["model_tflops"] = round(flops / 1e12, 2)
+        result["mfu"] = None if peak is None else round(flops / peak, 4)
+    return result
+
+
+def decode_latency(name: str, vocab: Vocabulary, device: torch.device) -> dict:
+    model, config = model_for(name, vocab, device)
+    model.eval()
+    rng = np.random.default_rng(1)
+    b = batch(rng, vocab, DECODE_BATCH)
+    features = features_tensor(b["pooled"], b["grid"], config.features).to(device)
+    decoders = {"greedy": lambda f: greedy(model, f), "beam4": lambda f: beam_search(model, f)}
+    result = {}
+    for label, decode in decoders.items():
+        decode(features[:1])  # warm-up
+        one = min(_seconds(decode, features[:1]) for _ in range(3))
+        many = _seconds(decode, features)
+        result[f"{label}_ms_per_image_batch1"] = round(one * 1000, 1)
+        result[f"{label}_ms_per_batch{DECODE_BATCH}"] = round(many * 1000, 1)
+        result[f"{label}_ms_per_image_batch{DECODE_BATCH}"] = round(many * 1000 / DECODE_BATCH, 1)
+    return result
+
+
+def _seconds(decode, features: torch.Tensor) -> float:
+    started = time.perf_counter()
+    decode(features)
+    return time.perf_counter() - started
+
+
+def devices() -> list[torch.device]:
+    return [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", devices(), ids=str)
+def test_training_throughput_per_variant(device, record):
+    vocab = vocabulary()
+    results = {name: train_throughput(name, vocab, device) for name in VARIANTS}
+    baseline = results["rnn-1x1"]["samples_per_s"]
+    for name in VARIANTS:
+        results[name]["vs_rnn-1x1"] = round(results[name]["samples_per_s"] / baseline, 3)
+    precision = "bf16 autocast" if device.type == "cuda" else "float32"
+    record(
+        f"captioner_training_{device.type}",
+        {
+            "device": _device_name(device),
+            "precision": precision,
+            "batch": BATCH,
+            "steps": STEPS,
+            **results,
+        },
+    )
+    assert all(r["samples_per_s"] > 0 for r in results.values())
+
+
+@pytest.mark.parametrize("device", devices(), ids=str)
+def test_decoding_latency_per_variant(device, record):
+    vocab = vocabulary()
+    results = {name: decode_latency(name, vocab, device) for name in VARIANTS}
+    record(f"captioner_decoding_{device.type}", {"device": _device_name(device), **results})
+    assert all(r["beam4_ms_per_image_batch1"] > 0 for r in results.values())
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name()
+    return f"cpu ({torch.get_num_threads()} threads)"

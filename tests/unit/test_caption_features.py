@@ -1,0 +1,99 @@
+"""Reading a features job's output for captioning: images grouped with all their references,
+and the photos behind them found through features.json."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from conceptual.pipelines.caption_features import (
+    eval_set_name,
+    feature_files,
+    source_images,
+    split_images,
+    train_captions,
+)
+from conceptual.plots import image_grid
+from conceptual.records import FEATURES
+from conceptual.storage import StorageError
+
+
+def photo(colour) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), colour).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def features(tmp_path):
+    """Two val images (3 and 2 captions), one train image with an augmented crop; the
+    curated photos in data/curated, named by features.json as the features job does."""
+    rows = []
+    records = [("v1", "val", 1.0, ["a dog", "a brown dog", "dog on grass"])]
+    records += [("v2", "val", 2.0, ["a cat", "a cat asleep"]), ("t1", "train", 3.0, ["a boat"])]
+    for image, split, value, captions in records:
+        for n, caption in enumerate(captions):
+            for crop in (0, 1):
+                rows.append(
+                    {
+                        "id": f"{image}-{n}",
+                        "split": split,
+                        "caption": caption,
+                        "crop": crop,
+                        "pooled": [value + crop] * 4,
+                        "grid": [value + crop] * 16,
+                        "grid_shape": [2, 2, 4],
+                    }
+                )
+    (tmp_path / "out" / "features").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, FEATURES), tmp_path / "out/features/p.parquet")
+    curated = tmp_path / "data" / "curated"
+    curated.mkdir(parents=True)
+    table = pa.table({"id": ["v1-0", "v2-0"], "image": [photo("red"), photo("blue")]})
+    pq.write_table(table, curated / "part-0.parquet")
+    (tmp_path / "out" / "features.json").write_text(json.dumps({"curated": str(curated)}))
+    return str(tmp_path / "out")
+
+
+def test_a_split_groups_records_by_image_with_every_reference(features):
+    files = feature_files(features)
+    images = split_images(files, features, "val")
+    assert len(images["keys"]) == 2 and images["feature_dim"] == 4
+    references = sorted(images["references"][k] for k in images["keys"])
+    assert references == [["a cat", "a cat asleep"], ["a dog", "a brown dog", "dog on grass"]]
+    first = dict(zip(images["keys"], images["ids"]))
+    assert sorted(first.values()) == ["v1-0", "v2-0"]  # one record id per image
+    assert np.asarray(images["grid"][0]).shape == (16,)
+    assert len(split_images(files, features, "val", max_images=1)["keys"]) == 1
+    assert train_captions(files, features) == ["a boat"]  # centre crops only
+    assert eval_set_name(features, "val", 2) == f"{features}#val:2"
+
+
+def test_missing_features_and_splits_fail_clearly(features, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StorageError, match="no features Parquet"):
+        feature_files(str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="no 'test' rows"):
+        split_images(feature_files(features), features, "test")
+
+
+def test_photos_come_from_the_curated_data_features_json_names(features, tmp_path):
+    found = source_images(features, ["v2-0", "v1-0", "v1-1"])
+    assert list(found) == ["v2-0", "v1-0"]  # in the order asked; v1-1 has no photo there
+    assert Image.open(io.BytesIO(found["v1-0"])).getpixel((0, 0))[0] > 200  # the red one
+    (tmp_path / "out" / "features.json").write_text(json.dumps({"curated": "/nowhere"}))
+    assert source_images(features, ["v1-0"]) == {}
+
+
+def test_an_image_grid_shows_every_photo_with_its_title():
+    figure = image_grid([(photo("red"), "model: a\nreference: b")] * 5, columns=4)
+    shown = [ax for ax in figure.axes if ax.images]
+    assert len(shown) == 5 and shown[0].get_title(loc="left").startswith("model: a")
+    with pytest.raises(ValueError):
+        image_grid([])

@@ -1,0 +1,43 @@
+"""The features stage on one batch: a row per record and crop, the CNN run once per photo."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import skimage.data
+from PIL import Image
+
+from conceptual.pipelines.features import FeaturesConfig, FeatureStage
+
+
+def jpeg(array) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def test_records_of_one_photo_share_one_cnn_pass():
+    coffee, cat = jpeg(skimage.data.coffee()), jpeg(skimage.data.chelsea())
+    batch = pa.table(
+        {
+            "id": ["a", "b", "c", "d"],
+            "split": ["train"] * 4,
+            "caption": ["a cup", "coffee", "a cat", "no photo"],
+            "image": [coffee, coffee, cat, None],
+        }
+    )
+    stage = FeatureStage(FeaturesConfig(crops=1))
+    seen = []
+    extract = stage.extractor.extract
+    stage.extractor.extract = lambda images, **kw: seen.append(len(images)) or extract(images, **kw)
+
+    rows = stage(batch).to_pylist()
+
+    assert seen == [2]  # two distinct photos, the record without one skipped
+    assert [(r["id"], r["crop"]) for r in rows] == [(i, c) for i in "abc" for c in (0, 1)]
+    by_key = {(r["id"], r["crop"]): np.asarray(r["pooled"]) for r in rows}
+    assert np.array_equal(by_key["a", 0], by_key["b", 0])
+    assert not np.array_equal(by_key["a", 0], by_key["c", 0])
+    assert rows[0]["grid_shape"] == [8, 8, len(rows[0]["pooled"])]
