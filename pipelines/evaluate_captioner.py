@@ -152,9 +152,9 @@ def log_samples(
     mlflow.log_table({k: [row[k] for row in rows] for k in rows[0]}, SAMPLES_TABLE)
     photos = source_images(features_uri, [row["id"] for row in rows[:shown]])
     items = [
-        (photos[row["id"]], f"model: {row['generated']}\nreference: {row['references']}")
-        for row in rows[:shown]
-        if row["id"] in photos
+        (photos[record_id], f"model: {generated[key]}\nreference: {images['references'][key][0]}")
+        for key, record_id in zip(images["keys"][:shown], images["ids"])
+        if record_id in photos
     ]
     if items:
         mlflow.log_figure(image_grid(items), SAMPLES_GRID)

@@ -48,10 +48,12 @@ SPLITTABLE = ("cc_tsv", "tsv", "jsonl")
 READ_CPUS = 0
 
 
-def read_tasks() -> ray.data.TaskPoolStrategy:
-    """At most one read task per CPU of the cluster at a time: tasks that reserve no CPU are
-    otherwise not bounded, and Ray starts a worker process for each (dozens on 2 CPUs)."""
-    return ray.data.TaskPoolStrategy(size=max(1, int(ray.cluster_resources().get("CPU", 1))))
+def read_tasks(units: int | None = None) -> ray.data.TaskPoolStrategy:
+    """At most one read task per CPU of the cluster (and per unit of work, when known) at a
+    time: tasks that reserve no CPU are otherwise not bounded, and Ray starts a worker
+    process for each (dozens on 2 CPUs)."""
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return ray.data.TaskPoolStrategy(size=cpus if units is None else max(1, min(cpus, units)))
 
 
 def candidate_files(uri: str) -> list[str]:
@@ -80,7 +82,7 @@ def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> 
                 batch_size=1,
                 batch_format="pyarrow",
                 num_cpus=READ_CPUS,
-                compute=read_tasks(),
+                compute=read_tasks(len(splits)),
             )
         )
     parquet_files = [f for f, pq_file in zip(files, is_parquet) if pq_file]
@@ -173,7 +175,7 @@ def read_row_groups(fs, files: list[str], columns: list[str] | None = None) -> r
         batch_size=1,
         batch_format="pyarrow",
         num_cpus=READ_CPUS,
-        compute=read_tasks(),
+        compute=read_tasks(len(units)),
     )
 
 

@@ -59,7 +59,7 @@ from conceptual.pipelines.caption_features import (
     train_captions,
 )
 from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images, log_samples
-from conceptual.pipelines.readers import READ_CPUS, read_row_groups
+from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
 from conceptual.runtime import init_ray
 
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
@@ -213,7 +213,9 @@ def captioner_config(config: TrainConfig, vocab_size: int, feature_dim: int) -> 
 def train_dataset(uri: str, files: list[str]) -> ray.data.Dataset:
     fs, _ = storage.resolve(uri)
     rows = read_row_groups(fs, files, columns=["split", "caption", "pooled", "grid"])
-    return rows.map_batches(_train_rows, batch_format="pyarrow", num_cpus=READ_CPUS)
+    return rows.map_batches(
+        _train_rows, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
+    )
 
 
 def _train_rows(batch: pa.Table) -> pa.Table:

@@ -10,12 +10,15 @@ MLflow on SQLite).
    registration (the champion rule), evaluation on the held-out split beside the
    nearest-neighbour baseline, and the champion's captions for the held-out photos. Those
    are other views (mirrored, zoomed) of the five photos: five scenes are all the demo has.
+3. Serving. The champion behind the Ray Serve endpoint on 127.0.0.1, with a curl to paste;
+   it serves until Ctrl-C (--no-serve stops before).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -27,6 +30,7 @@ from conceptual.demo.images import Catalogue, build_images, demo_candidates, fet
 from conceptual.demo.server import serve_directory
 from conceptual.jobs import caption, curate, evaluate_captioner, features, train_captioner
 from conceptual.paths import state_dir
+from conceptual.serve.app import start
 
 # The demo has 15 distinct photos (5 scenes x 3 views): these fractions hold 6 of them out
 # (4 val, 2 test; the split is a hash of the image bytes), every scene staying in train.
@@ -39,7 +43,7 @@ TRAINING = [
     "d_model=256",
     "optimizer=adamw",
     "lr=0.002",
-    "epochs=12",
+    "epochs=8",
     "batch_size=16",
     "min_count=2",
     "cpus_per_worker=0.5",
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidates", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--curate-only", action="store_true", help="stop after curation")
+    parser.add_argument("--no-serve", action="store_true", help="stop before serving")
+    parser.add_argument("--port", type=int, default=8000, help="the endpoint's port")
     args = parser.parse_args(argv)
 
     root = state_dir() / "demo"
@@ -60,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     code = curate_demo(catalogue, root, args.candidates, args.seed)
     if code or args.curate_only:
         return code
-    return caption_demo(catalogue, root)
+    held_out = caption_demo(catalogue, root)
+    if held_out is None or args.no_serve:
+        return 0 if held_out is not None else 1
+    serve_demo(held_out[0], args.port)
+    return 0
 
 
 def curate_demo(catalogue: Catalogue, root: Path, n: int, seed: int) -> int:
@@ -88,7 +98,9 @@ def curate_demo(catalogue: Catalogue, root: Path, n: int, seed: int) -> int:
         )
 
 
-def caption_demo(catalogue: Catalogue, root: Path) -> int:
+def caption_demo(catalogue: Catalogue, root: Path) -> list[Path] | None:
+    """Features, training, evaluation and captions; the held-out photos, or None when a
+    step failed (it printed why)."""
     features_uri = str(root / "features")
     steps = [
         (
@@ -117,11 +129,26 @@ def caption_demo(catalogue: Catalogue, root: Path) -> int:
     ]
     for title, job, job_args in steps:
         print(f"\ndemo: {title}")
-        if code := job(job_args):
-            return code
+        if job(job_args):
+            return None
     held_out = held_out_photos(catalogue, root / "curated" / "curated")
     print(f"\ndemo: the champion's captions for the {len(held_out)} held-out photos")
-    return caption.main(["--model", CHAMPION, *map(str, held_out)])
+    return None if caption.main(["--model", CHAMPION, *map(str, held_out)]) else held_out
+
+
+def serve_demo(photo: Path, port: int) -> None:
+    """The champion on Ray Serve until Ctrl-C, with a curl that captions `photo`."""
+    print("\ndemo: serving the champion (Ray Serve, autoscaled replicas, 127.0.0.1)")
+    url = start(port=port)
+    print(
+        f"demo: try it:\n\n  curl -s -X POST --data-binary @{photo} '{url}/v1/captions?num_captions=3'\n"
+    )
+    print(f"demo: what is served: curl -s {url}/v1/models; API docs at {url}/docs")
+    print("demo: Ctrl-C stops the endpoint (and this demo)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("demo: stopped")
 
 
 def held_out_photos(catalogue: Catalogue, curated: Path) -> list[Path]:
