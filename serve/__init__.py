@@ -1,1 +1,7 @@
-"""Ray Serve applications."""
+"""Ray Serve applications.
+
+`conceptual.serve.app` is the captioning service: a FastAPI ingress (`app.Api`) in front of
+the model deployments (`captioner_deployment.CaptionerDeployment`, which serves the
+registry's champion captioner and follows the alias with `champion.Champion`). The HTTP
+API's bodies and errors are in `schema`; `config.yaml` runs it with `serve run`.
+"""

@@ -76,3 +76,10 @@ def test_unreadable_images_name_their_reason():
     assert raised.value.reason in ("truncated", "corrupt")
     with pytest.raises(ImageError, match="not_an_image"):
         read_image(b"plain text")
+
+
+def test_image_errors_survive_pickling():
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ImageError("corrupt", "image 0: corrupt (bad data)")))
+    assert error.reason == "corrupt" and str(error) == "image 0: corrupt (bad data)"

@@ -78,6 +78,9 @@ class ImageError(ValueError):
         super().__init__(message)
         self.reason = reason
 
+    def __reduce__(self):  # both arguments, so it survives pickling (Ray, processes)
+        return type(self), (self.reason, str(self))
+
 
 def read_image(data: bytes) -> Image.Image:
     """Decoded RGB pixels of an encoded image, with the curation's decode guards."""

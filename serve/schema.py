@@ -1,0 +1,111 @@
+"""The HTTP API's data, shared by the ingress and the model deployments: the response bodies
+(pydantic, so the OpenAPI document describes them) and the error every refusal becomes.
+
+Error codes are stable (clients and dashboards key on them):
+
+| status | code | when |
+|---|---|---|
+| 400 | empty_body, missing_image, bad_multipart | no image in the request |
+| 404, 405 | not_found, method_not_allowed | no such route or method |
+| 413 | too_large | the body is over `max_body_bytes` (Content-Length, then counted) |
+| 415 | not_an_image | bytes that no image decoder recognizes |
+| 422 | truncated, corrupt, too_many_pixels | an image that cannot be decoded safely |
+| 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers |
+| 503 | not_ready, model_unavailable | no model loaded yet; the model deployment did not answer |
+| 500 | model_error, internal_error | a bug: the model or the service failed on a valid request |
+"""
+
+from __future__ import annotations
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from conceptual.models.inference import ImageError
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable, machine-readable: see the table in the API docs")
+    message: str = Field(description="for humans")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    """A request answered with an error. The ingress raises it; a model deployment returns
+    it instead, because an exception raised in a replica crosses Ray as a logged failure."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(status, code, message)  # args as given, so it pickles across Ray
+        self.status, self.code, self.message = status, code, message
+
+    def response(self) -> JSONResponse:
+        body = ErrorResponse(error=ErrorDetail(code=self.code, message=self.message))
+        return JSONResponse(body.model_dump(), status_code=self.status)
+
+
+def image_error(error: ImageError) -> ApiError:
+    """415 for bytes that are no image at all, 422 for an image that cannot be decoded."""
+    return ApiError(415 if error.reason == "not_an_image" else 422, error.reason, str(error))
+
+
+class ModelRef(BaseModel):
+    """Which registered model version answered."""
+
+    name: str = Field(description="registered model name")
+    version: str = Field(description="registered version number")
+    alias: str = Field(description="the registry alias the service follows")
+    variant: str | None = Field(None, description="the version's `variant` tag")
+
+
+class RegisteredModel(ModelRef):
+    """A served version as the registry recorded it."""
+
+    run_id: str | None = None
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="version tags: variant, eval.<set>.<metric> scores"
+    )
+    metrics: dict[str, float] = Field(
+        default_factory=dict, description="the training run's final metrics"
+    )
+
+    def ref(self) -> ModelRef:
+        return ModelRef(
+            name=self.name, version=self.version, alias=self.alias, variant=self.variant
+        )
+
+
+class ModelStatus(BaseModel):
+    """One deployment's model, as the replica that answered holds it."""
+
+    task: str = Field(description="what the model does: captioning")
+    ready: bool
+    model: RegisteredModel | None = Field(None, description="null until a version is loaded")
+    problem: str | None = Field(None, description="why the last registry check failed, if it did")
+
+
+class CaptionResponse(BaseModel):
+    captions: list[str] = Field(description="num_captions captions, best first")
+    model: ModelRef
+    beam_size: int
+
+
+class Limits(BaseModel):
+    max_beam: int
+    default_beam: int
+    max_body_bytes: int
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelStatus]
+    limits: Limits
+
+
+class Readiness(BaseModel):
+    ready: bool = Field(description="true when every model is loaded")
+    models: list[ModelStatus]
+
+
+class Health(BaseModel):
+    status: str = "ok"

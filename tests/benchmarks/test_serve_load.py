@@ -1,0 +1,278 @@
+"""Load test of the captioning service on Ray Serve (issue 5): closed-loop HTTP clients on
+127.0.0.1, each sending its next request as soon as the last one is answered, for a bounded
+time (requests time out after REQUEST_TIMEOUT_S, so a run always stops).
+
+    .venv/bin/pytest -m benchmark tests/benchmarks/test_serve_load.py -s
+    # SERVE_BENCH_CLIENTS=8 SERVE_BENCH_SECONDS=20 by default
+
+The model is an untrained transformer captioner (2 layers, width 256, 8x8 grid features):
+an untrained decoder rarely stops early, so every caption costs the full 17 steps. The CNN
+is the real EfficientNet-lite0. Phases, on the same photos and at beam 3:
+1. one replica: the model called in-process beside it (decode and captions, one image per
+   call, on one thread as a 0.5-CPU replica runs torch), then one HTTP client, one request
+   at a time: the difference is what Serve adds;
+2. the same replica under load, batching on (max_batch_size 8), then off (1);
+3. autoscaling 1..2 replicas under load for AUTOSCALE_SECONDS, the replica states sampled
+   from serve.status() during the load and after it, until the autoscaler has scaled back
+   down (or COOLDOWN_S passes).
+The load generator runs on the same cores as the replicas.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import skimage.data
+import torch
+from PIL import Image
+from ray import serve
+
+from conceptual import registry
+from conceptual.demo.images import good_jpeg
+from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.inference import ImageCaptioner, read_image
+from conceptual.models.saving import save_model
+from conceptual.models.vocab import Vocabulary
+from conceptual.serve.app import APP_NAME, ServeConfig, start
+from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.tracking import start_run
+
+# Serve's handles and replicas report their load to the autoscaler every 10 s by default:
+# every second here, so that the autoscaling phase fits a short run. Ray's processes read
+# these when Ray starts, which is after pytest has imported this module.
+os.environ.setdefault("RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "1")
+os.environ.setdefault("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "1")
+
+CLIENTS = int(os.environ.get("SERVE_BENCH_CLIENTS", "8"))
+SECONDS = float(os.environ.get("SERVE_BENCH_SECONDS", "20"))
+AUTOSCALE_SECONDS = 2 * SECONDS  # time for the autoscaler to react and a replica to start
+REQUEST_TIMEOUT_S = 60.0
+COOLDOWN_S = 60.0
+BEAM = 3
+SEQUENTIAL_REQUESTS = 20  # for the in-process and one-client latencies
+MODEL_NAME = "bench-captioner"
+CAPTIONS = [
+    "a cup of coffee on a saucer beside a spoon",
+    "a cat sleeps on a striped cushion",
+    "an astronaut stands beside the flag on the moon",
+    "a man with a camera on a tripod in a field",
+]
+ONE_REPLICA = {"num_replicas": 1, "autoscaling_config": None}
+AUTOSCALING = {
+    "min_replicas": 1,
+    "max_replicas": 2,
+    "target_ongoing_requests": 2,
+    "upscale_delay_s": 2,
+    "downscale_delay_s": 5,
+    "look_back_period_s": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def model_dir(platform_home):
+    """The captioner, saved locally for the in-process phase and registered as champion."""
+    torch.manual_seed(0)
+    vocab = Vocabulary.build(CAPTIONS * 4, min_count=1)
+    config = CaptionerConfig(
+        architecture="transformer",
+        features="8x8",
+        vocab_size=len(vocab),
+        d_model=256,
+        layers=2,
+        heads=4,
+        ffn=1024,
+    )
+    model = Captioner(config).eval()
+    with start_run("serve-benchmark") as run:
+        registry.log_captioner(model, vocab)
+    version = registry.register(run.info.run_id, {"variant": "transformer-8x8"}, name=MODEL_NAME)
+    registry.promote_if_better(version, 0.0, "benchmark", name=MODEL_NAME)
+    with tempfile.TemporaryDirectory() as directory:
+        yield save_model(model, vocab, directory)
+
+
+@pytest.fixture(scope="module")
+def photos() -> list[bytes]:
+    names = ("coffee", "chelsea", "astronaut", "camera")
+    return [good_jpeg(Image.fromarray(getattr(skimage.data, n)()).convert("RGB")) for n in names]
+
+
+def percentiles(latencies_s: list[float]) -> dict[str, float]:
+    cuts = statistics.quantiles(latencies_s, n=100, method="inclusive")
+    return {f"p{q}_ms": round(cuts[q - 1] * 1000, 1) for q in (50, 95, 99)}
+
+
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def in_process(model_dir, photos: list[bytes]) -> dict:
+    """The model called directly, as a replica does, one image per call (decode included)."""
+    captioner = ImageCaptioner(model_dir)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a replica: Ray sets OMP_NUM_THREADS=1 below 1 CPU
+    try:
+        captioner.captions([read_image(photos[0])], beam=BEAM)  # warm-up
+        latencies = [
+            timed(lambda i=i: captioner.captions([read_image(photos[i % len(photos)])], beam=BEAM))
+            for i in range(SEQUENTIAL_REQUESTS)
+        ]
+        batch = [read_image(photos[i % len(photos)]) for i in range(8)]
+        batch_s = timed(lambda: captioner.captions(batch, beam=BEAM))
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        **percentiles(latencies),
+        "images_per_s_one_at_a_time": round(len(latencies) / sum(latencies), 2),
+        "images_per_s_batch_of_8": round(8 / batch_s, 2),
+    }
+
+
+def deploy(port: int, max_batch_size: int, captioner_options: dict) -> str:
+    settings = CaptionerSettings(model_name=MODEL_NAME, max_batch_size=max_batch_size)
+    return start(ServeConfig(captioner=settings), port=port, captioner_options=captioner_options)
+
+
+def closed_loop(url: str, photos: list[bytes], clients: int, seconds: float) -> dict:
+    """`clients` threads, each posting its next photo when the last is answered, until
+    `seconds` have passed: throughput, latency percentiles and statuses."""
+    deadline = time.monotonic() + seconds
+
+    def client(first: int) -> tuple[list[float], Counter]:
+        latencies, statuses = [], Counter()
+        with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+            index = first
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                try:
+                    status = http.post("/v1/captions", content=photos[index % len(photos)])
+                    statuses[str(status.status_code)] += 1
+                except httpx.HTTPError as error:
+                    statuses[type(error).__name__] += 1
+                latencies.append(time.perf_counter() - started)
+                index += 1
+        return latencies, statuses
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        results = list(pool.map(client, range(clients)))
+    elapsed = time.perf_counter() - started
+    latencies = [latency for client_latencies, _ in results for latency in client_latencies]
+    statuses = sum((client_statuses for _, client_statuses in results), Counter())
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "requests": len(latencies),
+        "requests_per_s": round(len(latencies) / elapsed, 2),
+        **percentiles(latencies),
+        "statuses": dict(statuses),  # HTTP statuses, or the client's error for no answer
+        "errors": sum(n for status, n in statuses.items() if not status.startswith("2")),
+    }
+
+
+def replica_states() -> dict[str, int]:
+    """The captioner's replicas by state (STARTING, RUNNING, STOPPING...), from Serve."""
+    deployment = serve.status().applications[APP_NAME].deployments[CaptionerDeployment.name]
+    return {str(state): count for state, count in deployment.replica_states.items()}
+
+
+def scaled_down() -> bool:
+    states = replica_states()
+    return set(states) == {"RUNNING"} and states["RUNNING"] == AUTOSCALING["min_replicas"]
+
+
+class ReplicaSampler:
+    """Samples the captioner's replica states from serve.status() about once a second."""
+
+    def __init__(self):
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def elapsed(self) -> float:
+        return round(time.monotonic() - self.started, 1)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.samples.append((self.elapsed(), replica_states()))
+
+    def stop(self) -> list[tuple[float, dict[str, int]]]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+
+def autoscaling_run(url: str, photos: list[bytes]) -> dict:
+    """Load for AUTOSCALE_SECONDS, then quiet until the deployment is back to its minimum."""
+    sampler = ReplicaSampler()
+    load = closed_loop(url, photos, CLIENTS, AUTOSCALE_SECONDS)
+    load_ended_at = sampler.elapsed()
+    give_up = time.monotonic() + COOLDOWN_S
+    while not scaled_down() and time.monotonic() < give_up:
+        time.sleep(1.0)
+    back_to_min_at = sampler.elapsed() if scaled_down() else None
+    samples = sampler.stop()
+    running = [states.get("RUNNING", 0) for at, states in samples if at <= load_ended_at]
+    return {
+        "config": AUTOSCALING,
+        "load": load,
+        "load_ended_at_s": load_ended_at,
+        "running_replicas_max_during_load": max(running, default=0),
+        "back_to_min_replicas_at_s": back_to_min_at,
+        "samples": [{"at_s": at, **states} for at, states in samples],
+    }
+
+
+def sequential(url: str, photos: list[bytes]) -> dict:
+    """One client, one request at a time: the latency Serve adds to a model call."""
+    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+        http.post("/v1/captions", content=photos[0], params={"beam_size": BEAM})  # warm-up
+        latencies = [
+            timed(lambda i=i: http.post("/v1/captions", content=photos[i % len(photos)]))
+            for i in range(SEQUENTIAL_REQUESTS)
+        ]
+    return percentiles(latencies)
+
+
+def test_serve_under_load(model_dir, photos, ray_local, free_port, record):
+    port = free_port()
+    try:
+        url = deploy(port, max_batch_size=8, captioner_options=ONE_REPLICA)
+        direct = in_process(model_dir, photos)
+        one_client = sequential(url, photos)
+        batched = closed_loop(url, photos, CLIENTS, SECONDS)
+        deploy(port, max_batch_size=1, captioner_options=ONE_REPLICA)
+        unbatched = closed_loop(url, photos, CLIENTS, SECONDS)
+        deploy(port, max_batch_size=8, captioner_options={"autoscaling_config": AUTOSCALING})
+        autoscaling = autoscaling_run(url, photos)
+    finally:
+        serve.shutdown()
+
+    results = {
+        "beam_size": BEAM,
+        "in_process": direct,
+        "one_client_over_http": one_client,
+        "serve_overhead_p50_ms": round(one_client["p50_ms"] - direct["p50_ms"], 1),
+        "one_replica_batching_on": batched,
+        "one_replica_batching_off": unbatched,
+        "batching_throughput_ratio": round(
+            batched["requests_per_s"] / unbatched["requests_per_s"], 2
+        ),
+        "autoscaling": autoscaling,
+    }
+    record("serve_load", results)
+    for run in (batched, unbatched, autoscaling["load"]):
+        assert run["requests"] > 0
+        assert all(status.isdigit() and int(status) < 500 for status in run["statuses"]), run
