@@ -101,7 +101,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "n/a"  # METEOR without Java
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def comparison_plot(rows: Sequence[dict[str, Any]]) -> Figure:
