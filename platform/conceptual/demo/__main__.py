@@ -140,9 +140,11 @@ def serve_demo(photo: Path, port: int) -> None:
     """The champion on Ray Serve until Ctrl-C, with a curl that captions `photo`."""
     print("\ndemo: serving the champion (Ray Serve, autoscaled replicas, 127.0.0.1)")
     url = start(port=port)
-    print(
-        f"demo: try it:\n\n  curl -s -X POST --data-binary @{photo} '{url}/v1/captions?num_captions=3'\n"
+    curl = (
+        f"curl -s --data-binary @{photo} -H 'Content-Type: image/jpeg' "
+        f"'{url}/v1/captions?num_captions=3'"
     )
+    print(f"demo: try it:\n\n  {curl}\n")
     print(f"demo: what is served: curl -s {url}/v1/models; API docs at {url}/docs")
     print("demo: Ctrl-C stops the endpoint (and this demo)", flush=True)
     try:
