@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 import torch
 
-from conceptual.models.captioner import Captioner, CaptionerConfig, features_tensor
+from conceptual.models.captioner import Captioner, features_tensor
 from conceptual.models.decoding import beam_search, greedy
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.compare_captioners import VARIANTS
 from conceptual.pipelines.train_captioner import (
     CaptionLoss,
     TrainConfig,
+    captioner_config,
     make_optimizer,
     train_step,
 )
@@ -57,18 +58,7 @@ def batch(rng: np.random.Generator, vocab: Vocabulary, size: int) -> dict[str, n
 def model_for(name: str, vocab: Vocabulary, device: torch.device) -> tuple[Captioner, TrainConfig]:
     architecture, _, features = name.partition("-")
     config = TrainConfig(architecture=architecture, features=features, batch_size=BATCH)
-    model_config = CaptionerConfig(
-        architecture=architecture,
-        features=features,
-        vocab_size=len(vocab),
-        feature_dim=CHANNELS,
-        d_model=config.d_model,
-        layers=config.layers,
-        heads=config.heads,
-        ffn=config.ffn,
-        dropout=config.dropout,
-        max_tokens=config.max_tokens + 2,
-    )
+    model_config = captioner_config(config, len(vocab), CHANNELS)
     torch.manual_seed(0)
     return Captioner(model_config).to(device), config
 
