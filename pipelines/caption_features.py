@@ -54,12 +54,14 @@ def image_key(pooled: np.ndarray) -> str:
 
 
 def split_images(
-    files: list[str], uri: str, split: str, max_images: int | None = None
+    files: list[str], uri: str, split: str, max_images: int | None = None, grids: bool = True
 ) -> dict[str, Any]:
     """A split grouped by image, in a stable order (the same subset for the same
     `max_images`): `keys`, `ids` (one record id per image, to find its photo), `pooled`,
-    `grid`, `references` (key -> every caption of the image) and `feature_dim`."""
-    rows = read_rows(files, uri, split, ["id", "caption", "pooled", "grid"]).to_pylist()
+    `grid` (unless `grids` is off: the grid is 64 times the pooled vector's size),
+    `references` (key -> every caption of the image) and `feature_dim`."""
+    columns = ["id", "caption", "pooled", *(["grid"] if grids else [])]
+    rows = read_rows(files, uri, split, columns).to_pylist()
     if not rows:
         raise ValueError(f"no {split!r} rows in the features at {uri}")
     images: dict[str, dict[str, Any]] = {}
@@ -67,14 +69,16 @@ def split_images(
         image = images.setdefault(image_key(row["pooled"]), {**row, "references": []})
         image["references"].append(row["caption"])
     keys = sorted(images)[:max_images]
-    return {
+    grouped = {
         "keys": keys,
         "ids": [images[k]["id"] for k in keys],
         "pooled": [np.asarray(images[k]["pooled"], dtype=np.float32) for k in keys],
-        "grid": [np.asarray(images[k]["grid"], dtype=np.float32) for k in keys],
         "references": {k: images[k]["references"] for k in keys},
         "feature_dim": len(rows[0]["pooled"]),
     }
+    if grids:
+        grouped["grid"] = [np.asarray(images[k]["grid"], dtype=np.float32) for k in keys]
+    return grouped
 
 
 def eval_set_name(features_uri: str, split: str, images: int) -> str:

@@ -72,7 +72,7 @@ def caption_images(
 
 def baseline_captions(files: list[str], uri: str, images: Mapping[str, Any]) -> dict[str, str]:
     """Image key -> the consensus caption of the most similar training image (pooled cosine)."""
-    train = split_images(files, uri, TRAIN_SPLIT)
+    train = split_images(files, uri, TRAIN_SPLIT, grids=False)  # the search uses pooled only
     chosen = nearest_neighbour_captions(
         np.stack(train["pooled"]),
         [train["references"][k] for k in train["keys"]],

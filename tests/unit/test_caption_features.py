@@ -71,6 +71,8 @@ def test_a_split_groups_records_by_image_with_every_reference(features):
     assert sorted(first.values()) == ["v1-0", "v2-0"]  # one record id per image
     assert np.asarray(images["grid"][0]).shape == (16,)
     assert len(split_images(files, features, "val", max_images=1)["keys"]) == 1
+    pooled_only = split_images(files, features, "val", grids=False)
+    assert "grid" not in pooled_only and pooled_only["keys"] == images["keys"]
     assert train_captions(files, features) == ["a boat"]  # centre crops only
     assert eval_set_name(features, "val", 2) == f"{features}#val:2"
 
