@@ -27,10 +27,11 @@ Output layout under OUTPUT (a path or s3:// URI):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -234,6 +235,13 @@ def written_rows(uri: str) -> int:
     return total
 
 
+@contextlib.contextmanager
+def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
+    started = time.monotonic()
+    yield
+    phases[phase] = round(time.monotonic() - started, 2)
+
+
 def actor_pool(size: int | None, per_actor: float, resource: str = "CPU"):
     """A fixed pool, all started at once: an actor spends seconds loading its models, and a
     pool that grows on demand pays that late, one actor at a time."""
@@ -297,36 +305,45 @@ def curate(
     for part in ("curated", "rejected", "shards", "stats.json"):
         storage.delete(storage.join(output_uri, part))
 
-    candidates = read_candidates(input_uri, config.input_format, config.resources.split_bytes)
-    processed = process(candidates, config)
+    phases: dict[str, float] = {}  # wall seconds of each phase, for stats.json
+    with timed(phases, "read_and_process"):
+        candidates = read_candidates(input_uri, config.input_format, config.resources.split_bytes)
+        processed = process(candidates, config)
 
     ef = config.entity_frequency
-    type_count = tally(processed, concept_tally).get("type", {})
-    rare = (
-        frozenset(t for t, n in type_count.items() if n <= ef.more_than)
-        if ef.enabled
-        else frozenset()
-    )
-    final = processed.map_batches(
-        finalize,
-        fn_kwargs={"rare": rare, "more_than": ef.more_than, "split": config.split},
-        batch_format="pyarrow",
-    ).materialize()
-    del processed
+    with timed(phases, "entity_frequency"):
+        type_count = tally(processed, concept_tally).get("type", {})
+        rare = (
+            frozenset(t for t, n in type_count.items() if n <= ef.more_than)
+            if ef.enabled
+            else frozenset()
+        )
+        final = processed.map_batches(
+            finalize,
+            fn_kwargs={"rare": rare, "more_than": ef.more_than, "split": config.split},
+            batch_format="pyarrow",
+        ).materialize()
+        del processed
 
-    fs, path = storage.resolve(output_uri)
-    curated = final.map_batches(to_curated, batch_format="pyarrow")
-    curated.write_parquet(f"{path}/curated", filesystem=fs)
-    final.map_batches(to_rejected, batch_format="pyarrow").write_parquet(
-        f"{path}/rejected", filesystem=fs
-    )
-    shards = (
-        write_shards(curated, storage.join(output_uri, "shards"), config.webdataset)
-        if config.webdataset.enabled
-        else None
-    )
+    with timed(phases, "write"):
+        fs, path = storage.resolve(output_uri)
+        curated = final.map_batches(to_curated, batch_format="pyarrow")
+        curated.write_parquet(f"{path}/curated", filesystem=fs)
+        final.map_batches(to_rejected, batch_format="pyarrow").write_parquet(
+            f"{path}/rejected", filesystem=fs
+        )
+        shards = (
+            write_shards(curated, storage.join(output_uri, "shards"), config.webdataset)
+            if config.webdataset.enabled
+            else None
+        )
 
-    tallies = tally(final, outcome_tally)
+    with timed(phases, "statistics"):
+        tallies = tally(final, outcome_tally)
+        on_disk = {
+            "curated": written_rows(storage.join(output_uri, "curated")),
+            "rejected": written_rows(storage.join(output_uri, "rejected")),
+        }
     rejected: dict[str, dict[str, int]] = {}
     for key, n in tallies.get("outcome", {}).items():
         stage, reason = key.split("\t")
@@ -336,10 +353,6 @@ def curate(
     kept = tallies.get("outcome", {}).get("\t", 0)
     stats = funnel.build(input_count, kept, rejected, stages(config))
 
-    on_disk = {
-        "curated": written_rows(storage.join(output_uri, "curated")),
-        "rejected": written_rows(storage.join(output_uri, "rejected")),
-    }
     if on_disk != {"curated": kept, "rejected": input_count - kept}:
         raise funnel.AccountingError(
             f"written {on_disk}, expected curated {kept} and rejected {input_count - kept}"
@@ -367,10 +380,12 @@ def curate(
         }
     if shards is not None:
         stats["shards"] = shards
+    with timed(phases, "samples"):
+        stats["samples"] = _samples(final, config.samples)
     stats["seconds"] = round(time.monotonic() - started, 2)
+    stats["seconds_by_phase"] = phases
     if run_id:
         stats["mlflow_run_id"] = run_id
-    stats["samples"] = _samples(final, config.samples)
     storage.write_json(storage.join(output_uri, "stats.json"), without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
     return stats
@@ -411,6 +426,7 @@ def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> 
         for reason, count in reasons.items():
             metrics[tracking.metric_key("rejected", stage, reason)] = count
     metrics.update({f"captions.{k}": v for k, v in stats["captions"].items()})
+    metrics.update({f"seconds.{k}": v for k, v in stats["seconds_by_phase"].items()})
     mlflow.log_metrics(metrics)
     mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
     mlflow.log_dict(without_samples(stats), "stats.json")

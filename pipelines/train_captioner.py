@@ -23,6 +23,7 @@ anything else; the model itself is never pickled.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -40,7 +41,7 @@ import ray.train.torch
 import torch
 from matplotlib.figure import Figure
 from mlflow.entities import Metric
-from pydantic import field_validator
+from pydantic import Field, field_validator
 from safetensors.torch import load_file
 from torch import nn
 
@@ -81,7 +82,11 @@ class TrainConfig(Config):
     max_tokens: int = 15  # training captions are cut to this many words
     optimizer: Literal["adagrad", "adamw"] = "adagrad"
     lr: float = 0.01
+    # "cosine": each epoch starts at lr * (1 + cos(pi * epoch / epochs)) / 2, so the last
+    # epochs take small steps and the best-by-dev checkpoint is a settled model.
+    lr_schedule: Literal["constant", "cosine"] = "constant"
     weight_decay: float = 0.0
+    label_smoothing: float = Field(default=0.0, ge=0.0, lt=1.0)
     batch_size: int = 25  # per worker
     epochs: int = 10
     grad_clip: float = 1.0  # max gradient norm; 0 turns clipping off
@@ -277,12 +282,13 @@ class CaptionLoss(nn.Module):
     """The captioner's loss as a forward pass: DDP synchronizes the gradients of what runs
     through the wrapped module's forward, and Captioner.loss is a method beside it."""
 
-    def __init__(self, captioner: Captioner):
+    def __init__(self, captioner: Captioner, label_smoothing: float = 0.0):
         super().__init__()
         self.captioner = captioner
+        self.label_smoothing = label_smoothing
 
     def forward(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        return self.captioner.loss(features, tokens)
+        return self.captioner.loss(features, tokens, self.label_smoothing)
 
 
 def train_loop(loop_config: dict[str, Any]) -> None:
@@ -296,13 +302,15 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     captioner = Captioner(CaptionerConfig(**loop_config["model"])).to(device)
     optimizer = make_optimizer(config, captioner)
     progress = resume(captioner, optimizer, device)
-    step_loss = ray.train.torch.prepare_model(CaptionLoss(captioner))
+    step_loss = ray.train.torch.prepare_model(CaptionLoss(captioner, config.label_smoothing))
     eval_set = ray.get(loop_config["eval_set"]) if rank == 0 else None
     if rank == 0:
         mlflow.set_tracking_uri(loop_config["tracking_uri"])
     shard = ray.train.get_dataset_shard("train")
 
     for epoch in range(progress["epochs_done"], config.epochs):
+        lr = epoch_learning_rate(config, epoch)
+        set_learning_rate(optimizer, lr)
         step_loss.train()
         losses = []
         for batch in shard.iter_batches(
@@ -321,7 +329,8 @@ def train_loop(loop_config: dict[str, Any]) -> None:
             continue
         generated = caption_images(captioner, vocab, eval_set, config.beam, device)
         scores = dev_scores(generated, eval_set, config.eval_metrics)
-        metrics = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else None, **scores}
+        loss = float(np.mean(losses)) if losses else None
+        metrics = {"epoch": epoch, "loss": loss, "lr": lr, **scores}
         progress["history"].append(metrics)
         log_epoch(loop_config["run_id"], first_step, losses, metrics)
         with tempfile.TemporaryDirectory() as directory:
@@ -336,6 +345,19 @@ def make_optimizer(config: TrainConfig, model: nn.Module) -> torch.optim.Optimiz
             model.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
     return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+
+def epoch_learning_rate(config: TrainConfig, epoch: int) -> float:
+    """The learning rate of an epoch: a function of the epoch alone, so a resumed run
+    continues the schedule without saving any scheduler state."""
+    if config.lr_schedule == "constant":
+        return config.lr
+    return config.lr * (1 + math.cos(math.pi * epoch / config.epochs)) / 2
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def train_step(

@@ -107,6 +107,16 @@ def test_stats_and_success_marker_written(curated_run):
     assert stats["input"] == curated_run["stats"]["input"]
     assert stats["mlflow_run_id"] == curated_run["run_id"]
     assert storage.read_json(storage.join(out, SUCCESS))["kept"] == stats["kept"]
+    phases = stats["seconds_by_phase"]
+    assert list(phases) == [
+        "read_and_process",
+        "entity_frequency",
+        "write",
+        "statistics",
+        "samples",
+    ]
+    assert all(seconds >= 0 for seconds in phases.values())
+    assert sum(phases.values()) <= stats["seconds"] + 0.05  # rounding
 
 
 def test_mlflow_run_has_config_metrics_and_artifacts(curated_run):
@@ -114,6 +124,7 @@ def test_mlflow_run_has_config_metrics_and_artifacts(curated_run):
     assert run.data.params["entity_frequency.more_than"] == "2"
     assert run.data.metrics["input"] == curated_run["stats"]["input"]
     assert run.data.metrics["rejected.read.malformed_row"] == 2
+    assert "seconds.read_and_process" in run.data.metrics
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(curated_run["run_id"])}
     assert {"config.yaml", "stats.json", "funnel.png", "funnel.txt", "samples"} <= artifacts
     kept = json.loads(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -156,10 +157,13 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "2")
     monkeypatch.setenv(FAIL_MARKER_ENV, str(marker))
 
-    result = train(features_uri, tiny_config(features="1x1"))
+    result = train(features_uri, tiny_config(features="1x1", lr_schedule="cosine"))
 
     assert marker.exists()  # the worker did die during epoch 2
     assert [h["epoch"] for h in result["history"]] == [0, 1, 2]
+    # The learning-rate schedule carries on where it was: epoch 2 runs at its own rate.
+    cosine = [0.01 * (1 + math.cos(math.pi * epoch / 3)) / 2 for epoch in range(3)]
+    assert [h["lr"] for h in result["history"]] == pytest.approx(cosine)
     # Resumed from a checkpoint, not restarted: epoch 0 ran once. (Epoch 1 may have run
     # twice, when its report was not yet collected as the worker died: see the module.)
     epochs = metric_steps(result["run_id"], "CIDEr")

@@ -95,6 +95,21 @@ def test_loss_ignores_padding():
     torch.testing.assert_close(model.loss(features, short), model.loss(features, padded))
 
 
+def test_label_smoothing_spreads_target_mass_over_the_vocabulary_and_skips_padding():
+    model = small_model("rnn", "1x1")
+    features = random_features("1x1", images=2)
+    tokens = tokens_tensor([[BOS, 5, 6, 2], [BOS, 7, 2]])  # the second row is padded
+    log_probs = model(features, tokens[:, :-1]).log_softmax(-1)
+    targets = tokens[:, 1:]
+    real = targets != PAD
+    nll = -log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)[real]
+    uniform = -log_probs.mean(-1)[real]
+
+    smoothed = model.loss(features, tokens, label_smoothing=0.1)
+    torch.testing.assert_close(smoothed, (0.9 * nll + 0.1 * uniform).mean())
+    torch.testing.assert_close(model.loss(features, tokens), nll.mean())
+
+
 CAPTIONS = [
     "a cup of espresso on a saucer",
     "dog running on the beach",

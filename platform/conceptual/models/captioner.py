@@ -178,8 +178,14 @@ class Captioner(nn.Module):
         logits, state = self.decode(memory, unread, state)
         return logits[:, -1].log_softmax(-1), state
 
-    def loss(self, features: Tensor, tokens: Tensor) -> Tensor:
+    def loss(self, features: Tensor, tokens: Tensor, label_smoothing: float = 0.0) -> Tensor:
         """Mean cross-entropy of predicting `tokens[:, 1:]` from `tokens[:, :-1]`, where
-        `tokens` are encoded captions (<bos> ... <eos>, padded); padding does not count."""
+        `tokens` are encoded captions (<bos> ... <eos>, padded); padding does not count.
+        `label_smoothing` spreads that share of each target's probability over the vocabulary."""
         logits = self(features, tokens[:, :-1])
-        return F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], ignore_index=PAD)
+        return F.cross_entropy(
+            logits.transpose(1, 2),
+            tokens[:, 1:],
+            ignore_index=PAD,
+            label_smoothing=label_smoothing,
+        )
