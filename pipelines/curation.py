@@ -37,7 +37,6 @@ from typing import Any, Literal
 
 import mlflow
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray.data
 from pydantic import model_validator
@@ -45,21 +44,25 @@ from pydantic import model_validator
 from conceptual import funnel, storage, tracking
 from conceptual.candidates import FORMATS, READ_STAGE
 from conceptual.config import Config
-from conceptual.pipelines.readers import read_candidates
-from conceptual.pipelines.shards import WebDatasetConfig, write_shards
-from conceptual.pipelines.stages import (
+from conceptual.pipelines.image_stages import (
     FETCH_STAGE,
     IMAGE_STAGE,
     OVERLAP_STAGE,
-    NlpStage,
     VisionStage,
     fetch_images,
-    pending,
-    reject,
-    table,
 )
-from conceptual.records import CURATED, REJECTED, Rejection
-from conceptual.splits import SplitConfig, assign_split
+from conceptual.pipelines.nlp_stage import NlpStage
+from conceptual.pipelines.readers import read_candidates
+from conceptual.pipelines.rows import (
+    ENTITY_FREQUENCY_STAGE,
+    concept_tally,
+    finalize,
+    outcome_tally,
+    to_curated,
+    to_rejected,
+)
+from conceptual.pipelines.shards import WebDatasetConfig, write_shards
+from conceptual.splits import SplitConfig
 from conceptual.text.curate import STAGES as TEXT_STAGES
 from conceptual.text.curate import TextCurationConfig
 from conceptual.vision.cnn import CnnConfig
@@ -67,7 +70,6 @@ from conceptual.vision.fetch import FetchConfig
 from conceptual.vision.images import ImageFilterConfig
 from conceptual.vision.labels import OverlapConfig
 
-ENTITY_FREQUENCY_STAGE = "entity_frequency"
 IMAGE_STAGES = (FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE)
 STAGES = (READ_STAGE, *TEXT_STAGES, *IMAGE_STAGES, ENTITY_FREQUENCY_STAGE)
 SUCCESS = "_SUCCESS"
@@ -119,46 +121,6 @@ class CurationConfig(Config):
         return self
 
 
-def is_kept(batch: pa.Table) -> pa.ChunkedArray:
-    return pc.is_null(batch["reason"])
-
-
-def counted(kind: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
-    """(kind, key, n) rows: how often each value occurs, as partial counts of one batch."""
-    counts = (
-        pa.table({"key": pc.cast(values, pa.string())})
-        .group_by("key")
-        .aggregate([([], "count_all")])
-    )
-    return pa.table(
-        {
-            "kind": pa.array([kind] * counts.num_rows, pa.string()),
-            "key": counts["key"],
-            "n": counts["count_all"],
-        }
-    )
-
-
-def concept_tally(batch: pa.Table) -> pa.Table:
-    """The concepts of the captions still in the running, for the entity-frequency rule."""
-    return counted("type", pc.list_flatten(batch.filter(is_kept(batch))["types"]))
-
-
-def outcome_tally(batch: pa.Table) -> pa.Table:
-    """Everything stats.json reports, in one pass: outcomes, splits, caption lengths, tokens."""
-    kept = batch.filter(is_kept(batch))
-    tokens = pc.utf8_split_whitespace(kept["caption"])
-    stage, reason = pc.fill_null(batch["stage"], ""), pc.fill_null(batch["reason"], "")
-    return pa.concat_tables(
-        [
-            counted("outcome", pc.binary_join_element_wise(stage, reason, "\t")),
-            counted("split", kept["split"]),
-            counted("length", pc.list_value_length(tokens)),
-            counted("token", pc.list_flatten(tokens)),
-        ]
-    )
-
-
 def tally(ds: ray.data.Dataset, fn) -> dict[str, dict[str, int]]:
     """{kind: {key: n}} over a whole dataset. Partial counts per batch run on the cluster
     and are small, so they are combined here rather than shuffled (a hash shuffle costs
@@ -173,28 +135,6 @@ def tally(ds: ray.data.Dataset, fn) -> dict[str, dict[str, int]]:
         for kind, key, n in zip(*(combined[c].to_pylist() for c in ("kind", "key", "n_sum"))):
             result.setdefault(kind, {})[key] = n
     return result
-
-
-def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: SplitConfig) -> pa.Table:
-    """The entity-frequency rule, then the split of each caption kept."""
-    rows = batch.to_pylist()
-    for i in pending(rows):
-        row = rows[i]
-        if below := sorted(set(row["types"]) & rare):
-            detail = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
-            reject(row, ENTITY_FREQUENCY_STAGE, Rejection("rare_type", detail))
-        else:
-            key = row["image"] if row["image"] is not None else row["image_url"].encode()
-            row["split"] = assign_split(key, split)
-    return table(rows)
-
-
-def to_curated(batch: pa.Table) -> pa.Table:
-    return batch.filter(is_kept(batch)).select(CURATED.names).cast(CURATED)
-
-
-def to_rejected(batch: pa.Table) -> pa.Table:
-    return batch.filter(pc.invert(is_kept(batch))).select(REJECTED.names).cast(REJECTED)
 
 
 def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:

@@ -6,6 +6,7 @@ import io
 
 import pytest
 import skimage.data
+import torch
 from PIL import Image
 
 from conceptual.jobs import caption
@@ -17,6 +18,9 @@ from conceptual.models.vocab import Vocabulary
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
+    # Seeded: an untrained model's beams depend on its weights, which would otherwise
+    # depend on whichever tests ran before in the process.
+    torch.manual_seed(0)
     vocab = Vocabulary.build(["a cup of espresso on a saucer"] * 4, min_count=1)
     config = CaptionerConfig(
         architecture="transformer",

@@ -27,6 +27,7 @@ THIRD_PARTY_VARIABLES = {
     "RAY_AUTH_TOKEN": "Ray",
     "RAY_HEAD_IP": "Ray's cluster launcher (worker start commands)",
     "DEBIAN_FRONTEND": "apt-get",
+    "UV_COMPILE_BYTECODE": "uv",
     "PYTHONUNBUFFERED": "Python",
     "TORCH_INDEX": "infra/Dockerfile (a build argument)",
 }

@@ -1,10 +1,7 @@
-"""The curation stages as Ray Data batch operators: each takes a batch of in-flight
-candidates (PROCESSED), works on the rows still in the running, and marks the rows it
-rejects with its stage, reason and detail. Rejected rows travel on, so no candidate is ever
-lost between stages; the engine-agnostic work lives in conceptual.text and conceptual.vision.
-
-Heavy resources (spaCy, WordNet, the CNN) load once per actor; fetching is a plain
-function (a thread pool per batch), since it holds nothing worth keeping.
+"""The image stages of curation as Ray Data operators: fetching (a plain function with a
+thread pool per batch, since it holds nothing worth keeping), then one vision actor for the
+image filters, the classifier and the image&text overlap rule (conceptual.vision does the
+work). Each works on the rows still in the running and marks those it rejects.
 """
 
 from __future__ import annotations
@@ -12,65 +9,17 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
-from conceptual.pipelines.readers import IN_FLIGHT
-from conceptual.records import ENTITY, LABEL, Rejection
-from conceptual.text.curate import TextCurationConfig, TextCurator
+from conceptual.pipelines.rows import pending, reject, table
+from conceptual.records import Rejection
 from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual.vision.images import ImageFilterConfig, ImageFilters
 from conceptual.vision.labels import LabelMatcher, OverlapConfig
 
 FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
-
-PROCESSED = (
-    IN_FLIGHT.append(pa.field("caption", pa.string()))
-    .append(pa.field("entities", pa.list_(ENTITY)))
-    .append(pa.field("types", pa.list_(pa.string())))
-    .append(pa.field("labels", pa.list_(LABEL)))
-    .append(pa.field("matched", pa.list_(pa.string())))
-    .append(pa.field("width", pa.int32()))
-    .append(pa.field("height", pa.int32()))
-    .append(pa.field("split", pa.string()))
-)
-
-
-def pending(rows: list[dict[str, Any]]) -> list[int]:
-    """Indices of the rows no stage has rejected yet."""
-    return [i for i, row in enumerate(rows) if row["reason"] is None]
-
-
-def reject(row: dict[str, Any], stage: str, rejection: Rejection) -> None:
-    # A rejected row's image is dropped here: the URL refetches it, and carrying the bytes
-    # of every rejected image through the remaining stages would only cost memory.
-    row.update(stage=stage, reason=rejection.reason, detail=rejection.detail, image=None)
-    row["caption"] = None
-
-
-def table(rows: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=PROCESSED)
-
-
-class NlpStage:
-    """Text filters, syntax filters and hypernymization, on one spaCy parse per text."""
-
-    def __init__(self, config: TextCurationConfig):
-        self.curator = TextCurator(config)
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = batch.to_pylist()
-        for row in rows:
-            row.update(caption=None, entities=[], types=[], labels=[], matched=[])
-        todo = pending(rows)
-        outcomes = self.curator.process([rows[i]["alt_text"] for i in todo])
-        for i, outcome in zip(todo, outcomes):
-            rows[i].update(caption=outcome.caption, entities=outcome.entities, types=outcome.types)
-            if not outcome.kept:
-                reject(rows[i], outcome.stage, Rejection(outcome.reason, outcome.detail or ""))
-        return table(rows)
 
 
 def fetch_images(batch: pa.Table, config: FetchConfig) -> pa.Table:

@@ -1,0 +1,112 @@
+"""The rows in flight through curation, and the per-batch functions of the passes after the
+per-candidate stages (the entity-frequency rule, the split, the outputs, the tallies).
+
+A candidate is one row of PROCESSED from the first stage to the last; a stage that rejects
+it fills stage/reason/detail and drops its image, and the row travels on.
+
+Nothing heavy is imported here, on purpose: Ray runs these functions in worker processes
+that import this module first, and importing the whole pipeline (MLflow, torch, NLTK) cost
+a fresh worker about 10 seconds, more than all these passes together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conceptual.pipelines.readers import IN_FLIGHT
+from conceptual.records import CURATED, ENTITY, LABEL, REJECTED, Rejection
+from conceptual.splits import SplitConfig, assign_split
+
+ENTITY_FREQUENCY_STAGE = "entity_frequency"
+
+PROCESSED = (
+    IN_FLIGHT.append(pa.field("caption", pa.string()))
+    .append(pa.field("entities", pa.list_(ENTITY)))
+    .append(pa.field("types", pa.list_(pa.string())))
+    .append(pa.field("labels", pa.list_(LABEL)))
+    .append(pa.field("matched", pa.list_(pa.string())))
+    .append(pa.field("width", pa.int32()))
+    .append(pa.field("height", pa.int32()))
+    .append(pa.field("split", pa.string()))
+)
+
+
+def pending(rows: list[dict[str, Any]]) -> list[int]:
+    """Indices of the rows no stage has rejected yet."""
+    return [i for i, row in enumerate(rows) if row["reason"] is None]
+
+
+def reject(row: dict[str, Any], stage: str, rejection: Rejection) -> None:
+    # A rejected row's image is dropped here: the URL refetches it, and carrying the bytes
+    # of every rejected image through the remaining stages would only cost memory.
+    row.update(stage=stage, reason=rejection.reason, detail=rejection.detail, image=None)
+    row["caption"] = None
+
+
+def table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=PROCESSED)
+
+
+def is_kept(batch: pa.Table) -> pa.ChunkedArray:
+    return pc.is_null(batch["reason"])
+
+
+def counted(kind: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """(kind, key, n) rows: how often each value occurs, as partial counts of one batch."""
+    counts = (
+        pa.table({"key": pc.cast(values, pa.string())})
+        .group_by("key")
+        .aggregate([([], "count_all")])
+    )
+    return pa.table(
+        {
+            "kind": pa.array([kind] * counts.num_rows, pa.string()),
+            "key": counts["key"],
+            "n": counts["count_all"],
+        }
+    )
+
+
+def concept_tally(batch: pa.Table) -> pa.Table:
+    """The concepts of the captions still in the running, for the entity-frequency rule."""
+    return counted("type", pc.list_flatten(batch.filter(is_kept(batch))["types"]))
+
+
+def outcome_tally(batch: pa.Table) -> pa.Table:
+    """Everything stats.json reports, in one pass: outcomes, splits, caption lengths, tokens."""
+    kept = batch.filter(is_kept(batch))
+    tokens = pc.utf8_split_whitespace(kept["caption"])
+    stage, reason = pc.fill_null(batch["stage"], ""), pc.fill_null(batch["reason"], "")
+    return pa.concat_tables(
+        [
+            counted("outcome", pc.binary_join_element_wise(stage, reason, "\t")),
+            counted("split", kept["split"]),
+            counted("length", pc.list_value_length(tokens)),
+            counted("token", pc.list_flatten(tokens)),
+        ]
+    )
+
+
+def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: SplitConfig) -> pa.Table:
+    """The entity-frequency rule, then the split of each caption kept."""
+    rows = batch.to_pylist()
+    for i in pending(rows):
+        row = rows[i]
+        if below := sorted(set(row["types"]) & rare):
+            detail = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
+            reject(row, ENTITY_FREQUENCY_STAGE, Rejection("rare_type", detail))
+        else:
+            key = row["image"] if row["image"] is not None else row["image_url"].encode()
+            row["split"] = assign_split(key, split)
+    return table(rows)
+
+
+def to_curated(batch: pa.Table) -> pa.Table:
+    return batch.filter(is_kept(batch)).select(CURATED.names).cast(CURATED)
+
+
+def to_rejected(batch: pa.Table) -> pa.Table:
+    return batch.filter(pc.invert(is_kept(batch))).select(REJECTED.names).cast(REJECTED)
