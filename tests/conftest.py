@@ -36,6 +36,33 @@ def nlp():
     return load_spacy()
 
 
+@pytest.fixture(scope="session")
+def tiny_captioner():
+    """make(caption, seed) -> (Captioner, Vocabulary): an untrained, tiny 8x8 Transformer
+    whose vocabulary is the caption's words. Seeded: an untrained model's beams depend on
+    its weights, which would otherwise depend on whichever tests ran before."""
+    import torch
+
+    from conceptual.models.captioner import Captioner, CaptionerConfig
+    from conceptual.models.vocab import Vocabulary
+
+    def make(caption: str, seed: int = 0):
+        torch.manual_seed(seed)
+        vocab = Vocabulary.build([caption] * 4, min_count=1)
+        config = CaptionerConfig(
+            architecture="transformer",
+            features="8x8",
+            vocab_size=len(vocab),
+            d_model=16,
+            layers=1,
+            heads=2,
+            ffn=32,
+        )
+        return Captioner(config).eval(), vocab
+
+    return make
+
+
 def _free_port() -> int:
     import socket
 

@@ -18,7 +18,6 @@ import httpx
 import mlflow
 import pytest
 import skimage.data
-import torch
 import yaml
 from PIL import Image
 from ray import serve
@@ -26,8 +25,6 @@ from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 
 from conceptual import registry
 from conceptual.demo.images import bomb, corrupt, good_jpeg, truncated
-from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.models.vocab import Vocabulary
 from conceptual.serve.app import APP_NAME, Api, ServeConfig, start
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
 from conceptual.tracking import start_run
@@ -44,21 +41,6 @@ EVAL_SET = "val"
 WAIT_S = 90  # upper bound on waiting for replicas to load or switch a model
 
 
-def tiny_captioner(caption: str, seed: int) -> tuple[Captioner, Vocabulary]:
-    torch.manual_seed(seed)
-    vocab = Vocabulary.build([caption] * 4, min_count=1)
-    config = CaptionerConfig(
-        architecture="transformer",
-        features="8x8",
-        vocab_size=len(vocab),
-        d_model=16,
-        layers=1,
-        heads=2,
-        ffn=32,
-    )
-    return Captioner(config).eval(), vocab
-
-
 @pytest.fixture(scope="module")
 def name() -> str:
     """A registered model of its own: other tests in the session may have a `captioner`."""
@@ -66,7 +48,7 @@ def name() -> str:
 
 
 @pytest.fixture(scope="module")
-def versions(platform_home, name):
+def versions(platform_home, name, tiny_captioner):
     """The two captioners, registered (no alias yet), in CAPTIONS order."""
     registered = []
     for seed, (variant, caption) in enumerate(CAPTIONS.items()):

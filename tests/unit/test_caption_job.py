@@ -6,32 +6,17 @@ import io
 
 import pytest
 import skimage.data
-import torch
 from PIL import Image
 
 from conceptual.jobs import caption
-from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import save_model
-from conceptual.models.vocab import Vocabulary
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    # Seeded: an untrained model's beams depend on its weights, which would otherwise
-    # depend on whichever tests ran before in the process.
-    torch.manual_seed(0)
-    vocab = Vocabulary.build(["a cup of espresso on a saucer"] * 4, min_count=1)
-    config = CaptionerConfig(
-        architecture="transformer",
-        features="8x8",
-        vocab_size=len(vocab),
-        d_model=16,
-        layers=1,
-        heads=2,
-        ffn=32,
-    )
-    return save_model(Captioner(config).eval(), vocab, tmp_path_factory.mktemp("model"))
+def model_dir(tmp_path_factory, tiny_captioner):
+    model, vocab = tiny_captioner("a cup of espresso on a saucer")
+    return save_model(model, vocab, tmp_path_factory.mktemp("model"))
 
 
 def jpeg(tmp_path, name="coffee.jpg"):
