@@ -95,6 +95,13 @@ class ResourcesConfig(Config):
     fetch_batch_size: int = 256
     vision_actors: int | None = None  # None: one per GPU when the cluster has GPUs, else per CPU
     vision_batch_size: int = 32  # images per call of a vision actor
+    # Candidates per task in the light passes after those stages (the entity-frequency
+    # count and rule, the writes, the tallies). A task per input block cost more in
+    # scheduling than these passes do work. None: 16384, or 512 when rows carry images.
+    pass_batch_size: int | None = None
+
+    def rows_per_pass_task(self, with_images: bool) -> int:
+        return self.pass_batch_size or (512 if with_images else 16384)
 
 
 class CurationConfig(Config):
@@ -121,11 +128,11 @@ class CurationConfig(Config):
         return self
 
 
-def tally(ds: ray.data.Dataset, fn) -> dict[str, dict[str, int]]:
+def tally(ds: ray.data.Dataset, fn, batch_size: int) -> dict[str, dict[str, int]]:
     """{kind: {key: n}} over a whole dataset. Partial counts per batch run on the cluster
     and are small, so they are combined here rather than shuffled (a hash shuffle costs
     seconds of fixed overhead, more than the counting itself)."""
-    partials = ds.map_batches(fn, batch_format="pyarrow").iter_batches(
+    partials = ds.map_batches(fn, batch_format="pyarrow", batch_size=batch_size).iter_batches(
         batch_size=None, batch_format="pyarrow"
     )
     tables = [t for t in partials if t.num_rows]
@@ -251,8 +258,9 @@ def curate(
         processed = process(candidates, config)
 
     ef = config.entity_frequency
+    per_task = config.resources.rows_per_pass_task(config.with_images)
     with timed(phases, "entity_frequency"):
-        type_count = tally(processed, concept_tally).get("type", {})
+        type_count = tally(processed, concept_tally, per_task).get("type", {})
         rare = (
             frozenset(t for t, n in type_count.items() if n <= ef.more_than)
             if ef.enabled
@@ -262,16 +270,16 @@ def curate(
             finalize,
             fn_kwargs={"rare": rare, "more_than": ef.more_than, "split": config.split},
             batch_format="pyarrow",
+            batch_size=per_task,
         ).materialize()
         del processed
 
     with timed(phases, "write"):
         fs, path = storage.resolve(output_uri)
-        curated = final.map_batches(to_curated, batch_format="pyarrow")
+        curated = final.map_batches(to_curated, batch_format="pyarrow", batch_size=per_task)
         curated.write_parquet(f"{path}/curated", filesystem=fs)
-        final.map_batches(to_rejected, batch_format="pyarrow").write_parquet(
-            f"{path}/rejected", filesystem=fs
-        )
+        rejected_rows = final.map_batches(to_rejected, batch_format="pyarrow", batch_size=per_task)
+        rejected_rows.write_parquet(f"{path}/rejected", filesystem=fs)
         shards = (
             write_shards(curated, storage.join(output_uri, "shards"), config.webdataset)
             if config.webdataset.enabled
@@ -279,7 +287,7 @@ def curate(
         )
 
     with timed(phases, "statistics"):
-        tallies = tally(final, outcome_tally)
+        tallies = tally(final, outcome_tally, per_task)
         on_disk = {
             "curated": written_rows(storage.join(output_uri, "curated")),
             "rejected": written_rows(storage.join(output_uri, "rejected")),

@@ -91,17 +91,36 @@ def outcome_tally(batch: pa.Table) -> pa.Table:
 
 
 def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: SplitConfig) -> pa.Table:
-    """The entity-frequency rule, then the split of each caption kept."""
-    rows = batch.to_pylist()
-    for i in pending(rows):
-        row = rows[i]
-        if below := sorted(set(row["types"]) & rare):
-            detail = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
-            reject(row, ENTITY_FREQUENCY_STAGE, Rejection("rare_type", detail))
-        else:
-            key = row["image"] if row["image"] is not None else row["image_url"].encode()
-            row["split"] = assign_split(key, split)
-    return table(rows)
+    """The entity-frequency rule, then the split of each caption kept. Column by column:
+    only the columns it reads or changes become Python values (converting whole rows, with
+    their entities, cost more than everything else in this pass)."""
+    stage, reason, detail, splits = (
+        batch[c].to_pylist() for c in ("stage", "reason", "detail", "split")
+    )
+    rejected_here = [False] * batch.num_rows
+    for i, types in enumerate(batch["types"].to_pylist()):
+        if reason[i] is None and (below := sorted(set(types) & rare)):
+            stage[i], reason[i] = ENTITY_FREQUENCY_STAGE, "rare_type"
+            detail[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
+            rejected_here[i] = True
+    kept = pa.array([i for i, r in enumerate(reason) if r is None], pa.int64())
+    images = batch["image"].take(kept).to_pylist()
+    urls = batch["image_url"].take(kept).to_pylist()
+    for i, image, url in zip(kept.to_pylist(), images, urls):
+        splits[i] = assign_split(image if image is not None else url.encode(), split)
+    # As reject() does for one row: a rejected candidate loses its caption and image.
+    dropped = pa.array(rejected_here)
+    columns = {
+        "stage": pa.array(stage, pa.string()),
+        "reason": pa.array(reason, pa.string()),
+        "detail": pa.array(detail, pa.string()),
+        "split": pa.array(splits, pa.string()),
+        "caption": pc.if_else(dropped, pa.scalar(None, pa.string()), batch["caption"]),
+        "image": pc.if_else(dropped, pa.scalar(None, pa.binary()), batch["image"]),
+    }
+    for name, column in columns.items():
+        batch = batch.set_column(batch.schema.get_field_index(name), name, column)
+    return batch
 
 
 def to_curated(batch: pa.Table) -> pa.Table:

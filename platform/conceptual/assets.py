@@ -14,9 +14,13 @@ package's `lexnames(5WN)` man page.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
 import gzip
+import hashlib
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -24,6 +28,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from conceptual import storage
 from conceptual.paths import state_dir
 
 
@@ -203,6 +208,23 @@ def ensure_wordnet(path: str | None = None) -> str:
     return f"{getattr(location, 'path', location)} ({how})"
 
 
+def _index_cache(root) -> Path | None:
+    """Where the parsed index of the WordNet database at `root` is cached, named by a hash
+    of what it was parsed from (so a changed database or NLTK parses afresh); None when the
+    database is not a plain directory (nltk.download's zip)."""
+    import nltk
+
+    directory = getattr(root, "path", None)
+    if not directory or not os.path.isdir(directory):
+        return None
+    stamp = [nltk.__version__, os.path.realpath(directory)]
+    for name in ("index.noun", "index.verb", "index.adj", "index.adv", "data.adj"):
+        status = os.stat(os.path.join(directory, name))
+        stamp += [name, str(status.st_size), str(status.st_mtime_ns)]
+    digest = hashlib.sha1("\0".join(stamp).encode()).hexdigest()[:16]
+    return state_dir() / "cache" / f"wordnet-index-{digest}.pickle"
+
+
 def _load_wordnet(location):
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
@@ -211,6 +233,30 @@ def _load_wordnet(location):
             # The map between WordNet versions serves only the Open Multilingual WordNet,
             # which is not used here; building it rereads index.sense (seconds per process).
             return None
+
+        # Parsing the index files line by line is most of what loading WordNet costs (1.5 s
+        # in every process that loads it: each NLP actor, each job); unpickling the parsed
+        # index takes 0.1 s. NLTK's constructor calls these two in this order.
+        def _scan_satellites(self):
+            self._cache = _index_cache(self.root)
+            try:
+                gc.disable()  # a collection every few thousand objects would triple the load
+                with open(self._cache, "rb") as f:  # type: ignore[arg-type]
+                    self.satellite_offsets, self._lemma_pos_offset_map = pickle.load(f)
+                self._cache = None  # loaded: nothing to write
+            except (OSError, TypeError, pickle.UnpicklingError, EOFError, ValueError):
+                super()._scan_satellites()
+            finally:
+                gc.enable()
+
+        def _load_lemma_pos_offset_map(self):
+            if self._lemma_pos_offset_map:  # from the cache
+                return
+            super()._load_lemma_pos_offset_map()
+            if self._cache is not None:
+                with contextlib.suppress(OSError):  # a read-only state directory: no cache
+                    index = (self.satellite_offsets, self._lemma_pos_offset_map)
+                    storage.write_bytes(str(self._cache), pickle.dumps(index, protocol=5))
 
     where = getattr(location, "path", location)
     try:

@@ -54,6 +54,33 @@ def test_wordnet_prepared_from_debian_into_the_state_dir(fresh_home):
 
 
 @needs_debian_wordnet
+def test_wordnet_index_parsed_once_then_read_from_the_cache(fresh_home):
+    assets.ensure_wordnet()
+    caches = list((fresh_home / "home" / "cache").glob("wordnet-index-*.pickle"))
+    assert len(caches) == 1
+    parsed = assets.wordnet()
+    assets.wordnet.cache_clear()
+    cached = assets.wordnet()
+    assert cached is not parsed and cached._lemma_pos_offset_map == parsed._lemma_pos_offset_map
+    assert cached.satellite_offsets == parsed.satellite_offsets
+    assert [s.name() for s in cached.synsets("Paris")] == [
+        s.name() for s in parsed.synsets("Paris")
+    ]
+    assert cached.synsets("fast", "s") == parsed.synsets("fast", "s")  # satellites kept
+
+    # A damaged cache is parsed around and rewritten; a changed database gets a new one.
+    caches[0].write_bytes(b"not a pickle")
+    assets.wordnet.cache_clear()
+    assert assets.wordnet()._lemma_pos_offset_map == parsed._lemma_pos_offset_map
+    assert caches[0].read_bytes() != b"not a pickle"
+    index = fresh_home / "home" / "nltk_data" / "corpora" / "wordnet" / "index.adv"
+    index.write_bytes(index.read_bytes())  # same content, new modification time
+    assets.wordnet.cache_clear()
+    assets.wordnet()
+    assert len(list((fresh_home / "home" / "cache").glob("wordnet-index-*.pickle"))) == 2
+
+
+@needs_debian_wordnet
 def test_wordnet_from_an_explicit_path(fresh_home, monkeypatch):
     source = fresh_home / "wordnet-3.0"
     shutil.copytree(assets.DEBIAN_WORDNET, source)

@@ -1,0 +1,108 @@
+"""The passes after the per-candidate stages, on one batch (no Ray needed): the
+entity-frequency rule (spec §5), the split, and the tallies stats.json is built from."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from conceptual.pipelines.rows import (
+    PROCESSED,
+    concept_tally,
+    finalize,
+    outcome_tally,
+    to_curated,
+    to_rejected,
+)
+from conceptual.splits import SplitConfig, assign_split
+
+
+def row(id: str, caption: str | None, types: list[str], **fields) -> dict:
+    base = {
+        "id": id,
+        "image_url": f"http://img.test/{id}.jpg",
+        "page_url": None,
+        "alt_text": f"alt {id}",
+        "image": None,
+        "stage": None,
+        "reason": None,
+        "detail": None,
+        "caption": caption,
+        "entities": [],
+        "types": types,
+        "labels": [],
+        "matched": [],
+        "width": None,
+        "height": None,
+        "split": None,
+    }
+    return base | fields
+
+
+def batch() -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            row("common", "actor in a city", ["actor", "city"]),
+            row("rare", "actor at a festival", ["actor", "festival", "zeppelin"], image=b"jpeg"),
+            row("no-types", "a dog on grass", []),
+            row("with-image", "a city at night", ["city"], image=b"\xff\xd8bytes"),
+            row("earlier", None, ["zeppelin"], stage="text", reason="hashtag", detail="#x"),
+        ],
+        schema=PROCESSED,
+    )
+
+
+def test_concept_tally_counts_the_concepts_of_captions_still_in_the_running():
+    counts = concept_tally(batch()).to_pylist()
+    by_key = {r["key"]: r["n"] for r in counts}
+    assert {r["kind"] for r in counts} == {"type"}
+    # The zeppelin of the candidate the text stage rejected does not count.
+    assert by_key == {"actor": 2, "city": 2, "festival": 1, "zeppelin": 1}
+
+
+def test_finalize_rejects_captions_mentioning_a_rare_concept():
+    split = SplitConfig()
+    out = finalize(batch(), frozenset({"zeppelin", "festival"}), more_than=3, split=split)
+    assert out.schema == PROCESSED
+    rows = {r["id"]: r for r in out.to_pylist()}
+
+    rare = rows["rare"]
+    assert (rare["stage"], rare["reason"]) == ("entity_frequency", "rare_type")
+    assert rare["detail"] == "occur 3 times or fewer: festival, zeppelin"
+    assert rare["caption"] is None and rare["image"] is None and rare["split"] is None
+
+    # An earlier rejection stands, untouched, though its concept is rare too.
+    assert (rows["earlier"]["stage"], rows["earlier"]["reason"]) == ("text", "hashtag")
+    assert rows["earlier"]["detail"] == "#x" and rows["earlier"]["split"] is None
+
+    # The rest keep their captions and get the split of their image (or, without one, URL).
+    assert rows["common"]["split"] == assign_split(b"http://img.test/common.jpg", split)
+    assert rows["with-image"]["split"] == assign_split(b"\xff\xd8bytes", split)
+    assert rows["with-image"]["image"] == b"\xff\xd8bytes"
+    assert rows["no-types"]["reason"] is None and rows["no-types"]["caption"] == "a dog on grass"
+
+
+def test_finalize_without_rare_concepts_keeps_everything_still_in_the_running():
+    out = finalize(batch(), frozenset(), more_than=100, split=SplitConfig())
+    assert out["reason"].to_pylist() == [None, None, None, None, "hashtag"]
+    assert all(s is not None for s in out["split"].to_pylist()[:4])
+
+
+def test_finalize_a_batch_with_nothing_left_to_keep():
+    rejected = batch().filter(pa.array([False, False, False, False, True]))
+    out = finalize(rejected, frozenset({"zeppelin"}), more_than=3, split=SplitConfig())
+    assert out.to_pylist() == rejected.to_pylist()
+
+
+def test_outputs_partition_the_batch_and_the_tally_describes_them():
+    out = finalize(batch(), frozenset({"zeppelin"}), more_than=3, split=SplitConfig())
+    curated, rejected = to_curated(out), to_rejected(out)
+    assert sorted(curated["id"].to_pylist()) == ["common", "no-types", "with-image"]
+    assert sorted(rejected["id"].to_pylist()) == ["earlier", "rare"]
+
+    tally = {}
+    for r in outcome_tally(out).to_pylist():
+        tally.setdefault(r["kind"], {})[r["key"]] = r["n"]
+    assert tally["outcome"] == {"\t": 3, "text\thashtag": 1, "entity_frequency\trare_type": 1}
+    assert tally["length"] == {"4": 3}
+    assert tally["token"]["city"] == 2 and tally["token"]["dog"] == 1
+    assert sum(tally["split"].values()) == 3
