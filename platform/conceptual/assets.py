@@ -225,6 +225,23 @@ def _index_cache(root) -> Path | None:
     return state_dir() / "cache" / f"wordnet-index-{digest}.pickle"
 
 
+def _read_index(cache: Path | None):
+    """The cached (satellite offsets, lemma index), or None: no cache, or one that does not
+    unpickle (any error: it is parsed around and rewritten)."""
+    if cache is None or not cache.is_file():
+        return None
+    collecting = gc.isenabled()
+    gc.disable()  # a collection every few thousand new objects would triple the load
+    try:
+        satellites, lemmas = pickle.loads(cache.read_bytes())
+        return satellites, lemmas
+    except Exception:
+        return None
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _load_wordnet(location):
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
@@ -234,20 +251,16 @@ def _load_wordnet(location):
             # which is not used here; building it rereads index.sense (seconds per process).
             return None
 
-        # Parsing the index files line by line is most of what loading WordNet costs (1.5 s
-        # in every process that loads it: each NLP actor, each job); unpickling the parsed
-        # index takes 0.1 s. NLTK's constructor calls these two in this order.
+        # Parsing the index files line by line is most of what loading WordNet costs (over a
+        # second in every process that loads it: each NLP actor, each job); unpickling the
+        # parsed index takes 0.1 s. NLTK's constructor calls these two in this order.
         def _scan_satellites(self):
             self._cache = _index_cache(self.root)
-            try:
-                gc.disable()  # a collection every few thousand objects would triple the load
-                with open(self._cache, "rb") as f:  # type: ignore[arg-type]
-                    self.satellite_offsets, self._lemma_pos_offset_map = pickle.load(f)
+            if index := _read_index(self._cache):
+                self.satellite_offsets, self._lemma_pos_offset_map = index
                 self._cache = None  # loaded: nothing to write
-            except (OSError, TypeError, pickle.UnpicklingError, EOFError, ValueError):
+            else:
                 super()._scan_satellites()
-            finally:
-                gc.enable()
 
         def _load_lemma_pos_offset_map(self):
             if self._lemma_pos_offset_map:  # from the cache
