@@ -103,10 +103,11 @@ def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: Split
             stage[i], reason[i] = ENTITY_FREQUENCY_STAGE, "rare_type"
             detail[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
             rejected_here[i] = True
-    kept = pa.array([i for i, r in enumerate(reason) if r is None], pa.int64())
-    images = batch["image"].take(kept).to_pylist()
-    urls = batch["image_url"].take(kept).to_pylist()
-    for i, image, url in zip(kept.to_pylist(), images, urls):
+    kept = [i for i, r in enumerate(reason) if r is None]
+    indices = pa.array(kept, pa.int64())  # typed: an empty list would have no take kernel
+    images = batch["image"].take(indices).to_pylist()
+    urls = batch["image_url"].take(indices).to_pylist()
+    for i, image, url in zip(kept, images, urls):
         splits[i] = assign_split(image if image is not None else url.encode(), split)
     # As reject() does for one row: a rejected candidate loses its caption and image.
     dropped = pa.array(rejected_here)
