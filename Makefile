@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: setup demo test test-fast bench lint clean mlflow-ui
+.PHONY: setup demo test test-fast test-slow bench lint clean mlflow-ui
 
 setup:
 	@bash scripts/setup.sh
@@ -13,10 +13,13 @@ demo: setup
 	$(PY) -m conceptual.demo
 
 test: setup
-	$(PY) -m pytest -m "not benchmark" tests
+	$(PY) -m pytest -m "not benchmark and not slow" tests
+
+test-slow: setup
+	$(PY) -m pytest -m "slow" tests
 
 test-fast: setup
-	$(PY) -m pytest -m "not integration and not e2e and not benchmark" tests
+	$(PY) -m pytest -m "not integration and not e2e and not benchmark and not slow" tests
 
 bench: setup
 	$(PY) -m pytest -m benchmark tests/benchmarks -s
