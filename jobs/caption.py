@@ -13,30 +13,35 @@ import argparse
 import sys
 from pathlib import Path
 
-from conceptual.models.inference import ImageCaptioner
-from conceptual.registry import resolve
+from conceptual.jobs.arguments import location
+from conceptual.logs import job_output, stderr
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.caption", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--model", required=True, help="a model URI or directory")
-    parser.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
+    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser.add_argument("images", nargs="+", type=lambda p: Path(location(p)), metavar="IMAGE")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--length-penalty", type=float, default=0.0)
+    parser.add_argument("--verbose", action="store_true", help="show MLflow's and torch's own logs")
     args = parser.parse_args(argv)
+    from conceptual.models.inference import ImageCaptioner
+    from conceptual.registry import resolve
+
     missing = [str(p) for p in args.images if not p.is_file()]
-    try:
-        if missing:
-            raise ValueError(f"no such image file: {', '.join(missing)}")
-        captioner = ImageCaptioner(
-            resolve(args.model), beam=args.beam, length_penalty=args.length_penalty
-        )
-        captions = captioner.caption_bytes([p.read_bytes() for p in args.images])
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    with job_output("caption", args.verbose):
+        try:
+            if missing:
+                raise ValueError(f"no such image file: {', '.join(missing)}")
+            captioner = ImageCaptioner(
+                resolve(args.model), beam=args.beam, length_penalty=args.length_penalty
+            )
+            captions = captioner.caption_bytes([p.read_bytes() for p in args.images])
+        except ValueError as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
     for path, caption in zip(args.images, captions):
         print(f"{path}\t{caption}")
     return 0

@@ -1,14 +1,15 @@
-"""Train the four captioner variants on one features dataset and compare them.
+"""Train captioner variants on one features dataset and compare them.
 
     python -m conceptual.jobs.compare_captioners --features URI
-        [--variants rnn-1x1,rnn-8x8,transformer-1x1,transformer-8x8] [--no-register]
-        [--config FILE] [key=value ...]
+        [--variants rnn-1x1,rnn-8x8,transformer-1x1,transformer-8x8]
+        [--register best|all|none] [--config FILE] [key=value ...]
 
 Every variant trains with the same TrainConfig (overrides as for train_captioner, e.g.
 epochs=20 workers=2; experiment=NAME keeps the comparison in an experiment of its own) as a
 child of one comparison run, whose artifacts are the comparison table (comparison.json,
-comparison.md) and plot (comparison.png). Each model is registered and the champion rule
-applied, so the best variant becomes the champion if it beats the current one.
+comparison.md) and plot (comparison.png). The best variant by dev CIDEr is registered and
+the champion rule applied (`--register all`: every variant; `--register none` or
+`--no-register`: none).
 """
 
 from __future__ import annotations
@@ -16,39 +17,62 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual import registry
-from conceptual.config import ConfigError, load
-from conceptual.pipelines.compare_captioners import VARIANTS, compare, markdown_table
-from conceptual.pipelines.train_captioner import TrainConfig
-from conceptual.storage import StorageError
-from conceptual.tracking import tracking_uri
+from conceptual.jobs.arguments import add_common, location
+from conceptual.logs import job_output, stderr
+from conceptual.models.variants import MODEL_NAME, VARIANTS
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m conceptual.jobs.compare_captioners", description=__doc__.split("\n\n")[0]
+        prog="python -m conceptual.jobs.compare_captioners",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--features", required=True, help="a features job's output")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
-    parser.add_argument("--config", help="YAML file of TrainConfig keys")
-    parser.add_argument("--model-name", default=registry.MODEL_NAME, help="registered model")
-    parser.add_argument("--no-register", action="store_true", help="train and compare only")
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated, from: {', '.join(VARIANTS)}",
+    )
+    parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
+    parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
+    parser.add_argument(
+        "--register",
+        choices=("best", "all", "none"),
+        default="best",
+        help="which variants become registry versions (the champion rule judges each)",
+    )
+    parser.add_argument(
+        "--no-register", action="store_const", const="none", dest="register", help="--register none"
+    )
+    add_common(parser, "TrainConfig keys, e.g. epochs=20 workers=2")
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    try:
-        config = load(TrainConfig, args.config, args.overrides)
-        result = compare(args.features, config, variants, not args.no_register, args.model_name)
-    except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.compare_captioners import compare, markdown_table
+    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.storage import StorageError
+    from conceptual.tracking import printable_tracking_uri
+
+    with job_output("compare_captioners", args.verbose) as log:
+        try:
+            config = load(TrainConfig, args.config, args.overrides)
+            result = compare(args.features, config, variants, args.register, args.model_name)
+        except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
+            print(f"error: {exc}", file=stderr())
+            return 2
     print(markdown_table(result["rows"]))
     for row in result["rows"]:
         if row["version"] is not None:
             print(
                 f"{row['variant']}: models:/{args.model_name}/{row['version']} ({row['champion']})"
             )
-    print(f"mlflow: comparison run {result['run_id']} in {config.experiment!r} at {tracking_uri()}")
+    print(
+        f"mlflow: comparison run {result['run_id']} in {config.experiment!r} "
+        f"at {printable_tracking_uri()}"
+    )
+    if log:
+        print(f"log:    {log}")
     return 0
 
 

@@ -11,13 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual import funnel, storage
-from conceptual.candidates import CandidateFormatError
-from conceptual.config import ConfigError, load
-from conceptual.pipelines.curation import CurationConfig, run
-from conceptual.runtime import init_ray
-from conceptual.storage import StorageError
-from conceptual.tracking import tracking_uri
+from conceptual.jobs.arguments import add_common, location
+from conceptual.logs import job_output, stderr
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,28 +20,55 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m conceptual.jobs.curate", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
-        "--input", required=True, help="candidates: a file or folder (TSV, CSV, JSONL, Parquet)"
+        "--input",
+        required=True,
+        type=location,
+        help="candidates: a file or folder (TSV, CSV, JSONL, Parquet); try examples/candidates.tsv",
     )
     parser.add_argument(
-        "--output", required=True, help="where curated/, rejected/ and stats.json go"
+        "--output", required=True, type=location, help="where curated/, rejected/ and stats.json go"
     )
-    parser.add_argument("--config", help="YAML file (configs/curation.yaml shows every key)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    parser.add_argument(
+        "--config", type=location, help="YAML file (configs/curation.yaml shows every key)"
+    )
+    add_common(parser)
     args = parser.parse_args(argv)
-    try:
-        config = load(CurationConfig, args.config, args.overrides)
-        init_ray()
-        stats, run_id = run(args.input, args.output, config)
-    except (ConfigError, CandidateFormatError, StorageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # Imported here, so that --help and argument errors answer at once.
+    from conceptual import funnel, storage
+    from conceptual.candidates import CandidateFormatError
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.curation import CurationConfig, nothing_kept_hint, run
+    from conceptual.runtime import init_ray
+    from conceptual.storage import StorageError
+    from conceptual.tracking import printable_tracking_uri
+
+    with job_output("curate", args.verbose) as log:
+        try:
+            config = load(CurationConfig, args.config, args.overrides)
+            print(f"curate: {args.input} -> {args.output}", flush=True)
+            init_ray()
+            stats, run_id = run(args.input, args.output, config)
+        except (ConfigError, CandidateFormatError, StorageError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
     print(funnel.render(stats))
-    print(f"curated:  {storage.join(args.output, 'curated')}  ({stats['kept']} records)")
-    print(
-        f"rejected: {storage.join(args.output, 'rejected')}  ({stats['input'] - stats['kept']} records, with reasons)"
-    )
+    curated = storage.join(args.output, "curated")
+    if stats["kept"]:
+        print(f"curated:  {curated}  ({stats['kept']} records)")
+    else:
+        print(f"curated:  nothing kept, so nothing written to {curated}")
+        print(f"          {nothing_kept_hint(stats, config)}")
+    if stats["input"] > stats["kept"]:
+        print(
+            f"rejected: {storage.join(args.output, 'rejected')}  "
+            f"({stats['input'] - stats['kept']} records, with reasons)"
+        )
     print(f"stats:    {storage.join(args.output, 'stats.json')}")
-    print(f"mlflow:   run {run_id} in experiment {config.experiment!r} at {tracking_uri()}")
+    print(
+        f"mlflow:   run {run_id} in experiment {config.experiment!r} at {printable_tracking_uri()}"
+    )
+    if log:
+        print(f"log:      {log}")
     return 0
 
 

@@ -18,34 +18,45 @@ import argparse
 import json
 import sys
 
-from conceptual.config import ConfigError, load
-from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
-from conceptual.storage import StorageError
-from conceptual.tracking import tracking_uri
+from conceptual.jobs.arguments import add_common, location
+from conceptual.logs import job_output, stderr
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.evaluate_captioner", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--model", required=True, help="a model URI or directory")
-    parser.add_argument("--features", required=True, help="a features job's output")
+    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument("--split", help="the split to score (default: test)")
     parser.add_argument(
-        "--baseline-features", help="the features whose train split the baseline searches"
+        "--baseline-features",
+        type=location,
+        help="the features whose train split the baseline searches",
     )
-    parser.add_argument("--config", help="YAML file of EvalConfig keys")
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
+    add_common(parser, "EvalConfig keys")
     args = parser.parse_args(argv)
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
+    from conceptual.storage import StorageError
+    from conceptual.tracking import printable_tracking_uri
+
     overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
-    try:
-        config = load(EvalConfig, args.config, overrides)
-        result = evaluate(args.model, args.features, config, args.baseline_features)
-    except (ConfigError, StorageError, ValueError) as exc:  # ValueError: unknown model, no split
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    with job_output("evaluate_captioner", args.verbose) as log:
+        try:
+            config = load(EvalConfig, args.config, overrides)
+            result = evaluate(args.model, args.features, config, args.baseline_features)
+        except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
+            print(f"error: {exc}", file=stderr())
+            return 2
     print(json.dumps(result, indent=2))
-    print(f"mlflow: run {result['run_id']} in experiment {config.experiment!r} at {tracking_uri()}")
+    print(
+        f"mlflow: run {result['run_id']} in experiment {config.experiment!r} "
+        f"at {printable_tracking_uri()}"
+    )
+    if log:
+        print(f"log:    {log}")
     return 0
 
 

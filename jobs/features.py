@@ -13,35 +13,50 @@ import argparse
 import json
 import sys
 
-from conceptual import storage
-from conceptual.config import ConfigError, load
-from conceptual.pipelines.features import FeaturesConfig, run
-from conceptual.runtime import init_ray
-from conceptual.storage import StorageError
-from conceptual.tracking import tracking_uri
+from conceptual.jobs.arguments import add_common, location
+from conceptual.logs import job_output, stderr
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.features", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--data", required=True, help="a curation output or its curated/ folder")
-    parser.add_argument("--output", required=True, help="where features/ and features.json go")
-    parser.add_argument("--config", help="YAML file (configs/features.yaml shows every key)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    parser.add_argument(
+        "--data", required=True, type=location, help="a curation output or its curated/ folder"
+    )
+    parser.add_argument(
+        "--output", required=True, type=location, help="where features/ and features.json go"
+    )
+    parser.add_argument(
+        "--config", type=location, help="YAML file (configs/features.yaml shows every key)"
+    )
+    add_common(parser)
     args = parser.parse_args(argv)
-    try:
-        config = load(FeaturesConfig, args.config, args.overrides)
-        if not storage.exists(args.data):
-            raise StorageError(f"no curated data at {args.data}")
-        init_ray()
-        summary, run_id = run(args.data, args.output, config)
-    except (ConfigError, StorageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from conceptual import storage
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.features import FeaturesConfig, run
+    from conceptual.runtime import init_ray
+    from conceptual.storage import StorageError
+    from conceptual.tracking import printable_tracking_uri
+
+    with job_output("features", args.verbose) as log:
+        try:
+            config = load(FeaturesConfig, args.config, args.overrides)
+            if not storage.exists(args.data):
+                raise StorageError(f"no curated data at {args.data}")
+            print(f"features: {args.data} -> {args.output}", flush=True)
+            init_ray()
+            summary, run_id = run(args.data, args.output, config)
+        except (ConfigError, StorageError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
     print(json.dumps(summary, indent=2))
     print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")
-    print(f"mlflow:   run {run_id} in experiment {config.experiment!r} at {tracking_uri()}")
+    print(
+        f"mlflow:   run {run_id} in experiment {config.experiment!r} at {printable_tracking_uri()}"
+    )
+    if log:
+        print(f"log:      {log}")
     return 0
 
 

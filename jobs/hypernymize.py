@@ -16,6 +16,7 @@ import sys
 from typing import TextIO
 
 from conceptual.config import ConfigError, load
+from conceptual.jobs.arguments import location
 from conceptual.pipelines.curation import CurationConfig
 from conceptual.text.curate import TextCurator
 
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("file", nargs="?", help="input file (default: standard input)")
     parser.add_argument("--filters", action="store_true", help="run the text filters first")
-    parser.add_argument("--config", help="curation YAML; its `text` section applies")
+    parser.add_argument("--config", type=location, help="curation YAML; its `text` section applies")
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="e.g. text.hypernym.min_tokens=2"
     )
@@ -49,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     # `FILE key=value` and `key=value` alone both work: the first non-override is the file.
     positional = ([args.file] if args.file else []) + args.overrides + extra
     overrides = [a for a in positional if "=" in a]
-    files = [a for a in positional if "=" not in a]
+    try:
+        files = [location(a) for a in positional if "=" not in a]
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
     if len(files) > 1:
         parser.error(f"one input file at most, got {files}")
     try:

@@ -14,14 +14,17 @@ import argparse
 import sys
 
 from conceptual.importers import csv_pairs, import_job
+from conceptual.jobs.arguments import location
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.import_captions", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--folder", required=True, help="the dataset's folder")
-    parser.add_argument("--output", required=True, help="where the Parquet and import.json go")
+    parser.add_argument("--folder", required=True, type=location, help="the dataset's folder")
+    parser.add_argument(
+        "--output", required=True, type=location, help="where the Parquet and import.json go"
+    )
     parser.add_argument(
         "--curated", action="store_true", help="write curated records, not candidates"
     )

@@ -16,20 +16,33 @@ import sys
 from itertools import chain
 
 from conceptual.importers import ImportSourceError, coco_pairs, coco_sources, import_job
+from conceptual.jobs.arguments import location
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.import_coco", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--root", help="a COCO folder: captions_*.json and their image folders")
     parser.add_argument(
-        "--annotations", action="append", default=[], help="a captions_*.json (repeatable)"
+        "--root", type=location, help="a COCO folder: captions_*.json and their image folders"
     )
     parser.add_argument(
-        "--images", action="append", default=[], help="its image folder (repeatable, in order)"
+        "--annotations",
+        action="append",
+        default=[],
+        type=location,
+        help="a captions_*.json (repeatable)",
     )
-    parser.add_argument("--output", required=True, help="where the Parquet and import.json go")
+    parser.add_argument(
+        "--images",
+        action="append",
+        default=[],
+        type=location,
+        help="its image folder (repeatable, in order)",
+    )
+    parser.add_argument(
+        "--output", required=True, type=location, help="where the Parquet and import.json go"
+    )
     parser.add_argument(
         "--curated", action="store_true", help="write curated records, not candidates"
     )

@@ -16,37 +16,45 @@ import argparse
 import json
 import sys
 
-from conceptual import registry
-from conceptual.config import ConfigError, load
-from conceptual.pipelines.train_captioner import TrainConfig, publish, train
-from conceptual.storage import StorageError
-from conceptual.tracking import tracking_uri
+from conceptual.jobs.arguments import add_common, location
+from conceptual.logs import job_output, stderr
+from conceptual.models.variants import MODEL_NAME
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.train_captioner", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--features", required=True, help="a features job's output")
-    parser.add_argument("--config", help="YAML file of TrainConfig keys")
-    parser.add_argument("--model-name", default=registry.MODEL_NAME, help="registered model")
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
+    parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
     parser.add_argument("--no-register", action="store_true", help="train and log only")
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    add_common(parser, "TrainConfig keys, e.g. architecture=rnn features=1x1 epochs=20")
     args = parser.parse_args(argv)
-    try:
-        config = load(TrainConfig, args.config, args.overrides)
-        result = train(args.features, config)
-    except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.train_captioner import TrainConfig, publish, train
+    from conceptual.storage import StorageError
+    from conceptual.tracking import printable_tracking_uri
+
+    with job_output("train_captioner", args.verbose) as log:
+        try:
+            config = load(TrainConfig, args.config, args.overrides)
+            result = train(args.features, config)
+        except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
+            print(f"error: {exc}", file=stderr())
+            return 2
+        decision = None if args.no_register else publish(result, config, name=args.model_name)
     print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
     print(f"model:  {result['model_dir']}")
-    print(f"mlflow: run {result['run_id']} in experiment {config.experiment!r} at {tracking_uri()}")
-    if args.no_register:
-        return 0
-    decision = publish(result, config, name=args.model_name)
-    print(f"registered: models:/{args.model_name}/{decision['version']}")
-    print(f"champion: {decision['reason']}: {decision['detail']}")
+    print(
+        f"mlflow: run {result['run_id']} in experiment {config.experiment!r} "
+        f"at {printable_tracking_uri()}"
+    )
+    if decision:
+        print(f"registered: models:/{args.model_name}/{decision['version']}")
+        print(f"champion: {decision['reason']}: {decision['detail']}")
+    if log:
+        print(f"log:    {log}")
     return 0
 
 

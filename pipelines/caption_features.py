@@ -10,6 +10,7 @@ are the captions of every record with that vector.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -81,10 +82,16 @@ def split_images(
     return grouped
 
 
-def eval_set_name(features_uri: str, split: str, images: int) -> str:
+def eval_set_name(features_uri: str, split: str, eval_set: dict[str, Any]) -> str:
     """What scores were measured on: CIDEr depends on the set (its document frequencies
-    come from the references), so models are only compared on the same one."""
-    return f"{features_uri}#{split}:{images}"
+    come from the references), so models are only compared on the same one. Named by the
+    dataset folder, the split, the number of images and a digest of their references: the
+    same set read from another place (a copy, a submitted job's path) keeps its name, and
+    two datasets that happen to share a folder name do not."""
+    references = json.dumps(eval_set["references"], sort_keys=True).encode()
+    digest = hashlib.sha1(references).hexdigest()[:8]
+    name = features_uri.rstrip("/").rsplit("/", 1)[-1] or "features"
+    return f"{name}#{split}:{len(eval_set['keys'])}:{digest}"
 
 
 def source_images(features_uri: str, ids: list[str]) -> dict[str, bytes]:

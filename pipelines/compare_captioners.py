@@ -1,9 +1,10 @@
-"""The four captioner variants (spec/captioning.md: RNN or Transformer, over 1x1 or 8x8
+"""The four captioner variants (docs/spec/captioning.md: RNN or Transformer, over 1x1 or 8x8
 features) trained on the same features with the same settings, as child runs of one
 comparison run in one MLflow experiment, so the MLflow UI compares them side by side.
 
-    FEATURES  ->  one training run per variant (each registered, champion rule applied)
+    FEATURES  ->  one training run per variant
               ->  the comparison run: comparison.json (table), comparison.md, comparison.png
+              ->  the best variant registered, champion rule applied (or every variant)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from matplotlib.figure import Figure
 from conceptual import registry, tracking
 from conceptual.config import ConfigError
 from conceptual.models.saving import load_model
+from conceptual.models.variants import VARIANTS
 from conceptual.pipelines.train_captioner import TrainConfig, publish, train, variant
 
-VARIANTS = ("rnn-1x1", "rnn-8x8", "transformer-1x1", "transformer-8x8")
+REGISTER = ("best", "all", "none")
 # The columns of the table and the bars of the plot, CIDEr first: it ranks the variants.
 REPORTED = ("CIDEr", "BLEU-4", "METEOR", "ROUGE-L")
 
@@ -37,12 +39,15 @@ def compare(
     features_uri: str,
     config: TrainConfig,
     variants: Sequence[str] = VARIANTS,
-    register: bool = True,
+    register: str = "best",
     model_name: str = registry.MODEL_NAME,
 ) -> dict[str, Any]:
-    """Train every variant, register each (unless `register` is off: the champion rule then
-    does not run) and log the comparison. Returns `run_id` (the comparison run) and `rows`
-    (one per variant, best first by dev CIDEr)."""
+    """Train every variant and log the comparison; register the best one by dev CIDEr
+    (`register="best"`: a comparison's losers are not worth a registry version), every one
+    ("all") or none ("none"); the champion rule judges each registered version. Returns
+    `run_id` (the comparison run) and `rows` (one per variant, best first by dev CIDEr)."""
+    if register not in REGISTER:
+        raise ConfigError(f"register must be one of {REGISTER}, not {register!r}")
     configs = [variant_config(config, name) for name in variants]  # fail before training
     with tracking.start_run(
         config.experiment, run_name="comparison", tags={"stage": "compare_captioners"}
@@ -51,14 +56,18 @@ def compare(
         mlflow.log_params({"features_uri": features_uri, "variants": ",".join(variants)})
     parent_id = parent.info.run_id
 
-    rows = []
-    for variant_cfg in configs:
+    trained = []
+    for i, variant_cfg in enumerate(configs, 1):
+        print(f"variant {i}/{len(configs)} {variant(variant_cfg)}", flush=True)
         started = time.monotonic()
         result = train(features_uri, variant_cfg, tags={"mlflow.parentRunId": parent_id})
-        seconds = time.monotonic() - started
-        decision = publish(result, variant_cfg, model_name) if register else None
+        trained.append((variant_cfg, result, time.monotonic() - started))
+    trained.sort(key=lambda t: t[1]["best"]["CIDEr"], reverse=True)
+    rows = []
+    for rank, (variant_cfg, result, seconds) in enumerate(trained):
+        registered = register == "all" or (register == "best" and rank == 0)
+        decision = publish(result, variant_cfg, model_name) if registered else None
         rows.append(comparison_row(variant_cfg, result, seconds, decision))
-    rows.sort(key=lambda row: row["CIDEr"], reverse=True)
 
     with mlflow.start_run(run_id=parent_id):
         mlflow.log_table({k: [row.get(k) for row in rows] for k in rows[0]}, "comparison.json")

@@ -1,4 +1,4 @@
-"""The curation pipeline on Ray Data: the whole funnel of spec/curation.md.
+"""The curation pipeline on Ray Data: the whole funnel of docs/spec/curation.md.
 
     read -> text -> syntax -> hypernymize   (one NLP actor pool, one spaCy parse per text)
          -> fetch -> image -> overlap       (fetch tasks with a thread pool each, feeding
@@ -63,6 +63,7 @@ from conceptual.pipelines.rows import (
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
 from conceptual.splits import SplitConfig
+from conceptual.storage import StorageError
 from conceptual.text.curate import STAGES as TEXT_STAGES
 from conceptual.text.curate import TextCurationConfig
 from conceptual.vision.cnn import CnnConfig
@@ -184,9 +185,11 @@ def written_rows(uri: str) -> int:
 
 @contextlib.contextmanager
 def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
+    """Time a phase into `phases` and print a progress line when it ends."""
     started = time.monotonic()
     yield
     phases[phase] = round(time.monotonic() - started, 2)
+    print(f"  {phase:<18}{phases[phase]:>7.1f} s", flush=True)
 
 
 def actor_pool(size: int | None, per_actor: float, resource: str = "CPU"):
@@ -244,8 +247,12 @@ def curate(
 ) -> dict[str, Any]:
     """Run the pipeline; return the stats that were written to OUTPUT/stats.json (with the
     MLflow run id when the run is tracked)."""
-    if storage.resolve(output_uri) == storage.resolve(input_uri):
-        raise ValueError("output must not be the input")
+    if overlapping(input_uri, output_uri):
+        # A rerun clears the output first: an input inside it would be deleted.
+        raise StorageError(
+            f"the output {output_uri} and the input {input_uri} overlap: choose an output "
+            "folder that neither holds nor lies inside the input"
+        )
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
@@ -337,6 +344,46 @@ def curate(
     storage.write_json(storage.join(output_uri, "stats.json"), without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
     return stats
+
+
+def overlapping(a: str, b: str) -> bool:
+    """Whether one location is, or lies inside, the other (on the same file system)."""
+    (fs_a, path_a), (fs_b, path_b) = storage.resolve(a), storage.resolve(b)
+    if fs_a.type_name != fs_b.type_name:
+        return False
+    path_a, path_b = path_a.rstrip("/") + "/", path_b.rstrip("/") + "/"
+    return path_a.startswith(path_b) or path_b.startswith(path_a)
+
+
+# The configuration that decides each stage's rejections: what to change when a stage
+# rejects everything that reaches it.
+STAGE_SETTINGS = {
+    READ_STAGE: "input_format, or the input itself (every row was unreadable)",
+    "text": "text.filters.* (text.filters.disabled=[reason, ...] turns single rules off)",
+    "syntax": "text.filters.max_noun_ratio, or text.filters.disabled=[reason, ...]",
+    "hypernymize": "text.hypernym.*",
+    FETCH_STAGE: "fetch.* (fetch.allow_hosts for addresses on a private network)",
+    IMAGE_STAGE: "image.*",
+    OVERLAP_STAGE: "overlap.* (overlap.enabled=false turns the rule off)",
+    ENTITY_FREQUENCY_STAGE: (
+        "entity_frequency.more_than (the paper's 100 is for millions of captions: a small "
+        "input needs a small value such as 1, or entity_frequency.enabled=false)"
+    ),
+}
+
+
+def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
+    """Which stage removed the last candidates, and the setting that changes it."""
+    if not stats["input"]:
+        return "the input held no candidates"
+    last = next(row for row in reversed(stats["funnel"]) if row["rejected"])
+    reasons = ", ".join(f"{r} {n}" for r, n in stats["rejected"][last["stage"]].items())
+    setting = STAGE_SETTINGS[last["stage"]]
+    if last["stage"] == ENTITY_FREQUENCY_STAGE:
+        setting = f"{setting}; it is {config.entity_frequency.more_than} now"
+    return (
+        f"the {last['stage']} stage rejected the last {last['entering']} ({reasons}): see {setting}"
+    )
 
 
 def stages(config: CurationConfig) -> tuple[str, ...]:

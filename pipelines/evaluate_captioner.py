@@ -1,4 +1,4 @@
-"""Captioner evaluation (spec/captioning.md, "Evaluation"): beam-search captions of a split's
+"""Captioner evaluation (docs/spec/captioning.md, "Evaluation"): beam-search captions of a split's
 images scored against all their references, beside the nearest-neighbour baseline, as one
 MLflow run. The trainer scores its dev split every epoch with the same functions.
 
@@ -93,7 +93,7 @@ def evaluate(
     `run_id` and `version` (the registered version scored, or None)."""
     files = feature_files(features_uri)
     images = split_images(files, features_uri, config.split, config.max_images)
-    eval_set = eval_set_name(features_uri, config.split, len(images["keys"]))
+    eval_set = eval_set_name(features_uri, config.split, images)
     version = registry.registered_version(model_uri)
     model, vocab = load_model(registry.resolve(model_uri))
     generated = caption_images(model, vocab, images, config.beam)

@@ -1,4 +1,4 @@
-"""Captioner training on Ray Train (spec/captioning.md, "Training" and "Evaluation"):
+"""Captioner training on Ray Train (docs/spec/captioning.md, "Training" and "Evaluation"):
 synchronous data-parallel workers over precomputed CNN features, one MLflow run, the
 checkpoint with the best dev CIDEr as the run's model.
 
@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -135,7 +137,7 @@ def train(
     run_tags = {"stage": "train_captioner", "variant": variant(config), **(tags or {})}
     with tracking.start_run(config.experiment, tags=run_tags) as active:
         run_id = active.info.run_id
-        tracking.log_config(config)
+        tracking.log_config(config, skip=unused_keys(config))
         mlflow.log_params(
             {
                 "features_uri": features_uri,
@@ -151,7 +153,9 @@ def train(
             "run_id": run_id,
             "tracking_uri": tracking.tracking_uri(),
         }
-        result = make_trainer(features_uri, files, config, loop_config, run_id).fit()
+        trainer = make_trainer(features_uri, files, config, loop_config, run_id)
+        with EpochProgress(run_id, config.epochs, variant(config)):
+            result = fit_keeping_sigint(trainer)
         best_checkpoint, best_metrics = max(result.best_checkpoints, key=lambda c: c[1]["CIDEr"])
         best_dir = Path(best_checkpoint.to_directory(str(state_dir() / "models" / run_id)))
         model_dir = best_dir / MODEL_DIR
@@ -170,7 +174,7 @@ def train(
         "model_dir": str(model_dir),
         "best": best,
         "history": history,
-        "eval_set": eval_set_name(features_uri, config.eval_split, len(eval_set["keys"])),
+        "eval_set": eval_set_name(features_uri, config.eval_split, eval_set),
     }
 
 
@@ -184,6 +188,58 @@ def publish(result: dict[str, Any], config: TrainConfig, name: str = registry.MO
             version, result["best"]["CIDEr"], result["eval_set"], name=name
         )
     return {**decision, "version": version.version}
+
+
+def unused_keys(config: TrainConfig) -> tuple[str, ...]:
+    """Keys that do not apply to the configured architecture (not logged as its params)."""
+    return ("heads", "ffn") if config.architecture == "rnn" else ()
+
+
+def fit_keeping_sigint(trainer: ray.train.torch.TorchTrainer) -> ray.train.Result:
+    """`trainer.fit()`, then the SIGINT handler as it was: Ray Train installs its own and
+    leaves it, after which one Ctrl-C no longer stops the process (the demo serves on)."""
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        return trainer.fit()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)
+
+
+class EpochProgress(threading.Thread):
+    """Prints `epoch 3/8  loss 0.58  dev CIDEr 0.27` as rank 0 logs each epoch to MLflow
+    (the driver is blocked in fit() meanwhile; the run's metrics are what it can see)."""
+
+    def __init__(self, run_id: str, epochs: int, label: str, every_s: float = 2.0):
+        super().__init__(daemon=True, name="epoch-progress")
+        self.run_id, self.epochs, self.label, self.every_s = run_id, epochs, label, every_s
+        self.stopped = threading.Event()
+        self.printed = -1
+
+    def __enter__(self) -> EpochProgress:
+        print(f"training {self.label}: {self.epochs} epochs", flush=True)
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.join()
+
+    def run(self) -> None:
+        client = mlflow.MlflowClient()
+        while True:
+            final = self.stopped.wait(self.every_s)
+            history = client.get_run(self.run_id).data.metrics  # latest values
+            epoch = int(history.get("epoch", -1))
+            if epoch > self.printed:
+                self.printed = epoch
+                print(
+                    f"  epoch {epoch + 1}/{self.epochs}  loss {history.get('epoch_loss', float('nan')):.3f}"
+                    f"  dev CIDEr {history.get('CIDEr', float('nan')):.3f}",
+                    flush=True,
+                )
+            if final:
+                return
 
 
 def variant(config: TrainConfig) -> str:
@@ -398,8 +454,10 @@ def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[s
     entries += [
         Metric(name, value, now, metrics["epoch"])
         for name, value in metrics.items()
-        if name not in ("epoch", "loss") and value is not None
+        if name != "loss" and value is not None
     ]
+    if metrics["loss"] is not None:  # the epoch's mean, beside the per-step `loss`
+        entries.append(Metric("epoch_loss", metrics["loss"], now, metrics["epoch"]))
     mlflow.MlflowClient().log_batch(run_id, metrics=entries)
 
 

@@ -26,3 +26,45 @@ def state_dir() -> Path:
         path = Path.home() / ".conceptual"
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
+
+
+# Where Ray unpacks a job's `--working-dir` on the node that runs it.
+RAY_WORKING_DIR_COPIES = "runtime_resources/working_dir_files"
+
+
+class LocationError(ValueError):
+    """A path a job cannot place where the user meant it; the message says what to give."""
+
+
+def user_path(location: str, cwd: Path | None = None) -> str:
+    """A job's local path argument as the user meant it, absolute; URIs (`s3://`, `file://`,
+    `models:/`, `runs:/`) unchanged.
+
+    Under `ray job submit --working-dir DIR` a job runs in Ray's temporary copy of DIR, which
+    Ray deletes: a relative path there would be read from, or written into, that copy. It is
+    resolved against DIR itself when DIR is this source checkout (the README's way: submit
+    from the repository root), and refused otherwise, since DIR is then unknown."""
+    if ":/" in location:
+        return location
+    path = Path(location).expanduser()
+    if path.is_absolute():
+        return os.path.normpath(path)
+    cwd = cwd or Path.cwd()
+    if RAY_WORKING_DIR_COPIES in cwd.as_posix():
+        checkout = source_checkout()
+        if checkout is None or not _same_project(cwd, checkout):
+            raise LocationError(
+                f"{location!r} is relative, and this job runs in Ray's temporary copy of its "
+                "--working-dir, where nothing written outlives the job: give an absolute "
+                "path or an s3:// URI"
+            )
+        cwd = checkout
+    return os.path.normpath(cwd / path)
+
+
+def _same_project(copy: Path, checkout: Path) -> bool:
+    """Whether a working-dir copy is a copy of the checkout (its project file is the same)."""
+    try:
+        return (copy / "pyproject.toml").read_bytes() == (checkout / "pyproject.toml").read_bytes()
+    except OSError:
+        return False

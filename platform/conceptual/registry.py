@@ -32,10 +32,10 @@ from mlflow.tracking import MlflowClient
 
 from conceptual.models.captioner import Captioner
 from conceptual.models.saving import save_model
+from conceptual.models.variants import MODEL_NAME
 from conceptual.models.vocab import Vocabulary
 from conceptual.tracking import configure, metric_key
 
-MODEL_NAME = "captioner"
 CHAMPION = "champion"
 DECISION_ARTIFACT = "champion_decision.json"
 

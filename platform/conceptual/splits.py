@@ -1,4 +1,4 @@
-"""Train/val/test splits by a stable hash of the image (spec/curation.md §6).
+"""Train/val/test splits by a stable hash of the image (docs/spec/curation.md §6).
 
 Hashing the image's bytes, not the caption or the URL, keeps every caption of one image,
 and every copy of one image under different URLs, in the same split: a model is never

@@ -2,6 +2,9 @@
 
 Default (the embedded platform): a SQLite database and an artifact folder in the state
 directory (conceptual.paths). Point MLFLOW_TRACKING_URI at a tracking server to share runs.
+Every experiment the platform creates against a local database keeps its artifacts in that
+folder, never in `<cwd>/mlruns` (MLflow's fallback): under `ray job submit --working-dir`
+the working directory is Ray's temporary copy, deleted with the session.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from conceptual.config import Config, flatten, to_yaml
 from conceptual.paths import state_dir
+from conceptual.uris import redact
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 
@@ -25,17 +29,40 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{state_dir() / 'mlflow.db'}"
 
 
-def local_artifact_root() -> str | None:
-    """Where artifacts go when tracking is the embedded SQLite default (a server decides its own)."""
-    if os.environ.get("MLFLOW_TRACKING_URI"):
+def local_artifact_root(uri: str | None = None) -> str | None:
+    """Where the platform's experiments keep their artifacts when tracking is a local database
+    (`sqlite:`, the embedded default or a user's own); None for a tracking server, which
+    decides where its artifacts go. Decided by the URI, not by whether MLFLOW_TRACKING_URI
+    is set: MLflow's set_tracking_uri() sets that variable itself."""
+    if not (uri or tracking_uri()).startswith("sqlite:"):
         return None
     return (state_dir() / "mlartifacts").as_uri()
 
 
+def printable_tracking_uri() -> str:
+    """The tracking URI as jobs print it: without any credentials it carries."""
+    return redact(tracking_uri())
+
+
 def configure() -> str:
     uri = tracking_uri()
+    if (root := local_artifact_root(uri)) and uri not in _created_stores:
+        create_local_store(uri, root)
     mlflow.set_tracking_uri(uri)
     return uri
+
+
+_created_stores: set[str] = set()
+
+
+def create_local_store(uri: str, artifact_root: str) -> None:
+    """Open (creating on first use) a local database with its default artifact root set, so
+    that even MLflow's own `Default` experiment, made with the tables, keeps its artifacts
+    under `artifact_root` and not under whatever the working directory is then."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    SqlAlchemyStore(uri, artifact_root)
+    _created_stores.add(uri)
 
 
 def ensure_experiment(name: str) -> str:
@@ -44,7 +71,7 @@ def ensure_experiment(name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
-    root = local_artifact_root()
+    root = local_artifact_root(client.tracking_uri)
     return client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
 
 
@@ -59,9 +86,10 @@ def start_run(
         yield run
 
 
-def log_config(cfg: Config) -> None:
-    """The full resolved config: every leaf as a param, and the YAML as an artifact."""
-    params = {k: _param_value(v) for k, v in flatten(cfg).items()}
+def log_config(cfg: Config, skip: tuple[str, ...] = ()) -> None:
+    """The full resolved config: every leaf as a param (but the keys in `skip`, which do not
+    apply to this run), and the YAML as an artifact."""
+    params = {k: _param_value(v) for k, v in flatten(cfg).items() if k not in skip}
     mlflow.log_params(params)
     mlflow.log_text(to_yaml(cfg), "config.yaml")
 

@@ -63,7 +63,9 @@ def ray_cluster(tmp_path_factory, platform_home, free_port):
     log.close()
 
 
-def submit(cluster, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def submit(
+    cluster, *args: str, timeout: int = 600, working_dir: Path = REPO
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             BIN / "ray",
@@ -72,7 +74,7 @@ def submit(cluster, *args: str, timeout: int = 600) -> subprocess.CompletedProce
             "--address",
             cluster["address"],
             "--working-dir",
-            str(REPO),
+            str(working_dir),
             "--",
             "python",
             "-m",
@@ -128,6 +130,41 @@ def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
     assert summary["images"] == stats["kept"] and summary["grid"] == 8
 
 
+def test_relative_paths_of_a_submitted_job_mean_the_working_dir_itself(ray_cluster, tmp_path):
+    """`--working-dir .` from the repository root: `examples/candidates.tsv` is the
+    repository's file, not one in Ray's temporary copy. From another folder a relative path
+    is refused, since nothing written into the copy outlives the job."""
+    out = tmp_path / "out"
+    result = submit(
+        ray_cluster,
+        "conceptual.jobs.curate",
+        "--input",
+        "examples/candidates.tsv",
+        "--output",
+        str(out),
+        "with_images=false",
+        "entity_frequency.more_than=2",
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert f"curate: {REPO / 'examples' / 'candidates.tsv'} -> {out}" in result.stdout
+    assert json.loads((out / "stats.json").read_text())["kept"] > 0
+
+    elsewhere = tmp_path / "project"
+    elsewhere.mkdir()
+    (elsewhere / "in.tsv").write_text("A dog runs on the grass.\thttp://127.0.0.1:9/a.jpg\n")
+    refused = submit(
+        ray_cluster,
+        "conceptual.jobs.curate",
+        "--input",
+        "in.tsv",
+        "--output",
+        "out",
+        working_dir=elsewhere,
+    )
+    assert refused.returncode != 0
+    assert "absolute path or an s3:// URI" in refused.stdout + refused.stderr
+
+
 def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):
     lines = ["Crowd at a concert in Los Angeles", "", "#tbt www.example.com"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
@@ -160,7 +197,7 @@ TINY_MODEL = [
 ]
 
 
-def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
+def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path, platform_home):
     """Import a captioned folder, features, train and register, evaluate, caption, and
     compare the four variants: every captioning stage as a submitted job."""
     import csv
@@ -191,6 +228,7 @@ def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
     out = run("conceptual.jobs.train_captioner", "--features", features, "--model-name", name,
               *TINY_MODEL)  # fmt: skip
     assert "champion: first_champion" in out
+    assert_artifacts_outlive_the_session(platform_home, name)
     champion = f"models:/{name}@champion"
     out = run("conceptual.jobs.evaluate_captioner", "--model", champion, "--features", features,
               "--split", "test", "metrics=[CIDEr,BLEU-4]")  # fmt: skip
@@ -202,3 +240,22 @@ def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
               name, *TINY_MODEL, "experiment=e2e-comparison")  # fmt: skip
     for variant in ("rnn-1x1", "rnn-8x8", "transformer-1x1", "transformer-8x8"):
         assert f"| {variant} |" in out
+
+
+def assert_artifacts_outlive_the_session(home: Path, model_name: str) -> None:
+    """Every experiment, and the registered model's files, under the platform's home: not
+    in the job's working copy, which Ray deletes with the session."""
+    import mlflow
+
+    from conceptual.registry import resolve
+
+    mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
+    for experiment in mlflow.search_experiments():
+        location = experiment.artifact_location.removeprefix("file://")
+        assert location.startswith(str(home / "mlartifacts")), (experiment.name, location)
+    model_dir = Path(resolve(f"models:/{model_name}@champion"))
+    assert (model_dir / "model.safetensors").is_file()
+    client = mlflow.MlflowClient()
+    version = client.get_model_version_by_alias(model_name, "champion")
+    source = client.get_run(version.run_id).info.artifact_uri.removeprefix("file://")
+    assert source.startswith(str(home / "mlartifacts")) and "runtime_resources" not in source

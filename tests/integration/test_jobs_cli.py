@@ -92,3 +92,38 @@ def test_features_job_rejects_unknown_keys(tmp_path):
         "conceptual.jobs.features", "--data", str(tmp_path), "--output", str(tmp_path), "crop=2"
     )
     assert result.returncode == 2 and b"crop" in result.stderr
+
+
+def test_the_first_job_recipe_keeps_captions_and_an_empty_result_says_why(
+    ray_local, repo, tmp_path, capsys
+):
+    """The README's first job: the shipped sample curated text-only. With the paper's
+    entity-frequency threshold a small input keeps nothing: the job names the rule and the
+    key that changes it, and prints no path that was not written."""
+    import json
+
+    sample = str(repo / "examples" / "candidates.tsv")
+    first = tmp_path / "first"
+    recipe = ["--input", sample, "--output", str(first), "with_images=false"]
+    assert curate.main([*recipe, "entity_frequency.more_than=2"]) == 0
+    out = capsys.readouterr().out
+    stats = json.loads((first / "stats.json").read_text())
+    assert stats["input"] == 1000 and stats["kept"] > 200
+    assert f"curated:  {first / 'curated'}  ({stats['kept']} records)" in out
+
+    empty = tmp_path / "empty"
+    assert curate.main(["--input", sample, "--output", str(empty), "with_images=false"]) == 0
+    out = capsys.readouterr().out
+    assert not (empty / "curated").exists()
+    assert f"nothing kept, so nothing written to {empty / 'curated'}" in out
+    assert "entity_frequency stage rejected the last" in out
+    assert "entity_frequency.more_than" in out and "it is 100 now" in out
+
+
+def test_curate_refuses_an_input_inside_its_output(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "in.tsv").write_text("A dog on the grass\thttp://127.0.0.1/a.jpg\n")
+    args = ["--input", str(tmp_path / "out" / "in.tsv"), "--output", str(tmp_path / "out")]
+    assert curate.main(args) == 2
+    assert "overlap" in capsys.readouterr().err
+    assert (tmp_path / "out" / "in.tsv").exists()

@@ -74,7 +74,12 @@ def test_a_split_groups_records_by_image_with_every_reference(features):
     pooled_only = split_images(files, features, "val", grids=False)
     assert "grid" not in pooled_only and pooled_only["keys"] == images["keys"]
     assert train_captions(files, features) == ["a boat"]  # centre crops only
-    assert eval_set_name(features, "val", 2) == f"{features}#val:2"
+    name = eval_set_name(features, "val", images)
+    assert name.startswith(f"{features.rstrip('/').rsplit('/', 1)[-1]}#val:2:")
+    # The same set read from another location keeps its name; other references change it.
+    assert eval_set_name(f"s3://bucket/copy/{features.rsplit('/', 1)[-1]}", "val", images) == name
+    changed = {**images, "references": {**images["references"], images["keys"][0]: ["x"]}}
+    assert eval_set_name(features, "val", changed) != name
 
 
 def test_missing_features_and_splits_fail_clearly(features, tmp_path):

@@ -55,5 +55,6 @@ def test_kept_samples_grid(tmp_path):
     Image.new("RGB", (640, 480), "orange").save(buffer, "JPEG")
     record = {"image": buffer.getvalue(), "caption": "a cup of espresso", "labels": []}
     assert plot_kept_samples([record] * 5, tmp_path / "grid.png")
-    assert Image.open(tmp_path / "grid.png").size[0] > 0
+    with Image.open(tmp_path / "grid.png") as grid:
+        assert grid.size[0] > 0
     assert not plot_kept_samples([{**record, "image": None}], tmp_path / "none.png")

@@ -29,6 +29,7 @@ from conceptual.demo.corpus import write_candidates
 from conceptual.demo.images import Catalogue, build_images, demo_candidates, fetch_overrides
 from conceptual.demo.server import serve_directory
 from conceptual.jobs import caption, curate, evaluate_captioner, features, train_captioner
+from conceptual.logs import job_output
 from conceptual.paths import state_dir
 from conceptual.serve.app import start
 
@@ -59,17 +60,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curate-only", action="store_true", help="stop after curation")
     parser.add_argument("--no-serve", action="store_true", help="stop before serving")
     parser.add_argument("--port", type=int, default=8000, help="the endpoint's port")
+    parser.add_argument("--verbose", action="store_true", help="Ray's and MLflow's logs here")
     args = parser.parse_args(argv)
 
     root = state_dir() / "demo"
-    catalogue = build_images(root / "images")
-    code = curate_demo(catalogue, root, args.candidates, args.seed)
-    if code or args.curate_only:
-        return code
-    held_out = caption_demo(catalogue, root)
-    if held_out is None or args.no_serve:
-        return 0 if held_out is not None else 1
-    serve_demo(held_out[0], args.port)
+    # Ray's and MLflow's own output goes to one log file for the whole demo.
+    with job_output("demo", args.verbose) as log:
+        if log:
+            print(f"demo: Ray's and MLflow's logs go to {log} (--verbose shows them here)")
+        catalogue = build_images(root / "images")
+        code = curate_demo(catalogue, root, args.candidates, args.seed)
+        if code or args.curate_only:
+            return code
+        held_out = caption_demo(catalogue, root)
+        if held_out is None or args.no_serve:
+            return 0 if held_out is not None else 1
+        serve_demo(held_out[0], args.port)
     return 0
 
 
@@ -150,7 +156,7 @@ def serve_demo(photo: Path, port: int) -> None:
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
-        print("demo: stopped")
+        print("\ndemo: stopped", flush=True)
 
 
 def held_out_photos(catalogue: Catalogue, curated: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The captioning models of spec/captioning.md: an encoder over the image's CNN embeddings and
+"""The captioning models of docs/spec/captioning.md: an encoder over the image's CNN embeddings and
 a decoder that writes the caption token by token.
 
 - "rnn" (Show and Tell): an LSTM reads the image cells, its final state starts the caption

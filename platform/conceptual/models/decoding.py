@@ -1,4 +1,4 @@
-"""Caption decoding: each prediction feeds the next position (spec/captioning.md, Inference).
+"""Caption decoding: each prediction feeds the next position (docs/spec/captioning.md, Inference).
 
     captions = [vocab.decode(ids) for ids in beam_search(model, features, beam=4)]
 

@@ -1,4 +1,4 @@
-"""The saved form of a captioner: a directory nothing needs unpickling to read (DESIGN.md).
+"""The saved form of a captioner: a directory nothing needs unpickling to read (docs/design.md).
 
 model.safetensors   the weights (the tied word matrix is one tensor, saved once)
 config.json         {"format_version": 1, "config": CaptionerConfig fields}

@@ -1,4 +1,4 @@
-"""The caption vocabulary: token types seen at least `min_count` times (spec/captioning.md).
+"""The caption vocabulary: token types seen at least `min_count` times (docs/spec/captioning.md).
 
     vocab = Vocabulary.build(train_captions, min_count=4)
     ids = vocab.encode("a cup of espresso on a saucer")   # [BOS, a, cup, ..., saucer, EOS]

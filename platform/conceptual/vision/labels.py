@@ -1,4 +1,4 @@
-"""The image&text filter (spec/curation.md §3): keep a pair only when a caption word matches
+"""The image&text filter (docs/spec/curation.md §3): keep a pair only when a caption word matches
 one of the image's classifier labels.
 
 ImageNet classes are WordNet noun synsets, so a label stands for its lemma names and those of

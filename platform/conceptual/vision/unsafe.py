@@ -1,7 +1,7 @@
-"""The unsafe-content (pornography) detector the image filters consult (spec/curation.md §1).
+"""The unsafe-content (pornography) detector the image filters consult (docs/spec/curation.md §1).
 
 None runs by default: the only offline-capable detector found, NudeNet, is licensed AGPL-3.0,
-so it is an optional plug-in a user installs knowingly (spec/assets.md). Any object with a
+so it is an optional plug-in a user installs knowingly (docs/spec/assets.md). Any object with a
 `name` and a `scores(images)` method returning one probability-like score in 0..1 per image
 serves as a detector; `load_detector` builds the one the config names.
 """

@@ -1,0 +1,54 @@
+"""Where MLflow keeps what the platform tracks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conceptual.tracking import local_artifact_root
+from conceptual.uris import redact
+
+CREATE_EXPERIMENTS = """
+import mlflow
+from conceptual import tracking
+with tracking.start_run("first"):
+    mlflow.log_text("x", "a.txt")
+tracking.ensure_experiment("second")  # after start_run set MLFLOW_TRACKING_URI itself
+for e in mlflow.search_experiments():
+    print(e.name, e.artifact_location)
+"""
+
+
+def test_every_experiment_keeps_its_artifacts_in_the_platform_home(tmp_path):
+    """Run from an unrelated working directory, as a submitted job is: MLflow's fallback
+    would put artifacts in <cwd>/mlruns, which Ray deletes with the job's working copy."""
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["CONCEPTUAL_HOME"] = str(home)
+    result = subprocess.run(
+        [sys.executable, "-c", CREATE_EXPERIMENTS],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    locations = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert set(locations) == {"Default", "first", "second"}
+    for location in locations.values():
+        assert location.removeprefix("file://").startswith(str(home / "mlartifacts")), location
+    assert not (cwd / "mlruns").exists()
+    assert list((home / "mlartifacts" / "first").rglob("a.txt"))
+
+
+def test_a_tracking_server_decides_where_its_artifacts_go():
+    assert local_artifact_root("http://127.0.0.1:5000") is None
+    assert local_artifact_root("sqlite:////tmp/x.db").endswith("/mlartifacts")
+
+
+def test_credentials_never_show():
+    assert redact("http://user:S3cret@mlflow.internal:5000/") == "http://***@mlflow.internal:5000/"
+    assert redact("sqlite:////tmp/mlflow.db") == "sqlite:////tmp/mlflow.db"
