@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from conceptual.paths import LocationError, user_path
 
@@ -24,3 +25,12 @@ def add_common(parser: argparse.ArgumentParser, overrides_help: str | None = Non
         help="show Ray's and MLflow's own logs on the terminal (always in the job's log file)",
     )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
+
+
+def report_run(run_id: str, experiment: str, log: Path | None, what: str = "run") -> None:
+    """A job's last lines: its MLflow run (the tracking URI without credentials) and log."""
+    from conceptual.tracking import printable_tracking_uri
+
+    print(f"mlflow:   {what} {run_id} in experiment {experiment!r} at {printable_tracking_uri()}")
+    if log:
+        print(f"log:      {log}")

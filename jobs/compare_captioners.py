@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import add_common, location
+from conceptual.jobs.arguments import add_common, location, report_run
 from conceptual.logs import job_output, stderr
 from conceptual.models.variants import MODEL_NAME, VARIANTS
 
@@ -52,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.compare_captioners import compare, markdown_table
     from conceptual.pipelines.train_captioner import TrainConfig
     from conceptual.storage import StorageError
-    from conceptual.tracking import printable_tracking_uri
 
     with job_output("compare_captioners", args.verbose) as log:
         try:
@@ -67,12 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{row['variant']}: models:/{args.model_name}/{row['version']} ({row['champion']})"
             )
-    print(
-        f"mlflow: comparison run {result['run_id']} in {config.experiment!r} "
-        f"at {printable_tracking_uri()}"
-    )
-    if log:
-        print(f"log:    {log}")
+    report_run(result["run_id"], config.experiment, log, "comparison run")
     return 0
 
 

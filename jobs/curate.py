@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import add_common, location
+from conceptual.jobs.arguments import add_common, location, report_run
 from conceptual.logs import job_output, stderr
 
 
@@ -40,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.curation import CurationConfig, nothing_kept_hint, run
     from conceptual.runtime import init_ray
     from conceptual.storage import StorageError
-    from conceptual.tracking import printable_tracking_uri
 
     with job_output("curate", args.verbose) as log:
         try:
@@ -64,11 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({stats['input'] - stats['kept']} records, with reasons)"
         )
     print(f"stats:    {storage.join(args.output, 'stats.json')}")
-    print(
-        f"mlflow:   run {run_id} in experiment {config.experiment!r} at {printable_tracking_uri()}"
-    )
-    if log:
-        print(f"log:      {log}")
+    report_run(run_id, config.experiment, log)
     return 0
 
 

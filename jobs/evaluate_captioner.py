@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location
+from conceptual.jobs.arguments import add_common, location, report_run
 from conceptual.logs import job_output, stderr
 
 
@@ -40,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.config import ConfigError, load
     from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
     from conceptual.storage import StorageError
-    from conceptual.tracking import printable_tracking_uri
 
     overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
     with job_output("evaluate_captioner", args.verbose) as log:
@@ -51,12 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=stderr())
             return 2
     print(json.dumps(result, indent=2))
-    print(
-        f"mlflow: run {result['run_id']} in experiment {config.experiment!r} "
-        f"at {printable_tracking_uri()}"
-    )
-    if log:
-        print(f"log:    {log}")
+    report_run(result["run_id"], config.experiment, log)
     return 0
 
 

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location
+from conceptual.jobs.arguments import add_common, location, report_run
 from conceptual.logs import job_output, stderr
 
 
@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.features import FeaturesConfig, run
     from conceptual.runtime import init_ray
     from conceptual.storage import StorageError
-    from conceptual.tracking import printable_tracking_uri
 
     with job_output("features", args.verbose) as log:
         try:
@@ -51,12 +50,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=stderr())
             return 2
     print(json.dumps(summary, indent=2))
-    print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")
-    print(
-        f"mlflow:   run {run_id} in experiment {config.experiment!r} at {printable_tracking_uri()}"
-    )
-    if log:
-        print(f"log:      {log}")
+    if summary["rows"]:
+        print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")
+    else:
+        print(
+            f"features: none: no record of {args.data} carries an image "
+            "(a text-only curation, with_images=false, has none)"
+        )
+    report_run(run_id, config.experiment, log)
     return 0
 
 

@@ -5,7 +5,9 @@
 The folder holds captions.csv (header `image,caption`, one row per caption) and the images
 it names under images/. URIs are paths, file:// or s3://. Curated records are split by a
 stable hash of each image, so all captions of an image share its split; the fractions are
-ImportConfig keys, e.g. splits.train=0.8 splits.val=0.1 splits.test=0.1.
+ImportConfig keys, e.g. splits.train=0.8 splits.val=0.1 splits.test=0.1. Recorded speech
+beside them (speech_gtts/IMAGE_STEM.mp3, the image's first caption spoken) goes to
+OUTPUT/clips/ as 16 kHz FLAC clip records (conceptual.speech.human).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 
 from conceptual.importers import csv_pairs, import_job
 from conceptual.jobs.arguments import location
+from conceptual.speech.human import speech_step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     def pairs():
         return csv_pairs(args.folder, args.images_subdir, args.captions_file)
 
-    return import_job(args.output, pairs, [f"curated={args.curated}", *args.overrides])
+    # Recorded speech in the folder (speech_gtts/IMAGE_STEM.mp3) becomes clips of its images.
+    then = speech_step(args.folder)
+    return import_job(args.output, pairs, [f"curated={args.curated}", *args.overrides], then)
 
 
 if __name__ == "__main__":

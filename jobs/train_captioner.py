@@ -4,7 +4,8 @@ beats the current one on the same evaluation set.
     python -m conceptual.jobs.train_captioner --features URI [--config FILE] [key=value ...]
 
 FEATURES is a features job's output (conceptual.jobs.features). Overrides use the config's
-keys, e.g. architecture=rnn features=1x1 epochs=20 workers=2 optimizer=adamw lr=0.001.
+keys (configs/train_captioner.yaml lists them all), e.g. model.architecture=rnn
+model.feature_map=1x1 epochs=20 workers=2 optimizer=adamw lr=0.001.
 The run lands in MLflow (experiment `captioning`); the best checkpoint by dev CIDEr becomes
 a version of the registered model `captioner`, tagged with its variant, and the alias
 `champion` moves to it only when its dev CIDEr beats the champion's on the same dev set.
@@ -16,7 +17,7 @@ import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location
+from conceptual.jobs.arguments import add_common, location, report_run
 from conceptual.logs import job_output, stderr
 from conceptual.models.variants import MODEL_NAME
 
@@ -29,12 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
     parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
     parser.add_argument("--no-register", action="store_true", help="train and log only")
-    add_common(parser, "TrainConfig keys, e.g. architecture=rnn features=1x1 epochs=20")
+    add_common(parser, "TrainConfig keys, e.g. model.architecture=rnn model.feature_map=1x1")
     args = parser.parse_args(argv)
     from conceptual.config import ConfigError, load
     from conceptual.pipelines.train_captioner import TrainConfig, publish, train
     from conceptual.storage import StorageError
-    from conceptual.tracking import printable_tracking_uri
 
     with job_output("train_captioner", args.verbose) as log:
         try:
@@ -45,16 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         decision = None if args.no_register else publish(result, config, name=args.model_name)
     print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
-    print(f"model:  {result['model_dir']}")
-    print(
-        f"mlflow: run {result['run_id']} in experiment {config.experiment!r} "
-        f"at {printable_tracking_uri()}"
-    )
+    print(f"model:    {result['model_dir']}")
     if decision:
         print(f"registered: models:/{args.model_name}/{decision['version']}")
         print(f"champion: {decision['reason']}: {decision['detail']}")
-    if log:
-        print(f"log:    {log}")
+    report_run(result["run_id"], config.experiment, log)
     return 0
 
 

@@ -24,10 +24,10 @@ TRAIN_SPLIT = "train"
 SUMMARY = "features.json"  # written by the features job beside features/
 
 
-def feature_files(features_uri: str) -> list[str]:
-    """The Parquet files of a features job's output (features/ inside) or of the folder itself."""
-    inner = storage.join(features_uri, "features")
-    folder = inner if storage.exists(inner) else features_uri
+def feature_files(features_uri: str, allow_incomplete: bool = False) -> list[str]:
+    """The Parquet files of a features job's output (features/ inside) or of the folder itself;
+    the job must have finished (its _SUCCESS marker) unless `allow_incomplete`."""
+    folder = storage.output_part(features_uri, "features", allow_incomplete)
     files = [f for f in storage.list_files(folder) if f.endswith(".parquet")]
     if not files:
         raise storage.StorageError(f"no features Parquet files under {features_uri}")

@@ -28,11 +28,14 @@ REPORTED = ("CIDEr", "BLEU-4", "METEOR", "ROUGE-L")
 
 
 def variant_config(config: TrainConfig, name: str) -> TrainConfig:
-    """The shared config with one variant's architecture and features."""
+    """The shared config with one variant's architecture and feature map."""
     if name not in VARIANTS:
         raise ConfigError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}")
-    architecture, _, features = name.partition("-")
-    return config.model_copy(update={"architecture": architecture, "features": features})
+    architecture, _, feature_map = name.partition("-")
+    model = config.model.model_copy(
+        update={"architecture": architecture, "feature_map": feature_map}
+    )
+    return config.model_copy(update={"model": model})
 
 
 def compare(

@@ -63,7 +63,7 @@ from conceptual.pipelines.rows import (
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
 from conceptual.splits import SplitConfig
-from conceptual.storage import StorageError
+from conceptual.storage import SUCCESS, StorageError
 from conceptual.text.curate import STAGES as TEXT_STAGES
 from conceptual.text.curate import TextCurationConfig
 from conceptual.vision.cnn import CnnConfig
@@ -73,7 +73,6 @@ from conceptual.vision.labels import OverlapConfig
 
 IMAGE_STAGES = (FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE)
 STAGES = (READ_STAGE, *TEXT_STAGES, *IMAGE_STAGES, ENTITY_FREQUENCY_STAGE)
-SUCCESS = "_SUCCESS"
 
 
 class EntityFrequencyConfig(Config):
@@ -312,8 +311,8 @@ def curate(
         raise funnel.AccountingError(
             f"written {on_disk}, expected curated {kept} and rejected {input_count - kept}"
         )
-    if shards is not None and shards["samples"] != kept:
-        raise funnel.AccountingError(f"{shards['samples']} samples in shards, {kept} kept")
+    if shards is not None and shards["samples"] + shards["duplicates"] != kept:
+        raise funnel.AccountingError(f"{shards} in shards, {kept} kept")
 
     lengths = {int(k): n for k, n in tallies.get("length", {}).items()}
     stats["captions"] = {

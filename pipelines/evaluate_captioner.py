@@ -63,7 +63,7 @@ def caption_images(
     for start in range(0, len(keys), EVAL_BATCH):
         end = start + EVAL_BATCH
         features = features_tensor(
-            images["pooled"][start:end], images["grid"][start:end], captioner.config.features
+            images["pooled"][start:end], images["grid"][start:end], captioner.config.feature_map
         ).to(device or "cpu")
         for key, ids in zip(keys[start:end], beam_search(captioner, features, beam=beam)):
             captions[key] = vocab.decode(ids)

@@ -23,9 +23,10 @@ from PIL import Image
 
 from conceptual import storage, tracking
 from conceptual.config import Config
-from conceptual.pipelines.curation import SUCCESS, cnn_actors, written_rows
+from conceptual.pipelines.curation import cnn_actors, written_rows
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import FEATURES
+from conceptual.storage import SUCCESS
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 
 
@@ -38,6 +39,7 @@ class FeaturesConfig(Config):
     cpus_per_actor: float = 1.0
     batch_size: int = 32
     experiment: str = "features"
+    allow_incomplete: bool = False  # read a curation output without its _SUCCESS marker
 
 
 def open_image(data: bytes, size: int) -> Image.Image:
@@ -77,20 +79,15 @@ class FeatureStage:
         return pa.Table.from_pylist(rows, schema=FEATURES)
 
 
-def curated_uri(data_uri: str) -> str:
-    """DATA may be a curation output (with curated/ inside) or the curated folder itself."""
-    inner = storage.join(data_uri, "curated")
-    return inner if storage.exists(inner) else data_uri
-
-
 def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str, Any]:
     """Write features of every curated record with an image; return features.json's content."""
     started = time.monotonic()
+    # DATA may be a curation output (with curated/ inside) or the curated folder itself.
+    data = storage.output_part(data_uri, "curated", config.allow_incomplete)
     features_uri = storage.join(output_uri, "features")
     storage.delete(storage.join(output_uri, SUCCESS))
     storage.delete(features_uri)
 
-    data = curated_uri(data_uri)
     fs, _ = storage.resolve(data)
     files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
     records = read_row_groups(fs, files, columns=["id", "split", "caption", "image"])

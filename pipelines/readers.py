@@ -6,7 +6,9 @@ already rejected at stage `read` (see conceptual.candidates). Columns: IN_FLIGHT
 Line formats (TSV, JSONL) are read in byte-range splits aligned to line boundaries, as
 Hadoop does: each split is one task and one block, so a single large file (the released
 Conceptual Captions TSV is 500 MB) spreads over every worker downstream. A line belongs to
-the split its first byte falls in. CSV is read whole (a quoted field may hold newlines).
+the split its first byte falls in. CSV is read whole (a quoted field may hold newlines), and
+so is a compressed file (gzip or zstd, known by its first bytes): a compressed stream cannot
+be entered at a byte offset.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from conceptual.candidates import (
     CandidateFormatError,
     candidate,
     check_header,
+    column_index,
+    compression_of,
     detect_format,
     header_columns,
     parse,
@@ -88,7 +92,7 @@ def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> 
     parquet_files = [f for f, pq_file in zip(files, is_parquet) if pq_file]
     if parquet_files:
         for path in parquet_files:
-            _check_parquet_columns(fs, path)
+            check_parquet(fs, path)
         parts.append(
             read_row_groups(fs, parquet_files).map_batches(
                 _parquet_candidates, batch_format="pyarrow", num_cpus=READ_CPUS
@@ -102,24 +106,47 @@ def plan_splits(fs, files: list[str], fmt: str, split_bytes: int) -> list[dict]:
     header is checked here too, so a bad file fails the run before any work is scheduled."""
     splits = []
     for path in files:
-        with fs.open_input_stream(path) as stream:
-            head = stream.read(HEAD_BYTES)
+        with open_raw(fs, path) as stream:
+            compression = compression_of(stream.read(4))
+        head = read_content(fs, path, compression, HEAD_BYTES)
         file_format = detect_format(path, head) if fmt == "auto" else fmt
         check_header(head, path, file_format)
         size = fs.get_file_info(path).size
         header = head.split(b"\n", 1)[0] + b"\n" if file_format in ("tsv", "csv") else b""
-        step = split_bytes if file_format in SPLITTABLE else max(size, 1)
+        whole = compression is not None or file_format not in SPLITTABLE
+        step = max(size, 1) if whole else split_bytes
         for start in range(0, max(size, 1), step):
             splits.append(
                 {
                     "path": path,
                     "format": file_format,
+                    "compression": compression,
                     "start": start,
                     "end": min(start + step, size),
                     "header": header,
                 }
             )
     return splits
+
+
+def open_raw(fs, path: str):
+    """The file's bytes as stored: pyarrow would otherwise decompress by the name's suffix
+    (`.gz`) in streams but not in random-access files, and the two would disagree."""
+    return fs.open_input_stream(path, compression=None)
+
+
+def read_content(fs, path: str, compression: str | None, size: int | None = None) -> bytes:
+    """A file's content (its first `size` bytes if given), decompressed when `compression`
+    names a codec. A file that does not decompress fails the run with a message naming it:
+    the records a truncated or corrupt file holds cannot be counted."""
+    try:
+        with open_raw(fs, path) as raw:
+            stream = pa.CompressedInputStream(raw, compression) if compression else raw
+            return stream.read(size)
+    except OSError as exc:
+        raise CandidateFormatError(
+            f"{path} does not read as {compression or 'a file'}: {exc}"
+        ) from exc
 
 
 def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
@@ -148,8 +175,11 @@ def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int,
 def _read_splits(batch: pa.Table, filesystem) -> pa.Table:
     rows = []
     for split in batch.to_pylist():
-        with filesystem.open_input_file(split["path"]) as f:
-            offset, data = read_line_range(f, split["start"], split["end"])
+        if split["compression"]:
+            offset, data = 0, read_content(filesystem, split["path"], split["compression"])
+        else:
+            with filesystem.open_input_file(split["path"]) as f:
+                offset, data = read_line_range(f, split["start"], split["end"])
         if offset == 0:
             name = split["path"]
         else:  # line numbers count from the split's first line; the header is line 1 if any
@@ -185,9 +215,35 @@ def _read_row_group(batch: pa.Table, filesystem, columns: list[str] | None) -> p
         return pq.ParquetFile(f).read_row_group(unit["row_group"], columns=columns)
 
 
-def _check_parquet_columns(fs, path: str) -> None:
-    with fs.open_input_file(path) as f:
-        header_columns([n.lower() for n in pq.read_schema(f).names], path)
+def check_parquet(fs, path: str) -> None:
+    """Fail fast, before any work is scheduled, on a file that is not Parquet or whose
+    candidate columns hold the wrong types (an integer alt-text, a string image)."""
+    try:
+        with fs.open_input_file(path) as f:
+            schema = pq.read_schema(f)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CandidateFormatError(f"{path} is not a Parquet file: {exc}") from exc
+    names = [n.lower() for n in schema.names]
+    text_columns = header_columns(names, path).values()
+    image_column = column_index(names, IMAGE_COLUMNS)
+    expected = [(i, "string") for i in text_columns if i is not None]
+    expected += [(image_column, "binary")] if image_column is not None else []
+    for index, kind in expected:
+        field = schema.field(index)
+        if not _holds(field.type, kind):
+            raise CandidateFormatError(
+                f"{path}: column {field.name!r} is {field.type}; candidates need {kind}"
+            )
+
+
+def _holds(column_type: pa.DataType, kind: str) -> bool:
+    if pa.types.is_dictionary(column_type):
+        column_type = column_type.value_type
+    if pa.types.is_null(column_type):  # every value missing
+        return True
+    if kind == "string":
+        return pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
+    return pa.types.is_binary(column_type) or pa.types.is_large_binary(column_type)
 
 
 def _parquet_candidates(batch: pa.Table) -> pa.Table:

@@ -5,6 +5,10 @@ large-scale training loaders stream from object storage.
 One shard per split per batch of `samples_per_shard` records, written by the Ray task that
 holds the batch (no data comes back to the driver). Shard names carry the split and the
 first record id, so they are unique and stable across reruns of the same input.
+
+A sample is one id: records that share one (the same image URL and alt-text given twice)
+are written once, by a second, small pass over just those records, so that no two tar
+members and no two samples have the same name.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class WebDatasetConfig(Config):
     samples_per_shard: int = 1000
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), 0o444, 0  # mtime 0: reruns give equal bytes
     tar.addfile(info, io.BytesIO(data))
@@ -44,22 +48,62 @@ def _write_batch(batch: pa.Table, uri: str) -> pa.Table:
         fs.create_dir(posixpath.dirname(path), recursive=True)
         with fs.open_output_stream(path) as stream, tarfile.open(fileobj=stream, mode="w|") as tar:
             for row in rows:
-                _add(tar, f"{row['id']}.jpg", row["image"])
-                _add(tar, f"{row['id']}.txt", row["caption"].encode())
+                add_member(tar, f"{row['id']}.jpg", row["image"])
+                add_member(tar, f"{row['id']}.txt", row["caption"].encode())
                 meta = {key: row[key] for key in METADATA} | {"split": split}
-                _add(tar, f"{row['id']}.json", json.dumps(meta).encode())
+                add_member(tar, f"{row['id']}.json", json.dumps(meta).encode())
         written.append({"shard": name, "samples": len(rows)})
     return pa.Table.from_pylist(
         written, schema=pa.schema([("shard", pa.string()), ("samples", pa.int64())])
     )
 
 
+def repeated_ids(records: ray.data.Dataset) -> dict[str, int]:
+    """How many records have each id that more than one has (a shuffle of the ids alone)."""
+    counts = records.select_columns(["id"]).groupby("id").count()
+    repeated = counts.map_batches(_repeated, batch_format="pyarrow").take_all()
+    return {row["id"]: row["count()"] for row in repeated}
+
+
+def _repeated(counts: pa.Table) -> pa.Table:
+    return counts.filter(pc.greater(counts["count()"], 1))
+
+
+def _with_ids(batch: pa.Table, ids: frozenset[str], inside: bool) -> pa.Table:
+    """The records of a batch whose ids are among `ids` (inside=True) or not among them."""
+    found = pc.is_in(batch["id"], pa.array(sorted(ids), pa.string()))
+    return batch.filter(found if inside else pc.invert(found))
+
+
+def _first(group: pa.Table) -> pa.Table:
+    return group.slice(0, 1)
+
+
 def write_shards(curated: ray.data.Dataset, uri: str, config: WebDatasetConfig) -> dict[str, int]:
-    """Write the curated records (with images) as shards under `uri`; count what was written."""
-    written = curated.map_batches(
-        _write_batch,
-        fn_kwargs={"uri": uri},
-        batch_size=config.samples_per_shard,
-        batch_format="pyarrow",
-    ).take_all()
-    return {"shards": len(written), "samples": sum(row["samples"] for row in written)}
+    """Write the curated records (with images) as shards under `uri`; count the shards, the
+    samples written and the `duplicates`: records not written because their id already was
+    (samples + duplicates = records)."""
+    repeated = repeated_ids(curated)
+    ids = frozenset(repeated)
+    parts = [curated]
+    if ids:
+        unique, copies = (
+            curated.map_batches(
+                _with_ids, fn_kwargs={"ids": ids, "inside": inside}, batch_format="pyarrow"
+            )
+            for inside in (False, True)
+        )
+        parts = [unique, copies.groupby("id").map_groups(_first, batch_format="pyarrow")]
+    written = []
+    for records in parts:
+        written += records.map_batches(
+            _write_batch,
+            fn_kwargs={"uri": uri},
+            batch_size=config.samples_per_shard,
+            batch_format="pyarrow",
+        ).take_all()
+    return {
+        "shards": len(written),
+        "samples": sum(row["samples"] for row in written),
+        "duplicates": sum(repeated.values()) - len(repeated),
+    }

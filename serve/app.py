@@ -10,16 +10,20 @@ the multipart form) and forwards the image bytes; decoding and the model run in 
 replicas. A retrieval model joins as one more deployment: one more handle for `Api`, a
 route in `make_api`, and its status in `model_statuses`.
 
+Hostile clients: a body must arrive whole within `body_timeout_s` (408 after), and at most
+`max_concurrent_uploads` bodies are received at once (503 `busy` beyond), fewer than the
+ingress's `max_ongoing_requests`: slow uploads can never take every slot of the ingress,
+so health checks and the requests already received still get through. Forms are parsed as
+they stream in (python-multipart), and refused past MAX_FORM_PARTS parts.
+
 No `from __future__ import annotations` here: FastAPI reads the route parameters'
 annotations at run time, and their bounds come from the config in `make_api`'s closure.
 """
 
 import asyncio
-import email.policy
 import logging
 import threading
 from collections.abc import Mapping
-from email.parser import BytesParser
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -27,10 +31,15 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import Field, model_validator
+from python_multipart import MultipartParser
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import parse_options_header
 from ray import serve
+from ray.exceptions import TaskCancelledError
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from conceptual.config import Config
 from conceptual.runtime import init_ray
@@ -46,11 +55,14 @@ from conceptual.serve.schema import (
     Readiness,
 )
 from conceptual.tracking import tracking_uri
+from conceptual.uris import redact_text
 
 logger = logging.getLogger("ray.serve")
 
 APP_NAME = "captioning"
 IMAGE_FIELD = "image"  # the form field holding the image in a multipart request
+# The image and a few other fields at most; thousands of tiny parts only burn CPU.
+MAX_FORM_PARTS = 8
 
 
 class ServeConfig(Config):
@@ -60,6 +72,11 @@ class ServeConfig(Config):
     max_beam: int = Field(8, ge=1)  # beam_size may go up to this
     default_beam: int = Field(3, ge=1)
     max_body_bytes: int = Field(16 << 20, gt=0)  # as the fetcher's cap on an image
+    # The whole body must arrive within this (16 MiB in 30 s is ~4.5 Mbit/s), else 408.
+    body_timeout_s: float = Field(30.0, gt=0)
+    # Bodies received at once by one ingress replica; more get 503 `busy`. Keep it below
+    # the Api deployment's max_ongoing_requests, so slow uploads never hold every slot.
+    max_concurrent_uploads: int = Field(96, ge=1)
 
     @model_validator(mode="after")
     def _default_beam_is_allowed(self) -> "ServeConfig":
@@ -71,39 +88,121 @@ class ServeConfig(Config):
 # --- reading the image out of a request ----------------------------------------------------
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed `limit` bytes: by its
-    Content-Length, else (chunked uploads) by counting."""
+class RawBody:
+    """A body that is the image itself."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, chunk: bytes) -> None:
+        self.data += chunk
+
+    def image(self) -> bytes:
+        return bytes(self.data)
+
+
+class FormImage:
+    """The field IMAGE_FIELD of a multipart/form-data body, parsed as the body streams in
+    (python-multipart): other fields are skipped, not kept, part headers are bounded by the
+    parser, and a form is refused as soon as its part MAX_FORM_PARTS + 1 begins."""
+
+    def __init__(self, content_type: str):
+        _, params = parse_options_header(content_type)
+        boundary = params.get(b"boundary")
+        if not boundary:
+            raise ApiError(400, "bad_multipart", "a multipart/form-data body needs a boundary")
+        self.parts = 0
+        self.header_name, self.header_value = bytearray(), bytearray()
+        self.in_image = self.found = self.complete = False
+        self.data = bytearray()
+        callbacks = {
+            "on_part_begin": self._part_begins,
+            "on_header_field": lambda data, start, end: self.header_name.extend(data[start:end]),
+            "on_header_value": lambda data, start, end: self.header_value.extend(data[start:end]),
+            "on_header_end": self._header_ends,
+            "on_part_data": self._part_data,
+            "on_part_end": self._part_ends,
+            "on_end": self._form_ends,
+        }
+        try:
+            self.parser = MultipartParser(boundary, callbacks)
+        except FormParserError as error:  # a boundary over the parser's 256 bytes
+            raise ApiError(400, "bad_multipart", "the form's boundary is too long") from error
+
+    def write(self, chunk: bytes) -> None:
+        try:
+            self.parser.write(chunk)
+        except FormParserError as error:
+            raise ApiError(400, "bad_multipart", "the multipart form is malformed") from error
+
+    def image(self) -> bytes:
+        if not self.complete:
+            raise ApiError(400, "bad_multipart", "the form ends before its closing boundary")
+        if not self.found:
+            raise ApiError(400, "missing_image", f"the form has no field named {IMAGE_FIELD!r}")
+        return bytes(self.data)
+
+    def _part_begins(self) -> None:
+        self.parts += 1
+        if self.parts > MAX_FORM_PARTS:
+            raise ApiError(400, "too_many_parts", f"a form may have {MAX_FORM_PARTS} parts")
+
+    def _header_ends(self) -> None:
+        if self.header_name.lower() == b"content-disposition":
+            _, params = parse_options_header(bytes(self.header_value))
+            # The first field named IMAGE_FIELD is the image; a repeated one is skipped.
+            self.in_image = params.get(b"name") == IMAGE_FIELD.encode() and not self.found
+        self.header_name.clear()
+        self.header_value.clear()
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self.in_image:
+            self.data += data[start:end]
+
+    def _part_ends(self) -> None:
+        self.found = self.found or self.in_image
+        self.in_image = False
+
+    def _form_ends(self) -> None:
+        self.complete = True
+
+
+async def read_body(request: Request, limit: int, sink: RawBody | FormImage) -> None:
+    """Streams the body into `sink`, refused with 413 as soon as it is known to exceed
+    `limit` bytes: by its Content-Length, else (chunked uploads) by counting."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "too_large", f"Content-Length {declared} > {limit} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, "too_large", f"the body is over {limit} bytes")
-    return bytes(body)
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                raise ApiError(413, "too_large", f"the body is over {limit} bytes")
+            sink.write(chunk)
+    except (ClientDisconnect, TaskCancelledError) as error:  # Serve cancels the receive
+        # The client left mid-body: nobody reads this answer, but it is no server error.
+        raise ApiError(400, "incomplete_body", "the connection closed mid-body") from error
 
 
-def form_file(content_type: str, body: bytes) -> bytes:
-    """The field IMAGE_FIELD of a multipart/form-data body (the standard library's MIME
-    parser: lenient, and never decodes the file)."""
-    header = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1")  # as HTTP decoded it
-    form = BytesParser(policy=email.policy.HTTP).parsebytes(header + body)
-    if not form.is_multipart():
-        raise ApiError(400, "bad_multipart", "a multipart/form-data body needs a boundary")
-    for part in form.iter_parts():
-        if part.get_param("name", header="content-disposition") == IMAGE_FIELD:
-            return part.get_payload(decode=True) or b""
-    raise ApiError(400, "missing_image", f"the form has no field named {IMAGE_FIELD!r}")
-
-
-async def image_bytes(request: Request, limit: int) -> bytes:
-    """The encoded image: the raw body, or the form field IMAGE_FIELD of a multipart body."""
-    body = await read_body(request, limit)
+async def image_bytes(request: Request, config: ServeConfig, uploads: asyncio.Semaphore) -> bytes:
+    """The encoded image: the raw body, or the form field IMAGE_FIELD of a multipart body,
+    received within `config.body_timeout_s` while holding one of the `uploads` slots."""
     content_type = request.headers.get("content-type", "")
-    if content_type.lower().startswith("multipart/form-data"):
-        body = await asyncio.to_thread(form_file, content_type, body)
+    multipart = content_type.lower().startswith("multipart/form-data")
+    sink = FormImage(content_type) if multipart else RawBody()
+    if uploads.locked():  # refused at once: waiting would hold an ingress slot
+        raise ApiError(503, "busy", "too many uploads in progress; retry")
+    async with uploads:
+        try:
+            await asyncio.wait_for(
+                read_body(request, config.max_body_bytes, sink), config.body_timeout_s
+            )
+        except asyncio.TimeoutError as error:
+            raise ApiError(
+                408, "body_timeout", f"the body did not arrive within {config.body_timeout_s} s"
+            ) from error
+    body = sink.image()
     if not body:
         raise ApiError(
             400, "empty_body", f"send an image as the body, or as the form field {IMAGE_FIELD!r}"
@@ -119,7 +218,7 @@ async def answer(response: DeploymentResponse) -> Any:
     try:
         result = await response
     except Exception as error:  # a replica died, or Serve gave up on it: worth a retry
-        logger.warning("a model deployment did not answer: %s", error)
+        logger.warning("a model deployment did not answer: %s", redact_text(str(error)))
         raise ApiError(503, "model_unavailable", "the model did not answer; retry") from error
     if isinstance(result, ApiError):
         raise result
@@ -166,6 +265,7 @@ def make_api(config: ServeConfig, captioner: DeploymentHandle) -> FastAPI:
         description="Captions for images from the registry's champion captioner.",
     )
     add_error_handlers(api)
+    uploads = asyncio.Semaphore(config.max_concurrent_uploads)  # bodies being received
 
     async def model_statuses() -> list[ModelStatus]:
         return [await answer(captioner.status.remote())]
@@ -173,7 +273,7 @@ def make_api(config: ServeConfig, captioner: DeploymentHandle) -> FastAPI:
     @api.post(
         "/v1/captions",
         response_model=CaptionResponse,
-        responses=error_responses(400, 413, 415, 422, 500, 503),
+        responses=error_responses(400, 408, 413, 415, 422, 500, 503),
         openapi_extra=image_body(config.max_body_bytes),
     )
     async def captions(
@@ -194,7 +294,7 @@ def make_api(config: ServeConfig, captioner: DeploymentHandle) -> FastAPI:
                 f"num_captions {num_captions} > beam_size {beam_size}: "
                 "a beam search keeps at most beam_size captions",
             )
-        data = await image_bytes(request, config.max_body_bytes)
+        data = await image_bytes(request, config, uploads)
         captioned = await answer(captioner.caption.remote(data, beam_size, num_captions))
         response.headers["X-Batch-Size"] = str(captioned.batch_size)
         return captioned.response
@@ -253,7 +353,8 @@ def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
 
 
 def internal_error(_: Request, error: Exception) -> JSONResponse:
-    logger.error("unexpected error: %r", error)  # Starlette re-raises it: Serve logs the trace
+    # Starlette re-raises it: Serve logs the trace.
+    logger.error("unexpected error: %s", redact_text(repr(error)))
     return ApiError(500, "internal_error", "unexpected error; see the service logs").response()
 
 
@@ -261,7 +362,9 @@ def internal_error(_: Request, error: Exception) -> JSONResponse:
     name="Api",
     num_replicas=1,
     ray_actor_options={"num_cpus": 0.1},  # it only parses requests and awaits the models
-    max_ongoing_requests=64,  # awaiting is cheap: let requests queue at the model replicas
+    # Awaiting is cheap: let requests queue at the model replicas. Above
+    # ServeConfig.max_concurrent_uploads, so that health checks never wait behind uploads.
+    max_ongoing_requests=128,
 )
 @serve.ingress()
 class Api:

@@ -4,7 +4,12 @@ batching, following the alias as it moves (conceptual.serve.champion).
 Each request decodes its image off the event loop (the curation's guards: no bombs, no
 crashes on broken files), then joins a batch. A batch is captioned by the one model version
 current when it starts, in one `captions()` call per (beam size, number of captions) asked
-in it. Expected refusals (not ready, unreadable image) come back as an ApiError value.
+in it.
+
+A replica's memory is bounded: one thread decodes, and a request reserves the pixels its
+image's header declares before decoding (`max_decode_pixels` in all), then keeps those its
+decoded image holds until its captions are written; concurrent big images wait their turn
+instead of multiplying the replica's memory. Expected refusals (not ready, unreadable image) come back as an ApiError value.
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from PIL import Image
@@ -24,6 +32,7 @@ from conceptual.config import Config
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.serve.champion import Champion
 from conceptual.serve.schema import ApiError, CaptionResponse, ModelStatus, image_error
+from conceptual.vision.images import probe
 
 logger = logging.getLogger("ray.serve")
 
@@ -37,6 +46,66 @@ class CaptionerSettings(Config):
     poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks the alias
     max_batch_size: int = Field(8, ge=1)  # 1 turns batching off
     batch_wait_timeout_s: float = Field(0.02, ge=0)  # how long a batch waits to fill up
+    # Pixels one replica decodes and holds at once (a decode reserves what the header
+    # declares, the decoded image keeps what it has); more wait. RGB takes 3 bytes a pixel,
+    # decoding twice that: 50M is about 0.3 GB.
+    max_decode_pixels: int = Field(50_000_000, gt=0)
+
+
+@dataclass
+class Reservation:
+    pixels: int
+
+
+class PixelBudget:
+    """An asyncio semaphore weighted by pixels. `reserve(n)` waits, first come first served
+    (so a big image is not starved by small ones), until n more pixels fit under `capacity`;
+    an image over the whole budget gets all of it, alone. A reservation can `shrink` to what
+    the decoded image turned out to hold (a JPEG decodes scaled down)."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self.reserved = capacity, 0
+        self._changed = asyncio.Condition()
+        self._waiting: deque[Reservation] = deque()
+
+    @asynccontextmanager
+    async def reserve(self, pixels: int) -> AsyncIterator[Reservation]:
+        reservation = Reservation(min(pixels, self.capacity))
+        async with self._changed:
+            self._waiting.append(reservation)
+            try:
+                await self._changed.wait_for(
+                    lambda: (
+                        self._waiting[0] is reservation
+                        and self.reserved + reservation.pixels <= self.capacity
+                    )
+                )
+            finally:  # served or cancelled, the next in line may go now
+                self._waiting.remove(reservation)
+                self._changed.notify_all()
+            self.reserved += reservation.pixels
+        try:
+            yield reservation
+        finally:
+            await self._give_back(reservation.pixels)
+
+    async def shrink(self, reservation: Reservation, pixels: int) -> None:
+        """Keeps only `pixels` of `reservation` (at most what it has)."""
+        spare = max(0, reservation.pixels - pixels)
+        reservation.pixels -= spare
+        await self._give_back(spare)
+
+    async def _give_back(self, pixels: int) -> None:
+        async with self._changed:
+            self.reserved -= pixels
+            self._changed.notify_all()
+
+
+def declared_pixels(data: bytes) -> int:
+    """Width x height from the image's header, without decoding; 0 for bytes with no
+    readable header (decoding refuses those at once)."""
+    info, _ = probe(data)
+    return 0 if info is None else info.width * info.height
 
 
 @dataclass(frozen=True)
@@ -88,6 +157,10 @@ class CaptionerDeployment:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
         self._caption_batch.set_max_batch_size(settings.max_batch_size)
         self._caption_batch.set_batch_wait_timeout_s(settings.batch_wait_timeout_s)
+        self.decode_budget = PixelBudget(settings.max_decode_pixels)
+        # One decoding thread: a replica has half a core, and malloc keeps memory that a
+        # thread freed for that thread, so more decoding threads hold more memory.
+        self.decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self.champion = Champion(settings.model_name, load=ImageCaptioner)
         # The first load happens before Serve routes requests here, so a replica added by
         # the autoscaler never answers "not ready" while the champion exists. Without one,
@@ -109,15 +182,19 @@ class CaptionerDeployment:
         """`num_captions` captions of the encoded image, best first; or the refusal."""
         if self.champion.served is None:
             return ApiError(503, "not_ready", f"no model loaded yet: {self.champion.problem}")
-        try:
-            image = await asyncio.to_thread(read_image, data)
-        except ImageError as error:
-            return image_error(error)
-        try:
-            return await self._caption_batch(CaptionRequest(image, beam, num_captions))
-        except Exception:  # a model bug: answer it, keep the replica
-            logger.exception("captioning failed")
-            return ApiError(500, "model_error", "the model failed on this image; see the logs")
+        loop = asyncio.get_running_loop()
+        pixels = await loop.run_in_executor(self.decoder, declared_pixels, data)
+        async with self.decode_budget.reserve(pixels) as reservation:  # until captioned
+            try:
+                image = await loop.run_in_executor(self.decoder, read_image, data)
+            except ImageError as error:
+                return image_error(error)
+            await self.decode_budget.shrink(reservation, image.width * image.height)
+            try:
+                return await self._caption_batch(CaptionRequest(image, beam, num_captions))
+            except Exception:  # a model bug: answer it, keep the replica
+                logger.exception("captioning failed")
+                return ApiError(500, "model_error", "the model failed on this image; see the logs")
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)  # set from the settings above
     async def _caption_batch(self, requests: list[CaptionRequest]) -> list[Captioned]:

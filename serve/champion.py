@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from conceptual import registry
 from conceptual.serve.schema import RegisteredModel
 from conceptual.tracking import configure
+from conceptual.uris import redact_text
 
 logger = logging.getLogger("ray.serve")  # Serve's replica logs
 
@@ -61,8 +63,11 @@ class Champion(Generic[M]):
                 logger.info("serving %s version %s", self.name, version.version)
             self.problem = None
         except Exception as error:  # the registry or a download failing must not stop serving
-            self.problem = f"{type(error).__name__}: {error}"[:500]
-            logger.exception("checking the %s of %r failed", registry.CHAMPION, self.name)
+            # Redacted: MLflow's errors quote the tracking URI, credentials included, and
+            # `problem` is shown by /readyz and /v1/models.
+            self.problem = redact_text(f"{type(error).__name__}: {error}")[:500]
+            trace = redact_text("".join(traceback.format_exception(error)))
+            logger.error("checking the %s of %r failed:\n%s", registry.CHAMPION, self.name, trace)
 
     async def follow(self, poll_seconds: float) -> None:
         """Refreshes every `poll_seconds` off the event loop, until cancelled."""

@@ -6,13 +6,20 @@ Error codes are stable (clients and dashboards key on them):
 | status | code | when |
 |---|---|---|
 | 400 | empty_body, missing_image, bad_multipart | no image in the request |
+| 400 | too_many_parts | a multipart form with more than MAX_FORM_PARTS parts |
+| 400 | incomplete_body | the client closed the connection mid-body (nobody reads it) |
 | 404, 405 | not_found, method_not_allowed | no such route or method |
+| 408 | body_timeout | the body did not arrive within `body_timeout_s` |
 | 413 | too_large | the body is over `max_body_bytes` (Content-Length, then counted) |
 | 415 | not_an_image | bytes that no image decoder recognizes |
-| 422 | truncated, corrupt, too_many_pixels | an image that cannot be decoded safely |
+| 422 | truncated, corrupt, too_many_pixels, ... | an image that cannot be decoded safely (any code of the decoder's ImageError) |
 | 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers |
+| 503 | busy | `max_concurrent_uploads` bodies are being received already; retry |
 | 503 | not_ready, model_unavailable | no model loaded yet; the model deployment did not answer |
 | 500 | model_error, internal_error | a bug: the model or the service failed on a valid request |
+
+Messages are the service's own words: never a library's exception text, which can quote
+the request's bytes or the service's internals.
 """
 
 from __future__ import annotations
@@ -45,9 +52,23 @@ class ApiError(Exception):
         return JSONResponse(body.model_dump(), status_code=self.status)
 
 
+# What a client is told for each decoder refusal; a code not listed here gets the generic
+# message, so a new guard in the decoder needs no change in serving.
+IMAGE_ERROR_MESSAGES = {
+    "not_an_image": "the body is not an image in a format the service reads",
+    "truncated": "the image ends before its pixel data does",
+    "corrupt": "the image data is damaged and cannot be decoded",
+    "too_many_pixels": "the image declares more pixels than the service decodes",
+    "implausible_size": "the image file is too small for the size its header declares",
+    "too_many_scans": "the image has more progressive scans than the service decodes",
+}
+
+
 def image_error(error: ImageError) -> ApiError:
-    """415 for bytes that are no image at all, 422 for an image that cannot be decoded."""
-    return ApiError(415 if error.reason == "not_an_image" else 422, error.reason, str(error))
+    """415 for bytes that are no image at all, 422 for an image that cannot be decoded,
+    whatever the decoder's code; the message is ours, not the decoder's exception text."""
+    message = IMAGE_ERROR_MESSAGES.get(error.reason, "the image cannot be decoded safely")
+    return ApiError(415 if error.reason == "not_an_image" else 422, error.reason, message)
 
 
 class ModelRef(BaseModel):

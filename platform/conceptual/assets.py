@@ -1,4 +1,4 @@
-"""Offline-first resolution of the NLP assets (spec/assets.md).
+"""Offline-first resolution of the NLP assets (docs/spec/assets.md).
 
 Each asset resolves in order: an explicit path or name from config, what is installed,
 the normal online download; and fails with a message that says how to install it.
@@ -19,13 +19,14 @@ import functools
 import gc
 import gzip
 import hashlib
+import json
 import os
-import pickle
 import re
 import shutil
 import sys
 import tempfile
 import warnings
+from collections import defaultdict
 from pathlib import Path
 
 from conceptual import storage
@@ -211,7 +212,8 @@ def ensure_wordnet(path: str | None = None) -> str:
 def _index_cache(root) -> Path | None:
     """Where the parsed index of the WordNet database at `root` is cached, named by a hash
     of what it was parsed from (so a changed database or NLTK parses afresh); None when the
-    database is not a plain directory (nltk.download's zip)."""
+    database is not a plain directory (nltk.download's zip). JSON, not pickle: anyone who
+    can write to the state directory could otherwise run code in every job that loads it."""
     import nltk
 
     directory = getattr(root, "path", None)
@@ -222,24 +224,30 @@ def _index_cache(root) -> Path | None:
         status = os.stat(os.path.join(directory, name))
         stamp += [name, str(status.st_size), str(status.st_mtime_ns)]
     digest = hashlib.sha1("\0".join(stamp).encode()).hexdigest()[:16]
-    return state_dir() / "cache" / f"wordnet-index-{digest}.pickle"
+    return state_dir() / "cache" / f"wordnet-index-{digest}.json"
 
 
 def _read_index(cache: Path | None):
-    """The cached (satellite offsets, lemma index), or None: no cache, or one that does not
-    unpickle (any error: it is parsed around and rewritten)."""
+    """The cached (satellite offsets, lemma index) as NLTK holds them, or None: no cache, or
+    one that does not load (any error: it is parsed around and rewritten)."""
     if cache is None or not cache.is_file():
         return None
     collecting = gc.isenabled()
     gc.disable()  # a collection every few thousand new objects would triple the load
     try:
-        satellites, lemmas = pickle.loads(cache.read_bytes())
-        return satellites, lemmas
+        index = json.loads(cache.read_bytes())
+        # {lemma: {pos: [offsets]}}, a defaultdict as NLTK builds it
+        return set(index["satellites"]), defaultdict(dict, index["lemmas"])
     except Exception:
         return None
     finally:
         if collecting:
             gc.enable()
+
+
+def _index_json(satellites: set[int], lemmas: dict[str, dict[str, list[int]]]) -> bytes:
+    index = {"satellites": sorted(satellites), "lemmas": lemmas}
+    return json.dumps(index, separators=(",", ":")).encode()
 
 
 def _load_wordnet(location):
@@ -252,8 +260,9 @@ def _load_wordnet(location):
             return None
 
         # Parsing the index files line by line is most of what loading WordNet costs (over a
-        # second in every process that loads it: each NLP actor, each job); unpickling the
-        # parsed index takes 0.1 s. NLTK's constructor calls these two in this order.
+        # second in every process that loads it: each NLP actor, each job); loading the parsed
+        # index from its JSON cache costs a fraction of that, about what unpickling it did.
+        # NLTK's constructor calls these two in this order.
         def _scan_satellites(self):
             self._cache = _index_cache(self.root)
             if index := _read_index(self._cache):
@@ -268,8 +277,8 @@ def _load_wordnet(location):
             super()._load_lemma_pos_offset_map()
             if self._cache is not None:
                 with contextlib.suppress(OSError):  # a read-only state directory: no cache
-                    index = (self.satellite_offsets, self._lemma_pos_offset_map)
-                    storage.write_bytes(str(self._cache), pickle.dumps(index, protocol=5))
+                    index = _index_json(self.satellite_offsets, self._lemma_pos_offset_map)
+                    storage.write_bytes(str(self._cache), index)
 
     where = getattr(location, "path", location)
     try:

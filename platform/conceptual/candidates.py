@@ -7,8 +7,9 @@ Formats (by `fmt`, or by the file's name and first line when fmt is "auto"):
 (Parquet is read by Ray Data directly; see conceptual.pipelines.readers.)
 
 A row that cannot be read is not dropped: it becomes a candidate rejected at stage `read`
-with a reason (`malformed_row`, `invalid_utf8`, `invalid_json`, `missing_image_url`), the
-raw line in `alt_text` and the file and line in `detail`.
+with a reason (`malformed_row`, `invalid_utf8`, `invalid_json`, `missing_image_url`,
+`too_long`), the raw line in `alt_text` and the file and line in `detail`. A rejection keeps
+at most MAX_STORED_CHARS characters of any text (see `storable`).
 """
 
 from __future__ import annotations
@@ -28,15 +29,33 @@ IMAGE_URL_COLUMNS = ("image_url", "url")
 PAGE_URL_COLUMNS = ("page_url",)
 IMAGE_COLUMNS = ("image",)  # image bytes (Parquet only), e.g. from conceptual.jobs.import_coco
 READ_STAGE = "read"
-MAX_RAW_CHARS = 65536  # how much of an unreadable line the rejection keeps
+# The longest alt-text or URL a candidate may have, and how much of a longer one (or of an
+# unreadable line) its rejection keeps: a 50 MB "alt-text" is not a caption.
+MAX_STORED_CHARS = 65536
 
 
 class CandidateFormatError(ValueError):
     """A whole file that cannot be read as candidates (a bad header, an unknown format)."""
 
 
+# Compressed files are recognised by their first bytes, whatever their names say.
+COMPRESSION_MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd"}
+COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")
+
+
+def compression_of(head: bytes) -> str | None:
+    """The codec ("gzip" or "zstd") of a file that starts with `head`, or None."""
+    return next(
+        (codec for magic, codec in COMPRESSION_MAGIC.items() if head.startswith(magic)), None
+    )
+
+
 def detect_format(name: str, head: bytes) -> str:
-    ext = posixpath.splitext(name.lower().removesuffix(".gz"))[1]
+    """The format of a file by its name, else by its (decompressed) first line."""
+    stem = name.lower()
+    for suffix in COMPRESSION_SUFFIXES:
+        stem = stem.removesuffix(suffix)
+    ext = posixpath.splitext(stem)[1]
     if ext in (".parquet", ".pq"):
         return "parquet"
     if ext in (".jsonl", ".ndjson", ".json"):
@@ -53,24 +72,54 @@ def detect_format(name: str, head: bytes) -> str:
 def candidate(
     alt_text: Any, image_url: Any, page_url: Any = None, image: bytes | None = None
 ) -> dict[str, Any]:
-    row = {
-        "id": None,
+    texts = {
         "image_url": _str_or_none(image_url),
         "page_url": _str_or_none(page_url),
         "alt_text": _str_or_none(alt_text),
+    }
+    row = {
+        "id": candidate_id(texts["image_url"], texts["alt_text"]),
+        **texts,
         "image": image or None,
         "stage": None,
         "reason": None,
         "detail": None,
     }
-    row["id"] = candidate_id(row["image_url"], row["alt_text"])
-    if not (row["image_url"] or "").strip() and row["image"] is None:
+    if problem := unstorable(texts):
+        row.update({name: storable(text) for name, text in texts.items() if text is not None})
+        row.update(stage=READ_STAGE, reason=problem.reason, detail=problem.detail)
+    elif not (row["image_url"] or "").strip() and row["image"] is None:
         row.update(stage=READ_STAGE, reason="missing_image_url", detail="no image URL")
     return row
 
 
+def unstorable(texts: dict[str, str | None]) -> Rejection | None:
+    """Why these fields cannot travel as they are: over MAX_STORED_CHARS, or holding a lone
+    surrogate (JSON can escape one, "\\ud83d"; Arrow, which holds only UTF-8, refuses it)."""
+    for name, text in texts.items():
+        if text is None:
+            continue
+        if len(text) > MAX_STORED_CHARS:
+            return Rejection("too_long", f"{name}: {len(text)} characters > {MAX_STORED_CHARS}")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return Rejection("invalid_utf8", f"{name}: {exc.reason} at character {exc.start}")
+    return None
+
+
+def storable(text: str) -> str:
+    """What a rejection keeps of a text: its first MAX_STORED_CHARS characters, with a lone
+    surrogate as U+FFFD (a pair of them, as UTF-16 pairs them, is the character it encodes)."""
+    text = text[:MAX_STORED_CHARS]
+    if text.isascii():
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def unreadable(raw: str, where: str, rejection: Rejection) -> dict[str, Any]:
-    raw = raw[:MAX_RAW_CHARS]
+    raw = storable(raw)
     return {
         "id": candidate_id(None, f"{where}\t{raw}"),
         "image_url": None,
@@ -124,11 +173,20 @@ def _parse_cc_tsv(data: bytes, name: str) -> Iterator[dict[str, Any]]:
 
 def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[str, Any]]:
     # surrogateescape keeps undecodable bytes visible per row instead of failing the file.
-    text = data.decode("utf-8", "surrogateescape")
+    lines = list(io.StringIO(data.decode("utf-8", "surrogateescape"), newline=""))
     quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
-    reader = csv.reader(
-        io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True
-    )
+    position = 0  # lines[position] is the next line the csv reader gets
+
+    def reader_from_position() -> Iterator[list[str]]:
+        def feed() -> Iterator[str]:
+            nonlocal position
+            while position < len(lines):
+                position += 1
+                yield lines[position - 1]
+
+        return csv.reader(feed(), delimiter=delimiter, quoting=quoting, strict=True)
+
+    reader = reader_from_position()
     try:
         header = [h.strip().lower() for h in next(reader)]
     except StopIteration:
@@ -137,13 +195,27 @@ def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[st
         raise CandidateFormatError(f"{name}: unreadable header: {exc}") from exc
     columns = header_columns(header, name)
     while True:
-        where = f"{name}:{reader.line_num + 1}"
+        first = position
+        where = f"{name}:{first + 1}"
         try:
             fields = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            yield unreadable("", where, Rejection("malformed_row", str(exc)))
+            fields, problem = None, str(exc)
+        else:
+            problem = None
+            if len(fields) != len(header) and any(f.strip() for f in fields):
+                problem = f"expected {len(header)} fields, got {len(fields)}"
+        if problem and position - first > 1:
+            # A stray quote opened a field that ran over the following lines: only its own
+            # line is lost; a fresh reader starts again on the next one.
+            problem += f": a quote opened on this line runs over {position - first} lines"
+            fields, position = None, first + 1
+            reader = reader_from_position()
+        if fields is None:
+            line = lines[first].rstrip("\r\n")
+            yield unreadable(line, where, Rejection("malformed_row", problem))
             continue
         if not any(f.strip() for f in fields):
             continue
@@ -152,12 +224,8 @@ def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[st
             safe = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
             yield unreadable(safe, where, Rejection("invalid_utf8", "bytes that are not UTF-8"))
             continue
-        if len(fields) != len(header):
-            yield unreadable(
-                raw,
-                where,
-                Rejection("malformed_row", f"expected {len(header)} fields, got {len(fields)}"),
-            )
+        if problem:
+            yield unreadable(raw, where, Rejection("malformed_row", problem))
             continue
         yield candidate(*(fields[i] if i is not None else None for i in columns.values()))
 
@@ -165,9 +233,9 @@ def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[st
 def header_columns(header: list[str], name: str) -> dict[str, int | None]:
     """Where the alt-text, image URL and page URL are in a header (lowercased names)."""
     columns = {
-        "alt_text": _column(header, ALT_TEXT_COLUMNS),
-        "image_url": _column(header, IMAGE_URL_COLUMNS),
-        "page_url": _column(header, PAGE_URL_COLUMNS),
+        "alt_text": column_index(header, ALT_TEXT_COLUMNS),
+        "image_url": column_index(header, IMAGE_URL_COLUMNS),
+        "page_url": column_index(header, PAGE_URL_COLUMNS),
     }
     if columns["alt_text"] is None or columns["image_url"] is None:
         raise CandidateFormatError(
@@ -195,6 +263,9 @@ def _parse_jsonl(data: bytes, name: str) -> Iterator[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             yield unreadable(text, where, Rejection("invalid_json", exc.msg))
             continue
+        except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, [[[[...
+            yield unreadable(text, where, Rejection("invalid_json", str(exc)))
+            continue
         if not isinstance(record, dict):
             yield unreadable(
                 text,
@@ -210,7 +281,8 @@ def _parse_jsonl(data: bytes, name: str) -> Iterator[dict[str, Any]]:
         )
 
 
-def _column(header: list[str], names: tuple[str, ...]) -> int | None:
+def column_index(header: list[str], names: tuple[str, ...]) -> int | None:
+    """Where the first of `names` is in a header (lowercased names), if any is."""
     return next((header.index(n) for n in names if n in header), None)
 
 

@@ -6,6 +6,8 @@ image's bytes once and holding at most one part in memory:
 
     OUTPUT/candidates/part-*.parquet  records.CANDIDATE, for the curation pipeline (default)
     OUTPUT/curated/part-*.parquet     records.CURATED, for captions that are already clean
+    OUTPUT/clips/part-*.parquet       records.CLIP, recorded speech of the images, when the
+                                      folder has some (conceptual.speech.human)
     OUTPUT/import.json                what was imported, skipped captions counted by reason
     OUTPUT/_SUCCESS                   written last; its absence means the output is incomplete
 
@@ -34,12 +36,21 @@ from PIL import Image
 from pydantic import Field
 
 from conceptual import storage
+from conceptual.candidates import MAX_STORED_CHARS, storable
 from conceptual.config import Config, ConfigError, load
 from conceptual.records import CANDIDATE, CURATED, Rejection, candidate_id
 from conceptual.splits import SplitConfig, assign_split
 
-SKIP_REASONS = ("missing_image", "unreadable_image", "empty_caption", "duplicate_caption")
-SUCCESS = "_SUCCESS"
+SKIP_REASONS = (
+    "missing_image",
+    "unreadable_image",
+    "outside_dataset",  # an image path that leaves the dataset's folder: ../, /etc/...
+    "malformed_row",  # a captions CSV row that cannot be parsed
+    "invalid_utf8",  # a captions CSV row holding bytes that are not UTF-8
+    "too_long",  # a captions CSV field over MAX_STORED_CHARS
+    "empty_caption",
+    "duplicate_caption",
+)
 REPORT = "import.json"
 LISTED_SKIPS = 1000  # import.json lists this many skipped captions; the counts cover all
 # "captions_train2017.json" -> "train"; "captions_constrained.json" names no split.
@@ -59,6 +70,7 @@ class Pair:
     caption: str
     source_split: str | None  # "train", "val" or "test" as the source splits it, if it does
     source_id: str  # where the caption came from, for the report: "captions_val2017.json#9"
+    problem: Rejection | None = None  # why the source's row cannot be imported, if it cannot
 
 
 class ImportConfig(Config):
@@ -90,13 +102,13 @@ def _coco_pairs(annotations: Path, images_dir: Path) -> Iterator[Pair]:
     del data
     split = _source_split(annotations.name)
     for image_id, captions in captions_of.items():
-        path, url = None, ""  # an image id that the images list lacks
+        path, url, problem = None, "", None  # an image id that the images list lacks
         if image_id in files:
             file_name, coco_url = files[image_id]
-            path = images_dir / file_name
+            path, problem = image_in(images_dir, file_name)
             url = coco_url or path.resolve().as_uri()
         for caption_id, text in captions:
-            yield Pair(path, url, text, split, f"{annotations.name}#{caption_id}")
+            yield Pair(path, url, text, split, f"{annotations.name}#{caption_id}", problem)
 
 
 def _read_coco(annotations: Path) -> dict:
@@ -140,36 +152,66 @@ def csv_pairs(
     return _csv_pairs(rows, images_dir, captions_file)
 
 
-def _read_captions_csv(path: Path) -> list[tuple[int, str, str]]:
-    """(line number, image name, caption) of each row; captions are text, small beside the
-    images, so the whole file is read to group the rows by image."""
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        header = [name.strip().lower() for name in next(reader, [])]
-        if "image" not in header or "caption" not in header:
-            raise ImportSourceError(f"{path} needs a header naming columns image and caption")
-        image_col, caption_col = header.index("image"), header.index("caption")
-        rows = []
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue  # a blank line holds no caption
-            rows.append((reader.line_num, _cell(row, image_col), _cell(row, caption_col)))
-    return rows
+def _read_captions_csv(path: Path) -> list[tuple[int, str, str, Rejection | None]]:
+    """(line number, image name, caption, why the row cannot be imported) of each row;
+    captions are text, small beside the images, so the whole file is read to group the rows
+    by image. A row that cannot be read is kept, with its problem, to be counted."""
+    # surrogateescape: undecodable bytes fail their own row, not the file.
+    text = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [name.strip().lower() for name in next(reader, [])]
+    if "image" not in header or "caption" not in header:
+        raise ImportSourceError(f"{path} needs a header naming columns image and caption")
+    image_col, caption_col = header.index("image"), header.index("caption")
+    rows = []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return rows
+        except csv.Error as exc:  # a field over csv's own limit (128 KiB), a NUL byte...
+            rows.append((reader.line_num, "", "", Rejection("malformed_row", str(exc))))
+            continue
+        if not any(cell.strip() for cell in row):
+            continue  # a blank line holds no caption
+        image, caption = _cell(row, image_col), _cell(row, caption_col)
+        rows.append((reader.line_num, storable(image), storable(caption), _row_problem(row)))
+
+
+def _row_problem(row: list[str]) -> Rejection | None:
+    for cell in row:
+        if len(cell) > MAX_STORED_CHARS:
+            return Rejection("too_long", f"a field of {len(cell)} characters > {MAX_STORED_CHARS}")
+        if any("\udc80" <= ch <= "\udcff" for ch in cell):
+            return Rejection("invalid_utf8", "bytes that are not UTF-8")
+    return None
 
 
 def _cell(row: list[str], column: int) -> str:
     return row[column].strip() if column < len(row) else ""  # a short row lacks the column
 
 
-def _csv_pairs(rows: list[tuple[int, str, str]], images_dir: Path, name: str) -> Iterator[Pair]:
-    by_image: dict[str, list[tuple[int, str]]] = {}
-    for line, image, caption in rows:
-        by_image.setdefault(image, []).append((line, caption))
+def _csv_pairs(
+    rows: list[tuple[int, str, str, Rejection | None]], images_dir: Path, name: str
+) -> Iterator[Pair]:
+    by_image: dict[str, list[tuple[int, str, Rejection | None]]] = {}
+    for line, image, caption, problem in rows:
+        by_image.setdefault(image, []).append((line, caption, problem))
     for image, captions in by_image.items():
-        path = images_dir / image if image else None
+        path, outside = image_in(images_dir, image) if image else (None, None)
         url = path.resolve().as_uri() if path else ""
-        for line, caption in captions:
-            yield Pair(path, url, caption, None, f"{name}:{line}")
+        for line, caption, problem in captions:
+            yield Pair(path, url, caption, None, f"{name}:{line}", problem or outside)
+
+
+def image_in(images_dir: Path, name: str) -> tuple[Path, Rejection | None]:
+    """The path of an image a source names, and a problem when it leads out of the images
+    folder (`../`, an absolute path, a link to elsewhere): a dataset may name only its own
+    files, or a captions file could have any file the job can read imported."""
+    path = images_dir / name
+    if not path.resolve().is_relative_to(images_dir.resolve()):
+        return path, Rejection("outside_dataset", f"{name!r} is not inside {images_dir}")
+    return path, None
 
 
 def _existing_file(path: Path | str) -> Path:
@@ -313,15 +355,20 @@ def caption_rejection(caption: str, seen: set[str]) -> Rejection | None:
 
 
 def write_import(
-    pairs: Iterable[Pair], output_uri: str, config: ImportConfig | None = None
+    pairs: Iterable[Pair],
+    output_uri: str,
+    config: ImportConfig | None = None,
+    then: Callable[[str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write the pairs under `output_uri` (layout in the module docstring); return the
-    content of import.json. Pairs of one image must come together, as the readers yield them."""
+    content of import.json. Pairs of one image must come together, as the readers yield them.
+    `then(output_uri)` runs after the records are written (attaching recorded speech,
+    conceptual.speech.human); its result goes into import.json under "speech"."""
     config = config or ImportConfig()
     kind, schema = ("curated", CURATED) if config.curated else ("candidates", CANDIDATE)
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
-    storage.delete(storage.join(output_uri, SUCCESS))
-    for stale in ("candidates", "curated", REPORT):
+    storage.delete(storage.join(output_uri, storage.SUCCESS))
+    for stale in ("candidates", "curated", "clips", REPORT):
         storage.delete(storage.join(output_uri, stale))
 
     parts = PartWriter(storage.join(output_uri, kind), schema, config.rows_per_part)
@@ -331,14 +378,22 @@ def write_import(
     parts.flush()
 
     result = report.to_json()
+    if then is not None:
+        result["speech"] = then(output_uri)
     storage.write_json(storage.join(output_uri, REPORT), result)
-    storage.write_json(storage.join(output_uri, SUCCESS), report.counts())
+    storage.write_json(storage.join(output_uri, storage.SUCCESS), report.counts())
     return result
 
 
 def _import_image(
     pairs: list[Pair], config: ImportConfig, parts: PartWriter, report: ImportReport
 ) -> None:
+    for pair in pairs:
+        if pair.problem:
+            report.skip(pair, pair.problem)
+    pairs = [pair for pair in pairs if not pair.problem]
+    if not pairs:
+        return
     image = read_image(pairs[0])
     if isinstance(image, Rejection):
         for pair in pairs:
@@ -408,16 +463,21 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def import_job(
-    output: str, pairs: Callable[[], Iterable[Pair]], overrides: Sequence[str] = ()
+    output: str,
+    pairs: Callable[[], Iterable[Pair]],
+    overrides: Sequence[str] = (),
+    then: Callable[[str], dict[str, Any]] | None = None,
 ) -> int:
     """What both import jobs do once they know their source: write it with the config's
     `key=value` overrides, then print the summary (exit 0) or the error (exit 2)."""
     try:
         config = load(ImportConfig, None, overrides)
-        report = write_import(pairs(), output, config)
+        report = write_import(pairs(), output, config, then)
     except (ConfigError, ImportSourceError, storage.StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary(report))
+    if "speech" in report:
+        print(f"speech:   {storage.join(output, 'clips')}  ({report['speech']['clips']} clips)")
     print(f"report:   {storage.join(output, REPORT)}")
     return 0

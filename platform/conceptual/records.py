@@ -1,4 +1,4 @@
-"""The records that flow through the platform, defined once (DESIGN.md, "Records").
+"""The records that flow through the platform, defined once (docs/design.md, "Records").
 
 A `Rejection` is what every filter returns instead of keep: a stable reason string (it is a
 metric name, so never reword one) and a free-form detail for people.
@@ -98,5 +98,37 @@ FEATURES = pa.schema(
         ("pooled", pa.list_(pa.float32())),  # global average of the grid: channels
         ("grid", pa.list_(pa.float32())),  # row-major (rows, cols, channels)
         ("grid_shape", pa.list_(pa.int32())),  # [rows, cols, channels]
+    ]
+)
+
+
+def image_id(image: bytes) -> str:
+    """The identity of an image: the SHA-1 of its bytes (hex), so that the captions, clips
+    and embeddings of one image join without guessing, whatever URL or file it came from."""
+    return hashlib.sha1(image).hexdigest()
+
+
+# One spoken caption: synthesized (conceptual.speech.synthesis) or recorded and imported
+# (conceptual.speech.human); every job that takes clips takes either.
+CLIP = pa.schema(
+    [
+        ("id", pa.string()),  # the clip: its caption's id, source and seed
+        ("caption_id", pa.string()),  # the id of the caption record it speaks
+        ("image_id", pa.string()),  # image_id() of its image; null when the input had none
+        ("image_url", pa.string()),
+        ("caption", pa.string()),  # the text spoken
+        ("split", pa.string()),
+        ("audio", pa.binary()),  # FLAC, 16 kHz mono, 16-bit
+        ("sample_rate", pa.int32()),
+        ("duration", pa.float32()),  # seconds
+        ("source", pa.string()),  # "espeak-ng", or the import's folder ("speech_gtts")
+        # The drawn parameters (an imported clip: its voice is its source, the rest neutral).
+        ("voice", pa.string()),
+        ("rate", pa.float64()),  # speaking rate, 1.0 = the voice's normal speed
+        ("pitch", pa.float64()),  # semitones relative to the voice
+        ("gain", pa.float64()),  # dB
+        ("seed", pa.int64()),  # the generator's seed, from the caption's id
+        ("engine_wpm", pa.int32()),  # espeak-ng's -s for this clip; null when imported
+        ("gain_applied", pa.float64()),  # gain less any lowering that kept the peak in range
     ]
 )

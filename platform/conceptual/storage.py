@@ -21,9 +21,19 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from conceptual.uris import redact
+
+# Every job writes this file into its output folder last: without it the output is a
+# crashed or running job's, and is not read unless asked for.
+SUCCESS = "_SUCCESS"
+
 
 class StorageError(OSError):
     """A URI that cannot be used; the message names it."""
+
+
+class IncompleteOutputError(StorageError):
+    """A job output without its SUCCESS marker; the message says how to read it anyway."""
 
 
 def is_remote(uri: str) -> bool:
@@ -87,6 +97,26 @@ def list_files(uri: str) -> list[str]:
         return [path]
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+
+
+def output_part(uri: str, part: str, allow_incomplete: bool = False) -> str:
+    """The folder of one part (`curated`, `features`, ...) of a job's output, where `uri`
+    names the output folder or that part itself. The output must hold the SUCCESS marker,
+    unless `allow_incomplete`: a crashed run's files are not read by mistake."""
+    inner = join(uri, part)
+    if exists(inner):
+        output, folder = uri, inner
+    elif posixpath.basename(uri.rstrip("/")) == part:  # the part itself: the marker is above
+        output, folder = posixpath.dirname(uri.rstrip("/")), uri
+    else:
+        output, folder = uri, uri
+    if not allow_incomplete and not exists(join(output, SUCCESS)):
+        raise IncompleteOutputError(
+            f"{redact(output)} has no {SUCCESS} marker: the job that wrote it did not finish "
+            "(it failed, or is still running). Rerun that job, or pass allow_incomplete=true "
+            "to read what it left."
+        )
+    return folder
 
 
 def read_bytes(uri: str) -> bytes:

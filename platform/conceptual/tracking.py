@@ -10,6 +10,7 @@ the working directory is Ray's temporary copy, deleted with the session.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,7 @@ from conceptual.paths import state_dir
 from conceptual.uris import redact
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
+PARENT_TAG = "mlflow.parentRunId"  # how MLflow nests runs
 
 
 def tracking_uri() -> str:
@@ -75,14 +77,28 @@ def ensure_experiment(name: str) -> str:
     return client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
 
 
+# The run that runs started meanwhile belong to (the pipeline job's), as MLflow's parent tag.
+_parent_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("parent", default=None)
+
+
+@contextlib.contextmanager
+def children_of(run_id: str) -> Iterator[None]:
+    """Every run that start_run() opens in this block is a child of `run_id`."""
+    token = _parent_run.set(run_id)
+    try:
+        yield
+    finally:
+        _parent_run.reset(token)
+
+
 @contextlib.contextmanager
 def start_run(
     experiment: str, run_name: str | None = None, tags: Mapping[str, str] | None = None
 ) -> Iterator[mlflow.ActiveRun]:
     experiment_id = ensure_experiment(experiment)
-    with mlflow.start_run(
-        experiment_id=experiment_id, run_name=run_name, tags=dict(tags or {})
-    ) as run:
+    parent = _parent_run.get()
+    tags = {**({PARENT_TAG: parent} if parent else {}), **(tags or {})}
+    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
         yield run
 
 

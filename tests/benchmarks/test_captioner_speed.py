@@ -1,10 +1,12 @@
 """Captioner speed at the spec's sizes (d_model 512; the Transformer 6+6 layers, 8 heads),
 over EfficientNet-lite0 features (1280 channels, 8x8 grid) and 15-word captions:
 
-- training throughput (samples/s) of each variant: the trainer's own step (forward, loss,
-  backward, clip, Adagrad) on one process, CPU float32, and on CUDA with bf16 autocast when
-  torch sees a GPU, with the GPU's utilisation as model FLOP utilisation (MFU);
-- decoding latency: greedy and beam search (beam 4) per image (batch 1) and per batch of 32.
+- training throughput (samples/s) of each variant: the training core's step
+  (pipelines/training.py: forward, loss, backward, clip, Adagrad) over batches already in
+  memory, on one process, CPU float32, and on CUDA with bf16 autocast when torch sees a
+  GPU (the input path and MFU: tests/benchmarks/test_training_efficiency.py);
+- decoding latency: greedy and beam search (beam 4) per image at batch 1 and in a batch of
+  DECODE_BATCH (32 on CPU, 256 on GPU), the Transformer with its key/value cache.
 
 Models are untrained: an untrained model rarely stops early, so every caption runs to the
 word limit, the slowest case. Ratios are against the RNN over 1x1 features, measured in the
@@ -22,24 +24,23 @@ import numpy as np
 import pytest
 import torch
 
-from conceptual.models.captioner import Captioner, features_tensor
+from conceptual.models.captioner import Captioner
 from conceptual.models.decoding import beam_search, greedy
+from conceptual.models.variants import VARIANTS
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.compare_captioners import VARIANTS
 from conceptual.pipelines.train_captioner import (
     CaptionLoss,
     TrainConfig,
     captioner_config,
-    make_optimizer,
-    train_step,
+    token_array,
 )
+from conceptual.pipelines.training import make_optimizer, train_epoch
 
 CHANNELS, CELLS = 1280, 8
 VOCAB_WORDS = 5000  # about Flickr8k's at min count 1; the output layer's cost scales with it
 BATCH = 25  # the paper's batch size per worker
 STEPS = int(os.environ.get("CONCEPTUAL_BENCH_STEPS", 8))  # timed steps per variant
-DECODE_BATCH = 32
-BF16_PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense, per GPU
+DECODE_BATCH = 256 if torch.cuda.is_available() else 32
 
 
 def vocabulary() -> Vocabulary:
@@ -47,57 +48,50 @@ def vocabulary() -> Vocabulary:
     return Vocabulary.build([" ".join(words)], min_count=1)
 
 
-def batch(rng: np.random.Generator, vocab: Vocabulary, size: int) -> dict[str, np.ndarray]:
-    grid = rng.normal(size=(size, CELLS * CELLS * CHANNELS)).astype(np.float32)
+def batch(rng: np.random.Generator, vocab: Vocabulary, size: int, kind: str) -> dict:
+    """A batch as the training input path gives it: `features` (B, cells, channels), `tokens`."""
+    cells = 1 if kind == "1x1" else CELLS * CELLS
+    features = rng.normal(size=(size, cells, CHANNELS)).astype(np.float32)
     words = vocab.tokens[4:]
     captions = [" ".join(rng.choice(words, 15)) for _ in range(size)]
-    pooled = grid.reshape(size, CELLS * CELLS, CHANNELS).mean(axis=1)
-    return {"pooled": pooled, "grid": grid, "caption": np.array(captions, dtype=object)}
+    return {
+        "features": torch.from_numpy(features),
+        "tokens": torch.from_numpy(token_array(captions, vocab, 17)),
+    }
 
 
 def model_for(name: str, vocab: Vocabulary, device: torch.device) -> tuple[Captioner, TrainConfig]:
-    architecture, _, features = name.partition("-")
-    config = TrainConfig(architecture=architecture, features=features, batch_size=BATCH)
-    model_config = captioner_config(config, len(vocab), CHANNELS)
+    architecture, _, feature_map = name.partition("-")
+    model = {"architecture": architecture, "feature_map": feature_map}
+    config = TrainConfig(model=model, batch_size=BATCH)
     torch.manual_seed(0)
-    return Captioner(model_config).to(device), config
+    return Captioner(captioner_config(config, len(vocab), CHANNELS)).to(device), config
 
 
 def train_throughput(name: str, vocab: Vocabulary, device: torch.device) -> dict:
     model, config = model_for(name, vocab, device)
-    optimizer = make_optimizer(config, model)
-    step_loss = CaptionLoss(model).train()
+    optimizer = make_optimizer(config, model, device)
+    step_loss = CaptionLoss(model)
     rng = np.random.default_rng(0)
-    batches = [batch(rng, vocab, BATCH) for _ in range(STEPS + 1)]
-    train_step(step_loss, optimizer, batches[0], vocab, config, device)  # warm-up
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    kind = config.model.feature_map
+    batches = [
+        {k: v.to(device) for k, v in batch(rng, vocab, BATCH, kind).items()}
+        for _ in range(STEPS + 1)
+    ]
+    train_epoch(step_loss, optimizer, batches[:1], config, device)  # warm-up
     started = time.perf_counter()
-    for b in batches[1:]:
-        train_step(step_loss, optimizer, b, vocab, config, device)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    losses = train_epoch(step_loss, optimizer, batches[1:], config, device)
+    torch.stack(losses).sum().item()  # waits for the device
     elapsed = time.perf_counter() - started
     parameters = sum(p.numel() for p in model.parameters())
-    samples_per_s = STEPS * BATCH / elapsed
-    result = {"samples_per_s": round(samples_per_s, 1), "parameters": parameters}
-    if device.type == "cuda":
-        # Training FLOPs ~ 6 x parameters x tokens (forward 2, backward 4); 16 target tokens.
-        peak = next(
-            (v for k, v in BF16_PEAK_FLOPS.items() if k in torch.cuda.get_device_name()), None
-        )
-        flops = 6 * parameters * 16 * samples_per_s
-        result["model_tflops"] = round(flops / 1e12, 2)
-        result["mfu"] = None if peak is None else round(flops / peak, 4)
-    return result
+    return {"samples_per_s": round(STEPS * BATCH / elapsed, 1), "parameters": parameters}
 
 
 def decode_latency(name: str, vocab: Vocabulary, device: torch.device) -> dict:
     model, config = model_for(name, vocab, device)
     model.eval()
     rng = np.random.default_rng(1)
-    b = batch(rng, vocab, DECODE_BATCH)
-    features = features_tensor(b["pooled"], b["grid"], config.features).to(device)
+    features = batch(rng, vocab, DECODE_BATCH, config.model.feature_map)["features"].to(device)
     decoders = {"greedy": lambda f: greedy(model, f), "beam4": lambda f: beam_search(model, f)}
     result = {}
     for label, decode in decoders.items():

@@ -183,10 +183,10 @@ def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):
 
 
 TINY_MODEL = [
-    "d_model=32",
-    "layers=1",
-    "heads=2",
-    "ffn=64",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.ffn=64",
     "min_count=1",
     "optimizer=adamw",
     "epochs=1",

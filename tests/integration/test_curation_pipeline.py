@@ -15,7 +15,8 @@ import pytest
 from conceptual import storage
 from conceptual.candidates import CandidateFormatError
 from conceptual.demo.corpus import generate_candidates, write_candidates
-from conceptual.pipelines.curation import SUCCESS, CurationConfig, curate, run
+from conceptual.pipelines.curation import CurationConfig, curate, run
+from conceptual.storage import SUCCESS
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,9 @@ from conceptual.demo.corpus import write_candidates
 from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
 from conceptual.demo.server import serve_directory
 from conceptual.importers import csv_pairs, write_import
-from conceptual.pipelines.curation import STAGES, SUCCESS, CurationConfig, run
+from conceptual.pipelines.curation import STAGES, CurationConfig, run
 from conceptual.pipelines.features import FeaturesConfig, extract
+from conceptual.storage import SUCCESS
 
 pytestmark = pytest.mark.integration
 

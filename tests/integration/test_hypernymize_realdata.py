@@ -1,12 +1,12 @@
-"""Hypernymization quality on real before/after pairs of Google's pipeline (the dev set):
-mean token F1 of transform(slug) against the released caption, beside the identity baseline
-(the slug unchanged, tokenized the same way)."""
+"""Hypernymization quality on real before/after pairs of Google's pipeline (the dev set), a
+regression test, not a timing: mean token F1 of transform(slug) against the released
+caption, beside the identity baseline (the slug unchanged, tokenized the same way), and no
+caption with an artifact of a removal (Hypernymizer.artifacts)."""
 
 from __future__ import annotations
 
 import csv
 import statistics
-import time
 
 import pytest
 
@@ -15,11 +15,14 @@ from conceptual.text.hypernymize import Hypernymizer
 
 pytestmark = [pytest.mark.integration, pytest.mark.realdata]
 
-# Measured: identity 0.744, hypernymized 0.794 (rejections count as 0).
-MIN_GAIN = 0.03
+# Measured (BENCHMARKS.md, "Hypernymization quality"): hypernymized 0.7967, identity 0.7439
+# (rejections count as 0). Issue 20's target of 0.85 is not reached; this floor keeps what
+# was reached from sliding back.
+MIN_F1 = 0.79
+MIN_GAIN = 0.04
 
 
-def test_hypernymization_beats_identity_on_dev_pairs(real_data, nlp):
+def test_hypernymization_on_dev_pairs(real_data, nlp):
     with open(real_data / "cc_val_slug_pairs_dev.tsv", newline="") as f:
         pairs = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     assert len(pairs) == 1085
@@ -27,18 +30,14 @@ def test_hypernymization_beats_identity_on_dev_pairs(real_data, nlp):
     references = [p["conceptual_caption"] for p in pairs]
     hypernymizer = Hypernymizer(nlp=nlp)
 
-    started = time.perf_counter()
-    results = hypernymizer.transform(slugs)
-    seconds = time.perf_counter() - started
-
+    captions = [r.caption or "" for r in hypernymizer.transform(slugs)]
     identity = statistics.mean(
         token_f1(" ".join(t.lower_ for t in nlp.tokenizer(slug)), ref)
         for slug, ref in zip(slugs, references)
     )
-    ours = statistics.mean(token_f1(r.caption or "", ref) for r, ref in zip(results, references))
-    rejected = sum(r.caption is None for r in results)
-    print(
-        f"\ndev token F1: hypernymized {ours:.4f}, identity {identity:.4f}; "
-        f"{rejected} rejected; {len(slugs)} slugs in {seconds:.1f} s"
-    )
+    ours = statistics.mean(token_f1(c, ref) for c, ref in zip(captions, references))
+    artifacts = {c: found for c in captions if (found := hypernymizer.artifacts(c))}
+    print(f"\ndev token F1: hypernymized {ours:.4f}, identity {identity:.4f}")
+    assert artifacts == {}
+    assert ours >= MIN_F1
     assert ours > identity + MIN_GAIN

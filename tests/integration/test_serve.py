@@ -3,11 +3,20 @@ the private MLflow registry, two tiny untrained captioners with different vocabu
 answers show which one spoke) and real photos.
 
 The tests run in file order: the first one meets the service before any champion exists
-and promotes the first version; the alias-move test promotes the second.
+and promotes the first version; the alias-move test promotes the second. Hostile clients
+(slow uploads, huge forms, leaky errors) are tested here too; the load tests among them
+are marked slow (`make test-slow`).
 """
 
 from __future__ import annotations
 
+import http.client
+import io
+import json
+import math
+import os
+import select
+import socket
 import threading
 import time
 import uuid
@@ -17,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import mlflow
 import pytest
+import ray
 import skimage.data
 import yaml
 from PIL import Image
@@ -25,7 +35,8 @@ from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 
 from conceptual import registry
 from conceptual.demo.images import bomb, corrupt, good_jpeg, truncated
-from conceptual.serve.app import APP_NAME, Api, ServeConfig, start
+from conceptual.models.inference import MAX_DECODED_PIXELS
+from conceptual.serve.app import APP_NAME, MAX_FORM_PARTS, Api, ServeConfig, build, start
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
 from conceptual.tracking import start_run
 
@@ -39,6 +50,7 @@ CAPTIONS = {
 MAX_BODY = 1 << 20
 EVAL_SET = "val"
 WAIT_S = 90  # upper bound on waiting for replicas to load or switch a model
+BODY_TIMEOUT_S = 6.0  # short, so that the slow-upload tests run in seconds
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +77,7 @@ def service(ray_local, name, free_port):
     """The application's base URL; no champion exists when it starts."""
     config = ServeConfig(
         max_body_bytes=MAX_BODY,
+        body_timeout_s=BODY_TIMEOUT_S,
         captioner=CaptionerSettings(model_name=name, poll_seconds=0.5),
     )
     yield start(config, port=free_port())
@@ -209,7 +222,8 @@ def test_bad_requests_get_a_clear_json_error(ready, coffee, request_args, status
     response = ready.post("/v1/captions", **request_args)
     assert response.status_code == status, response.text
     assert error_code(response) == code
-    assert response.json()["error"]["message"]
+    message = response.json()["error"]["message"]
+    assert message and "Error" not in message  # our words, never a library's exception
 
 
 def test_unknown_routes_and_methods_answer_json(ready):
@@ -217,6 +231,116 @@ def test_unknown_routes_and_methods_answer_json(ready):
     assert missing.status_code == 404 and error_code(missing) == "not_found"
     wrong = ready.get("/v1/captions")
     assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
+
+
+def tiny_parts_form(size: int) -> tuple[bytes, str]:
+    """A form of as many empty parts as fit in `size` bytes, and its content type."""
+    part = b"--b\r\nContent-Disposition: form-data; name=x\r\n\r\n\r\n"
+    end = b"--b--\r\n"
+    return part * ((size - len(end)) // len(part)) + end, "multipart/form-data; boundary=b"
+
+
+def test_a_form_of_many_tiny_parts_is_refused_at_once(ready):
+    body, content_type = tiny_parts_form(MAX_BODY)  # ~23,000 parts
+    started = time.monotonic()
+    response = ready.post("/v1/captions", content=body, headers={"content-type": content_type})
+    elapsed = time.monotonic() - started
+    assert response.status_code == 400 and error_code(response) == "too_many_parts"
+    assert str(MAX_FORM_PARTS) in response.json()["error"]["message"]
+    assert elapsed < 5, f"{elapsed:.1f} s to refuse the form"
+
+
+def open_upload(base_url: str, declared_bytes: int) -> socket.socket:
+    """A raw POST /v1/captions that declares `declared_bytes` of body and sends one."""
+    url = httpx.URL(base_url)
+    connection = socket.create_connection((url.host, url.port), timeout=WAIT_S)
+    head = (
+        f"POST /v1/captions HTTP/1.1\r\nHost: {url.host}\r\n"
+        f"Content-Type: image/jpeg\r\nContent-Length: {declared_bytes}\r\n\r\n"
+    )
+    connection.sendall(head.encode() + b"\xff")
+    return connection
+
+
+def trickle(connection: socket.socket, every_s: float, until: float) -> tuple[int, dict] | None:
+    """Sends one more byte every `every_s` seconds until the server answers (its status and
+    JSON body) or the clock passes `until` (None)."""
+    while (left := until - time.monotonic()) > 0:
+        readable, _, _ = select.select([connection], [], [], min(every_s, left))
+        if readable:
+            response = http.client.HTTPResponse(connection)
+            response.begin()
+            return response.status, json.loads(response.read())
+        connection.sendall(b"\xff")
+    return None
+
+
+def test_a_body_that_trickles_in_gets_408(ready, service):
+    started = time.monotonic()
+    with open_upload(service, 1000) as connection:
+        answer = trickle(connection, every_s=0.5, until=started + BODY_TIMEOUT_S + 10)
+    assert answer is not None, "no answer while the body trickled in"
+    status, body = answer
+    assert status == 408 and body["error"]["code"] == "body_timeout"
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 5
+
+
+def test_credentials_in_the_tracking_uri_are_never_shown(ready, name, free_port):
+    """A tracking server named with a password that refuses connections: /readyz and
+    /v1/models say what failed, without the password."""
+    secret = "hunter2-secret"
+    settings = CaptionerSettings(
+        model_name=name,
+        tracking_uri=f"http://user:{secret}@127.0.0.1:{free_port()}/",
+        poll_seconds=3600,
+    )
+    # MLflow retries a refused connection for minutes unless told not to.
+    no_retries = {"env_vars": {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}}
+    actor_options = {**CaptionerDeployment.ray_actor_options, "runtime_env": no_retries}
+    application = build(ServeConfig(captioner=settings), {"ray_actor_options": actor_options})
+    serve.run(application, name="leaky", route_prefix="/leaky")
+    try:
+        readiness = ready.get("/leaky/readyz")
+        models = ready.get("/leaky/v1/models")
+    finally:
+        serve.delete("leaky")
+    assert readiness.status_code == 503
+    assert "127.0.0.1" in readiness.json()["models"][0]["problem"]  # still says where
+    assert models.status_code == 200
+    for response in (readiness, models):
+        assert secret not in response.text
+
+
+def test_malformed_http_gets_uvicorns_plain_400_and_the_service_goes_on(ready, service):
+    """A limit of Ray Serve, documented in the README's Security section: its proxy's
+    uvicorn answers broken framing itself, in text/plain, before the application sees it."""
+    url = httpx.URL(service)
+    with socket.create_connection((url.host, url.port), timeout=WAIT_S) as connection:
+        connection.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        response = http.client.HTTPResponse(connection)
+        response.begin()
+        assert response.status == 400
+        assert response.getheader("content-type").startswith("text/plain")
+    assert ready.get("/healthz").status_code == 200
+
+
+def test_uploads_past_the_limit_are_refused_while_health_answers(ready, service):
+    """8 more slow uploads than `max_concurrent_uploads`: those past the limit get 503 busy
+    at once, the others 408 at the body deadline, and /healthz answers meanwhile."""
+    limit = ServeConfig().max_concurrent_uploads
+    until = time.monotonic() + BODY_TIMEOUT_S + 10
+    uploads = [open_upload(service, 1000) for _ in range(limit + 8)]
+    try:
+        with ThreadPoolExecutor(len(uploads)) as pool:
+            answers = pool.map(lambda upload: trickle(upload, every_s=1, until=until), uploads)
+            health = ready.get("/healthz", timeout=3)
+            codes = [answer and (answer[0], answer[1]["error"]["code"]) for answer in answers]
+    finally:
+        for upload in uploads:
+            upload.close()
+    assert health.status_code == 200
+    assert set(codes) == {(503, "busy"), (408, "body_timeout")}
+    assert codes.count((408, "body_timeout")) <= limit
 
 
 def test_bad_requests_leave_every_replica_running(ready, coffee):
@@ -293,11 +417,113 @@ def test_serve_config_file_matches_the_code(repo):
     assert config["http_options"]["host"] == "127.0.0.1"
     [application] = config["applications"]
     assert application["import_path"] == "conceptual.serve.app:build_app"
-    ServeConfig.model_validate(application["args"])
-    declared = {deployment["name"] for deployment in application["deployments"]}
-    assert declared == {Api.name, CaptionerDeployment.name}
+    args = ServeConfig.model_validate(application["args"])
+    deployments = {deployment["name"]: deployment for deployment in application["deployments"]}
+    assert set(deployments) == {Api.name, CaptionerDeployment.name}
+    # Slow uploads must leave ingress slots for health checks, in the file as in the code.
+    assert deployments[Api.name]["max_ongoing_requests"] > args.max_concurrent_uploads
+    assert Api.max_ongoing_requests > ServeConfig().max_concurrent_uploads
 
 
 def test_default_beam_must_be_allowed():
     with pytest.raises(ValueError, match="default_beam"):
         ServeConfig(max_beam=2, default_beam=3)
+
+
+# --- load (marked slow) ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, coffee):
+    """70 connections each declaring 1 MB and sending a byte every 5 s, for 20 s (each
+    starting over when refused): /healthz and a good caption request still answer in time,
+    and every slow upload is cut at the body deadline."""
+    stop_at = time.monotonic() + 20
+    answers: list[tuple[int, dict] | None] = []
+
+    def upload_slowly() -> None:
+        while time.monotonic() < stop_at:
+            with open_upload(service, 1_000_000) as connection:
+                answers.append(trickle(connection, every_s=5, until=stop_at))
+
+    health_s: list[float] = []
+    with ThreadPoolExecutor(70) as pool:
+        for _ in range(70):
+            pool.submit(upload_slowly)
+        time.sleep(2)  # every slow upload under way
+        while time.monotonic() < stop_at - 4:
+            started = time.monotonic()
+            try:
+                healthy = ready.get("/healthz", timeout=10).status_code == 200
+            except httpx.TimeoutException:
+                healthy = False
+            health_s.append(time.monotonic() - started if healthy else float("inf"))
+            time.sleep(0.5)
+        started = time.monotonic()
+        captioned = ready.post("/v1/captions", content=coffee, timeout=10)
+        caption_s = time.monotonic() - started
+    assert captioned.status_code == 200 and caption_s < 5, (captioned.status_code, caption_s)
+    assert max(health_s) < 1, f"/healthz took up to {max(health_s):.2f} s"
+    cut = [answer for answer in answers if answer is not None]
+    assert cut and {(status, body["error"]["code"]) for status, body in cut} == {
+        (408, "body_timeout")
+    }
+
+
+def huge_png(side: int = math.isqrt(MAX_DECODED_PIXELS)) -> bytes:
+    """A flat side x side PNG, by default the largest a served image decodes to (JPEGs decode
+    scaled down, so a PNG is the costly case): a small file of side**2 pixels."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side), (120, 80, 40)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def captioner_pids() -> list[int]:
+    """The process ids of the Captioner replicas (named actors in Serve's namespace)."""
+    names = [
+        actor["name"]
+        for actor in ray.util.list_named_actors(all_namespaces=True)
+        if f"{APP_NAME}#{CaptionerDeployment.name}#" in actor["name"]
+    ]
+    replicas = [ray.get_actor(name, namespace="serve") for name in names]
+    return ray.get([replica.__ray_call__.remote(lambda _: os.getpid()) for replica in replicas])
+
+
+def resident_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        [kib] = [line.split()[1] for line in status if line.startswith("VmRSS:")]
+    return int(kib) * 1024
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+def test_concurrent_huge_images_stay_within_a_replicas_memory_bound(ready):
+    """8 concurrent images of the largest size a replica decodes (4096x4096 PNGs): decoded
+    one at a time and held within the replica's pixel budget, they add ~0.2 GB to it (8
+    decodes at once would take ~0.8 GB; 7000x7000 ones, before the decoder's cap, 1.8 GB)."""
+    image = huge_png()
+    assert ready.post("/v1/captions", content=image).status_code == 200  # malloc's first growth
+    pids = captioner_pids()
+    baseline = {pid: resident_bytes(pid) for pid in pids}
+    peak = dict(baseline)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for pid in pids:
+                peak[pid] = max(peak[pid], resident_bytes(pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            responses = list(
+                pool.map(lambda _: ready.post("/v1/captions", content=image), range(8))
+            )
+    finally:
+        done.set()
+        sampler.join()
+    assert [response.status_code for response in responses] == [200] * 8
+    growth = max(peak[pid] - baseline[pid] for pid in pids)
+    assert growth < 0.5e9, f"a replica grew by {growth / 1e9:.2f} GB"

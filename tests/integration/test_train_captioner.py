@@ -57,6 +57,7 @@ def write_features(directory) -> str:
     features.mkdir(parents=True)
     table = pa.Table.from_pylist(rows, schema=FEATURES)
     pq.write_table(table, features / "part-0.parquet", row_group_size=16)
+    (directory / "_SUCCESS").write_text("{}")  # written last, as the features job does
     return str(directory)
 
 
@@ -65,15 +66,13 @@ def features_uri(tmp_path_factory) -> str:
     return write_features(tmp_path_factory.mktemp("train-features"))
 
 
-def tiny_config(**overrides):
+def tiny_config(model=None, **overrides):
+    """A config for a tiny model; `model` updates its model.* keys."""
     from conceptual.pipelines.train_captioner import TrainConfig
 
+    tiny = {"d_model": 32, "layers": 1, "heads": 2, "ffn": 64, "dropout": 0.0}
     settings = {
-        "d_model": 32,
-        "layers": 1,
-        "heads": 2,
-        "ffn": 64,
-        "dropout": 0.0,
+        "model": {**tiny, **(model or {})},
         "min_count": 1,
         "optimizer": "adamw",
         "lr": 0.01,
@@ -122,7 +121,7 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     assert result["best"]["CIDEr"] == max(h["CIDEr"] for h in history)
 
     run = MlflowClient().get_run(result["run_id"])
-    assert run.data.params["architecture"] == "transformer"
+    assert run.data.params["model.architecture"] == "transformer"
     assert run.data.params["eval_images"] == "8"  # 8 val images, each with 2 references
     assert {"loss", "CIDEr", "BLEU-4", "ROUGE-L"} <= set(run.data.metrics)
     if find_java():
@@ -146,26 +145,30 @@ def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri)
 
     from conceptual.pipelines.train_captioner import train
 
-    result = train(features_uri, tiny_config(workers=2, epochs=1, architecture="rnn"))
+    config = tiny_config({"architecture": "rnn"}, workers=2, epochs=1, grad_accumulation=2)
+    result = train(features_uri, config)
 
     assert [h["epoch"] for h in result["history"]] == [0]
     params = mlflow.MlflowClient().get_run(result["run_id"]).data.params
-    assert params["architecture"] == "rnn" and not {"heads", "ffn"} & set(params)
-    # Each worker reads half of the 32 train rows: two batches of 8 per epoch.
-    assert metric_steps(result["run_id"], "loss") == [0, 1]
+    assert params["model.architecture"] == "rnn"
+    assert not {"model.heads", "model.ffn"} & set(params)
+    # Each worker reads half of the 32 train rows: two batches of 8 per epoch, whose
+    # gradients accumulate (DDP synchronizes only the second) into one optimizer step.
+    assert metric_steps(result["run_id"], "loss") == [0]
     assert result["best"]["CIDEr"] >= 0
 
 
 def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     ray_local, platform_home, features_uri, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines.train_captioner import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV, train
+    from conceptual.pipelines.train_captioner import train
+    from conceptual.pipelines.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV
 
     marker = tmp_path / "failed-once"
     monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "2")
     monkeypatch.setenv(FAIL_MARKER_ENV, str(marker))
 
-    result = train(features_uri, tiny_config(features="1x1", lr_schedule="cosine"))
+    result = train(features_uri, tiny_config({"feature_map": "1x1"}, lr_schedule="cosine"))
 
     assert marker.exists()  # the worker did die during epoch 2
     assert [h["epoch"] for h in result["history"]] == [0, 1, 2]
@@ -183,8 +186,12 @@ JOB_MODEL = "captioner-job-test"
 
 
 def job_overrides(**changes) -> list[str]:
-    settings = tiny_config(**changes).model_dump(exclude_none=True, exclude={"eval_metrics"})
-    return [f"{k}={v}" for k, v in settings.items()] + ["eval_metrics=[CIDEr]"]
+    """The tiny config as the command line gives it: model.d_model=32 ..."""
+    from conceptual.config import flatten
+
+    settings = flatten(tiny_config(**changes))
+    del settings["eval_metrics"]
+    return [f"{k}={v}" for k, v in settings.items() if v is not None] + ["eval_metrics=[CIDEr]"]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@ data directory, with its lexnames generated; clear errors when no source exists.
 
 from __future__ import annotations
 
+import json
+import pickle
 import shutil
 
 import nltk
@@ -56,7 +58,7 @@ def test_wordnet_prepared_from_debian_into_the_state_dir(fresh_home):
 @needs_debian_wordnet
 def test_wordnet_index_parsed_once_then_read_from_the_cache(fresh_home):
     assets.ensure_wordnet()
-    caches = list((fresh_home / "home" / "cache").glob("wordnet-index-*.pickle"))
+    caches = list((fresh_home / "home" / "cache").glob("wordnet-index-*.json"))
     assert len(caches) == 1
     parsed = assets.wordnet()
     assets.wordnet.cache_clear()
@@ -69,15 +71,39 @@ def test_wordnet_index_parsed_once_then_read_from_the_cache(fresh_home):
     assert cached.synsets("fast", "s") == parsed.synsets("fast", "s")  # satellites kept
 
     # A damaged cache is parsed around and rewritten; a changed database gets a new one.
-    caches[0].write_bytes(b"not a pickle")
+    caches[0].write_bytes(b"not JSON")
     assets.wordnet.cache_clear()
     assert assets.wordnet()._lemma_pos_offset_map == parsed._lemma_pos_offset_map
-    assert caches[0].read_bytes() != b"not a pickle"
+    assert caches[0].read_bytes() != b"not JSON"
     index = fresh_home / "home" / "nltk_data" / "corpora" / "wordnet" / "index.adv"
     index.write_bytes(index.read_bytes())  # same content, new modification time
     assets.wordnet.cache_clear()
     assets.wordnet()
-    assert len(list((fresh_home / "home" / "cache").glob("wordnet-index-*.pickle"))) == 2
+    assert len(list((fresh_home / "home" / "cache").glob("wordnet-index-*.json"))) == 2
+
+
+class _RunsCode:
+    """Unpickling this runs code: it touches `path`."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+@needs_debian_wordnet
+def test_a_planted_pickle_in_the_cache_runs_no_code(fresh_home):
+    # Anyone who can write to the state directory can plant a file there; the cache must be
+    # data that loading cannot turn into code.
+    assets.ensure_wordnet()
+    (cache,) = (fresh_home / "home" / "cache").glob("wordnet-index-*.json")
+    planted = fresh_home / "planted"
+    cache.write_bytes(pickle.dumps((_RunsCode(planted), {})))
+    assets.wordnet.cache_clear()
+    assert assets.wordnet().synsets("dog")
+    assert not planted.exists()
+    assert json.loads(cache.read_bytes())["lemmas"]["dog"]["n"]  # rewritten as JSON
 
 
 @needs_debian_wordnet

@@ -1,8 +1,10 @@
 import json
 
+import pyarrow as pa
 import pytest
 
-from conceptual.candidates import CandidateFormatError, detect_format, parse
+from conceptual.candidates import MAX_STORED_CHARS, CandidateFormatError, detect_format, parse
+from conceptual.pipelines.readers import IN_FLIGHT
 from conceptual.records import candidate_id
 
 
@@ -70,3 +72,56 @@ def test_jsonl_errors_and_aliases():
 
 def test_parquet_is_detected_by_name():
     assert detect_format("part-0001.parquet", b"") == "parquet"
+
+
+def test_jsonl_rows_that_arrow_or_json_refuse_are_rejections():
+    # Each of these once ended the whole job: a lone surrogate that Arrow cannot encode, an
+    # integer over Python's 4,300-digit limit, nesting deeper than the recursion limit.
+    lines = [
+        b'{"alt_text": "A dog \\ud83d", "image_url": "http://x.test/1.jpg"}',
+        b'{"alt_text": ' + b"1" * 5_000 + b', "image_url": "http://x.test/2.jpg"}',
+        b"[" * 100_000,
+        b'{"alt_text": "A cat \\ud83d\\ude00", "image_url": "http://x.test/3.jpg"}',
+    ]
+    out = rows(b"\n".join(lines), "c.jsonl")
+    assert [r["reason"] for r in out] == ["invalid_utf8", "invalid_json", "invalid_json", None]
+    assert out[0]["alt_text"] == "A dog \ufffd" and out[0]["detail"].startswith("alt_text: ")
+    assert out[3]["alt_text"] == "A cat \U0001f600"  # a pair of escapes is one character
+    table = pa.Table.from_pylist(out, schema=IN_FLIGHT)
+    assert table.num_rows == 4
+
+
+def test_huge_alt_text_is_rejected_and_stored_capped():
+    huge = "A dog " * 20_000
+    (row,) = rows(f"{huge}\thttp://x.test/1.jpg\n".encode())
+    assert (row["stage"], row["reason"]) == ("read", "too_long")
+    assert len(row["alt_text"]) == MAX_STORED_CHARS and huge.startswith(row["alt_text"])
+    assert row["id"] == candidate_id("http://x.test/1.jpg", huge)  # the id of what was given
+    (unreadable_row,) = rows(("x" * 100_000).encode())
+    assert len(unreadable_row["alt_text"]) == MAX_STORED_CHARS  # the same cap
+
+
+@pytest.mark.parametrize(
+    "cow",
+    [
+        "A cow",  # the quote is never closed: the reader meets the end of the file
+        'A "cow" in a field',  # a later quote closes it, in the middle of a field
+    ],
+)
+def test_a_stray_csv_quote_loses_only_its_own_line(cow):
+    data = (
+        "alt_text,image_url\n"
+        '"A dog on a beach,http://x.test/1.jpg\n'
+        "A cat,http://x.test/2.jpg\n"
+        f"{cow},http://x.test/3.jpg\n"
+    ).encode()
+    out = rows(data, "c.csv")
+    assert [r["reason"] for r in out] == ["malformed_row", None, None]
+    assert out[0]["detail"].startswith("c.csv:2: ") and "runs over 3 lines" in out[0]["detail"]
+    assert out[0]["alt_text"] == '"A dog on a beach,http://x.test/1.jpg'
+    assert [r["alt_text"] for r in out[1:]] == ["A cat", cow]
+
+
+def test_compressed_names_are_detected_by_the_inner_suffix():
+    assert detect_format("part-0.jsonl.gz", b"") == "jsonl"
+    assert detect_format("part-0.csv.zst", b"") == "csv"

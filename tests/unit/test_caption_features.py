@@ -58,6 +58,7 @@ def features(tmp_path):
     table = pa.table({"id": ["v1-0", "v2-0"], "image": [photo("red"), photo("blue")]})
     pq.write_table(table, curated / "part-0.parquet")
     (tmp_path / "out" / "features.json").write_text(json.dumps({"curated": str(curated)}))
+    (tmp_path / "out" / "_SUCCESS").write_text("{}")  # written last, as the features job does
     return str(tmp_path / "out")
 
 
@@ -84,8 +85,10 @@ def test_a_split_groups_records_by_image_with_every_reference(features):
 
 def test_missing_features_and_splits_fail_clearly(features, tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(StorageError, match="no features Parquet"):
+    with pytest.raises(StorageError, match="no _SUCCESS marker.*allow_incomplete=true"):
         feature_files(str(tmp_path / "empty"))
+    with pytest.raises(StorageError, match="no features Parquet"):
+        feature_files(str(tmp_path / "empty"), allow_incomplete=True)
     with pytest.raises(ValueError, match="no 'test' rows"):
         split_images(feature_files(features), features, "test")
 

@@ -10,13 +10,13 @@ VOCAB, FEATURE_DIM = 20, 16
 VARIANTS = [(arch, kind) for arch in ("rnn", "transformer") for kind in ("1x1", "8x8")]
 
 
-def small_model(architecture, features, vocab_size=VOCAB, dropout=0.0):
+def small_model(architecture, feature_map, vocab_size=VOCAB, dropout=0.0):
     torch.manual_seed(0)
     config = CaptionerConfig(
-        architecture,
-        features,
-        vocab_size,
-        FEATURE_DIM,
+        architecture=architecture,
+        feature_map=feature_map,
+        vocab_size=vocab_size,
+        feature_dim=FEATURE_DIM,
         d_model=32,
         layers=2,
         heads=4,
@@ -148,3 +148,29 @@ def test_overfits_eight_captions(architecture, one_thread):
     assert losses[-1] < 0.1 * losses[0]
     decoded = [vocab.decode(ids) for ids in greedy(model.eval(), features)]
     assert decoded == CAPTIONS
+
+
+def test_the_transformer_computes_what_torchs_layers_compute_with_its_weights():
+    """Models saved when the core was torch's nn.Transformer layers load, strictly, into
+    those layers' parameter names, and give the same logits."""
+    from torch import nn
+
+    model = small_model("transformer", "8x8")
+    layer = {"d_model": 32, "nhead": 4, "dim_feedforward": 64, "dropout": 0.0}
+    layer |= {"batch_first": True, "norm_first": True}
+    torchs = nn.Module()
+    torchs.encoder = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(**layer), 2, norm=nn.LayerNorm(32), enable_nested_tensor=False
+    )
+    torchs.decoder = nn.TransformerDecoder(
+        nn.TransformerDecoderLayer(**layer), 2, norm=nn.LayerNorm(32)
+    )
+    core = {k.removeprefix("core."): v for k, v in model.state_dict().items() if "core." in k}
+    torchs.load_state_dict(core, strict=True)
+    features, tokens = random_features("8x8"), random_tokens()
+    encoded = torchs.encoder(model.project(features) + model.core.positions[:64])
+    words = model.embed(tokens) * model.embed_scale + model.core.positions[:7]
+    causal = nn.Transformer.generate_square_subsequent_mask(7)
+    hidden = torchs.decoder(words, encoded, tgt_mask=causal, tgt_is_causal=True)
+    expected = nn.functional.linear(hidden, model.embed.weight)
+    torch.testing.assert_close(model(features, tokens), expected, atol=1e-5, rtol=1e-5)

@@ -1,15 +1,40 @@
-"""The shipped config files load, and show exactly the defaults they claim to."""
+"""The shipped config files list every key of their config, and exactly its defaults: a key
+added to a config without its file (or left in the file after leaving the config) fails."""
 
-from conceptual.config import load
-from conceptual.pipelines.curation import CurationConfig
+import importlib
+
+import pytest
+import yaml
+
+from conceptual.config import flatten, load
+
+# Each shipped file and the config it lists (imported in the test, so that one config's
+# import error fails only its file's test).
+CONFIG_FILES = {
+    "curation.yaml": "conceptual.pipelines.curation:CurationConfig",
+    "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
+    "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
+    "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
+    "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",
+}
 
 
-def test_curation_yaml_lists_the_defaults(repo):
-    path = repo / "configs" / "curation.yaml"
-    assert load(CurationConfig, path) == CurationConfig()
+def leaf_keys(tree: dict, prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        keys |= leaf_keys(value, f"{dotted}.") if isinstance(value, dict) else {dotted}
+    return keys
 
 
-def test_features_yaml_lists_the_defaults(repo):
-    from conceptual.pipelines.features import FeaturesConfig
+def test_every_config_file_is_checked(repo):
+    assert {path.name for path in (repo / "configs").glob("*.yaml")} == set(CONFIG_FILES)
 
-    assert load(FeaturesConfig, repo / "configs" / "features.yaml") == FeaturesConfig()
+
+@pytest.mark.parametrize("name", sorted(CONFIG_FILES))
+def test_config_file_lists_every_key_with_its_default(repo, name):
+    module, _, class_name = CONFIG_FILES[name].partition(":")
+    cls = getattr(importlib.import_module(module), class_name)
+    path = repo / "configs" / name
+    assert leaf_keys(yaml.safe_load(path.read_text())) == set(flatten(cls()))
+    assert load(cls, path) == cls()

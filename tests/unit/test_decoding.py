@@ -9,14 +9,14 @@ VOCAB, FEATURE_DIM = 12, 16
 ARCHITECTURES = ["rnn", "transformer"]
 
 
-def random_model(architecture):
+def random_model(architecture, feature_map="1x1"):
     """An untrained model: its captions are arbitrary, which is what these tests want."""
     torch.manual_seed(0)
     config = CaptionerConfig(
-        architecture,
-        "1x1",
-        VOCAB,
-        FEATURE_DIM,
+        architecture=architecture,
+        feature_map=feature_map,
+        vocab_size=VOCAB,
+        feature_dim=FEATURE_DIM,
         d_model=32,
         layers=1,
         heads=4,
@@ -91,3 +91,23 @@ def test_n_best_lists_distinct_captions_best_first_led_by_beam_searchs(architect
 def test_n_best_refuses_more_captions_than_beams(n, features):
     with pytest.raises(ValueError, match="between 1 and the beam size"):
         n_best(random_model("rnn"), features, beam=4, n=n)
+
+
+def without_cache(model):
+    """The model, decoding as it did before the key/value cache: every step rereads the
+    whole caption so far."""
+    step = model.step
+    model.step = lambda memory, tokens, state=None: (step(memory, tokens)[0], None)
+    return model
+
+
+@pytest.mark.parametrize("feature_map", ["1x1", "8x8"])
+def test_the_transformers_cache_changes_no_caption(feature_map):
+    torch.manual_seed(2)
+    features = torch.randn(5, 1 if feature_map == "1x1" else 64, FEATURE_DIM)
+    cached = n_best(random_model("transformer", feature_map), features, beam=4, n=4)
+    uncached = n_best(without_cache(random_model("transformer", feature_map)), features, 4, 4)
+    assert cached == uncached
+    assert greedy(random_model("transformer", feature_map), features) == greedy(
+        without_cache(random_model("transformer", feature_map)), features
+    )

@@ -245,6 +245,76 @@ def test_trickling_body_hits_the_attempt_deadline(server):
     assert reason(fetched) == "timeout"
 
 
+class Trickle(socketserver.StreamRequestHandler):
+    """A server that answers one byte at a time, `interval` seconds apart, in the part of
+    the response the path names: the status line, the headers or a chunk-size line. Each
+    byte comes well within the read timeout; the whole answer would take many seconds."""
+
+    interval = 0.05
+    prefixes = {
+        "/status": b"",
+        "/headers": b"HTTP/1.1 200 OK\r\n",
+        "/chunk-size": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+    }
+    # What the trickled part spells: a status line, then a long header, then a long
+    # chunk-size line (leading zeros are valid hex) that the client keeps reading.
+    trickled = {
+        "/status": b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * 200,
+        "/headers": b"X-Padding: " + b"a" * 200,
+        "/chunk-size": b"0" * 200,
+    }
+
+    def handle(self):
+        path = self.rfile.readline().split()[1].decode()
+        while self.rfile.readline() not in (b"\r\n", b""):
+            pass
+        try:
+            self.wfile.write(self.prefixes[path])
+            for byte in self.trickled[path]:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(self.interval)
+        except OSError:
+            pass  # the client gave up, as it should
+
+
+class TrickleServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many clients connect at once
+
+
+@pytest.fixture(scope="module")
+def trickler():
+    tcp = TrickleServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=tcp.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{tcp.server_address[1]}"
+    tcp.shutdown()
+    tcp.server_close()
+
+
+@pytest.mark.parametrize("part", ["/status", "/headers", "/chunk-size"])
+def test_the_attempt_deadline_covers_status_line_headers_and_chunk_sizes(trickler, part):
+    """Every read waits at most the time left: a trickle anywhere ends at the deadline, and
+    is not tried again (it would trickle again)."""
+    started = time.monotonic()
+    fetched = local(timeout_s=2.0, total_timeout_s=0.6, retries=2).fetch(trickler + part)
+    assert time.monotonic() - started < 2.0  # the trickle itself lasts over 10 s
+    assert reason(fetched) == "timeout"
+    assert "over 0.6s for the attempt" in fetched.rejection.detail
+    assert fetched.attempts == 1
+
+
+@pytest.mark.slow
+def test_many_trickling_servers_cannot_stall_a_batch(trickler, monkeypatch):
+    """The issue's numbers: one byte every 0.5 s against a 3 s limit, 64 URLs at once."""
+    monkeypatch.setattr(Trickle, "interval", 0.5)
+    urls = [f"{trickler}{part}" for part in Trickle.trickled for _ in range(22)][:64]
+    started = time.monotonic()
+    results = local(timeout_s=10.0, total_timeout_s=3.0, threads=64).fetch_many(urls)
+    assert time.monotonic() - started < 4.5
+    assert {reason(fetched) for fetched in results} == {"timeout"}
+
+
 def test_connection_dropped_mid_body_is_retried(server):
     fetched = local(retries=1).fetch(server + "/dropped")
     assert reason(fetched) == "connection"
@@ -400,6 +470,57 @@ def test_unusable_urls(no_connections, url, expected):
 def test_name_that_does_not_resolve(no_connections):
     fetched = Fetcher().fetch("http://no-such-host.invalid/image.jpg")
     assert reason(fetched) == "dns"
+    assert fetched.attempts == 1
+
+
+@pytest.fixture
+def resolver(monkeypatch):
+    """Stands in for the system resolver (the tests reach nothing beyond 127.0.0.1): answers
+    are given per host name, as addresses or as the exception to raise; "slow.test" answers
+    only when the test ends."""
+    answers: dict = {}
+    released = threading.Event()
+    system = socket.getaddrinfo  # still used for IP literals (socket.create_connection)
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host not in answers:
+            return system(host, port, *args, **kwargs)
+        if host == "slow.test":
+            released.wait(10)
+        answer = answers[host].pop(0) if len(answers[host]) > 1 else answers[host][0]
+        if isinstance(answer, Exception):
+            raise answer
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    answers["slow.test"] = ["127.0.0.1"]
+    yield answers
+    released.set()
+
+
+def test_a_resolver_that_does_not_answer_ends_within_the_attempt(resolver, server):
+    port = server.rsplit(":", 1)[1]
+    started = time.monotonic()
+    fetcher = local(allow_hosts=["slow.test"], total_timeout_s=0.6, retries=0)
+    fetched = fetcher.fetch(f"http://slow.test:{port}/image.jpg")
+    assert time.monotonic() - started < 2.0  # the resolver answers after 10 s
+    assert reason(fetched) == "dns"
+    assert "no answer" in fetched.rejection.detail
+
+
+def test_a_temporary_dns_failure_is_tried_again(resolver, server):
+    port = server.rsplit(":", 1)[1]
+    temporary = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    resolver["images.test"] = [temporary, "127.0.0.1"]
+    fetched = local(allow_hosts=["images.test"]).fetch(f"http://images.test:{port}/image.jpg")
+    assert fetched.data == JPEG
+    assert fetched.attempts == 2
+
+
+def test_a_name_that_does_not_exist_is_not_tried_again(resolver):
+    resolver["gone.test"] = [socket.gaierror(socket.EAI_NONAME, "Name or service not known")]
+    fetched = local(retries=2).fetch("http://gone.test/image.jpg")
+    assert fetched.rejection == Rejection("dns", "gone.test: Name or service not known")
     assert fetched.attempts == 1
 
 

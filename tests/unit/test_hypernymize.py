@@ -192,3 +192,209 @@ def test_title_mistagged_as_verb_still_keeps_the_name_out(hypernymizer):
     # The small tagger reads "actress" here as a verb (compound); it is still the title.
     result = caption(hypernymizer, "Angelina Jolie and actress Meryl Streep pose for photographers")
     assert "actress actress" not in result and result.endswith("pose for photographers")
+
+
+# --- round two (issue 20): one test per class of defect, on alt-texts of our own ---------
+
+
+def test_names_the_transformation_resolves_are_no_vocabulary_problem():
+    # "Kericho" is rarer than the vocabulary rule allows, but the place phrase goes.
+    from conceptual.text.curate import TextCurator
+
+    curator = TextCurator()
+    [kept] = curator.process(["A Kenyan farmer harvests tea near Kericho, Kenya, on March 3."])
+    assert (kept.caption, kept.reason) == ("a farmer harvests tea .", None)
+    # the rule still judges lowercase words at once, and a rare name the caption kept
+    assert curator.filters.check("A dog runs aross the street")[1].reason == "out_of_vocabulary"
+    assert curator.filters.rare_names("Tea near Kericho, Kenya") == {"kericho"}
+
+
+def test_removals_leave_no_dangling_punctuation(hypernymizer):
+    cases = {
+        "Tourists walk along the beach in Cancun, Mexico.": "tourists walk along the beach .",
+        "A view of the skyline of Chicago, Illinois, from a boat.": (
+            "a view of the skyline from a boat ."
+        ),
+        "President Emmanuel Macron meets German Chancellor Angela Merkel at the Elysee "
+        "Palace in Paris, France, on May 15, 2017.": "president meets chancellor .",
+        'Actor Tom Hanks attends the premiere of "Sully" at the Lincoln Center in New York.': (
+            "actor attends the premiere ."
+        ),
+    }
+    for text, expected in cases.items():
+        result = caption(hypernymizer, text)
+        assert result == expected
+        assert hypernymizer.artifacts(result) == []
+
+
+def test_artifacts_are_found(hypernymizer):
+    assert hypernymizer.artifacts("a farmer harvests tea in , country .") == ["'in' before ','"]
+    assert hypernymizer.artifacts("a farmer , . harvests tea") == [
+        "mark '.' at the start or after a mark"
+    ]
+    assert hypernymizer.artifacts("the poster ' person ' on a wall") == [
+        "quotes around a lone 'person'"
+    ]
+    assert hypernymizer.artifacts("a woman wearing person loafers") == [
+        "'person' modifying 'loafers'"
+    ]
+    assert hypernymizer.artifacts("author : a life in photography") == []
+
+
+def test_named_events_and_works_become_their_class(hypernymizer):
+    assert (
+        caption(
+            hypernymizer,
+            "Singer Adele performs during the 2016 Glastonbury Festival at Worthy Farm in "
+            "Pilton, England.",
+        )
+        == "singer performs during the festival ."
+    )
+    assert (
+        caption(hypernymizer, "Fans cheer as runners pass during the London Marathon.")
+        == "fans cheer as runners pass during the marathon ."
+    )
+    # a title in quotes after the noun that says what it is goes with its quotes
+    assert (
+        caption(hypernymizer, "Author Jane Smith signs copies of her new book 'The Long Road'.")
+        == "author signs copies of her new book ."
+    )
+
+
+def test_brand_and_organization_modifiers_go(hypernymizer):
+    assert caption(hypernymizer, "A woman in a Gucci-style dress on a street.") == (
+        "a woman in a style dress on a street ."
+    )
+    assert (
+        caption(
+            hypernymizer, "A woman wearing Gucci loafers and a Prada bag walks down the street."
+        )
+        == "a woman wearing loafers and a bag walks down the street ."
+    )
+    assert (
+        caption(hypernymizer, "A Starbucks coffee cup on a table in a cafe.")
+        == "a coffee cup on a table in a cafe ."
+    )
+
+
+def test_the_text_names_the_role(hypernymizer, lenient):
+    assert (
+        caption(hypernymizer, "Jamie Foxx, the singer, poses for photographers in Los Angeles.")
+        == "the singer poses for photographers ."
+    )
+    assert caption(lenient, "Musician Bruce Springsteen performs at MetLife Stadium.") == (
+        "musician performs ."
+    )
+    # spaCy tags this one ORG: a title word heading a name says it is a person; and the
+    # released captions name the role, not its female form
+    assert caption(hypernymizer, "Actress Priyanka Chopra on the red carpet") == (
+        "actor on the red carpet"
+    )
+    assert caption(hypernymizer, "Actresses Meryl Streep and Glenn Close attend the premiere.") == (
+        "actors attend the premiere ."
+    )
+    assert caption(hypernymizer, "A Kenyan farmer harvests tea in a field.") == (
+        "a farmer harvests tea in a field ."
+    )
+
+
+def test_places_resolve_offline_and_location_phrases_go_whole(hypernymizer):
+    place_kind = hypernymizer.place_kind
+    assert [place_kind(p) for p in ("Kericho", "Kenya", "Illinois", "Bath")] == [
+        "city",
+        "country",
+        "state",
+        None,  # a common word first
+    ]
+    [result] = hypernymizer.transform(["Workers pick tea in Kericho, Kenya, in the morning."])
+    assert result.caption == "workers pick tea in the morning ."
+    assert [e["text"] for e in result.entities] == ["in Kericho, Kenya"]
+    # a dateline heading the text goes
+    assert caption(hypernymizer, "Rabat, Morocco - people at a market in the old town.") == (
+        "people at a market in the old town ."
+    )
+    # a town WordNet lacks, outside any location phrase, becomes its kind
+    [result] = hypernymizer.transform(["Kericho is a town surrounded by tea plantations."])
+    assert result.caption.startswith("city is a town")
+    assert result.entities[0]["source"] == "gazetteer"
+
+
+def test_each_rule_can_be_switched_off(nlp):
+    text = "Singer Adele performs during the 2016 Glastonbury Festival."
+    without = Hypernymizer(HypernymConfig(disabled_rules=["class_heads"]), nlp=nlp)
+    assert caption(without, text) == "singer performs during the event ."
+    with pytest.raises(ValueError, match="cannot disable"):
+        HypernymConfig(disabled_rules=["gazeteer"])
+
+
+# Alt-texts of our own in the style of news and stock-photo captions (no test list of the
+# dev set): whatever each becomes, no removal may leave an artifact behind.
+NEWS_AND_STOCK_ALT_TEXTS = [
+    "A Kenyan farmer harvests tea near Kericho, Kenya, on March 3, 2019.",
+    "Singer Adele performs during the 2016 Glastonbury Festival at Worthy Farm in Pilton, England.",
+    "A woman wearing Gucci loafers and a Prada bag walks down the street.",
+    "Musician Tom Odell performs on stage at the O2 Arena in London.",
+    'Actor Tom Hanks attends the premiere of "Sully" at the Lincoln Center in New York.',
+    "Fans cheer as runners pass during the London Marathon on April 23, 2017.",
+    "Jamie Foxx, the singer, poses for photographers at the 2015 Grammy Awards in Los Angeles.",
+    "Tourists walk along the beach in Cancun, Mexico.",
+    "The Eiffel Tower lit up at night in Paris, France.",
+    "A view of the skyline of Chicago, Illinois, from Lake Michigan.",
+    "Barack Obama speaks at a rally in Ohio.",
+    "Cyclists ride past fans during the Tour de France in the Alps.",
+    "Author Jane Smith signs copies of her new book 'The Long Road' at a bookstore.",
+    "Rabat, Morocco - people at a market in the old town.",
+    "Workers assemble cars at the Toyota factory in Georgetown, Kentucky.",
+    "Chef Marco Pierre White cooks in his restaurant in Bath.",
+    "Players of Manchester United celebrate a goal against Chelsea at Old Trafford.",
+    "A Nike shoe on display at a store in Berlin, Germany.",
+    "Oscar winner Julia Roberts arrives at the Cannes Film Festival.",
+    "The band Coldplay performs during the Super Bowl halftime show at Levi's Stadium.",
+    "Supporters of the Green Party march through central London on Saturday.",
+    "President Emmanuel Macron meets German Chancellor Angela Merkel at the Elysee Palace in Paris, France, on May 15, 2017.",
+    "A surfer rides a wave at Pipeline on the North Shore of Oahu, Hawaii.",
+    "Students from Harvard University celebrate during commencement in Cambridge, Massachusetts.",
+    "Actress Emma Stone arrives at the 89th Academy Awards in Hollywood, California.",
+    "The Golden Gate Bridge shrouded in fog, San Francisco.",
+    "Firefighters battle a blaze in Malibu, California, on November 9, 2018.",
+    "A vendor sells vegetables at a market in Hanoi, Vietnam.",
+    "Rafael Nadal of Spain plays a forehand during the French Open at Roland Garros.",
+    "Hikers on a trail in Yosemite National Park.",
+    "Musician Bruce Springsteen performs at MetLife Stadium in East Rutherford, New Jersey.",
+    "A bowl of ramen at a restaurant in Tokyo's Shibuya district.",
+    "Tourists photograph the Colosseum in Rome, Italy.",
+    "A model presents a creation by designer Stella McCartney during Paris Fashion Week.",
+    "Portrait of a smiling senior man, isolated on white background.",
+    "Business people shaking hands in a modern office.",
+    "Christmas tree decorated with red baubles in the living room.",
+    "Runners compete in the Boston Marathon in Boston, Massachusetts, April 17, 2017.",
+    'The cast of "Hamilton" performs at the Tony Awards at Radio City Music Hall in New York City.',
+    "A farmer drives a tractor through a wheat field near Wichita, Kansas.",
+    "Chef Gordon Ramsay cooks at a charity event in London.",
+    "A Starbucks coffee cup on a table in a cafe.",
+    "Crowds gather at the Brandenburg Gate in Berlin to celebrate New Year's Eve.",
+    "Singer Taylor Swift, wearing a Versace dress, arrives at the MTV Video Music Awards.",
+    "Boats in the harbour of Valletta, Malta, at sunset.",
+    'A woman reads the novel "Pride and Prejudice" in a park.',
+    "Soldiers of the British Army parade in front of Buckingham Palace.",
+    "Pope Francis waves to the crowd in St. Peter's Square at the Vatican.",
+    "A young boy plays soccer on a beach in Rio de Janeiro, Brazil.",
+    "Detail of a Louis Vuitton handbag in a shop window in Milan.",
+    "Kenyan runner Eliud Kipchoge crosses the finish line in Vienna, Austria.",
+    "A Tesla car charges at a station in Oslo, Norway.",
+    "Snow covers the peaks of the Alps near Chamonix, France.",
+    "Fans of Liverpool FC celebrate outside Anfield stadium.",
+    "Jazz musicians perform during the New Orleans Jazz & Heritage Festival.",
+    "The author, Stephen King, signs books at a store in Bangor.",
+    "An aerial view of the Great Barrier Reef off the coast of Queensland, Australia.",
+    "A couple walks their dog in Central Park, New York, in autumn.",
+    "Workers at the Ford plant in Dearborn, Michigan, assemble trucks.",
+    "A Buddhist monk walks past a temple in Luang Prabang, Laos.",
+]
+
+
+def test_no_artifacts_on_news_and_stock_alt_texts(hypernymizer):
+    results = hypernymizer.transform(NEWS_AND_STOCK_ALT_TEXTS)
+    captions = [r.caption for r in results if r.caption]
+    assert len(captions) >= 0.9 * len(NEWS_AND_STOCK_ALT_TEXTS)
+    assert {c: hypernymizer.artifacts(c) for c in captions if hypernymizer.artifacts(c)} == {}

@@ -1,4 +1,4 @@
-"""Image filters (spec/curation.md §1): good JPEGs are kept and decoded upright in RGB, every
+"""Image filters (docs/spec/curation.md §1): good JPEGs are kept and decoded upright in RGB, every
 kind of bad image gets its own stable reason, hostile bytes never raise, and the unsafe
 detector is a plug-in consulted once per batch."""
 
@@ -17,7 +17,17 @@ from PIL import Image, ImageStat
 from pydantic import ValidationError
 
 from conceptual.assets import AssetError
-from conceptual.vision.images import ImageFilterConfig, ImageFilters, decode, probe
+from conceptual.models.inference import FEATURE_SIZE, MAX_DECODED_PIXELS, ImageError, read_image
+from conceptual.vision.images import (
+    MAX_SCANS,
+    MIN_JPEG_BYTES_PER_PIXEL,
+    ImageFilterConfig,
+    ImageFilters,
+    decode,
+    jpeg_hazard,
+    probe,
+)
+from conceptual.vision.jpeg import JpegStructureError, count_scans
 from conceptual.vision.unsafe import UnsafeConfig, load_detector
 
 REASONS = {
@@ -26,6 +36,8 @@ REASONS = {
     "too_small",
     "aspect_ratio",
     "too_many_pixels",
+    "implausible_size",
+    "too_many_scans",
     "truncated",
     "corrupt",
     "unsafe",
@@ -312,3 +324,163 @@ def test_nudenet_adapter_scores_explicit_classes_of_bgr_images(monkeypatch):
     assert detector.scores([red, red]) == [0.6, 0.0]
     assert seen[0].shape == (4, 8, 3) and seen[0][0, 0].tolist() == [0, 0, 255]  # BGR
     assert detector.scores([]) == []
+
+
+# --- hostile JPEGs: refused before decoding, in curation and in serving alike ----------------
+
+
+def scans_of(data: bytes) -> list[bytes]:
+    """Each scan of a JPEG: its SOS segment and entropy-coded data, up to the next scan or
+    EOI. (0xFF 0xDA never occurs inside scan data, where 0xFF is followed by 0x00 or RSTn.)"""
+    starts, offset = [], 0
+    while (offset := data.find(b"\xff\xda", offset)) >= 0:
+        starts.append(offset)
+        offset += 2
+    return [data[a:b] for a, b in zip(starts, starts[1:] + [len(data) - 2])]
+
+
+def scan_bomb(times: int) -> bytes:
+    """A progressive JPEG with its smallest scan repeated `times` more: every repeat is one
+    more pass of the decoder over every block (3,000 of them took 29 s at 4000x4000)."""
+    data = jpeg(800, 600, progressive=True)
+    return data[:-2] + min(scans_of(data), key=len) * times + data[-2:]
+
+
+def test_a_small_file_claiming_a_huge_size_is_implausible(filters):
+    """A few KB claiming 7000x7000 (49M pixels, under the pixel budget): libjpeg fills the
+    missing scan data with grey and Pillow decodes 147 MB of it without complaint."""
+    bomb = with_header_size(jpeg(), 7000, 7000)
+    assert len(bomb) < 20_000
+    info, image, rejection = filters.check(bomb)
+    assert rejection.reason == "implausible_size" and image is None
+    assert "bytes per pixel" in rejection.detail
+    with pytest.raises(ImageError, match="implausible_size"):
+        read_image(bomb)
+
+
+def test_the_sparsest_jpeg_of_real_content_is_plausible(filters):
+    """A flat grey picture with optimized tables is the fewest bytes a JPEG of real content
+    takes (about 2 bits per 8x8 block); it stays above the floor."""
+    flat = encode(Image.new("L", (2000, 2000), 128), "JPEG", optimize=True)
+    assert len(flat) / 2000**2 < 2.5 * MIN_JPEG_BYTES_PER_PIXEL
+    assert jpeg_hazard(flat, 2000, 2000) is None
+
+
+@pytest.mark.realdata
+def test_real_photos_are_far_above_the_plausibility_floor(real_data):
+    """How the floor was chosen: the sparsest real photo takes over 40x its bytes per pixel."""
+    photos = sorted((real_data / "flickr8k_mini").rglob("*.jpg"))
+    photos += sorted((real_data / "coco_mini").rglob("*.jpg"))
+    assert photos
+    sparsest = min(
+        len(data) / (info.width * info.height)
+        for data in (path.read_bytes() for path in photos)
+        for info in [probe(data)[0]]
+    )
+    assert sparsest > 40 * MIN_JPEG_BYTES_PER_PIXEL
+
+
+def test_a_progressive_jpeg_is_kept(filters):
+    data = jpeg(800, 600, progressive=True)
+    assert count_scans(data) == len(scans_of(data)) == 10  # libjpeg's default script
+    assert reason(filters.check(data)) is None
+
+
+def test_a_scan_bomb_is_refused_before_decoding(filters):
+    bomb = scan_bomb(MAX_SCANS)
+    assert count_scans(bomb) == MAX_SCANS + 10
+    assert reason(filters.check(bomb)) == "too_many_scans"
+    with pytest.raises(ImageError, match="too_many_scans"):
+        read_image(bomb)
+
+
+def test_scans_are_counted_by_walking_segments_not_by_searching_bytes(filters):
+    """A comment full of 0xFF 0xDA is a comment: only real SOS segments count."""
+    data = encode(picture(), "JPEG", comment=b"\xff\xda" * 1000)
+    assert count_scans(data) == 1
+    assert reason(filters.check(data)) is None
+
+
+def test_restart_markers_out_of_turn_are_corrupt(filters):
+    """Pillow decodes it (libjpeg only warns, and Pillow hides libjpeg's warnings)."""
+    data = encode(picture(), "JPEG", restart_marker_blocks=16)
+    first = data.index(b"\xff\xd0")
+    damaged = data[:first] + b"\xff\xd3" + data[first + 2 :]  # RST3 where RST0 belongs
+    Image.open(io.BytesIO(damaged)).load()
+    assert reason(filters.check(data)) is None
+    assert reason(filters.check(damaged)) == "corrupt"
+
+
+def test_random_bytes_over_the_scan_data_are_corrupt_when_they_hold_a_marker(filters):
+    """256 random bytes over the middle of a real photo's scan data, holding an RST marker
+    where none belongs: libjpeg warns and decodes garbage, and Pillow keeps it. (Random
+    bytes without 0xFF leave no trace in the file's structure: only the entropy decoder
+    notices, and Pillow does not say.)"""
+    photo = encode(Image.fromarray(skimage.data.astronaut()), "JPEG")
+    sos = segment(photo, 0xDA)
+    middle = (sos + 2 + int.from_bytes(photo[sos + 2 : sos + 4], "big") + len(photo)) // 2
+    damaged = photo[:middle] + random.Random(9).randbytes(256) + photo[middle + 256 :]
+    Image.open(io.BytesIO(damaged)).load()
+    assert reason(filters.check(photo)) is None
+    assert reason(filters.check(damaged)) == "corrupt"
+
+
+def test_random_bytes_without_a_marker_are_corrupt_too(filters):
+    """Random bytes (no 0xFF) over the scan data leave the file's structure intact; Pillow
+    decodes them silently, libjpeg warns, and the strict decode turns the warning into
+    `corrupt`."""
+    photo = encode(Image.fromarray(skimage.data.astronaut()), "JPEG")
+    sos = segment(photo, 0xDA)
+    middle = (sos + 2 + int.from_bytes(photo[sos + 2 : sos + 4], "big") + len(photo)) // 2
+    rng = random.Random(3)
+    kept_by_pillow = caught = 0
+    for _ in range(20):
+        noise = bytes(rng.randrange(0xFF) for _ in range(64))  # never 0xFF: no marker
+        damaged = photo[:middle] + noise + photo[middle + 64 :]
+        Image.open(io.BytesIO(damaged)).load()  # Pillow says nothing
+        kept_by_pillow += 1
+        caught += reason(filters.check(damaged)) == "corrupt"
+    assert kept_by_pillow == 20 and caught >= 15
+
+
+def test_the_jpeg_walk_never_raises_anything_else():
+    data = jpeg(progressive=True)
+    rng = random.Random(11)
+    for _ in range(300):
+        mutated = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            mutated[rng.randrange(len(data))] = rng.choice([0xFF, 0xDA, 0xD9, 0xDD, 0xD0, 0x00])
+        try:
+            count_scans(bytes(mutated))
+        except JpegStructureError:
+            pass
+
+
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 640 480\nshowpage\n"
+
+
+@pytest.mark.parametrize("data", [EPS, encode(picture(), "ICO"), encode(picture(), "PCX")])
+def test_only_web_image_formats_are_opened(filters, data):
+    """Formats Pillow knows but the web does not use (EPS runs Ghostscript) are not images."""
+    assert reason(filters.check(data)) == "not_an_image"
+    with pytest.raises(ImageError, match="not_an_image"):
+        read_image(data)
+
+
+def test_serving_decodes_a_jpeg_at_the_scale_the_model_needs():
+    """1/8 scale keeps a 4000x3000 photo's short side >= FEATURE_SIZE: 500x375, 1/64 of the
+    pixels. A picture already near that size decodes whole, as do other formats."""
+    assert read_image(jpeg(4000, 3000)).size == (500, 375)
+    assert read_image(jpeg(640, 480)).size == (640, 480)
+    assert read_image(encode(picture(900, 700), "PNG")).size == (900, 700)
+    assert min(500, 375) >= FEATURE_SIZE
+
+
+def test_serving_bounds_the_pixels_it_decodes():
+    """The budget counts decoded pixels: a JPEG of 4200x4200 decodes at 1/8, a PNG of that
+    size (17.6M pixels, a few KB) would decode whole and is refused."""
+    side = 4200
+    assert side**2 > MAX_DECODED_PIXELS
+    assert read_image(jpeg(side, side)).size == (side // 8, side // 8)
+    with pytest.raises(ImageError, match="too_many_pixels"):
+        read_image(encode(Image.new("L", (side, side)), "PNG"))

@@ -94,11 +94,10 @@ def test_coco_import_accounts_for_every_caption(coco, tmp_path):
 
     assert report["input_captions"] == 7
     assert (report["images"], report["captions"], report["skipped"]) == (2, 3, 4)
-    assert report["skipped_by_reason"] == {
+    assert report["skipped_by_reason"] == dict.fromkeys(importers.SKIP_REASONS, 0) | {
         "missing_image": 2,
         "unreadable_image": 1,
         "empty_caption": 1,
-        "duplicate_caption": 0,
     }
     listed = {(s["source_id"], s["reason"]) for s in report["skipped_captions"]}
     assert listed == {
@@ -250,7 +249,7 @@ def test_each_image_is_read_once(captions_folder, tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "read_bytes", counted)
     write_import(importers.csv_pairs(captions_folder), str(tmp_path / "out"))
-    assert sorted(reads) == ["x.jpg", "y.jpg"]
+    assert sorted(reads) == ["captions.csv", "x.jpg", "y.jpg"]
 
 
 def test_coco_sources_finds_both_layouts(tmp_path):
@@ -288,3 +287,44 @@ def test_sources_that_cannot_be_imported_raise_a_clear_error(tmp_path, coco):
     annotations.write_text('{"info": {}}')
     with pytest.raises(ImportSourceError, match="not a COCO captions file"):
         list(importers.coco_pairs(annotations, images))
+
+
+def test_image_paths_that_leave_the_dataset_are_skipped(captions_folder, tmp_path):
+    secret = tmp_path / "secret.jpg"  # an image, but not the dataset's
+    secret.write_bytes(jpeg(20, 20, "black"))
+    (captions_folder / "images" / "link.jpg").symlink_to(secret)
+    with (captions_folder / "captions.csv").open("a") as f:
+        f.write(f"../../secret.jpg,A way out .\n{secret},An absolute path .\n")
+        f.write("link.jpg,A link out .\n/etc/hostname,A system file .\n")
+    out = tmp_path / "out"
+    report = write_import(importers.csv_pairs(captions_folder), str(out))
+
+    assert report["skipped_by_reason"]["outside_dataset"] == 4
+    assert report["captions"] == 4 and report["input_captions"] == 8
+    _, rows = read_rows(out / "candidates")
+    assert all(row["image"] != secret.read_bytes() for row in rows)
+    assert not any("hostname" in row["image_url"] for row in rows)
+
+
+def test_coco_file_names_that_leave_the_dataset_are_skipped(coco, tmp_path):
+    annotations, images = coco
+    data = json.loads(annotations.read_text())
+    data["images"][1]["file_name"] = "../captions_val2017.json"
+    annotations.write_text(json.dumps(data))
+    report = write_import(importers.coco_pairs(annotations, images), str(tmp_path / "out"))
+    assert report["skipped_by_reason"]["outside_dataset"] == 1
+
+
+def test_unreadable_csv_rows_are_skipped_and_counted(captions_folder, tmp_path):
+    with (captions_folder / "captions.csv").open("ab") as f:
+        f.write(b"x.jpg,Bytes \xff\xfe that are not UTF-8\n")
+        f.write(b"x.jpg,A dog " + b"x" * 70_000 + b"\n")
+        f.write(b"x.jpg,\"A field over csv's own limit " + b"y" * 200_000 + b'"\n')
+        f.write(b"y.jpg,A row after them all .\n")
+    report = write_import(importers.csv_pairs(captions_folder), str(tmp_path / "out"))
+
+    reasons = report["skipped_by_reason"]
+    assert (reasons["invalid_utf8"], reasons["too_long"], reasons["malformed_row"]) == (1, 1, 1)
+    assert report["captions"] == 5 and report["input_captions"] == 8
+    listed = {s["source_id"]: s["reason"] for s in report["skipped_captions"]}
+    assert listed["captions.csv:6"] == "invalid_utf8" and listed["captions.csv:7"] == "too_long"

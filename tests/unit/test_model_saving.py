@@ -15,7 +15,14 @@ def trained_looking(architecture, kind, vocab):
     """A small model whose weights are not the ones a fresh model would get."""
     torch.manual_seed(0)
     config = CaptionerConfig(
-        architecture, kind, len(vocab), feature_dim=16, d_model=32, layers=1, heads=4, ffn=64
+        architecture=architecture,
+        feature_map=kind,
+        vocab_size=len(vocab),
+        feature_dim=16,
+        d_model=32,
+        layers=1,
+        heads=4,
+        ffn=64,
     )
     model = Captioner(config).eval()
     with torch.no_grad():
@@ -50,7 +57,7 @@ def test_refuses_an_unknown_format_version(tmp_path):
     saved = json.loads((tmp_path / "config.json").read_text())
     saved["format_version"] = 99
     (tmp_path / "config.json").write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match="format version 99; this code reads version 1"):
+    with pytest.raises(ValueError, match="format version 99; this code reads versions 1, 2"):
         load_model(tmp_path)
 
 
@@ -59,3 +66,16 @@ def test_refuses_a_vocabulary_of_another_size(tmp_path):
     model = trained_looking("rnn", "1x1", vocab)
     with pytest.raises(ValueError, match="vocabulary"):
         save_model(model, Vocabulary.build(CAPTIONS, min_count=2), tmp_path)
+
+
+def test_reads_a_version_1_model_whose_config_says_features(tmp_path):
+    """Models registered before the config was nested name the feature map `features`."""
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    model = trained_looking("transformer", "8x8", vocab)
+    save_model(model, vocab, tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["format_version"] = 1
+    saved["config"]["features"] = saved["config"].pop("feature_map")
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded, _ = load_model(tmp_path)
+    assert loaded.config == model.config and loaded.config.feature_map == "8x8"

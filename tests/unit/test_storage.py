@@ -37,3 +37,35 @@ def test_bad_uris(bad):
 def test_missing_file_is_a_storage_error(tmp_path):
     with pytest.raises(storage.StorageError, match="does not exist"):
         storage.read_bytes(str(tmp_path / "absent"))
+
+
+def test_output_parts_are_read_only_from_finished_jobs(tmp_path):
+    output = tmp_path / "run"
+    (output / "curated").mkdir(parents=True)
+    for uri in (str(output), str(output / "curated")):  # the output, or the part itself
+        with pytest.raises(storage.IncompleteOutputError) as error:
+            storage.output_part(uri, "curated")
+        assert f"{output} has no _SUCCESS marker" in str(error.value)
+        assert "allow_incomplete=true" in str(error.value)  # says how to read it anyway
+        assert storage.output_part(uri, "curated", allow_incomplete=True) == str(output / "curated")
+    (output / storage.SUCCESS).write_text("{}")
+    assert storage.output_part(str(output), "curated") == str(output / "curated")
+    assert storage.output_part(str(output / "curated"), "curated") == str(output / "curated")
+
+
+def test_a_folder_of_files_without_parts_needs_its_own_marker(tmp_path):
+    (tmp_path / "_SUCCESS").write_text("{}")  # a marker above is not this folder's
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(storage.IncompleteOutputError):
+        storage.output_part(str(tmp_path / "mine"), "features")
+
+
+def test_features_job_refuses_an_unfinished_curation_and_keeps_its_last_output(tmp_path):
+    from conceptual.pipelines.features import FeaturesConfig, extract
+
+    (tmp_path / "curation" / "curated").mkdir(parents=True)  # a crashed run: no _SUCCESS
+    (tmp_path / "features").mkdir()
+    (tmp_path / "features" / storage.SUCCESS).write_text("{}")  # the last good features
+    with pytest.raises(storage.IncompleteOutputError, match="allow_incomplete=true"):
+        extract(str(tmp_path / "curation"), str(tmp_path / "features"), FeaturesConfig())
+    assert (tmp_path / "features" / storage.SUCCESS).exists()

@@ -10,7 +10,9 @@ MLflow on SQLite).
    registration (the champion rule), evaluation on the held-out split beside the
    nearest-neighbour baseline, and the champion's captions for the held-out photos. Those
    are other views (mirrored, zoomed) of the five photos: five scenes are all the demo has.
-3. Serving. The champion behind the Ray Serve endpoint on 127.0.0.1, with a curl to paste;
+3. Spoken captions. Every curated caption read aloud (espeak-ng, a voice, rate, pitch and
+   gain drawn per clip), with the funnel and one clip's parameters.
+4. Serving. The champion behind the Ray Serve endpoint on 127.0.0.1, with a curl to paste;
    it serves until Ctrl-C (--no-serve stops before).
 """
 
@@ -28,7 +30,14 @@ from conceptual import registry, storage
 from conceptual.demo.corpus import write_candidates
 from conceptual.demo.images import Catalogue, build_images, demo_candidates, fetch_overrides
 from conceptual.demo.server import serve_directory
-from conceptual.jobs import caption, curate, evaluate_captioner, features, train_captioner
+from conceptual.jobs import (
+    caption,
+    curate,
+    evaluate_captioner,
+    features,
+    synthesize_speech,
+    train_captioner,
+)
 from conceptual.logs import job_output
 from conceptual.paths import state_dir
 from conceptual.serve.app import start
@@ -39,9 +48,9 @@ SPLITS = ["split.train=0.6", "split.val=0.2", "split.test=0.2"]
 # A few minutes on two CPUs: the small recurrent variant (the 8x8 Transformer of the paper
 # is what compare_captioners and a GPU are for).
 TRAINING = [
-    "architecture=rnn",
-    "features=1x1",
-    "d_model=256",
+    "model.architecture=rnn",
+    "model.feature_map=1x1",
+    "model.d_model=256",
     "optimizer=adamw",
     "lr=0.002",
     "epochs=8",
@@ -73,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         if code or args.curate_only:
             return code
         held_out = caption_demo(catalogue, root)
-        if held_out is None or args.no_serve:
-            return 0 if held_out is not None else 1
+        if held_out is None or speech_demo(root):
+            return 1
+        if args.no_serve:
+            return 0
         serve_demo(held_out[0], args.port)
     return 0
 
@@ -140,6 +151,16 @@ def caption_demo(catalogue: Catalogue, root: Path) -> list[Path] | None:
     held_out = held_out_photos(catalogue, root / "curated" / "curated")
     print(f"\ndemo: the champion's captions for the {len(held_out)} held-out photos")
     return None if caption.main(["--model", CHAMPION, *map(str, held_out)]) else held_out
+
+
+def speech_demo(root: Path) -> int:
+    """Spoken captions: every curated caption read aloud by espeak-ng, each clip with its
+    own voice, rate, pitch and gain; the job prints the funnel, one clip's parameters and
+    where the clips went."""
+    print("\ndemo: spoken captions of the curated captions (espeak-ng, 16 kHz FLAC)")
+    return synthesize_speech.main(
+        ["--input", str(root / "curated"), "--output", str(root / "speech")]
+    )
 
 
 def serve_demo(photo: Path, port: int) -> None:

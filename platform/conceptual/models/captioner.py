@@ -3,29 +3,33 @@ a decoder that writes the caption token by token.
 
 - "rnn" (Show and Tell): an LSTM reads the image cells, its final state starts the caption
   LSTM; no attention.
-- "transformer" (T2T base): encoder and decoder layers, sinusoidal positions on the image
-  cells (0..63 in row-major order for 8x8) and on the tokens, causal self-attention.
+- "transformer" (T2T base): pre-norm encoder and decoder layers, sinusoidal positions on the
+  image cells (0..63 in row-major order for 8x8) and on the tokens, causal self-attention,
+  all through `scaled_dot_product_attention` (flash attention on GPUs). Decoding keeps each
+  layer's keys and values, so a step reads only the newest token.
 
 Both project the features to `d_model` and tie the word embeddings to the output layer
 (the logits are the decoder states times the embedding matrix), so there is one word matrix.
 
-    model = Captioner(CaptionerConfig("transformer", "8x8", vocab_size=len(vocab)))
+    model = Captioner(CaptionerConfig(feature_map="8x8", vocab_size=len(vocab)))
     features = features_tensor(batch["pooled"], batch["grid"], "8x8")   # (B, 64, 1280)
     loss = model.loss(features, tokens_tensor([vocab.encode(c) for c in batch["caption"]]))
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import AliasChoices, ConfigDict, Field
 from torch import Tensor, nn
 
+from conceptual.config import Config
 from conceptual.models.vocab import PAD
 
 FeatureKind = Literal["1x1", "8x8"]
@@ -38,18 +42,29 @@ Memory = Tensor | tuple[Tensor, ...]
 State = tuple[Tensor, ...] | None
 
 
-@dataclass(frozen=True)
-class CaptionerConfig:
-    architecture: Literal["rnn", "transformer"]
-    features: FeatureKind
-    vocab_size: int
-    feature_dim: int = 1280
+class CaptionerSettings(Config):
+    """The model's shape and regularization: the `model.*` keys of the training config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    architecture: Literal["rnn", "transformer"] = "transformer"
+    # `features` before the rename: saved models and older callers still say it.
+    feature_map: FeatureKind = Field(
+        "8x8", validation_alias=AliasChoices("feature_map", "features")
+    )
     d_model: int = 512  # word embedding size, LSTM units, transformer width
     layers: int = 6  # transformer only: encoder layers, and as many decoder layers
     heads: int = 8  # transformer only
     ffn: int = 2048  # transformer only: feed-forward width
     dropout: float = 0.1
     max_tokens: int = 17  # longest token sequence: 15 words + <bos> and <eos>
+
+
+class CaptionerConfig(CaptionerSettings):
+    """The settings and what the data decides: the vocabulary and the CNN's channels."""
+
+    vocab_size: int
+    feature_dim: int = 1280
 
 
 def features_tensor(pooled: Sequence, grid: Sequence, kind: FeatureKind) -> Tensor:
@@ -105,41 +120,140 @@ class RnnCore(nn.Module):
         return self.dropout(out), (h[0], c[0])
 
 
-class TransformerCore(nn.Module):
-    """Pre-norm Transformer encoder and decoder; the memory is the encoded image cells."""
+# The Transformer's modules carry the parameter names of torch's nn.TransformerEncoderLayer
+# and nn.TransformerDecoderLayer (self_attn.in_proj_weight, linear1, norm1, ...): models
+# saved when the core was built from those load unchanged.
+
+
+class Attention(nn.Module):
+    """Multi-head attention; the query, key and value projections are stacked in one matrix."""
 
     def __init__(self, config: CaptionerConfig):
         super().__init__()
-        layer = {
-            "d_model": config.d_model,
-            "nhead": config.heads,
-            "dim_feedforward": config.ffn,
-            "dropout": config.dropout,
-            "batch_first": True,
-            "norm_first": True,
-        }
+        d = config.d_model
+        self.heads, self.dropout = config.heads, config.dropout
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d, d))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d))
+        self.out_proj = nn.Linear(d, d)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def queries(self, x: Tensor) -> Tensor:
+        d = x.shape[-1]
+        return self._split(F.linear(x, self.in_proj_weight[:d], self.in_proj_bias[:d]))
+
+    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        d = x.shape[-1]
+        keys, values = F.linear(x, self.in_proj_weight[d:], self.in_proj_bias[d:]).chunk(2, -1)
+        return self._split(keys), self._split(values)
+
+    def forward(self, x: Tensor, keys: Tensor, values: Tensor, causal: bool = False) -> Tensor:
+        """x (B, T, d) attends to keys and values (B, heads, S, d/heads)."""
+        dropout = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(
+            self.queries(x), keys, values, dropout_p=dropout, is_causal=causal
+        )
+        return self.out_proj(out.transpose(1, 2).flatten(2))
+
+    def _split(self, x: Tensor) -> Tensor:
+        """(B, T, d) -> (B, heads, T, d/heads)."""
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+
+class Layer(nn.Module):
+    """Self-attention (and cross-attention to the image cells, in a decoder layer), then the
+    feed-forward block: created in this order, as torch's layers create them, so the same
+    seed gives the same initial weights."""
+
+    def __init__(self, config: CaptionerConfig, cross_attention: bool):
+        super().__init__()
+        self.self_attn = Attention(config)
+        if cross_attention:
+            self.multihead_attn = Attention(config)
+        self.linear1 = nn.Linear(config.d_model, config.ffn)
+        self.linear2 = nn.Linear(config.ffn, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
-        self.encoder = nn.TransformerEncoder(
-            nn.TransformerEncoderLayer(**layer),
-            config.layers,
-            norm=nn.LayerNorm(config.d_model),
-            enable_nested_tensor=False,
-        )
-        self.decoder = nn.TransformerDecoder(
-            nn.TransformerDecoderLayer(**layer), config.layers, norm=nn.LayerNorm(config.d_model)
-        )
+        self.norm1 = nn.LayerNorm(config.d_model)
+        self.norm2 = nn.LayerNorm(config.d_model)
+        if cross_attention:
+            self.norm3 = nn.LayerNorm(config.d_model)
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.linear2(self.dropout(F.relu(self.linear1(x)))))
+
+
+class EncoderLayer(Layer):
+    def __init__(self, config: CaptionerConfig):
+        super().__init__(config, cross_attention=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        normed = self.norm1(x)
+        x = x + self.dropout(self.self_attn(normed, *self.self_attn.keys_values(normed)))
+        return x + self.feed_forward(self.norm2(x))
+
+
+class DecoderLayer(Layer):
+    def __init__(self, config: CaptionerConfig):
+        super().__init__(config, cross_attention=True)
+
+    def forward(
+        self, x: Tensor, cells: tuple[Tensor, Tensor], cache: tuple[Tensor, Tensor] | None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """`cells`: the image cells' keys and values; `cache`: the earlier tokens' keys and
+        values (None: `x` is the whole caption so far, attended causally). Returns the new
+        cache."""
+        normed = self.norm1(x)
+        keys, values = self.self_attn.keys_values(normed)
+        if cache is not None:  # decoding: x is the newest token, which sees every earlier one
+            keys, values = torch.cat([cache[0], keys], 2), torch.cat([cache[1], values], 2)
+        x = x + self.dropout(self.self_attn(normed, keys, values, causal=cache is None))
+        x = x + self.dropout(self.multihead_attn(self.norm2(x), *cells))
+        return x + self.feed_forward(self.norm3(x)), (keys, values)
+
+
+class Stack(nn.Module):
+    """`n` layers, then a LayerNorm (pre-norm layers leave their output unnormalized). The
+    layers start as copies of one, as torch's nn.TransformerEncoder starts them, so runs
+    begin where the models trained before this module began."""
+
+    def __init__(self, layer: nn.Module, n: int, d_model: int):
+        super().__init__()
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(n))
+        self.norm = nn.LayerNorm(d_model)
+
+
+class TransformerCore(nn.Module):
+    """The memory is every decoder layer's keys and values of the encoded image cells:
+    computed once per image, they serve every decoding step."""
+
+    def __init__(self, config: CaptionerConfig):
+        super().__init__()
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder = Stack(EncoderLayer(config), config.layers, config.d_model)
+        self.decoder = Stack(DecoderLayer(config), config.layers, config.d_model)
         positions = sinusoids(max(MAX_CELLS, config.max_tokens), config.d_model)
         self.register_buffer("positions", positions, persistent=False)
 
     def encode(self, cells: Tensor) -> Memory:
-        return self.encoder(self.dropout(cells + self.positions[: cells.shape[1]]))
+        x = self.dropout(cells + self.positions[: cells.shape[1]])
+        for layer in self.encoder.layers:
+            x = layer(x)
+        encoded = self.encoder.norm(x)
+        return tuple(
+            t for layer in self.decoder.layers for t in layer.multihead_attn.keys_values(encoded)
+        )
 
     def decode(self, memory: Memory, words: Tensor, state: State) -> tuple[Tensor, State]:
-        """Always reads all the words (no cache, so no state): at 17 tokens recomputing is cheap."""
-        length = words.shape[1]
-        causal = nn.Transformer.generate_square_subsequent_mask(length, device=words.device)
-        x = self.dropout(words + self.positions[:length])
-        return self.decoder(x, memory, tgt_mask=causal, tgt_is_causal=True), None
+        """Reads `words` after the tokens whose keys and values `state` holds (None: none);
+        the state after them is the layers' (keys, values), flattened."""
+        start = 0 if state is None else state[0].shape[2]
+        x = self.dropout(words + self.positions[start : start + words.shape[1]])
+        caches = []
+        for i, layer in enumerate(self.decoder.layers):
+            cache = None if state is None else state[2 * i : 2 * i + 2]
+            x, cache = layer(x, memory[2 * i : 2 * i + 2], cache)
+            caches += cache
+        return self.decoder.norm(x), tuple(caches)
 
 
 class Captioner(nn.Module):
@@ -172,11 +286,10 @@ class Captioner(nn.Module):
 
     def step(self, memory: Memory, tokens: Tensor, state: State = None) -> tuple[Tensor, State]:
         """Log-probs (B, vocab) of the token after `tokens` (B, t), for decoding. Pass back the
-        returned state with `tokens` one longer: the RNN then reads only the newest token
-        (the Transformer keeps no state and rereads them all)."""
+        returned state with `tokens` one longer: the decoder then reads only the newest token."""
         unread = tokens if state is None else tokens[:, -1:]
         logits, state = self.decode(memory, unread, state)
-        return logits[:, -1].log_softmax(-1), state
+        return logits[:, -1].float().log_softmax(-1), state
 
     def loss(self, features: Tensor, tokens: Tensor, label_smoothing: float = 0.0) -> Tensor:
         """Mean cross-entropy of predicting `tokens[:, 1:]` from `tokens[:, :-1]`, where

@@ -5,7 +5,9 @@
 greedy and beam_search return each image's word ids: no <bos>, stopping before <eos>, at most
 `max_tokens` words (default: the model's `max_tokens` less <bos> and <eos>), after which
 only <eos> may follow. Neither generates <pad> or <bos>. Both decode the whole batch at
-once, one step per token. Call `model.eval()` first: dropout would make captions random.
+once, one step per token, and the decoder reads only the newest token at each (the RNN's state,
+the Transformer's keys and values). Call `model.eval()` first: dropout would make captions
+random.
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ def n_best(
     state: State = None
     for last in _steps(model, max_tokens):
         log_probs, state = _next_log_probs(model, memory, tokens, state, last)
-        log_probs[finished] = float("-inf")
-        log_probs[finished, PAD] = 0.0
+        # A finished caption continues with <pad> at no cost (where, not a masked write:
+        # no host synchronization).
+        log_probs = torch.where(finished.unsqueeze(1), _pad_only(log_probs), log_probs)
         vocab = log_probs.shape[-1]
         candidates = (scores.reshape(-1, 1) + log_probs).reshape(images, beam * vocab)
         scores, best = candidates.topk(beam, dim=1)
@@ -111,6 +114,13 @@ def _next_log_probs(
     else:
         log_probs[:, [PAD, BOS]] = float("-inf")
     return log_probs, state
+
+
+def _pad_only(log_probs: Tensor) -> Tensor:
+    """Log-probs of a finished caption's row: 0 for <pad>, -inf for every other token."""
+    row = torch.full_like(log_probs[:1], float("-inf"))
+    row[:, PAD] = 0.0
+    return row
 
 
 def _select(tensors: Memory | State, rows: Tensor) -> Memory | State:

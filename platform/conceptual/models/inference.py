@@ -20,7 +20,10 @@ from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import decode
 
 FEATURE_SIZE = 256  # the features job's default image_size: an 8x8 grid
-MAX_PIXELS = 50_000_000  # the image filter's default bomb guard
+# The most pixels a served image may decode to. JPEGs decode scaled down toward FEATURE_SIZE
+# (Image.draft, as the features job decodes them), far below this; other formats decode
+# whole: 4096x4096 is 16x the model's input a side, 48 MB as RGB.
+MAX_DECODED_PIXELS = (16 * FEATURE_SIZE) ** 2
 
 
 class ImageCaptioner:
@@ -47,7 +50,7 @@ class ImageCaptioner:
         features = features_tensor(
             [pooled for pooled, _ in extracted],
             [grid for _, grid in extracted],
-            self.model.config.features,
+            self.model.config.feature_map,
         )
         with torch.inference_mode():
             ranked = n_best(
@@ -72,7 +75,7 @@ class ImageCaptioner:
 
 class ImageError(ValueError):
     """An image that cannot be captioned; `reason` is the image filter's stable reason
-    (not_an_image, truncated, corrupt, too_many_pixels)."""
+    (not_an_image, truncated, corrupt, too_many_pixels, implausible_size, too_many_scans)."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -83,8 +86,10 @@ class ImageError(ValueError):
 
 
 def read_image(data: bytes) -> Image.Image:
-    """Decoded RGB pixels of an encoded image, with the curation's decode guards."""
-    image, rejection = decode(data, MAX_PIXELS)
+    """Decoded RGB pixels of an encoded image, with the curation's decode guards, no larger
+    than the features need (a JPEG decodes at 1/2, 1/4 or 1/8 scale when that keeps both
+    sides >= FEATURE_SIZE)."""
+    image, rejection = decode(data, MAX_DECODED_PIXELS, reduce_to=FEATURE_SIZE)
     if rejection:
         raise ImageError(rejection.reason, f"{rejection.reason} ({rejection.detail})")
     return image

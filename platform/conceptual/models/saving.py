@@ -1,7 +1,8 @@
 """The saved form of a captioner: a directory nothing needs unpickling to read (docs/design.md).
 
 model.safetensors   the weights (the tied word matrix is one tensor, saved once)
-config.json         {"format_version": 1, "config": CaptionerConfig fields}
+config.json         {"format_version": 2, "config": CaptionerConfig fields}
+                    (version 1 named feature_map `features`; it loads the same)
 vocab.json          the vocabulary
 
 save_model(model, vocab, "out/model")
@@ -11,7 +12,6 @@ model, vocab = load_model("out/model")   # in eval mode
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -21,7 +21,8 @@ from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.vocab import Vocabulary
 
 # Raise it when a saved directory's layout or meaning changes, so old code refuses new models.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
 
 
@@ -34,7 +35,7 @@ def save_model(model: Captioner, vocab: Vocabulary, directory: str | Path) -> Pa
     directory.mkdir(parents=True, exist_ok=True)
     weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
     save_file(weights, directory / WEIGHTS, metadata={"format_version": str(FORMAT_VERSION)})
-    config = {"format_version": FORMAT_VERSION, "config": asdict(model.config)}
+    config = {"format_version": FORMAT_VERSION, "config": model.config.model_dump()}
     (directory / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     (directory / VOCAB).write_text(vocab.to_json())
     return directory
@@ -46,12 +47,13 @@ def load_model(
     directory = Path(directory)
     saved = json.loads((directory / CONFIG).read_text())
     version = saved.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"{directory / CONFIG} has format version {version}; this code reads version "
-            f"{FORMAT_VERSION} (load it with the version of conceptual that saved it)"
+            f"{directory / CONFIG} has format version {version}; this code reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))} (load it with the version of conceptual "
+            "that saved it)"
         )
-    model = Captioner(CaptionerConfig(**saved["config"]))
+    model = Captioner(CaptionerConfig.model_validate(saved["config"]))
     model.load_state_dict(load_file(directory / WEIGHTS, device=str(device)))
     vocab = Vocabulary.from_json((directory / VOCAB).read_text())
     return model.to(device).eval(), vocab

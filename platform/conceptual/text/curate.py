@@ -8,6 +8,11 @@ Stages, in order (each candidate stops at the first that rejects it):
   what it leaves too short or inconsistent.
 Each text is parsed by spaCy once (Hypernymizer.parse, which restores capitals in caseless
 text first); the syntax filters and the transformation share the Doc.
+
+The `text` stage's out_of_vocabulary filter judges capitalized words (after the first)
+last, on the caption: a rare name that hypernymization removed or replaced rejects nothing
+("A Kenyan farmer harvests tea near Kericho, Kenya"), one it left in the caption does
+(stage `text`, as if rejected there).
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ class TextCurator:
         to_parse: list[int] = []
         for i, raw in enumerate(texts):
             if apply_filters:
-                cleaned, rejection = self.filters.check(raw)
+                cleaned, rejection = self.filters.check(raw, names_later=True)
                 if rejection:
                     outcomes[i] = Outcome(
                         cleaned, stage="text", reason=rejection.reason, detail=rejection.detail
@@ -83,6 +88,15 @@ class TextCurator:
             if result.rejection:
                 outcome.stage, outcome.reason = "hypernymize", result.rejection.reason
                 outcome.detail = result.rejection.detail
+            elif apply_filters and (rare := self._rare_names_left(outcome.text, result.caption)):
+                outcome.stage, outcome.reason = "text", "out_of_vocabulary"
+                outcome.detail = f"not in the English vocabulary: {', '.join(sorted(rare)[:5])}"
             else:
                 outcome.caption = result.caption
         return outcomes  # type: ignore[return-value]
+
+    def _rare_names_left(self, text: str, caption: str) -> set[str]:
+        """The rare capitalized words of the text still in its caption."""
+        if "out_of_vocabulary" not in self.filters.names:
+            return set()
+        return self.filters.rare_names(text) & set(caption.split())

@@ -1,4 +1,4 @@
-"""Text-based filters of alt-text (spec/curation.md section 2), tuned for precision over
+"""Text-based filters of alt-text (docs/spec/curation.md section 2), tuned for precision over
 recall like the paper: a good caption lost is cheap, a bad one kept is not.
 
     filters = TextFilters(TextFilterConfig())
@@ -34,7 +34,7 @@ one. `check` stops at the first filter that rejects, in this order:
 | low_unique_ratio | distinct words / words below `min_unique_ratio` |
 | not_capitalized | the first word starts with a lowercase letter (a digit passes) |
 | too_many_capitals | the share of capitalized words above `max_capitalized_ratio` (Title Case, ALL CAPS) |
-| out_of_vocabulary | a word rarer than `min_word_zipf` in wordfreq's English list (or absent from it) |
+| out_of_vocabulary | a word rarer than `min_word_zipf` in wordfreq's English list (or absent from it); in the pipeline, a capitalized one after the first word only if it is still in the caption after hypernymization (`check(names_later=True)`, text/curate.py) |
 | sentiment | VADER compound polarity beyond +-`max_abs_sentiment` |
 
 "Image may contain: ..." is rejected rather than cropped: what follows is Facebook's
@@ -150,13 +150,14 @@ _CROP_PREFIX = re.compile(
     re.IGNORECASE,
 )
 _CROP_SUFFIX = re.compile(
-    # (?<!...) starts a match only at the first separator of a run: without it a long run
-    # ("- - - - ...") costs quadratic time.
+    # Each (?<!...) starts a match only at the first character of a run of separators or
+    # whitespace: without it a long run ("- - - ...", or form feeds, which cleaning does not
+    # collapse) is rescanned from every position in it, quadratic time.
     rf"(?:^|(?<!{_SEPARATORS}){_SEPARATORS}+)(?:{_CROP_PHRASES})[\s.)\]]*$"
     # a credit in brackets at the end: "(Photo: Reuters)", "(Image courtesy of NASA)"
-    r"|\s*[(\[](?:photo|image|picture|credit|source|courtesy)\b[^()\[\]]{0,80}[)\]]\.?$"
+    r"|(?<!\s)\s*[(\[](?:photo|image|picture|credit|source|courtesy)\b[^()\[\]]{0,80}[)\]]\.?$"
     # a bare label after a dash or pipe: "A duck on a branch - photo"
-    r"|\s*[-\u2013\u2014|]\s*(?:photo|image|picture|pic)s?\.?$",
+    r"|(?<!\s)\s*[-\u2013\u2014|]\s*(?:photo|image|picture|pic)s?\.?$",
     re.IGNORECASE,
 )
 
@@ -338,9 +339,13 @@ class TextFilters:
 
     # --- public API --------------------------------------------------------------------
 
-    def check(self, alt_text: str | None) -> tuple[str, Rejection | None]:
+    def check(
+        self, alt_text: str | None, *, names_later: bool = False
+    ) -> tuple[str, Rejection | None]:
         """(cleaned text, the first failing filter's Rejection or None); the text is "" when
-        rejected before cleaning. No spaCy."""
+        rejected before cleaning. No spaCy. With `names_later`, out_of_vocabulary leaves
+        capitalized words to the caller, to judge what hypernymization keeps of them
+        (`rare_names`): "near Kericho, Kenya" is no vocabulary problem once the place goes."""
         if alt_text is None or not alt_text.strip():
             return "", Rejection("empty", "no alt-text")
         max_chars = self.config.max_chars
@@ -355,9 +360,21 @@ class TextFilters:
         words = _WORD.findall(text)
         lowered = [word.lower() for word in words]
         for name, rule in self._rules:
-            if detail := rule(text, words, lowered):
+            if names_later and name == "out_of_vocabulary":
+                # the first word is capitalized anyway: a typo there is no name
+                common = words[:1] + [word for word in words[1:] if not word[0].isupper()]
+                detail = rule(text, common, [word.lower() for word in common])
+            else:
+                detail = rule(text, words, lowered)
+            if detail:
                 return text, Rejection(name, detail)
         return text, None
+
+    def rare_names(self, text: str) -> set[str]:
+        """The capitalized words after the first of a cleaned text that out_of_vocabulary
+        rejects, lowercased: what `check(..., names_later=True)` left to its caller."""
+        words = (word.lower() for word in _WORD.findall(text)[1:] if word[0].isupper())
+        return {word for word in words if self._is_rare(word)}
 
     def check_doc(self, doc) -> Rejection | None:
         """The paper's syntactic rules on a spaCy Doc of the cleaned text."""
@@ -529,15 +546,15 @@ class TextFilters:
         return None
 
     def _out_of_vocabulary(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        frequency, minimum = self._english_frequency, self._min_frequency
-        rare = [
-            word
-            for word in lowered
-            if frequency.get(word, 0.0) < minimum and not self._in_vocabulary_otherwise(word)
-        ]
+        rare = [word for word in lowered if self._is_rare(word)]
         if rare:
             return f"not in the English vocabulary: {', '.join(rare[:5])}"
         return None
+
+    def _is_rare(self, word: str) -> bool:
+        """A lowercase word rarer than min_word_zipf, in every spelling we try."""
+        frequent = self._english_frequency.get(word, 0.0) >= self._min_frequency
+        return not frequent and not self._in_vocabulary_otherwise(word)
 
     def _in_vocabulary_otherwise(self, word: str) -> bool:
         """For a word not found as it stands: numbers and codes are no vocabulary question;

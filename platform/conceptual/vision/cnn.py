@@ -1,5 +1,5 @@
 """One EfficientNet-lite backbone for the ImageNet classifier (the labels of the image&text
-filter, spec/curation.md §3) and for CNN features (pooled and grid).
+filter, docs/spec/curation.md §3) and for CNN features (pooled and grid).
 
 Images arrive decoded (PIL); each is cut to a square crop of the source, resized to the
 model's input size and normalized with mean = std = 0.5, as the weights were trained.

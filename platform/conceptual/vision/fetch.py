@@ -1,4 +1,4 @@
-"""Fetching candidate images over HTTP(S), safely (spec/curation.md section 7).
+"""Fetching candidate images over HTTP(S), safely (docs/spec/curation.md section 7).
 
     fetcher = Fetcher(FetchConfig(threads=32))
     results = fetcher.fetch_many(urls)  # same order; each a Fetched: bytes or a Rejection
@@ -11,6 +11,10 @@ resolves each host once and connects to the vetted address itself, so a second D
 cannot point it elsewhere (DNS rebinding); the Host header and TLS still use the name.
 Bodies stream in chunks and stop at `max_bytes`; they are never decompressed.
 
+An attempt ends within `total_timeout_s` whatever the server does: the DNS lookup, the
+connection and every read (status line, headers, chunk sizes, body) wait at most the time
+left, so a server trickling a byte at a time is cut at the deadline, not per read.
+
 Reasons (metric names, stage "fetch"; never reword one). Details never contain the URL,
 which may carry credentials.
 
@@ -18,7 +22,7 @@ which may carry credentials.
 |---|---|
 | invalid_url | None, empty, over 2048 characters, no host, a bad port or host name |
 | unsupported_scheme | anything but http and https (file:, ftp:, data:...), redirects included |
-| dns | the host name does not resolve |
+| dns | the host name does not resolve, or the resolver gives no answer in time |
 | refused_address | the host resolves to an address that is not public and not allowed |
 | timeout | connecting or a read took over `timeout_s`, or the attempt over `total_timeout_s` |
 | connection | refused, reset, closed mid-body, TLS handshake failed |
@@ -28,14 +32,17 @@ which may carry credentials.
 | empty | a zero-byte body |
 | not_an_image | the first bytes are no JPEG, PNG, GIF, WebP, BMP or TIFF signature |
 
-Timeouts, connection errors (but refused connections and failed TLS handshakes), 429 and
-5xx are transient: the whole chain is tried again up to `retries` times, after an
-exponential backoff with jitter or the server's Retry-After, whichever is longer (capped).
+Timeouts of one connect or read, temporary DNS failures (EAI_AGAIN, no answer in time),
+connection errors (but refused connections and failed TLS handshakes), 429 and 5xx are
+transient: the whole chain is tried again up to `retries` times, after an exponential
+backoff with jitter or the server's Retry-After, whichever is longer (capped). An attempt
+that used up `total_timeout_s` is not: a trickling server would trickle again.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import ipaddress
 import random
 import re
@@ -44,6 +51,7 @@ import ssl
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as LookupTimeout
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, urljoin, urlsplit
@@ -57,6 +65,11 @@ MAX_URL_CHARS = 2048
 CHUNK_BYTES = 64 << 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Lookups run here so that a resolver that does not answer costs a thread, not the attempt
+# (getaddrinfo cannot be interrupted). Bounded: when every thread waits on a dead resolver,
+# further lookups queue and time out at their deadline.
+_LOOKUPS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="fetch-dns")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -244,26 +257,94 @@ def _ascii_host(host: str) -> str:
     return name
 
 
-def _resolve(target: _Target) -> list[IPAddress]:
+class _Deadline:
+    """The end of an attempt: each wait lasts at most `timeout_s`, and never past the end."""
+
+    def __init__(self, timeout_s: float, total_s: float):
+        self.timeout_s, self.total_s = timeout_s, total_s
+        self.end = time.monotonic() + total_s
+
+    def wait_s(self) -> float:
+        """How long the next connect, lookup or read may wait; TimeoutError when none."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no time left")
+        return min(self.timeout_s, left)
+
+    def timed_out(self, waiting_for: str) -> _Failure:
+        """A wait of `timeout_s` that ran out is worth another attempt; an attempt that ran
+        out of time is not (a trickling server would trickle again)."""
+        if time.monotonic() >= self.end:
+            return _Failure("timeout", f"{waiting_for}: over {self.total_s}s for the attempt")
+        return _Failure("timeout", waiting_for, transient=True)
+
+
+class _DeadlineSocket:
+    """The socket as http.client uses it (sendall, makefile, close), with every send and
+    receive bounded by the deadline: http.client reads the status line, headers and chunk
+    sizes a line at a time, and a socket timeout alone bounds each read, not the line."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline):
+        self.sock, self.deadline = sock, deadline
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(self.deadline.wait_s())
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_Reader(self.sock, self.deadline))
+
+    def close(self) -> None:
+        self.sock.close()  # the socket stays open while a reader made from it is
+
+
+class _Reader(io.RawIOBase):
+    """The raw stream under http.client's buffered reader: the socket's own file (which
+    keeps the socket open until it closes), each read bounded by the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline):
+        self.sock, self.deadline = sock, deadline
+        self.file = sock.makefile("rb", buffering=0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self.sock.settimeout(self.deadline.wait_s())
+        return self.file.readinto(buffer)
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def _resolve(target: _Target, deadline: _Deadline) -> list[IPAddress]:
     """Every address of the host, in the resolver's order (an IP literal is itself)."""
     try:
         return [ipaddress.ip_address(target.host)]
     except ValueError:
         pass
+    wait_s = deadline.wait_s()
+    lookup = _LOOKUPS.submit(socket.getaddrinfo, target.host, target.port, type=socket.SOCK_STREAM)
     try:
-        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+        infos = lookup.result(timeout=wait_s)
+    except LookupTimeout as exc:
+        lookup.cancel()  # when still queued
+        detail = f"{target.host}: no answer within {wait_s:.1f}s"
+        raise _Failure("dns", detail, transient=True) from exc
     except (socket.gaierror, UnicodeError) as exc:
-        raise _Failure("dns", f"{target.host}: {exc.args[-1]}") from exc
+        temporary = getattr(exc, "errno", None) == socket.EAI_AGAIN
+        raise _Failure("dns", f"{target.host}: {exc.args[-1]}", transient=temporary) from exc
     addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
     return list(dict.fromkeys(addresses))  # IPv4 and IPv6 answers repeat per protocol
 
 
-def _connect(addresses: Sequence[IPAddress], port: int, timeout: float) -> socket.socket:
+def _connect(addresses: Sequence[IPAddress], port: int, deadline: _Deadline) -> socket.socket:
     """A TCP connection to the first of the vetted addresses that answers."""
     error: OSError = OSError("no address")
     for ip in addresses:
         try:
-            return socket.create_connection((str(ip), port), timeout)
+            return socket.create_connection((str(ip), port), deadline.wait_s())
         except OSError as exc:
             error = exc
     raise error
@@ -277,19 +358,17 @@ def _redirect_url(url: str, location: str) -> str:
         raise _Failure("invalid_url", "unreadable redirect Location") from exc
 
 
-def _read_body(response: http.client.HTTPResponse, max_bytes: int, deadline: float) -> bytes:
+def _read_body(response: http.client.HTTPResponse, max_bytes: int) -> bytes:
     declared = response.getheader("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise _Failure("too_large", f"Content-Length {declared} > {max_bytes}")
     chunks: list[bytes] = []
     received = 0
-    # read1: what has arrived, up to a chunk, so the size and deadline checks run promptly
+    # read1: what has arrived, up to a chunk, so the size check runs promptly
     while chunk := response.read1(min(CHUNK_BYTES, max_bytes + 1 - received)):
         received += len(chunk)
         if received > max_bytes:
             raise _Failure("too_large", f"over {max_bytes} bytes")
-        if time.monotonic() > deadline:
-            raise _Failure("timeout", f"body still arriving after {received} bytes")
         chunks.append(chunk)
     if declared.isdigit() and received < int(declared):  # http.client does not check this
         raise _Failure("connection", f"closed after {received} of {declared} bytes", transient=True)
@@ -355,7 +434,7 @@ class Fetcher:
 
     def _follow(self, url: str | None) -> tuple[str | None, bytes | _Failure]:
         """One attempt: follow the redirect chain to an image or a failure, with its last URL."""
-        deadline = time.monotonic() + self.config.total_timeout_s
+        deadline = _Deadline(self.config.timeout_s, self.config.total_timeout_s)
         try:
             for _ in range(self.config.max_redirects + 1):
                 location, body = self._request(url, deadline)
@@ -366,19 +445,20 @@ class Fetcher:
             return url, failure
         return url, _Failure("too_many_redirects", f"over {self.config.max_redirects} redirects")
 
-    def _request(self, url: str | None, deadline: float) -> tuple[str | None, bytes]:
+    def _request(self, url: str | None, deadline: _Deadline) -> tuple[str | None, bytes]:
         """One hop: (the redirect's Location, b"") or (None, the image's bytes)."""
         target = _parse(url)
-        addresses = _resolve(target)
+        try:
+            addresses = _resolve(target, deadline)
+        except TimeoutError as exc:  # the attempt's time ran out before this hop
+            raise deadline.timed_out(f"resolving {target.host}") from exc
         refusal = self.policy.refusal(target.host, addresses)
         if refusal:
             raise _Failure(refusal.reason, refusal.detail)
-        if time.monotonic() > deadline:
-            raise _Failure("timeout", f"over {self.config.total_timeout_s}s for the attempt")
         try:
-            connection = self._open(target, addresses)
+            connection = self._open(target, addresses, deadline)
         except TimeoutError as exc:
-            raise _Failure("timeout", f"connecting to {target.host}", transient=True) from exc
+            raise deadline.timed_out(f"connecting to {target.host}") from exc
         except ConnectionRefusedError as exc:
             raise _Failure("connection", f"{target.host}: connection refused") from exc
         except OSError as exc:
@@ -386,9 +466,9 @@ class Fetcher:
                 "connection", f"{target.host}: {_describe(exc)}", transient=True
             ) from exc
         try:
-            return self._exchange(connection, target, deadline)
+            return self._exchange(connection, target)
         except TimeoutError as exc:
-            raise _Failure("timeout", f"reading from {target.host}", transient=True) from exc
+            raise deadline.timed_out(f"reading from {target.host}") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise _Failure(
                 "connection", f"{target.host}: {_describe(exc)}", transient=True
@@ -396,14 +476,17 @@ class Fetcher:
         finally:
             connection.close()
 
-    def _open(self, target: _Target, addresses: Sequence[IPAddress]) -> http.client.HTTPConnection:
+    def _open(
+        self, target: _Target, addresses: Sequence[IPAddress], deadline: _Deadline
+    ) -> http.client.HTTPConnection:
         """A connection to a vetted address: http.client never resolves the host again,
         because a connection given its socket does not connect by itself."""
-        sock = _connect(addresses, target.port, self.config.timeout_s)
+        sock = _connect(addresses, target.port, deadline)
         if target.scheme == "http":
             connection = http.client.HTTPConnection(target.host, target.port)
         else:
             try:
+                sock.settimeout(deadline.wait_s())
                 sock = self.tls.wrap_socket(sock, server_hostname=target.host)
             except OSError as exc:
                 sock.close()
@@ -411,11 +494,11 @@ class Fetcher:
                     raise _Failure("connection", f"{target.host}: TLS {exc.reason or exc}") from exc
                 raise
             connection = http.client.HTTPSConnection(target.host, target.port)
-        connection.sock = sock
+        connection.sock = _DeadlineSocket(sock, deadline)
         return connection
 
     def _exchange(
-        self, connection: http.client.HTTPConnection, target: _Target, deadline: float
+        self, connection: http.client.HTTPConnection, target: _Target
     ) -> tuple[str | None, bytes]:
         connection.request(
             "GET",
@@ -437,7 +520,7 @@ class Fetcher:
             )
         if not 200 <= response.status < 300:
             raise _Failure("http_status", status)
-        return None, _check_image(_read_body(response, self.config.max_bytes, deadline))
+        return None, _check_image(_read_body(response, self.config.max_bytes))
 
 
 def _describe(exc: BaseException) -> str:

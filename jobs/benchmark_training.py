@@ -1,0 +1,66 @@
+"""Training speed on this machine: samples/s, tokens/s, achieved TFLOP/s, MFU, the share of the
+step time spent waiting for input, peak memory; one JSON line per variant, logged to MLflow.
+
+    python -m conceptual.jobs.benchmark_training [--features URI] [--steps N] [--warmup N]
+        [--peak-tflops F] [--config FILE] [key=value ...]
+
+The keys are train_captioner's (configs/train_captioner.yaml), e.g. model.architecture=rnn
+model.feature_map=1x1 batch_size=256 grad_accumulation=2 compile=false. With --features
+the batches are read from a features job's output through the training input path; without
+it, features and 15-word captions are made up (1,280 channels, 8x8). On a CPU, MFU is
+against a float32 matmul rate measured on it; on a GPU against its dense bf16 peak (a table
+by name, or --peak-tflops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conceptual.jobs.arguments import add_common, location
+from conceptual.logs import job_output, stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.benchmark_training",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--features", type=location, help="a features job's output")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per variant")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak, TFLOP/s")
+    parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
+    add_common(parser, "TrainConfig keys, e.g. model.architecture=rnn batch_size=256")
+    args = parser.parse_args(argv)
+    import mlflow
+
+    from conceptual import tracking
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.benchmark_training import benchmark
+    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.storage import StorageError
+
+    with job_output("benchmark_training", args.verbose):
+        try:
+            config = load(TrainConfig, args.config, args.overrides)
+            rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
+        except (ConfigError, StorageError, ValueError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
+        with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
+            tracking.log_config(config)
+            mlflow.log_params({"features_uri": args.features or "synthetic", "steps": args.steps})
+            for row in rows:
+                figures = {k: v for k, v in row.items() if isinstance(v, float)}
+                mlflow.log_metrics(
+                    {tracking.metric_key(row["variant"], k): v for k, v in figures.items()}
+                )
+    for row in rows:
+        print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

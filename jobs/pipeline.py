@@ -1,0 +1,53 @@
+"""Run the stages in order as one resumable job: curate, features, train, register, evaluate.
+
+    python -m conceptual.jobs.pipeline --config FILE [key=value ...]
+
+The config names the input and output and holds each stage's section (configs/pipeline.yaml
+shows them). A stage that finished before with the same inputs and config is skipped, so a
+rerun after a failure continues where it stopped. Every stage's MLflow run is a child of
+one pipeline run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conceptual.jobs.arguments import add_common, location, report_run
+from conceptual.logs import job_output, stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.pipeline", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--config", type=location, help="YAML (configs/pipeline.yaml)")
+    add_common(parser, "e.g. input=URI output=URI train.epochs=5 stages=[curate,features]")
+    args = parser.parse_args(argv)
+    from conceptual.candidates import CandidateFormatError
+    from conceptual.config import ConfigError, load
+    from conceptual.paths import user_path
+    from conceptual.pipelines.pipeline import PipelineConfig, run
+    from conceptual.runtime import init_ray
+    from conceptual.storage import StorageError
+
+    with job_output("pipeline", args.verbose) as log:
+        try:
+            config = load(PipelineConfig, args.config, args.overrides)
+            if config.input and config.output:
+                config = config.model_copy(
+                    update={"input": user_path(config.input), "output": user_path(config.output)}
+                )
+            init_ray()
+            result = run(config)
+        except (ConfigError, CandidateFormatError, StorageError, ValueError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
+    print(json.dumps(result["stages"], indent=2))
+    report_run(result["run_id"], config.experiment, log, "pipeline run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

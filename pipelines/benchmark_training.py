@@ -1,0 +1,244 @@
+"""Where a training step's time goes: the training core's own step (pipelines/training.py) on
+this machine, over real features read through the training input path or synthesized ones,
+for one model config. Two variants, each one JSON-able row:
+
+- `<variant> on-device`: one batch already on the device, stepped again and again (the
+  model's speed alone);
+- `<variant> input-path`: the batches as training gets them (Ray Data: cut from the columns,
+  pinned, copied ahead of the step), with the share of the time spent waiting for them.
+
+FLOPs are counted (torch's FlopCounterMode, one forward and backward on the CPU); MFU is
+the achieved FLOP rate over the device's peak: a table of dense bf16 peaks by GPU name,
+`peak_tflops` when given, and on CPUs a float32 matmul rate measured here.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import platform
+import resource
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+import torch
+from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from conceptual.models.captioner import Captioner
+from conceptual.models.vocab import PAD, Vocabulary
+from conceptual.pipelines import training
+from conceptual.pipelines.caption_features import feature_files, train_captions
+from conceptual.pipelines.train_captioner import (
+    CaptionLoss,
+    TrainConfig,
+    captioner_config,
+    feature_shape,
+    train_examples,
+    train_rows,
+    variant,
+)
+from conceptual.records import FEATURES
+from conceptual.runtime import init_ray
+
+# Dense bf16 tensor-core peaks, FLOP/s, by a part of the device name.
+BF16_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
+SYNTHETIC_CHANNELS, SYNTHETIC_CELLS, SYNTHETIC_WORDS = 1280, 64, 5000
+
+
+def benchmark(
+    config: TrainConfig,
+    features_uri: str | None = None,
+    steps: int = 20,
+    warmup: int = 3,
+    peak_tflops: float | None = None,
+) -> list[dict[str, Any]]:
+    """The on-device and input-path rows for `config`'s model, in that order."""
+    init_ray()
+    use_gpu = torch.cuda.is_available() if config.use_gpu is None else config.use_gpu
+    config = config.model_copy(
+        update={
+            "use_gpu": use_gpu,
+            "compile": use_gpu if config.compile is None else config.compile,
+        }
+    )
+    device = torch.device("cuda" if use_gpu else "cpu")
+    rows, vocab, shape = _rows(config, features_uri, steps + warmup)
+    examples = train_examples(rows, vocab, config, shape).materialize()
+
+    torch.manual_seed(config.seed)
+    captioner = Captioner(captioner_config(config, len(vocab), shape[1]))
+    loss = CaptionLoss(captioner, config.label_smoothing).to(device)
+    optimizer = training.make_optimizer(config, loss, device)
+    step_loss = training.compiled(loss, config)
+    one_batch = next(iter(training.epoch_batches(examples.iterator(), config, device, 0)))
+    first_step_s = _seconds(
+        lambda: training.train_epoch(step_loss, optimizer, [one_batch], config, device), device
+    )
+    flops_per_sample = counted_flops(loss, one_batch) / len(one_batch["tokens"])
+    tokens_per_sample = float((one_batch["tokens"][:, 1:] != PAD).sum()) / len(one_batch["tokens"])
+    common = {
+        "device": device_name(device),
+        "batch_size": config.batch_size,
+        "grad_accumulation": config.grad_accumulation,
+        "compile": config.compile,
+        "first_step_s": round(first_step_s, 3),
+    }
+    peak = peak_flops(device, peak_tflops)
+
+    on_device = itertools.repeat(one_batch, warmup + steps)
+    input_path = _epochs(examples, config, device)
+    results = []
+    for name, batches in (("on-device", on_device), ("input-path", input_path)):
+        seconds, waited = timed_steps(step_loss, optimizer, batches, config, device, steps, warmup)
+        samples_per_s = steps * config.batch_size / seconds
+        flops = flops_per_sample * samples_per_s
+        if device.type == "cuda":
+            memory_gb = torch.cuda.max_memory_allocated() / 1e9
+        else:  # the process's peak resident memory (kB on Linux)
+            memory_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        results.append(
+            {
+                "variant": f"{variant(config)} {name}",
+                **common,
+                "samples_per_s": round(samples_per_s, 1),
+                "tokens_per_s": round(samples_per_s * tokens_per_sample, 1),
+                "tflops": round(flops / 1e12, 4),
+                "mfu": round(flops / peak, 4),
+                "peak_tflops": round(peak / 1e12, 3),
+                "input_wait_share": round(waited / seconds, 4),
+                "peak_memory_gb": round(memory_gb, 3),
+            }
+        )
+    return results
+
+
+def timed_steps(
+    step_loss: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterable[dict[str, Tensor]],
+    config: TrainConfig,
+    device: torch.device,
+    steps: int,
+    warmup: int,
+) -> tuple[float, float]:
+    """Seconds for `steps` batches after `warmup` ones, and the seconds of it spent waiting
+    for the next batch."""
+    batches = iter(batches)
+    training.train_epoch(step_loss, optimizer, itertools.islice(batches, warmup), config, device)
+    _synchronize(device)
+    waiting = WaitClock(itertools.islice(batches, steps))
+    started = time.perf_counter()
+    losses = training.train_epoch(step_loss, optimizer, waiting, config, device)
+    torch.stack(losses).sum().item()  # waits for the device
+    return time.perf_counter() - started, waiting.seconds
+
+
+class WaitClock:
+    """An iterator that adds up the time its consumer waits in next()."""
+
+    def __init__(self, items: Iterable[Any]):
+        self.items, self.seconds = iter(items), 0.0
+
+    def __iter__(self) -> WaitClock:
+        return self
+
+    def __next__(self) -> Any:
+        started = time.perf_counter()
+        try:
+            return next(self.items)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def counted_flops(loss: nn.Module, batch: dict[str, Tensor]) -> int:
+    """FLOPs of one forward and backward of `batch`, counted on a CPU copy in float32
+    (oneDNN off: its fused LSTM kernel hides the LSTM's matrix products from the counter)."""
+    cpu_loss = copy.deepcopy(loss).cpu().float()
+    cpu_batch = {k: v.cpu().float() if v.is_floating_point() else v.cpu() for k, v in batch.items()}
+    with torch.backends.mkldnn.flags(enabled=False), FlopCounterMode(display=False) as counter:
+        cpu_loss(**cpu_batch).backward()
+    return counter.get_total_flops()
+
+
+def peak_flops(device: torch.device, peak_tflops: float | None) -> float:
+    if peak_tflops:
+        return peak_tflops * 1e12
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name()
+        peak = next((v for k, v in BF16_PEAK_FLOPS.items() if k in name), None)
+        if peak is None:
+            raise ValueError(f"no bf16 peak known for {name}: pass --peak-tflops")
+        return peak
+    return measured_cpu_peak()
+
+
+def measured_cpu_peak(size: int = 1024, seconds: float = 1.0) -> float:
+    """This CPU's float32 matmul rate with torch's threads, FLOP/s (the best of a few)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b  # warm-up
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        a @ b
+        best = max(best, 2 * size**3 / (time.perf_counter() - started))
+    return best
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name()
+    return f"{platform.processor() or 'cpu'} ({torch.get_num_threads()} threads)"
+
+
+def _epochs(
+    examples: ray.data.Dataset, config: TrainConfig, device: torch.device
+) -> Iterator[dict[str, Tensor]]:
+    """Epoch after epoch of the training input path."""
+    for epoch in itertools.count():
+        yield from training.epoch_batches(examples.iterator(), config, device, epoch)
+
+
+def _seconds(work, device: torch.device) -> float:
+    started = time.perf_counter()
+    work()
+    _synchronize(device)
+    return time.perf_counter() - started
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _rows(
+    config: TrainConfig, features_uri: str | None, batches: int
+) -> tuple[ray.data.Dataset, Vocabulary, tuple[int, int]]:
+    """Features rows (records.FEATURES), their vocabulary and (cells, channels): read from
+    `features_uri`, or made up (enough rows for `batches` batches, 15-word captions)."""
+    if features_uri:
+        files = feature_files(features_uri)
+        vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
+        rows = train_rows(features_uri, files)
+        first = rows.take(1)[0]
+        return rows, vocab, feature_shape(first["pooled"], first["grid"], config.model.feature_map)
+    rng = np.random.default_rng(config.seed)
+    count = batches * config.batch_size
+    words = [f"w{i}" for i in range(SYNTHETIC_WORDS)]
+    vocab = Vocabulary.build([" ".join(words)], min_count=1)
+    grid = rng.normal(size=(count, SYNTHETIC_CELLS * SYNTHETIC_CHANNELS)).astype(np.float32)
+    table = pa.table(
+        {
+            "split": ["train"] * count,
+            "caption": [" ".join(rng.choice(words, 15)) for _ in range(count)],
+            "pooled": list(grid.reshape(count, SYNTHETIC_CELLS, -1).mean(axis=1)),
+            "grid": list(grid),
+        },
+        schema=pa.schema([FEATURES.field(n) for n in ("split", "caption", "pooled", "grid")]),
+    )
+    cells = 1 if config.model.feature_map == "1x1" else SYNTHETIC_CELLS
+    return ray.data.from_arrow(table), vocab, (cells, SYNTHETIC_CHANNELS)

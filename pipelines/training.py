@@ -1,0 +1,431 @@
+"""The training core every model of the platform trains through (docs/DESIGN.md: one shared core,
+a model-specific step): Ray Train wiring, the input path, the step loop, checkpoints, MLflow.
+
+A model family brings a `Task` (its model, its loss as a module, its dev evaluation and its
+saved form) and its training rows as a Ray Dataset of fixed-shape columns, each named as
+the loss module's forward argument that reads it; pipelines/train_captioner.py is one.
+
+Driver: `fit()` runs a TorchTrainer (one worker per CPU slot or GPU, synchronous data
+parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and logs the
+best model by the dev metric and the learning curve to the active MLflow run.
+
+Workers: `run()` per epoch: the learning rate of the epoch (a function of the epoch, so a
+resumed run keeps its place), the batches (`epoch_batches`: cut from the blocks' columns,
+pinned and copied to the device by Ray Data ahead of the step), `train_epoch` (bf16
+autocast on GPUs, gradient accumulation, the losses kept on the device until the epoch's
+end), then rank 0 evaluates, logs and writes the checkpoint. A restarted worker group
+(FailureConfig) resumes from the latest checkpoint. Ray Train learns of a report by
+polling the workers (every 2 s): a worker that dies just after reporting may resume from
+the checkpoint before, and that epoch then runs, and is logged, twice.
+
+Checkpoint layout: model/ (the task's saved form; its weights in models.saving's
+safetensors file), progress.json (epochs done, step, history), optimizer.pt and the task's
+evaluation files. The optimizer state is the one torch.save file: it holds tensors and
+numbers only and is read back with torch.load(weights_only=True), which refuses anything
+else; the model itself is never pickled.
+
+Batch size and learning rate: `lr` is the rate at `lr_batch` examples per optimizer step.
+The effective batch is batch_size x grad_accumulation x workers; `lr_scaling=linear`
+scales the rate with it (plain SGD, Adagrad), `sqrt` with its square root (Adam, AdamW),
+`none` (the default) takes `lr` as given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import mlflow
+import ray
+import ray.train
+import ray.train.torch
+import torch
+from matplotlib.figure import Figure
+from mlflow.entities import Metric
+from pydantic import Field
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from conceptual import tracking
+from conceptual.config import Config
+from conceptual.models.saving import WEIGHTS
+from conceptual.paths import state_dir
+
+MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
+# Fault injection for the resume test: a worker exits as it reads the second batch of this
+# epoch, once (the marker file records that it did). Unset, nothing happens.
+FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV = "CONCEPTUAL_TEST_FAIL_AT_EPOCH", "CONCEPTUAL_TEST_FAIL_MARKER"
+
+
+class TrainingConfig(Config):
+    """The keys every trainer has; a model family's config adds its own."""
+
+    optimizer: Literal["adagrad", "adamw"] = "adagrad"
+    lr: float = 0.01
+    # "cosine": each epoch starts at lr * (1 + cos(pi * epoch / epochs)) / 2, so the last
+    # epochs take small steps and the best-by-dev checkpoint is a settled model.
+    lr_schedule: Literal["constant", "cosine"] = "constant"
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # see the module's docstring
+    lr_batch: int = Field(default=25, ge=1)  # the effective batch `lr` is meant for
+    weight_decay: float = 0.0
+    batch_size: int = Field(default=25, ge=1)  # per worker
+    grad_accumulation: int = Field(default=1, ge=1)  # batches per optimizer step
+    epochs: int = 10
+    grad_clip: float = 1.0  # max gradient norm; 0 turns clipping off
+    workers: int = 1
+    cpus_per_worker: float = 1.0  # below 1 on small machines, or Ray Data gets no CPU
+    use_gpu: bool | None = None  # None: when the cluster has GPUs (bf16 autocast there)
+    compile: bool | None = None  # torch.compile the step; None: on GPUs
+    prefetch_batches: int = Field(default=2, ge=0)  # batches read and copied ahead of the step
+    max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
+    storage: str | None = None  # Ray Train storage_path; None: <state dir>/train
+    seed: int = 0
+    experiment: str
+
+
+@dataclass
+class Task:
+    """What a model family brings to the training loop, per worker."""
+
+    model: nn.Module  # what checkpoints hold
+    # forward(**batch) -> the batch's mean loss, through `model` (DDP synchronizes the
+    # gradients of what runs in the wrapped module's forward)
+    loss: nn.Module
+    # rank 0, after every epoch: the dev metrics and text files for the checkpoint
+    evaluate: Callable[[], tuple[dict[str, float], dict[str, str]]]
+    save: Callable[[Path], None]  # writes the model's saved form into a directory
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def resolved(config: TrainingConfig) -> TrainingConfig:
+    """The config with its defaults decided (GPUs, compilation, storage), as the run logs it."""
+    use_gpu = config.use_gpu
+    if use_gpu is None:
+        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    return config.model_copy(
+        update={
+            "use_gpu": use_gpu,
+            "compile": use_gpu if config.compile is None else config.compile,
+            "storage": config.storage or str(state_dir() / "train"),
+        }
+    )
+
+
+def fit(
+    train_loop: Callable[[dict[str, Any]], None],
+    loop_config: dict[str, Any],
+    rows: ray.data.Dataset,
+    config: TrainingConfig,
+    run_id: str,
+    label: str,
+    select_by: str,
+) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
+    """Train in the active MLflow run (`run_id`) and log the best model by the dev metric
+    `select_by` (higher is better) under model/ and the learning curve. Returns the best
+    checkpoint's local directory, its metrics and the history of every epoch."""
+    # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
+    forwarded = {k: v for k, v in os.environ.items() if k.startswith(("CONCEPTUAL_", "MLFLOW_"))}
+    use_gpu = bool(config.use_gpu)
+    trainer = ray.train.torch.TorchTrainer(
+        train_loop,
+        train_loop_config={
+            **loop_config,
+            "run_id": run_id,
+            "tracking_uri": tracking.tracking_uri(),
+        },
+        datasets={"train": rows},
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=config.workers,
+            use_gpu=use_gpu,
+            resources_per_worker={"CPU": config.cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
+        ),
+        run_config=ray.train.RunConfig(
+            name=f"{config.experiment}-{run_id}",
+            storage_path=config.storage,
+            failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(
+                num_to_keep=2,  # the best by the dev metric and the latest (to resume from)
+                checkpoint_score_attribute=select_by,
+                checkpoint_score_order="max",
+            ),
+            worker_runtime_env={"env_vars": forwarded},
+        ),
+    )
+    with EpochProgress(run_id, config.epochs, label, select_by):
+        result = fit_keeping_sigint(trainer)
+    best_checkpoint, best = max(result.best_checkpoints, key=lambda c: c[1][select_by])
+    best_dir = Path(best_checkpoint.to_directory(str(state_dir() / "models" / run_id)))
+    with result.checkpoint.as_directory() as latest:  # its history has every epoch
+        history = json.loads((Path(latest) / PROGRESS).read_text())["history"]
+    mlflow.log_artifacts(str(best_dir / MODEL_DIR), "model")
+    mlflow.log_figure(learning_curve(run_id, select_by), "learning_curve.png")
+    return best_dir, best, history
+
+
+def fit_keeping_sigint(trainer: ray.train.torch.TorchTrainer) -> ray.train.Result:
+    """`trainer.fit()`, then the SIGINT handler as it was: Ray Train installs its own and
+    leaves it, after which one Ctrl-C no longer stops the process (the demo serves on)."""
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        return trainer.fit()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)
+
+
+class EpochProgress(threading.Thread):
+    """Prints `epoch 3/8  loss 0.580  dev CIDEr 0.270` as rank 0 logs each epoch to MLflow
+    (the driver is blocked in fit() meanwhile; the run's metrics are what it can see)."""
+
+    def __init__(self, run_id: str, epochs: int, label: str, metric: str, every_s: float = 2.0):
+        super().__init__(daemon=True, name="epoch-progress")
+        self.run_id, self.epochs, self.label, self.metric = run_id, epochs, label, metric
+        self.every_s = every_s
+        self.stopped = threading.Event()
+        self.printed = -1
+
+    def __enter__(self) -> EpochProgress:
+        print(f"training {self.label}: {self.epochs} epochs", flush=True)
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.join()
+
+    def run(self) -> None:
+        client = mlflow.MlflowClient()
+        while True:
+            final = self.stopped.wait(self.every_s)
+            latest = client.get_run(self.run_id).data.metrics
+            epoch = int(latest.get("epoch", -1))
+            if epoch > self.printed:
+                self.printed = epoch
+                print(
+                    f"  epoch {epoch + 1}/{self.epochs}  loss {latest.get('epoch_loss', math.nan):.3f}"
+                    f"  dev {self.metric} {latest.get(self.metric, math.nan):.3f}",
+                    flush=True,
+                )
+            if final:
+                return
+
+
+def learning_curve(run_id: str, metric: str) -> Figure:
+    """Training loss per step and the dev metric per epoch, from the run's logged metrics."""
+    client = mlflow.MlflowClient()
+    loss = client.get_metric_history(run_id, "loss")
+    dev = client.get_metric_history(run_id, metric)
+    figure = Figure(figsize=(10, 4))  # no pyplot: no GUI backend, no global figure state
+    left, right = figure.subplots(1, 2)
+    left.plot([m.step for m in loss], [m.value for m in loss])
+    left.set(xlabel="step", ylabel="training loss (rank 0)", title="loss")
+    right.plot([m.step for m in dev], [m.value for m in dev], marker="o")
+    right.set(xlabel="epoch", ylabel=metric, title=f"dev {metric}")
+    figure.tight_layout()
+    return figure
+
+
+# ---------------------------------------------------------------- the workers
+
+
+def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None:
+    """The per-worker loop of fit(), for any task (call it from the model's train loop)."""
+    rank = ray.train.get_context().get_world_rank()
+    device = ray.train.torch.get_device()
+    model = task.model.to(device)
+    optimizer = make_optimizer(config, model, device)
+    progress = resume(model, optimizer, device)
+    step_loss = compiled(ray.train.torch.prepare_model(task.loss), config)
+    if rank == 0:
+        mlflow.set_tracking_uri(loop_config["tracking_uri"])
+    shard = ray.train.get_dataset_shard("train")
+
+    for epoch in range(progress["epochs_done"], config.epochs):
+        lr = epoch_learning_rate(config, epoch)
+        set_learning_rate(optimizer, lr)
+        batches = _failing_once_for_tests(epoch_batches(shard, config, device, epoch), epoch)
+        step_losses = train_epoch(step_loss, optimizer, batches, config, device)
+        losses = torch.stack(step_losses).tolist() if step_losses else []  # one sync an epoch
+        first_step = progress["step"]
+        progress["step"] += len(losses)
+        progress["epochs_done"] = epoch + 1
+        if rank != 0:
+            ray.train.report({})
+            continue
+        scores, files = task.evaluate()
+        loss = sum(losses) / len(losses) if losses else None
+        metrics = {"epoch": epoch, "loss": loss, "lr": lr, **scores}
+        progress["history"].append(metrics)
+        log_epoch(loop_config["run_id"], first_step, losses, metrics)
+        with tempfile.TemporaryDirectory() as directory:
+            write_checkpoint(Path(directory), task, optimizer, progress, files)
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
+
+
+def make_optimizer(
+    config: TrainingConfig, model: nn.Module, device: torch.device
+) -> torch.optim.Optimizer:
+    if config.optimizer == "adagrad":
+        return torch.optim.Adagrad(
+            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        fused=device.type == "cuda",  # one kernel for every parameter's update
+    )
+
+
+def compiled(step_loss: nn.Module, config: TrainingConfig) -> nn.Module:
+    """The step's module, compiled when the config says so (the first step then compiles)."""
+    return torch.compile(step_loss) if config.compile else step_loss
+
+
+def epoch_learning_rate(config: TrainingConfig, epoch: int) -> float:
+    """The learning rate of an epoch: a function of the epoch alone, so a resumed run
+    continues the schedule without saving any scheduler state."""
+    effective_batch = config.batch_size * config.grad_accumulation * config.workers
+    exponent = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}[config.lr_scaling]
+    lr = config.lr * (effective_batch / config.lr_batch) ** exponent
+    if config.lr_schedule == "constant":
+        return lr
+    return lr * (1 + math.cos(math.pi * epoch / config.epochs)) / 2
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def epoch_batches(
+    rows: ray.data.DataIterator, config: TrainingConfig, device: torch.device, epoch: int
+) -> Iterable[dict[str, Tensor]]:
+    """An epoch's batches, shuffled locally and on the device. Ray Data cuts them from the
+    blocks' fixed-shape columns (one tensor a column, no per-row objects), pins them and
+    copies them to the GPU asynchronously in a background thread, `prefetch_batches`
+    ahead of the step."""
+    return rows.iter_torch_batches(
+        batch_size=config.batch_size,
+        device=device,
+        pin_memory=device.type == "cuda",
+        prefetch_batches=config.prefetch_batches,
+        local_shuffle_buffer_size=config.batch_size * 8,
+        local_shuffle_seed=config.seed + epoch,
+    )
+
+
+def train_epoch(
+    step_loss: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterable[dict[str, Tensor]],
+    config: TrainingConfig,
+    device: torch.device,
+) -> list[Tensor]:
+    """One pass over `batches`, an optimizer step every `grad_accumulation` batches (and
+    after the last). Returns each optimizer step's mean loss, still on the device: reading
+    a loss waits for the GPU, so the caller reads them all at once."""
+    step_loss.train()
+    losses, pending = [], []
+    for batch, last in _marking_the_last(batches):
+        stepping = last or len(pending) + 1 == config.grad_accumulation
+        # bf16 autocast on GPUs only: CPU autocast is slower than float32 for these models.
+        with (
+            torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"),
+            contextlib.nullcontext() if stepping else _no_sync(step_loss),
+        ):
+            loss = step_loss(**batch)
+        (loss / config.grad_accumulation).backward()
+        pending.append(loss.detach())
+        if stepping:
+            if config.grad_clip > 0:
+                nn.utils.clip_grad_norm_(step_loss.parameters(), config.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(torch.stack(pending).mean())
+            pending = []
+    return losses
+
+
+def _no_sync(step_loss: nn.Module) -> contextlib.AbstractContextManager:
+    """DDP's gradient synchronization off for a batch whose gradients only accumulate
+    (one worker has no DDP wrapper, and nothing to synchronize)."""
+    return getattr(step_loss, "no_sync", contextlib.nullcontext)()
+
+
+def _marking_the_last(batches: Iterable[dict[str, Tensor]]) -> Iterator[tuple[Any, bool]]:
+    """(batch, is it the last), reading one batch ahead (the prefetch does so anyway)."""
+    iterator = iter(batches)
+    current = next(iterator, None)
+    while current is not None:
+        following = next(iterator, None)
+        yield current, following is None
+        current = following
+
+
+def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[str, Any]) -> None:
+    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, in one call."""
+    now = int(time.time() * 1000)
+    entries = [Metric("loss", v, now, first_step + i) for i, v in enumerate(losses)]
+    entries += [
+        Metric(name, value, now, metrics["epoch"])
+        for name, value in metrics.items()
+        if name != "loss" and value is not None
+    ]
+    if metrics["loss"] is not None:  # the epoch's mean, beside the per-step `loss`
+        entries.append(Metric("epoch_loss", metrics["loss"], now, metrics["epoch"]))
+    mlflow.MlflowClient().log_batch(run_id, metrics=entries)
+
+
+def write_checkpoint(
+    directory: Path,
+    task: Task,
+    optimizer: torch.optim.Optimizer,
+    progress: dict[str, Any],
+    files: dict[str, str],
+) -> None:
+    task.save(directory / MODEL_DIR)
+    torch.save(optimizer.state_dict(), directory / OPTIMIZER)
+    (directory / PROGRESS).write_text(json.dumps(progress, indent=2))
+    for name, text in files.items():
+        (directory / name).write_text(text)
+
+
+def resume(
+    model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device
+) -> dict[str, Any]:
+    """Restore the latest checkpoint into the model and optimizer, if there is one, and return
+    the progress to continue from (a fresh run starts at epoch 0, step 0)."""
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return {"epochs_done": 0, "step": 0, "history": []}
+    with checkpoint.as_directory() as directory:
+        model.load_state_dict(load_file(Path(directory) / MODEL_DIR / WEIGHTS, device=str(device)))
+        state = torch.load(Path(directory) / OPTIMIZER, map_location=device, weights_only=True)
+        optimizer.load_state_dict(state)
+        return json.loads((Path(directory) / PROGRESS).read_text())
+
+
+def _failing_once_for_tests(batches: Iterable[Any], epoch: int) -> Iterator[Any]:
+    """The batches; but the worker process exits as it reads the second one of the epoch
+    in $CONCEPTUAL_TEST_FAIL_AT_EPOCH, once: the marker file in $CONCEPTUAL_TEST_FAIL_MARKER
+    says it already happened."""
+    fail_at, marker = os.environ.get(FAIL_AT_EPOCH_ENV), os.environ.get(FAIL_MARKER_ENV)
+    for i, batch in enumerate(batches):
+        if i == 1 and fail_at is not None and marker is not None and int(fail_at) == epoch:
+            if not Path(marker).exists():
+                Path(marker).write_text(f"worker exited during epoch {epoch}\n")
+                os._exit(1)
+        yield batch

@@ -1,0 +1,76 @@
+"""Recorded spoken captions that come with a dataset folder, as clip records.
+
+A folder imported by `conceptual.jobs.import_captions` may hold `speech_gtts/IMAGE_STEM.mp3`
+beside `images/`: one clip per image, speaking the image's first caption (Flickr8k-mini's
+layout). Each is decoded, resampled to 16 kHz, FLAC-encoded and attached to the image's
+first imported record (the CSV's first caption, unless that one was skipped):
+
+    OUTPUT/clips/part-*.parquet   records.CLIP, source "speech_gtts"
+
+This is the "voice never heard" evaluation set: the model trains on espeak-ng's voices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow.parquet as pq
+
+from conceptual import storage
+from conceptual.importers import PartWriter, image_in
+from conceptual.records import CLIP
+from conceptual.speech.audio import decode_16k
+from conceptual.speech.clips import imported_clip
+
+SPEECH_FOLDER = "speech_gtts"
+
+
+def first_records(output_uri: str) -> list[dict[str, Any]]:
+    """The first imported record of each image (curated or candidate records), in order."""
+    kind = "curated" if storage.exists(storage.join(output_uri, "curated")) else "candidates"
+    fs, _ = storage.resolve(output_uri)
+    firsts: dict[str, dict[str, Any]] = {}
+    for path in storage.list_files(storage.join(output_uri, kind)):
+        with fs.open_input_file(path) as f:
+            table = pq.read_table(f)
+        for record in table.to_pylist():
+            record.setdefault("caption", record.get("alt_text"))
+            firsts.setdefault(record["image_url"], record)
+    return list(firsts.values())
+
+
+def attach_speech(speech_dir: Path, output_uri: str, rows_per_part: int = 512) -> dict[str, Any]:
+    """Write a clip for each imported image that has one in `speech_dir`; count the rest."""
+    clips = PartWriter(storage.join(output_uri, "clips"), CLIP, rows_per_part)
+    counts = {"clips": 0, "missing_clip": 0, "unreadable_clip": 0, "outside_dataset": 0}
+    for record in first_records(output_uri):
+        image_name = Path(unquote(urlparse(record["image_url"]).path)).stem
+        mp3, outside = image_in(speech_dir, f"{image_name}.mp3")  # a link may lead elsewhere
+        if outside:
+            counts["outside_dataset"] += 1
+            continue
+        if not mp3.is_file():
+            counts["missing_clip"] += 1
+            continue
+        try:
+            samples = decode_16k(mp3.read_bytes())
+        except (OSError, RuntimeError) as exc:  # soundfile raises LibsndfileError(RuntimeError)
+            print(f"speech: cannot decode {mp3}: {exc}")
+            counts["unreadable_clip"] += 1
+            continue
+        clips.add(imported_clip(record, samples, speech_dir.name))
+        counts["clips"] += 1
+    clips.flush()
+    return {"folder": str(speech_dir), **counts}
+
+
+def speech_step(folder: str | Path) -> Callable[[str], dict[str, Any]] | None:
+    """What an import of `folder` does after writing its records, when the folder has
+    recorded speech; None when it has none."""
+    speech_dir = Path(folder).expanduser() / SPEECH_FOLDER
+    if not speech_dir.is_dir():
+        return None
+    return lambda output_uri: attach_speech(speech_dir, output_uri)

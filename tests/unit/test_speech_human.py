@@ -1,0 +1,72 @@
+"""Recorded speech imported with its folder (Flickr8k-mini's speech_gtts/): one 16 kHz FLAC
+clip per image, on the image's first caption, in the same record shape as synthesized clips."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pyarrow.parquet as pq
+
+from conceptual.importers import ImportConfig, csv_pairs, write_import
+from conceptual.records import CLIP, image_id
+from conceptual.speech.audio import decode
+from conceptual.speech.human import speech_step
+
+
+def small_folder(real_data, tmp_path, images: int = 3):
+    source = real_data / "flickr8k_mini"
+    rows = list(csv.DictReader(open(source / "captions.csv")))
+    names = sorted({row["image"] for row in rows})[:images]
+    folder = tmp_path / "src"
+    (folder / "images").mkdir(parents=True)
+    (folder / "speech_gtts").mkdir()
+    with open(folder / "captions.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "caption"])
+        writer.writerows([r["image"], r["caption"]] for r in rows if r["image"] in names)
+    for name in names:
+        shutil.copy(source / "images" / name, folder / "images" / name)
+    for name in names[1:]:  # the first image has no recording
+        stem = name.rsplit(".", 1)[0]
+        shutil.copy(source / "speech_gtts" / f"{stem}.mp3", folder / "speech_gtts")
+    return folder, names
+
+
+def test_recorded_clips_attach_to_each_image_first_caption(real_data, tmp_path):
+    folder, names = small_folder(real_data, tmp_path)
+    output = tmp_path / "out"
+    report = write_import(
+        csv_pairs(folder), str(output), ImportConfig(curated=True), speech_step(folder)
+    )
+    assert report["speech"]["clips"] == 2 and report["speech"]["missing_clip"] == 1
+    clips = pq.read_table(output / "clips")
+    assert clips.schema == CLIP
+    curated = pq.read_table(output / "curated").to_pylist()
+    first = {}
+    for record in curated:
+        first.setdefault(record["image_url"], record)
+    for clip in clips.to_pylist():
+        record = first[clip["image_url"]]
+        assert (clip["caption_id"], clip["caption"]) == (record["id"], record["caption"])
+        assert clip["image_id"] == image_id(record["image"])
+        assert clip["source"] == clip["voice"] == "speech_gtts"
+        samples, rate = decode(clip["audio"])
+        assert rate == clip["sample_rate"] == 16_000 and 1 < clip["duration"] < 20
+
+
+def test_a_folder_without_recordings_has_no_speech_step(tmp_path):
+    assert speech_step(tmp_path) is None
+
+
+def test_a_clip_that_links_outside_the_dataset_is_not_read(real_data, tmp_path):
+    """The images' confinement holds for recordings too: a link in speech_gtts/ to a file
+    elsewhere is counted, not read."""
+    folder, names = small_folder(real_data, tmp_path)
+    outside = tmp_path / "elsewhere.mp3"
+    shutil.copy(folder / "speech_gtts" / f"{names[1].rsplit('.', 1)[0]}.mp3", outside)
+    (folder / "speech_gtts" / f"{names[0].rsplit('.', 1)[0]}.mp3").symlink_to(outside)
+    report = write_import(
+        csv_pairs(folder), str(tmp_path / "out"), ImportConfig(curated=True), speech_step(folder)
+    )
+    assert report["speech"]["outside_dataset"] == 1 and report["speech"]["clips"] == 2

@@ -1,0 +1,110 @@
+"""The training core's step loop and schedule (pipelines/training.py), and the captioner's
+examples as the input path hands them to it; no Ray cluster."""
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from torch import nn
+
+from conceptual.models.captioner import features_tensor
+from conceptual.models.vocab import PAD, Vocabulary
+from conceptual.pipelines import training
+from conceptual.pipelines.train_captioner import TrainConfig, _examples
+from conceptual.records import FEATURES
+
+
+class SquaredError(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(3, 1)
+
+    def forward(self, x, y):
+        return ((self.linear(x).squeeze(1) - y) ** 2).mean()
+
+
+def batches(count, size=4):
+    generator = torch.Generator().manual_seed(1)
+    return [
+        {
+            "x": torch.randn(size, 3, generator=generator),
+            "y": torch.randn(size, generator=generator),
+        }
+        for _ in range(count)
+    ]
+
+
+def config(**changes):
+    return TrainConfig(**{"optimizer": "adamw", "lr": 0.1, "grad_clip": 0, **changes})
+
+
+def test_accumulating_two_batches_steps_as_one_batch_of_both():
+    data = batches(4)
+    accumulated = SquaredError()
+    optimizer = training.make_optimizer(config(), accumulated, torch.device("cpu"))
+    losses = training.train_epoch(
+        accumulated, optimizer, data, config(grad_accumulation=2), torch.device("cpu")
+    )
+    whole = SquaredError()
+    optimizer = training.make_optimizer(config(), whole, torch.device("cpu"))
+    pairs = [{k: torch.cat([a[k], b[k]]) for k in a} for a, b in zip(data[::2], data[1::2])]
+    expected = training.train_epoch(whole, optimizer, pairs, config(), torch.device("cpu"))
+    assert len(losses) == 2 and all(isinstance(loss, torch.Tensor) for loss in losses)
+    torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
+    for got, want in zip(accumulated.parameters(), whole.parameters()):
+        torch.testing.assert_close(got, want)
+
+
+def test_an_epoch_ends_with_a_step_over_the_batches_left():
+    model = SquaredError()
+    optimizer = training.make_optimizer(config(), model, torch.device("cpu"))
+    losses = training.train_epoch(
+        model, optimizer, batches(5), config(grad_accumulation=2), torch.device("cpu")
+    )
+    assert len(losses) == 3
+
+
+@pytest.mark.parametrize("scaling, factor", [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
+def test_the_learning_rate_scales_with_the_effective_batch(scaling, factor):
+    settings = {"lr": 0.01, "lr_batch": 25, "lr_scaling": scaling, "epochs": 4}
+    scaled = config(**settings, batch_size=50, grad_accumulation=2)
+    assert training.epoch_learning_rate(scaled, 0) == pytest.approx(0.01 * factor)
+    cosine = scaled.model_copy(update={"lr_schedule": "cosine"})
+    halfway = 0.01 * factor * (1 + math.cos(math.pi / 2)) / 2
+    assert training.epoch_learning_rate(cosine, 2) == pytest.approx(halfway)
+
+
+def test_examples_are_the_train_rows_features_and_padded_tokens():
+    rng = np.random.default_rng(0)
+    grids = rng.normal(size=(3, 8, 8, 5)).astype(np.float32)
+    rows = pa.Table.from_pylist(
+        [
+            {
+                "split": split,
+                "caption": caption,
+                "pooled": grid.mean(axis=(0, 1)),
+                "grid": grid.ravel(),
+            }
+            for split, caption, grid in zip(
+                ["train", "val", "train"], ["a dog", "a cat", "a dog on the grass"], grids
+            )
+        ],
+        schema=pa.schema([FEATURES.field(n) for n in ("split", "caption", "pooled", "grid")]),
+    )
+    vocab = Vocabulary.build(["a dog on the grass"], min_count=1)
+    model = TrainConfig().model.model_copy(update={"max_tokens": 5})
+    examples = _examples(rows, vocab, model, (64, 5), np.float16)
+
+    train = [0, 2]
+    expected = features_tensor(
+        [grids[i].mean(axis=(0, 1)) for i in train], [grids[i].ravel() for i in train], "8x8"
+    )
+    assert examples["features"].dtype == np.float16
+    np.testing.assert_array_equal(examples["features"], expected.numpy().astype(np.float16))
+    assert examples["tokens"].tolist() == [
+        vocab.encode("a dog") + [PAD],
+        vocab.encode("a dog on the grass", 3),
+    ]
