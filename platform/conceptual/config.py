@@ -1,6 +1,6 @@
 """Typed configuration: pydantic models loaded from YAML, with `key=value` overrides.
 
-    cfg = load(CurationConfig, "configs/curation.yaml", ["text.max_chars=500"])
+    cfg = load(CurationConfig, "configs/curation.yaml", ["text.filters.max_chars=500"])
 
 Unknown keys are errors (a typo must not silently fall back to a default), override values
 are parsed as YAML scalars (`true`, `3`, `0.5`, `[a, b]`), and `flatten` gives the dotted
@@ -37,7 +37,7 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(
-                f"override {item!r} is not key=value (for example text.max_chars=500)"
+                f"override {item!r} is not key=value (for example text.filters.max_chars=500)"
             )
         node = tree
         *parents, leaf = key.strip().split(".")
