@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from conceptual.logs import job_output, stderr
 from conceptual.paths import LocationError, user_path
 
 
@@ -25,6 +28,49 @@ def add_common(parser: argparse.ArgumentParser, overrides_help: str | None = Non
         help="show Ray's and MLflow's own logs on the terminal (always in the job's log file)",
     )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
+
+
+def add_data_arguments(
+    parser: argparse.ArgumentParser, source: str, source_help: str, output_help: str, config: str
+) -> None:
+    """What a data job reads (`--input`, `--data`), where it writes, its config file, and the
+    common arguments."""
+    parser.add_argument(source, required=True, type=location, help=source_help)
+    parser.add_argument("--output", required=True, type=location, help=output_help)
+    parser.add_argument(
+        "--config", type=location, help=f"YAML file (configs/{config} shows every key)"
+    )
+    add_common(parser)
+
+
+def run_data_job(
+    job: str,
+    args: argparse.Namespace,
+    source: str,
+    config_class: type,
+    run: Callable[[str, str, Any], Any],
+    user_errors: tuple[type[Exception], ...] = (),
+) -> tuple[Any, Any, Path | None] | int:
+    """A data job from its arguments to its result: the config, a line saying what goes
+    where, Ray, the run, all with third-party output in the job's log. Returns (config, what
+    `run` returned, the log's path), or exit code 2 after printing an error the user can fix
+    (a bad key, a missing input, ...)."""
+    from conceptual import storage
+    from conceptual.config import ConfigError, load
+    from conceptual.runtime import init_ray
+    from conceptual.storage import StorageError
+
+    with job_output(job, args.verbose) as log:
+        try:
+            config = load(config_class, args.config, args.overrides)
+            if not storage.exists(source):
+                raise StorageError(f"no input data at {source}")
+            print(f"{job}: {source} -> {args.output}", flush=True)
+            init_ray()
+            return config, run(source, args.output, config), log
+        except (ConfigError, StorageError, *user_errors) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
 
 
 def report_run(run_id: str, experiment: str, log: Path | None, what: str = "run") -> None:

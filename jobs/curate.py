@@ -11,45 +11,30 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import add_data_arguments, report_run, run_data_job
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.curate", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument(
+    add_data_arguments(
+        parser,
         "--input",
-        required=True,
-        type=location,
-        help="candidates: a file or folder (TSV, CSV, JSONL, Parquet); try examples/candidates.tsv",
+        "candidates: a file or folder (TSV, CSV, JSONL, Parquet); try examples/candidates.tsv",
+        "where curated/, rejected/ and stats.json go",
+        "curation.yaml",
     )
-    parser.add_argument(
-        "--output", required=True, type=location, help="where curated/, rejected/ and stats.json go"
-    )
-    parser.add_argument(
-        "--config", type=location, help="YAML file (configs/curation.yaml shows every key)"
-    )
-    add_common(parser)
     args = parser.parse_args(argv)
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import funnel, storage
     from conceptual.candidates import CandidateFormatError
-    from conceptual.config import ConfigError, load
     from conceptual.pipelines.curation import CurationConfig, nothing_kept_hint, run
-    from conceptual.runtime import init_ray
-    from conceptual.storage import StorageError
 
-    with job_output("curate", args.verbose) as log:
-        try:
-            config = load(CurationConfig, args.config, args.overrides)
-            print(f"curate: {args.input} -> {args.output}", flush=True)
-            init_ray()
-            stats, run_id = run(args.input, args.output, config)
-        except (ConfigError, CandidateFormatError, StorageError) as exc:
-            print(f"error: {exc}", file=stderr())
-            return 2
+    outcome = run_data_job("curate", args, args.input, CurationConfig, run, (CandidateFormatError,))
+    if isinstance(outcome, int):
+        return outcome
+    config, (stats, run_id), log = outcome
     print(funnel.render(stats))
     curated = storage.join(args.output, "curated")
     if stats["kept"]:

@@ -15,40 +15,32 @@ import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import add_data_arguments, report_run, run_data_job
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m conceptual.jobs.synthesize_speech", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--input", required=True, type=location, help="a dataset of captions")
-    parser.add_argument("--output", required=True, type=location, help="where clips/ and stats go")
-    parser.add_argument(
-        "--config", type=location, help="YAML file (configs/speech.yaml shows every key)"
+    add_data_arguments(
+        parser,
+        "--input",
+        "a dataset of captions",
+        "where clips/ and stats go",
+        "speech.yaml",
     )
-    add_common(parser)
     args = parser.parse_args(argv)
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import funnel, storage
     from conceptual.candidates import CandidateFormatError
-    from conceptual.config import ConfigError, load
     from conceptual.pipelines.speech import SpeechConfig, example_clips, run
-    from conceptual.runtime import init_ray
-    from conceptual.storage import StorageError
 
-    with job_output("synthesize_speech", args.verbose) as log:
-        try:
-            config = load(SpeechConfig, args.config, args.overrides)
-            if not storage.exists(args.input):
-                raise StorageError(f"no dataset at {args.input}")
-            print(f"synthesize_speech: {args.input} -> {args.output}", flush=True)
-            init_ray()
-            stats, run_id = run(args.input, args.output, config)
-        except (ConfigError, CandidateFormatError, StorageError) as exc:
-            print(f"error: {exc}", file=stderr())
-            return 2
+    outcome = run_data_job(
+        "synthesize_speech", args, args.input, SpeechConfig, run, (CandidateFormatError,)
+    )
+    if isinstance(outcome, int):
+        return outcome
+    config, (stats, run_id), log = outcome
     print(funnel.render(stats))
     print(f"audio:    {json.dumps(stats['audio'])}")
     for clip in example_clips(args.output, 1):

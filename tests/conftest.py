@@ -63,6 +63,26 @@ def tiny_captioner():
     return make
 
 
+def captioned_folder(folder: Path, captions_per_photo: int):
+    """The demo's good photos (each scene in three views) with captions that fit them, in
+    the layout import_captions reads (captions.csv, images/); returns the catalogue."""
+    import csv
+
+    from conceptual.demo.images import PHOTOS_BY_NAME, VIEWS, build_images
+
+    catalogue = build_images(folder / "images")
+    with open(folder / "captions.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "caption"])
+        for file in catalogue.views():
+            for caption in PHOTOS_BY_NAME[file.photo].captions()[:captions_per_photo]:
+                writer.writerow([file.name, caption])
+    for file in catalogue.files:
+        if file.kind not in VIEWS:
+            catalogue.path(file).unlink()
+    return catalogue
+
+
 def _free_port() -> int:
     import socket
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import captioned_folder
 
 pytestmark = pytest.mark.e2e
 
@@ -200,20 +201,7 @@ TINY_MODEL = [
 def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path, platform_home):
     """Import a captioned folder, features, train and register, evaluate, caption, and
     compare the four variants: every captioning stage as a submitted job."""
-    import csv
-
-    from conceptual.demo.images import PHOTOS_BY_NAME, VIEWS, build_images
-
-    catalogue = build_images(tmp_path / "dataset" / "images")
-    with open(tmp_path / "dataset" / "captions.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["image", "caption"])
-        for file in catalogue.views():
-            for caption in PHOTOS_BY_NAME[file.photo].captions()[:4]:
-                writer.writerow([file.name, caption])
-    for file in catalogue.files:
-        if file.kind not in VIEWS:
-            catalogue.path(file).unlink()
+    catalogue = captioned_folder(tmp_path / "dataset", captions_per_photo=4)
 
     def run(*args: str) -> str:
         result = submit(ray_cluster, *args)

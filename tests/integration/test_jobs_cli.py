@@ -84,7 +84,7 @@ def test_features_job_fails_clearly_without_data(tmp_path):
     result = run_module(
         "conceptual.jobs.features", "--data", str(tmp_path / "nope"), "--output", str(tmp_path)
     )
-    assert result.returncode == 2 and b"no curated data" in result.stderr
+    assert result.returncode == 2 and b"no input data" in result.stderr
 
 
 def test_features_job_rejects_unknown_keys(tmp_path):

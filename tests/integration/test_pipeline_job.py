@@ -3,10 +3,10 @@ changed key that reruns its stage and those after it."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
+from conftest import captioned_folder
 
 pytestmark = pytest.mark.integration
 
@@ -15,20 +15,10 @@ pytestmark = pytest.mark.integration
 def candidates(tmp_path_factory) -> str:
     """The demo's good photos with captions that fit them, as candidates with their image
     bytes (the import job's output): curation needs no fetch."""
-    from conceptual.demo.images import PHOTOS_BY_NAME, VIEWS, build_images
     from conceptual.jobs import import_captions
 
     root = tmp_path_factory.mktemp("pipeline-input")
-    catalogue = build_images(root / "dataset" / "images")
-    with open(root / "dataset" / "captions.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["image", "caption"])
-        for file in catalogue.views():
-            for caption in PHOTOS_BY_NAME[file.photo].captions()[:3]:
-                writer.writerow([file.name, caption])
-    for file in catalogue.files:
-        if file.kind not in VIEWS:
-            catalogue.path(file).unlink()
+    captioned_folder(root / "dataset", captions_per_photo=3)
     assert import_captions.main(["--folder", str(root / "dataset"), "--output", str(root)]) == 0
     return str(root / "candidates")
 
