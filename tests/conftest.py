@@ -63,7 +63,7 @@ def tiny_captioner():
     return make
 
 
-def captioned_folder(folder: Path, captions_per_photo: int):
+def _captioned_folder(folder: Path, captions_per_photo: int):
     """The demo's good photos (each scene in three views) with captions that fit them, in
     the layout import_captions reads (captions.csv, images/); returns the catalogue."""
     import csv
@@ -89,6 +89,13 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def captioned_folder():
+    """A function writing the demo's good photos with fitting captions as an importable
+    folder (captions.csv, images/); it returns the catalogue."""
+    return _captioned_folder
 
 
 @pytest.fixture(scope="session")

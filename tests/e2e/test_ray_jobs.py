@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import captioned_folder
 
 pytestmark = pytest.mark.e2e
 
@@ -198,7 +197,9 @@ TINY_MODEL = [
 ]
 
 
-def test_captioning_jobs_submitted_to_a_cluster(ray_cluster, tmp_path, platform_home):
+def test_captioning_jobs_submitted_to_a_cluster(
+    ray_cluster, tmp_path, platform_home, captioned_folder
+):
     """Import a captioned folder, features, train and register, evaluate, caption, and
     compare the four variants: every captioning stage as a submitted job."""
     catalogue = captioned_folder(tmp_path / "dataset", captions_per_photo=4)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import captioned_folder
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def candidates(tmp_path_factory) -> str:
+def candidates(tmp_path_factory, captioned_folder) -> str:
     """The demo's good photos with captions that fit them, as candidates with their image
     bytes (the import job's output): curation needs no fetch."""
     from conceptual.jobs import import_captions
