@@ -60,11 +60,12 @@ def compare(
     parent_id = parent.info.run_id
 
     trained = []
-    for i, variant_cfg in enumerate(configs, 1):
-        print(f"variant {i}/{len(configs)} {variant(variant_cfg)}", flush=True)
-        started = time.monotonic()
-        result = train(features_uri, variant_cfg, tags={"mlflow.parentRunId": parent_id})
-        trained.append((variant_cfg, result, time.monotonic() - started))
+    with tracking.children_of(parent_id):
+        for i, variant_cfg in enumerate(configs, 1):
+            print(f"variant {i}/{len(configs)} {variant(variant_cfg)}", flush=True)
+            started = time.monotonic()
+            result = train(features_uri, variant_cfg)
+            trained.append((variant_cfg, result, time.monotonic() - started))
     trained.sort(key=lambda t: t[1]["best"]["CIDEr"], reverse=True)
     rows = []
     for rank, (variant_cfg, result, seconds) in enumerate(trained):

@@ -55,15 +55,23 @@ def run(config: PipelineConfig) -> dict[str, Any]:
         raise ValueError("the pipeline needs input=URI and output=URI")
     if config.stages != list(STAGES[: len(config.stages)]):
         raise ValueError(f"stages must be a prefix of {list(STAGES)}; got {config.stages}")
-    curated = storage.join(config.output, "curated")
-    features = storage.join(config.output, "features")
-    folders = {"curate": curated, "features": features}
+    curated_uri = storage.join(config.output, "curated")
+    features_uri = storage.join(config.output, "features")
+    folders = {"curate": curated_uri, "features": features_uri}
     steps: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "curate": lambda _: _curate(config.input, curated, config),
-        "features": lambda _: _features(curated, features, config),
-        "train": lambda _: _train(features, config),
+        "curate": lambda _: _curate(config.input, curated_uri, config),
+        "features": lambda _: _features(curated_uri, features_uri, config),
+        "train": lambda _: _train(features_uri, config),
         "register": lambda done: _register(done["train"], config),
-        "evaluate": lambda done: _evaluate(done["train"], features, config),
+        "evaluate": lambda done: _evaluate(done["train"], features_uri, config),
+    }
+    # What each stage's fingerprint covers besides what it reads.
+    settings = {
+        "curate": config.curate,
+        "features": config.features,
+        "train": config.train,
+        "register": config.model_name,
+        "evaluate": config.evaluate,
     }
     with tracking.start_run(config.experiment, run_name="pipeline", tags={"stage": "pipeline"}):
         pipeline_run = mlflow.active_run().info.run_id
@@ -73,7 +81,7 @@ def run(config: PipelineConfig) -> dict[str, Any]:
     upstream = input_fingerprint(config.input)
     with tracking.children_of(pipeline_run):
         for stage in config.stages:
-            fingerprint = _digest(stage, getattr(config, stage, None), upstream)
+            fingerprint = _digest(stage, settings[stage], upstream)
             manifest_uri = storage.join(config.output, "stages", f"{stage}.json")
             manifest = _finished(manifest_uri, fingerprint, folders.get(stage))
             skipped = manifest is not None

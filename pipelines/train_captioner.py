@@ -81,13 +81,11 @@ class TrainConfig(training.TrainingConfig):
 # ---------------------------------------------------------------- the driver
 
 
-def train(
-    features_uri: str, config: TrainConfig, tags: dict[str, str] | None = None
-) -> dict[str, Any]:
+def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     """Train, evaluate every epoch and keep the best model by dev CIDEr. Returns the MLflow
     `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
     metrics), `history` (one entry per epoch: loss and dev metrics) and `eval_set` (the
-    name of the dev set the scores belong to). `tags` go on the run."""
+    name of the dev set the scores belong to)."""
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
@@ -95,7 +93,7 @@ def train(
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
     config = training.resolved(config)
 
-    run_tags = {"stage": "train_captioner", "variant": variant(config), **(tags or {})}
+    run_tags = {"stage": "train_captioner", "variant": variant(config)}
     with tracking.start_run(config.experiment, tags=run_tags) as active:
         run_id = active.info.run_id
         tracking.log_config(config, skip=unused_keys(config))
