@@ -88,10 +88,15 @@ def eval_set_name(features_uri: str, split: str, eval_set: dict[str, Any]) -> st
     dataset folder, the split, the number of images and a digest of their references: the
     same set read from another place (a copy, a submitted job's path) keeps its name, and
     two datasets that happen to share a folder name do not."""
-    references = json.dumps(eval_set["references"], sort_keys=True).encode()
-    digest = hashlib.sha1(references).hexdigest()[:8]
+    return set_name(features_uri, split, len(eval_set["keys"]), eval_set["references"])
+
+
+def set_name(features_uri: str, split: str, size: int, content: Any) -> str:
+    """`folder#split:size:digest`, the digest of `content` (JSON-serializable) naming what
+    exactly was scored (eval_set_name above says why)."""
+    digest = hashlib.sha1(json.dumps(content, sort_keys=True).encode()).hexdigest()[:8]
     name = features_uri.rstrip("/").rsplit("/", 1)[-1] or "features"
-    return f"{name}#{split}:{len(eval_set['keys'])}:{digest}"
+    return f"{name}#{split}:{size}:{digest}"
 
 
 def source_images(features_uri: str, ids: list[str]) -> dict[str, bytes]:

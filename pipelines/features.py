@@ -25,7 +25,7 @@ from conceptual import storage, tracking
 from conceptual.config import Config
 from conceptual.pipelines.curation import cnn_actors, written_rows
 from conceptual.pipelines.readers import read_row_groups
-from conceptual.records import FEATURES
+from conceptual.records import FEATURES, image_id
 from conceptual.storage import SUCCESS
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 
@@ -65,7 +65,9 @@ class FeatureStage:
         of_photo = dict(zip(distinct, extracted))
         per_record = [of_photo[data] for data in photos]
         rows = []
-        for record, crops in zip(batch.select(["id", "split", "caption"]).to_pylist(), per_record):
+        records = batch.select(["id", "split", "caption"]).to_pylist()
+        for record, photo, crops in zip(records, photos, per_record):
+            record["image_id"] = image_id(photo)
             for crop, (pooled, grid) in enumerate(crops):
                 rows.append(
                     {

@@ -34,7 +34,7 @@ from conceptual import registry, storage, tracking
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
 from conceptual.models.saving import save_model
-from conceptual.models.vocab import PAD, Vocabulary
+from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import (
     TRAIN_SPLIT,
@@ -195,17 +195,8 @@ def _examples(
     features = pc.list_flatten(column).to_numpy().reshape(len(batch), *shape)
     return {
         "features": features.astype(dtype),
-        "tokens": token_array(batch["caption"].to_pylist(), vocab, settings.max_tokens),
+        "tokens": vocab.encode_array(batch["caption"].to_pylist(), settings.max_tokens),
     }
-
-
-def token_array(captions: list[str], vocab: Vocabulary, max_tokens: int) -> np.ndarray:
-    """(rows, max_tokens) token ids, each caption cut to max_tokens - 2 words and padded."""
-    tokens = np.full((len(captions), max_tokens), PAD, dtype=np.int64)
-    for row, caption in zip(tokens, captions):
-        ids = vocab.encode(caption, max_tokens - 2)
-        row[: len(ids)] = ids
-    return tokens
 
 
 # ---------------------------------------------------------------- the workers

@@ -9,8 +9,8 @@ Driver: `fit()` runs a TorchTrainer (one worker per CPU slot or GPU, synchronous
 parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and logs the
 best model by the dev metric and the learning curve to the active MLflow run.
 
-Workers: `run()` per epoch: the learning rate of the epoch (a function of the epoch, so a
-resumed run keeps its place), the batches (`epoch_batches`: cut from the blocks' columns,
+Workers: `run()` per epoch: the learning rate of the epoch (a function of the epoch, or of
+the optimizer step with the exponential schedule, so a resumed run keeps its place), the batches (`epoch_batches`: cut from the blocks' columns,
 pinned and copied to the device by Ray Data ahead of the step), `train_epoch` (bf16
 autocast on GPUs, gradient accumulation, the losses kept on the device until the epoch's
 end), then rank 0 evaluates, logs and writes the checkpoint. A restarted worker group
@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,11 +71,15 @@ FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV = "CONCEPTUAL_TEST_FAIL_AT_EPOCH", "CONCEPTUA
 class TrainingConfig(Config):
     """The keys every trainer has; a model family's config adds its own."""
 
-    optimizer: Literal["adagrad", "adamw"] = "adagrad"
+    # adam: Adam with L2 weight decay (in the gradient); adamw: decoupled weight decay
+    optimizer: Literal["adagrad", "adam", "adamw"] = "adagrad"
     lr: float = 0.01
     # "cosine": each epoch starts at lr * (1 + cos(pi * epoch / epochs)) / 2, so the last
     # epochs take small steps and the best-by-dev checkpoint is a settled model.
-    lr_schedule: Literal["constant", "cosine"] = "constant"
+    # "exponential": lr * lr_decay ** (step // lr_decay_steps), by optimizer step.
+    lr_schedule: Literal["constant", "cosine", "exponential"] = "constant"
+    lr_decay: float = Field(default=0.999, gt=0, le=1)
+    lr_decay_steps: int = Field(default=1000, ge=1)
     lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # see the module's docstring
     lr_batch: int = Field(default=25, ge=1)  # the effective batch `lr` is meant for
     weight_decay: float = 0.0
@@ -104,6 +109,10 @@ class Task:
     # rank 0, after every epoch: the dev metrics and text files for the checkpoint
     evaluate: Callable[[], tuple[dict[str, float], dict[str, str]]]
     save: Callable[[Path], None]  # writes the model's saved form into a directory
+    # called with the optimizer step's number before its first batch (a schedule of the
+    # loss, such as the retrievers' growing margin); a function of the step, so a resumed
+    # run continues where it was
+    at_step: Callable[[int], None] | None = None
 
 
 # ---------------------------------------------------------------- the driver
@@ -215,7 +224,8 @@ class EpochProgress(threading.Thread):
                 self.printed = epoch
                 print(
                     f"  epoch {epoch + 1}/{self.epochs}  loss {latest.get('epoch_loss', math.nan):.3f}"
-                    f"  dev {self.metric} {latest.get(self.metric, math.nan):.3f}",
+                    f"  dev {self.metric} "
+                    f"{latest.get(tracking.metric_key(self.metric), math.nan):.3f}",
                     flush=True,
                 )
             if final:
@@ -226,7 +236,7 @@ def learning_curve(run_id: str, metric: str) -> Figure:
     """Training loss per step and the dev metric per epoch, from the run's logged metrics."""
     client = mlflow.MlflowClient()
     loss = client.get_metric_history(run_id, "loss")
-    dev = client.get_metric_history(run_id, metric)
+    dev = client.get_metric_history(run_id, tracking.metric_key(metric))
     figure = Figure(figsize=(10, 4))  # no pyplot: no GUI backend, no global figure state
     left, right = figure.subplots(1, 2)
     left.plot([m.step for m in loss], [m.value for m in loss])
@@ -256,7 +266,10 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
         lr = epoch_learning_rate(config, epoch)
         set_learning_rate(optimizer, lr)
         batches = _failing_once_for_tests(epoch_batches(shard, config, device, epoch), epoch)
-        step_losses = train_epoch(step_loss, optimizer, batches, config, device)
+        before_step = partial(_before_step, task, config, optimizer, lr)
+        step_losses = train_epoch(
+            step_loss, optimizer, batches, config, device, progress["step"], before_step
+        )
         losses = torch.stack(step_losses).tolist() if step_losses else []  # one sync an epoch
         first_step = progress["step"]
         progress["step"] += len(losses)
@@ -281,6 +294,13 @@ def make_optimizer(
         return torch.optim.Adagrad(
             model.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
+    if config.optimizer == "adam":
+        return torch.optim.Adam(
+            model.parameters(),
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            fused=device.type == "cuda",
+        )
     return torch.optim.AdamW(
         model.parameters(),
         lr=config.lr,
@@ -300,7 +320,7 @@ def epoch_learning_rate(config: TrainingConfig, epoch: int) -> float:
     effective_batch = config.batch_size * config.grad_accumulation * config.workers
     exponent = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}[config.lr_scaling]
     lr = config.lr * (effective_batch / config.lr_batch) ** exponent
-    if config.lr_schedule == "constant":
+    if config.lr_schedule != "cosine":  # exponential: the epoch's steps decay it further
         return lr
     return lr * (1 + math.cos(math.pi * epoch / config.epochs)) / 2
 
@@ -308,6 +328,20 @@ def epoch_learning_rate(config: TrainingConfig, epoch: int) -> float:
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+def _before_step(
+    task: Task,
+    config: TrainingConfig,
+    optimizer: torch.optim.Optimizer,
+    epoch_lr: float,
+    step: int,
+) -> None:
+    """What depends on the optimizer step: the exponential schedule's rate, the task's own."""
+    if config.lr_schedule == "exponential":
+        set_learning_rate(optimizer, epoch_lr * config.lr_decay ** (step // config.lr_decay_steps))
+    if task.at_step is not None:
+        task.at_step(step)
 
 
 def epoch_batches(
@@ -333,13 +367,18 @@ def train_epoch(
     batches: Iterable[dict[str, Tensor]],
     config: TrainingConfig,
     device: torch.device,
+    first_step: int = 0,
+    before_step: Callable[[int], None] | None = None,
 ) -> list[Tensor]:
     """One pass over `batches`, an optimizer step every `grad_accumulation` batches (and
-    after the last). Returns each optimizer step's mean loss, still on the device: reading
-    a loss waits for the GPU, so the caller reads them all at once."""
+    after the last); `before_step(n)` runs before optimizer step n's first batch (steps
+    counted from `first_step`). Returns each optimizer step's mean loss, still on the
+    device: reading a loss waits for the GPU, so the caller reads them all at once."""
     step_loss.train()
     losses, pending = [], []
     for batch, last in _marking_the_last(batches):
+        if not pending and before_step is not None:
+            before_step(first_step + len(losses))
         stepping = last or len(pending) + 1 == config.grad_accumulation
         # bf16 autocast on GPUs only: CPU autocast is slower than float32 for these models.
         with (
@@ -376,11 +415,12 @@ def _marking_the_last(batches: Iterable[dict[str, Tensor]]) -> Iterator[tuple[An
 
 
 def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[str, Any]) -> None:
-    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, in one call."""
+    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, in one call
+    (under names MLflow accepts: `R@10` is logged as `R_10`)."""
     now = int(time.time() * 1000)
     entries = [Metric("loss", v, now, first_step + i) for i, v in enumerate(losses)]
     entries += [
-        Metric(name, value, now, metrics["epoch"])
+        Metric(tracking.metric_key(name), value, now, metrics["epoch"])
         for name, value in metrics.items()
         if name != "loss" and value is not None
     ]

@@ -92,6 +92,7 @@ REJECTED = pa.schema(
 FEATURES = pa.schema(
     [
         ("id", pa.string()),
+        ("image_id", pa.string()),  # image_id() of the photo: the records of one image share it
         ("split", pa.string()),
         ("caption", pa.string()),
         ("crop", pa.int16()),  # 0: the centre crop; 1..n: augmented crops

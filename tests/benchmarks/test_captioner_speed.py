@@ -28,12 +28,7 @@ from conceptual.models.captioner import Captioner
 from conceptual.models.decoding import beam_search, greedy
 from conceptual.models.variants import VARIANTS
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import (
-    CaptionLoss,
-    TrainConfig,
-    captioner_config,
-    token_array,
-)
+from conceptual.pipelines.train_captioner import CaptionLoss, TrainConfig, captioner_config
 from conceptual.pipelines.training import make_optimizer, train_epoch
 
 CHANNELS, CELLS = 1280, 8
@@ -56,7 +51,7 @@ def batch(rng: np.random.Generator, vocab: Vocabulary, size: int, kind: str) -> 
     captions = [" ".join(rng.choice(words, 15)) for _ in range(size)]
     return {
         "features": torch.from_numpy(features),
-        "tokens": torch.from_numpy(token_array(captions, vocab, 17)),
+        "tokens": torch.from_numpy(vocab.encode_array(captions, 17)),
     }
 
 

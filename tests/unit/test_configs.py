@@ -16,6 +16,7 @@ CONFIG_FILES = {
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
     "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",
+    "train_retriever.yaml": "conceptual.pipelines.train_retriever:RetrieverTrainConfig",
 }
 
 

@@ -77,6 +77,34 @@ def test_the_learning_rate_scales_with_the_effective_batch(scaling, factor):
     assert training.epoch_learning_rate(cosine, 2) == pytest.approx(halfway)
 
 
+def test_the_exponential_schedule_and_the_task_follow_the_optimizer_step():
+    """Before each optimizer step (not each batch), the rate decays by step and the task's
+    at_step sees the step's number, counted on from where the epoch starts."""
+    model = SquaredError()
+    settings = config(
+        optimizer="adam",
+        lr_schedule="exponential",
+        lr_decay=0.5,
+        lr_decay_steps=2,
+        grad_accumulation=2,
+    )
+    optimizer = training.make_optimizer(settings, model, torch.device("cpu"))
+    seen = []
+
+    def at_step(step):
+        seen.append((step, optimizer.param_groups[0]["lr"]))
+
+    task = training.Task(model, model, evaluate=None, save=None, at_step=at_step)
+    lr = training.epoch_learning_rate(settings, 0)
+    assert lr == 0.1  # the epoch's rate is the base rate; the steps decay it
+    before_step = lambda step: training._before_step(task, settings, optimizer, lr, step)  # noqa: E731
+    losses = training.train_epoch(
+        model, optimizer, batches(8), settings, torch.device("cpu"), 3, before_step
+    )
+    assert len(losses) == 4
+    assert seen == [(3, 0.05), (4, 0.025), (5, 0.025), (6, 0.0125)]
+
+
 def test_examples_are_the_train_rows_features_and_padded_tokens():
     rng = np.random.default_rng(0)
     grids = rng.normal(size=(3, 8, 8, 5)).astype(np.float32)

@@ -1,59 +1,135 @@
-"""The saved form of a captioner: a directory nothing needs unpickling to read (docs/design.md).
+"""The saved form of a model: a directory nothing needs unpickling to read (docs/design.md).
 
-model.safetensors   the weights (the tied word matrix is one tensor, saved once)
-config.json         {"format_version": 2, "config": CaptionerConfig fields}
-                    (version 1 named feature_map `features`; it loads the same)
-vocab.json          the vocabulary
+model.safetensors   the weights (a captioner's tied word matrix is one tensor, saved once)
+config.json         {"format_version": 2, "kind": "captioner", "config": CaptionerConfig fields}
+                    {"format_version": 2, "kind": "retriever", "config": RetrieverConfig
+                     fields, "audio": the MFCC settings the model was trained with, or null}
+                    (captioners saved before retrievers existed have no "kind"; version 1
+                    named feature_map `features`; both load the same)
+vocab.json          the vocabulary (captioners and text retrievers)
 
 save_model(model, vocab, "out/model")
 model, vocab = load_model("out/model")   # in eval mode
+save_retriever(model, "out/retriever", audio=features_config.model_dump())
+model, vocab, audio = load_retriever("out/retriever")   # vocab None for speech
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import Vocabulary
 
 # Raise it when a saved directory's layout or meaning changes, so old code refuses new models.
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
+LOADERS = {"captioner": "load_model", "retriever": "load_retriever"}
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def save_model(model: Captioner, vocab: Vocabulary, directory: str | Path) -> Path:
-    if model.config.vocab_size != len(vocab):
-        raise ValueError(
-            f"the model has {model.config.vocab_size} words, the vocabulary {len(vocab)}"
-        )
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
-    save_file(weights, directory / WEIGHTS, metadata={"format_version": str(FORMAT_VERSION)})
-    config = {"format_version": FORMAT_VERSION, "config": model.config.model_dump()}
-    (directory / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
-    (directory / VOCAB).write_text(vocab.to_json())
-    return directory
+    _check_vocabulary(model.config.vocab_size, vocab)
+    return _save(model, "captioner", {}, vocab, directory)
 
 
 def load_model(
     directory: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[Captioner, Vocabulary]:
+    saved = _read(directory, "captioner")
+    model = Captioner(CaptionerConfig.model_validate(saved["config"]))
+    vocab = Vocabulary.from_json((Path(directory) / VOCAB).read_text())
+    return _load_weights(model, directory, device), vocab
+
+
+def save_retriever(
+    model: DualEncoder,
+    directory: str | Path,
+    vocab: Vocabulary | None = None,
+    audio: dict[str, Any] | None = None,
+) -> Path:
+    """`vocab` for a text retriever (and only then); `audio`, for a speech retriever, the
+    feature settings (conceptual.speech.features.AudioFeatureConfig) its MFCCs were made with,
+    so that whoever loads it computes the same."""
+    if model.config.modality == "text":
+        if vocab is None:
+            raise ValueError("a text retriever is saved with its vocabulary")
+        _check_vocabulary(model.config.vocab_size, vocab)
+    elif vocab is not None:
+        raise ValueError("a speech retriever has no vocabulary to save")
+    return _save(model, "retriever", {"audio": audio}, vocab, directory)
+
+
+def load_retriever(
+    directory: str | Path, device: str | torch.device = "cpu"
+) -> tuple[DualEncoder, Vocabulary | None, dict[str, Any] | None]:
+    """The model in eval mode, its vocabulary (None for speech) and the audio settings saved
+    with it."""
+    saved = _read(directory, "retriever")
+    model = DualEncoder(RetrieverConfig.model_validate(saved["config"]))
+    vocab_file = Path(directory) / VOCAB
+    vocab = Vocabulary.from_json(vocab_file.read_text()) if vocab_file.exists() else None
+    return _load_weights(model, directory, device), vocab, saved.get("audio")
+
+
+def _check_vocabulary(vocab_size: int, vocab: Vocabulary) -> None:
+    if vocab_size != len(vocab):
+        raise ValueError(f"the model has {vocab_size} words, the vocabulary {len(vocab)}")
+
+
+def _save(
+    model: nn.Module,
+    kind: str,
+    extra: dict[str, Any],
+    vocab: Vocabulary | None,
+    directory: str | Path,
+) -> Path:
     directory = Path(directory)
-    saved = json.loads((directory / CONFIG).read_text())
+    directory.mkdir(parents=True, exist_ok=True)
+    weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    save_file(weights, directory / WEIGHTS, metadata={"format_version": str(FORMAT_VERSION)})
+    config = {
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "config": model.config.model_dump(),
+        **extra,
+    }
+    (directory / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+    if vocab is not None:
+        (directory / VOCAB).write_text(vocab.to_json())
+    return directory
+
+
+def _read(directory: str | Path, kind: str) -> dict[str, Any]:
+    """config.json, once its version is one this code reads and it holds a `kind`."""
+    path = Path(directory) / CONFIG
+    saved = json.loads(path.read_text())
     version = saved.get("format_version")
     if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"{directory / CONFIG} has format version {version}; this code reads versions "
+            f"{path} has format version {version}; this code reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))} (load it with the version of conceptual "
             "that saved it)"
         )
-    model = Captioner(CaptionerConfig.model_validate(saved["config"]))
-    model.load_state_dict(load_file(directory / WEIGHTS, device=str(device)))
-    vocab = Vocabulary.from_json((directory / VOCAB).read_text())
-    return model.to(device).eval(), vocab
+    saved_kind = saved.get("kind", "captioner")  # captioners were saved before kinds
+    if saved_kind != kind:
+        loader = LOADERS.get(saved_kind)
+        raise ValueError(
+            f"{directory} holds a {saved_kind}, not a {kind}"
+            + (f" (load it with {loader})" if loader else "")
+        )
+    return saved
+
+
+def _load_weights(model: M, directory: str | Path, device: str | torch.device) -> M:
+    model.load_state_dict(load_file(Path(directory) / WEIGHTS, device=str(device)))
+    return model.to(device).eval()

@@ -14,6 +14,8 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 # Training captions are cut to this many words (the paper's limit).
@@ -59,6 +61,14 @@ class Vocabulary:
         """<bos>, the first `max_tokens` words (unknown ones as <unk>), <eos>."""
         words = tokenize(caption)[:max_tokens]
         return [BOS, *(self._ids.get(word, UNK) for word in words), EOS]
+
+    def encode_array(self, captions: Sequence[str], max_tokens: int) -> np.ndarray:
+        """(rows, max_tokens) int64 ids, each caption cut to max_tokens - 2 words and padded."""
+        tokens = np.full((len(captions), max_tokens), PAD, dtype=np.int64)
+        for row, caption in zip(tokens, captions):
+            ids = self.encode(caption, max_tokens - 2)
+            row[: len(ids)] = ids
+        return tokens
 
     def decode(self, ids: Iterable[int]) -> str:
         """The words up to the first <eos>; the other special tokens are left out."""

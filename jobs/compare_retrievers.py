@@ -1,0 +1,72 @@
+"""Train retriever variants on the same data, score them on the same held-out set, compare.
+
+    python -m conceptual.jobs.compare_retrievers --features URI [--speech URI]
+        --eval-features URI [--eval-speech URI] [--split test]
+        --variant "mms: loss=mms" --variant "triplet: loss=triplet" ...
+        [--register none|best|all] [--config FILE] [key=value ...]
+
+Every variant is `name: key=value ...` over the shared config (trailing key=value overrides,
+as for train_retriever; experiment=NAME keeps the comparison in an experiment of its own).
+Each trains on FEATURES (+ SPEECH) as a child of one comparison run and is scored on the
+--split of EVAL FEATURES (+ EVAL SPEECH) with R@1..100 both ways beside chance level; the
+comparison run holds comparison.json and comparison.md. eval.seconds=8 lets speech models
+hear 8 s of each evaluation clip. Nothing is registered unless --register says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conceptual.jobs.arguments import add_common, location, report_run
+from conceptual.logs import job_output, stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.compare_retrievers", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--features", required=True, type=location, help="training features")
+    parser.add_argument("--speech", type=location, help="training clips (speech variants)")
+    parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
+    parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
+    parser.add_argument("--split", default="test", help="the held-out split to score")
+    parser.add_argument(
+        "--variant", action="append", required=True, help="'name: key=value ...' (repeat)"
+    )
+    parser.add_argument("--register", default="none", choices=("none", "best", "all"))
+    parser.add_argument("--config", type=location, help="YAML file of RetrieverTrainConfig keys")
+    add_common(parser, "shared RetrieverTrainConfig keys; eval.KEY for EvalConfig keys")
+    args = parser.parse_args(argv)
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.compare_retrievers import compare, markdown_table
+    from conceptual.pipelines.evaluate_retriever import EvalConfig
+    from conceptual.pipelines.train_retriever import RetrieverTrainConfig
+    from conceptual.storage import StorageError
+
+    train_overrides = [o for o in args.overrides if not o.startswith("eval.")]
+    eval_overrides = [o[5:] for o in args.overrides if o.startswith("eval.")]
+    with job_output("compare_retrievers", args.verbose) as log:
+        try:
+            config = load(RetrieverTrainConfig, args.config, train_overrides)
+            evaluation = load(EvalConfig, None, [*eval_overrides, f"split={args.split}"])
+            result = compare(
+                args.features,
+                args.speech,
+                args.eval_features,
+                args.eval_speech,
+                config,
+                args.variant,
+                evaluation,
+                args.register,
+            )
+        except (ConfigError, StorageError, ValueError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
+    print(markdown_table(result["rows"]))
+    report_run(result["run_id"], config.experiment, log, what="comparison run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

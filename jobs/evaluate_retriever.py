@@ -1,0 +1,55 @@
+"""Score a retriever on a split: Recall@1/5/10/50/100 in both directions, beside chance level.
+
+    python -m conceptual.jobs.evaluate_retriever --model MODEL_URI --features URI
+        [--speech URI] [--split test] [--config FILE] [key=value ...]
+
+MODEL_URI: models:/retriever-speech@champion, models:/retriever-text/3, runs:/<run id>/model
+or a local model directory. FEATURES holds the split's images and captions; SPEECH (speech
+models) the clips of those captions, synthesized or recorded (an import of a folder with
+speech_gtts/). The table is printed and logged to MLflow as {query}_to_{target}.R@{k}
+(speech_to_image.R@10, image_to_text.R@1, ...) with chance.* beside each, and the ranked
+results of a few queries; a registered version is tagged with its mean R@10 on this set,
+which the champion rule compares. seconds=8 lets a speech model hear 8 s of each clip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conceptual.jobs.arguments import add_common, location, report_run
+from conceptual.logs import job_output, stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.evaluate_retriever", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser.add_argument("--speech", type=location, help="clips of the split's captions")
+    parser.add_argument("--split", help="the split to score (default: test)")
+    parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
+    add_common(parser, "EvalConfig keys, e.g. max_images=500 seconds=8")
+    args = parser.parse_args(argv)
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
+    from conceptual.storage import StorageError
+
+    overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
+    with job_output("evaluate_retriever", args.verbose) as log:
+        try:
+            config = load(EvalConfig, args.config, overrides)
+            result = evaluate(args.model, args.features, config, args.speech)
+        except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
+            print(f"error: {exc}", file=stderr())
+            return 2
+    print(result.pop("table"))
+    print(json.dumps(result, indent=2))
+    report_run(result["run_id"], config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

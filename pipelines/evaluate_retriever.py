@@ -1,0 +1,200 @@
+"""Retriever evaluation (docs/spec/retrieval.md, "Evaluation"): Recall@1/5/10/50/100 in both
+directions over a split's images and its spoken or written captions, beside chance level,
+as one MLflow run. The trainer scores its dev split every epoch with the same functions.
+
+    model URI + FEATURES (+ SPEECH), split  ->  MLflow run: {query}_to_{target}.R@{k}
+                                               (speech_to_image.R@10, image_to_text.R@1...),
+                                               chance.{query}_to_{target}.R@{k}, mean_R@10,
+                                               the ranked results of a few queries
+                                               (rankings.json), evaluation.json; a
+                                               registered version also gets its score tag
+
+An image with several captions is found by any of them (image -> caption), and a caption
+finds its own image (caption -> image). Automatic R@k underestimates quality: an unpaired
+caption that fits an image counts as a miss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlflow
+import numpy as np
+import torch
+
+from conceptual import registry, tracking
+from conceptual.config import Config
+from conceptual.models.retriever import DualEncoder, chance_recall, recall_at_k
+from conceptual.models.saving import load_retriever
+from conceptual.pipelines.caption_features import set_name
+from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
+from conceptual.speech.features import AudioFeatureConfig
+
+KS = (1, 5, 10, 50, 100)
+SELECT_BY = "mean_R@10"  # the mean of both directions' R@10: picks checkpoints and champions
+EMBED_BATCH = 256
+RANKINGS = "rankings.json"
+
+
+class EvalConfig(Config):
+    split: str = "test"
+    max_images: int | None = None  # None: every image of the split
+    # Speech: seconds of each clip the tower hears; None: the length it was trained on
+    # (the spec crops human speech to 8 s, synthetic to 3.5 s).
+    seconds: float | None = None
+    rankings: int = 5  # queries per direction whose top 10 are logged
+    experiment: str = "retrieval"
+
+
+@torch.no_grad()
+def embed(encode: Any, inputs: np.ndarray, device: torch.device) -> torch.Tensor:
+    """`encode` (a tower's embed function) over `inputs` in batches, in eval mode."""
+    chunks = [
+        encode(torch.as_tensor(inputs[i : i + EMBED_BATCH], device=device))
+        for i in range(0, len(inputs), EMBED_BATCH)
+    ]
+    return torch.cat(chunks).float()
+
+
+def directions(modality: str) -> tuple[str, str]:
+    """The metric prefixes: (query -> image, image -> query)."""
+    return f"{modality}_to_image", f"image_to_{modality}"
+
+
+@torch.no_grad()
+def retrieval_scores(
+    model: DualEncoder, images: np.ndarray, queries: np.ndarray, relevant: np.ndarray
+) -> tuple[dict[str, float], np.ndarray]:
+    """R@k both ways with chance level (`chance.` keys) and SELECT_BY, and the (queries,
+    images) score matrix. `relevant` is (queries, images) bool."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    image_embeddings = embed(model.embed_images, images, device)
+    query_embeddings = embed(model.embed_queries, queries, device)
+    scores = model.scores(image_embeddings, query_embeddings).T.cpu().numpy()  # (Q, I)
+    model.train(was_training)
+    forward, backward = directions(model.config.modality)
+    metrics: dict[str, float] = {}
+    for name, matrix, hits in ((forward, scores, relevant), (backward, scores.T, relevant.T)):
+        found, chance = recall_at_k(matrix, hits, KS), chance_recall(hits, KS)
+        for k in KS:
+            metrics[f"{name}.R@{k}"] = found[k]
+            metrics[f"chance.{name}.R@{k}"] = chance[k]
+    metrics[SELECT_BY] = (metrics[f"{forward}.R@10"] + metrics[f"{backward}.R@10"]) / 2
+    return metrics, scores
+
+
+def eval_set_name(features_uri: str, evaluated: dict[str, Any]) -> str:
+    """What the scores were measured on: the images and queries, by id."""
+    content = [evaluated["image_ids"], evaluated["query_ids"]]
+    return set_name(features_uri, evaluated["split"], len(evaluated["query_ids"]), content)
+
+
+def rankings(evaluated: dict[str, Any], scores: np.ndarray, shown: int) -> dict[str, Any]:
+    """The top 10 of the first `shown` queries in each direction, marking the right answers."""
+    top = 10
+    by_query = []
+    for q in range(min(shown, scores.shape[0])):
+        order = np.argsort(-scores[q], kind="stable")[:top]
+        by_query.append(
+            {
+                "query": evaluated["captions"][q],
+                "answer": evaluated["image_ids"][evaluated["query_image"][q]],
+                "top": [
+                    {
+                        "image_id": evaluated["image_ids"][i],
+                        "score": float(scores[q, i]),
+                        "correct": bool(i == evaluated["query_image"][q]),
+                    }
+                    for i in order
+                ],
+            }
+        )
+    by_image = []
+    for i in range(min(shown, scores.shape[1])):
+        order = np.argsort(-scores[:, i], kind="stable")[:top]
+        by_image.append(
+            {
+                "image_id": evaluated["image_ids"][i],
+                "top": [
+                    {
+                        "caption": evaluated["captions"][q],
+                        "score": float(scores[q, i]),
+                        "correct": bool(evaluated["query_image"][q] == i),
+                    }
+                    for q in order
+                ],
+            }
+        )
+    return {"query_to_image": by_query, "image_to_query": by_image}
+
+
+def table(metrics: dict[str, float], modality: str) -> str:
+    """R@k per direction, chance level beside each, as printed by the job."""
+    lines = [f"{'':<18}" + "".join(f"{f'R@{k}':>16}" for k in KS)]
+    for name in directions(modality):
+        cells = "".join(
+            f"{metrics[f'{name}.R@{k}']:>7.3f} ({metrics[f'chance.{name}.R@{k}']:.3f})" for k in KS
+        )
+        lines.append(f"{name:<18}{cells}")
+    lines.append("(chance level in parentheses)")
+    return "\n".join(lines)
+
+
+def evaluate(
+    model_uri: str, features_uri: str, config: EvalConfig, speech_uri: str | None = None
+) -> dict[str, Any]:
+    """Score the model on `config.split`. Returns `metrics`, `table`, `eval_set`, `images`,
+    `queries`, `run_id` and `version` (the registered version scored, or None)."""
+    version = registry.registered_version(model_uri)
+    model, vocab, audio = load_retriever(registry.resolve(model_uri))
+    modality = model.config.modality
+    evaluated = eval_set(
+        features_uri,
+        config.split,
+        modality,
+        speech_uri if modality == "speech" else None,
+        config.max_images,
+    )
+    heard = None
+    if modality == "speech":
+        heard = AudioFeatureConfig.model_validate(audio)
+        if config.seconds is not None:
+            heard = heard.model_copy(update={"seconds": config.seconds})
+    inputs = query_inputs(evaluated, modality, vocab, heard, model.config.max_tokens)
+    metrics, scores = retrieval_scores(model, evaluated["pooled"], inputs, relevance(evaluated))
+    name = eval_set_name(features_uri, evaluated)
+
+    tags = {"stage": "evaluate_retriever", "model_uri": model_uri, "modality": modality}
+    with tracking.start_run(config.experiment, tags=tags) as active:
+        tracking.log_config(config)
+        params = {"features_uri": features_uri, "eval_set": name, "speech_uri": speech_uri}
+        mlflow.log_params(params)
+        counts = {"images": len(evaluated["image_ids"]), "queries": len(evaluated["query_ids"])}
+        # MLflow refuses "@" in a name: R@10 is logged as R_10 (tracking.metric_key).
+        mlflow.log_metrics({tracking.metric_key(k): v for k, v in {**metrics, **counts}.items()})
+        mlflow.log_dict(rankings(evaluated, scores, config.rankings), RANKINGS)
+        result = {
+            "metrics": {k: v for k, v in metrics.items() if not k.startswith("chance.")},
+            "chance": {k[7:]: v for k, v in metrics.items() if k.startswith("chance.")},
+            "table": table(metrics, modality),
+            "eval_set": name,
+            **counts,
+            "run_id": active.info.run_id,
+            "version": None if version is None else str(version.version),
+        }
+        mlflow.log_dict(result, "evaluation.json")
+    if version is not None:
+        registry.record_score(version, metrics[SELECT_BY], name, SELECT_BY, version.name)
+    return result
+
+
+def dev_scores(
+    model: DualEncoder,
+    evaluated: dict[str, Any],
+    inputs: np.ndarray,
+) -> dict[str, float]:
+    """The trainer's dev metrics (no chance level: it does not change between epochs)."""
+    metrics, _ = retrieval_scores(model, evaluated["pooled"], inputs, relevance(evaluated))
+    return {k: v for k, v in metrics.items() if not k.startswith("chance.")}

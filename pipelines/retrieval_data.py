@@ -1,0 +1,269 @@
+"""The retrievers' data (docs/spec/retrieval.md): a features output's images and captions, and
+the clips that speak those captions.
+
+    FEATURES/features/*.parquet (records.FEATURES)  the images (their pooled CNN vector, every
+                                                    crop) and their caption records
+    SPEECH/clips/*.parquet (records.CLIP)           spoken captions: a synthesize_speech
+                                                    output, or an import's recorded speech
+
+A pair is an image and one of its captions (text), or an image and a clip speaking one of
+its captions (speech). A clip finds its image by its caption's id (a features row's id),
+else by its own `image_id`; a clip of a caption that is not in the split is not a pair of
+that split. Images are grouped by `image_id`, so the five captions of a photo are five
+positives of one image and never each other's negatives.
+
+Training rows (`train_examples`) stream through Ray Data; the images of the train split
+(their pooled vectors, every crop) are one object every task reads (a broadcast join: 5 KB
+an image and crop in float32, so a few GB for a million images; past that, a hash join of
+Ray Data's). Each example picks one of its image's crops at random (the spec's image
+augmentation, when the features job made augmented crops) and, for speech, computes the
+MFCCs of a random crop of the clip with SpecAugment (conceptual.speech.features); both
+change every epoch, since Ray Train reads the dataset anew each epoch.
+
+Evaluation sets (`eval_set`) are read on the driver: the split's images (centre crop), its
+queries (every caption, or every clip), and which image each query belongs to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import ray
+
+from conceptual import storage
+from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines.caption_features import feature_files
+from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
+from conceptual.speech.features import AudioFeatureConfig, clip_features
+
+Modality = Literal["speech", "text"]
+TRAIN_SPLIT = "train"
+
+
+def clip_files(speech_uri: str, allow_incomplete: bool = False) -> list[str]:
+    """The clips' Parquet files of a synthesize_speech or import output (clips/ inside) or
+    of the folder itself; the job must have finished unless `allow_incomplete`."""
+    folder = storage.output_part(speech_uri, "clips", allow_incomplete)
+    files = [f for f in storage.list_files(folder) if f.endswith(".parquet")]
+    if not files:
+        raise storage.StorageError(f"no clips under {speech_uri}")
+    return files
+
+
+def group_id(text: str) -> int:
+    """A 60-bit integer for a string (an image id, a caption): the match mask compares these."""
+    return int(hashlib.sha1(text.encode()).hexdigest()[:15], 16)
+
+
+def _read(uri: str, files: list[str], columns: list[str], where: pc.Expression) -> pa.Table:
+    fs, _ = storage.resolve(uri)
+    tables = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            tables.append(pq.read_table(f, columns=columns, filters=where))
+    return pa.concat_tables(tables)
+
+
+@dataclass
+class SplitImages:
+    """One split of a features output: its images (every crop) and its caption records."""
+
+    image_ids: list[str]  # in a stable order
+    pooled: np.ndarray  # (images, crops, channels) float32, the centre crop first
+    caption_image: dict[str, str]  # caption record id -> its image's id
+    captions: dict[str, str]  # caption record id -> caption
+
+    @property
+    def index(self) -> dict[str, int]:
+        return {image: i for i, image in enumerate(self.image_ids)}
+
+
+def split_images(features_uri: str, files: list[str], split: str) -> SplitImages:
+    columns = ["id", "image_id", "caption", "crop", "pooled"]
+    table = _read(features_uri, files, columns, pc.field("split") == split)
+    if table.num_rows == 0:
+        raise ValueError(f"no {split!r} rows in the features at {features_uri}")
+    if table["image_id"].null_count:
+        raise ValueError(
+            f"the features at {features_uri} have no image ids (made by an older features "
+            "job): run the features job again"
+        )
+    table = table.sort_by([("image_id", "ascending"), ("crop", "ascending"), ("id", "ascending")])
+    crops = pc.max(table["crop"]).as_py() + 1
+    by_image: dict[str, np.ndarray] = {}
+    caption_image, captions = {}, {}
+    pooled = pc.list_flatten(table["pooled"]).to_numpy().reshape(table.num_rows, -1)
+    for row, (record, image, caption, crop) in enumerate(
+        zip(*(table[c].to_pylist() for c in ("id", "image_id", "caption", "crop")))
+    ):
+        if image not in by_image:
+            by_image[image] = np.zeros((crops, pooled.shape[1]), dtype=np.float32)
+        by_image[image][crop] = pooled[row]  # the records of an image share its crops
+        if crop == 0:
+            caption_image[record], captions[record] = image, caption
+    image_ids = sorted(by_image)
+    return SplitImages(
+        image_ids, np.stack([by_image[i] for i in image_ids]), caption_image, captions
+    )
+
+
+def clips_of(speech_uri: str, images: SplitImages, allow_incomplete: bool = False) -> pa.Table:
+    """The clips (caption_id, image_id, caption, audio) whose caption or image is in the
+    split, each with the id of its image in `images`."""
+    columns = ["id", "caption_id", "image_id", "caption", "audio"]
+    table = _read(speech_uri, clip_files(speech_uri, allow_incomplete), columns, None)
+    known = set(images.image_ids)
+    image_of = [
+        images.caption_image.get(caption_id) or (image if image in known else None)
+        for caption_id, image in zip(table["caption_id"].to_pylist(), table["image_id"].to_pylist())
+    ]
+    table = table.set_column(
+        table.schema.get_field_index("image_id"), "image_id", pa.array(image_of, pa.string())
+    )
+    return table.filter(pc.is_valid(table["image_id"]))
+
+
+# ---------------------------------------------------------------- evaluation sets
+
+
+def eval_set(
+    features_uri: str,
+    split: str,
+    modality: Modality,
+    speech_uri: str | None = None,
+    max_images: int | None = None,
+    allow_incomplete: bool = False,
+) -> dict[str, Any]:
+    """A split as retrieval is scored on it: `image_ids` and `pooled` (images, channels; the
+    centre crop), the queries (`query_ids`, `captions`, and `audio` for speech) and
+    `query_image` (each query's image, an index into image_ids). `max_images` keeps the
+    first images in a stable order (and their queries)."""
+    images = split_images(features_uri, feature_files(features_uri, allow_incomplete), split)
+    keep = images.image_ids[:max_images]
+    index = {image: i for i, image in enumerate(keep)}
+    if modality == "speech":
+        if speech_uri is None:
+            raise ValueError("speech retrieval needs clips (--speech)")
+        clips = clips_of(speech_uri, images, allow_incomplete).sort_by("id")
+        query_ids, captions = clips["id"].to_pylist(), clips["caption"].to_pylist()
+        query_images, audio = clips["image_id"].to_pylist(), clips["audio"].to_pylist()
+    else:
+        query_ids = sorted(images.caption_image)
+        captions = [images.captions[q] for q in query_ids]
+        query_images, audio = [images.caption_image[q] for q in query_ids], None
+    wanted = [i for i, image in enumerate(query_images) if image in index]
+    if not wanted:
+        raise ValueError(f"no {modality} queries for the {split!r} images of {features_uri}")
+    return {
+        "split": split,
+        "image_ids": keep,
+        "pooled": images.pooled[: len(keep), 0],
+        "query_ids": [query_ids[i] for i in wanted],
+        "captions": [captions[i] for i in wanted],
+        "audio": None if audio is None else [audio[i] for i in wanted],
+        "query_image": np.array([index[query_images[i]] for i in wanted], dtype=np.int64),
+    }
+
+
+def relevance(eval_set: dict[str, Any]) -> np.ndarray:
+    """(queries, images) bool: which image each query belongs to."""
+    relevant = np.zeros((len(eval_set["query_ids"]), len(eval_set["image_ids"])), dtype=bool)
+    relevant[np.arange(len(relevant)), eval_set["query_image"]] = True
+    return relevant
+
+
+def query_inputs(
+    eval_set: dict[str, Any],
+    modality: Modality,
+    vocab: Vocabulary | None,
+    audio: AudioFeatureConfig | None,
+    max_tokens: int,
+) -> np.ndarray:
+    """The query tower's input for every query: MFCCs of the clip's start (no augmentation)
+    or token ids."""
+    if modality == "speech":
+        return np.stack([clip_features(a, audio) for a in eval_set["audio"]])
+    return vocab.encode_array(eval_set["captions"], max_tokens)
+
+
+# ---------------------------------------------------------------- training rows
+
+
+def train_captions(features_uri: str, files: list[str]) -> list[str]:
+    """The train split's captions, one per record (for the text tower's vocabulary)."""
+    where = (pc.field("split") == TRAIN_SPLIT) & (pc.field("crop") == 0)
+    return _read(features_uri, files, ["caption"], where)["caption"].to_pylist()
+
+
+def train_pairs(
+    features_uri: str,
+    files: list[str],
+    images: SplitImages,
+    speech_uri: str | None,
+    allow_incomplete: bool = False,
+) -> ray.data.Dataset:
+    """The train split's pairs as rows: `image_id`, `caption`, and `audio` for speech; in a
+    random order (the records of one photo sit together in the features files, and in-batch
+    negatives need a batch of many photos)."""
+    if speech_uri is not None:
+        clips = clips_of(speech_uri, images, allow_incomplete)
+        rows = ray.data.from_arrow(clips.select(["image_id", "caption", "audio"]))
+    else:
+        fs, _ = storage.resolve(features_uri)
+        rows = read_row_groups(fs, files, columns=["image_id", "caption", "split", "crop"])
+        keep = partial(_train_records, split=TRAIN_SPLIT)
+        rows = rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS)
+    return rows.random_shuffle()
+
+
+def _train_records(batch: pa.Table, split: str) -> pa.Table:
+    batch = batch.filter((pc.field("split") == split) & (pc.field("crop") == 0))
+    return batch.select(["image_id", "caption"])
+
+
+def train_examples(
+    pairs: ray.data.Dataset,
+    images: SplitImages,
+    modality: Modality,
+    query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
+    dtype: type = np.float32,
+) -> ray.data.Dataset:
+    """Pairs as the loss reads them: `image` (channels: a random crop's pooled vector),
+    `image_group` and `caption_group` (the match mask's ids), and the query tower's input
+    under the name `query_input` returns (`mfcc` or `tokens`)."""
+    shared = ray.put({"pooled": images.pooled, "index": images.index})
+    column = "mfcc" if modality == "speech" else "tokens"
+    examples = partial(
+        _examples, shared=(shared,), column=column, query_input=query_input, dtype=dtype
+    )
+    return pairs.map_batches(
+        examples, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
+    )
+
+
+def _examples(
+    batch: pa.Table,
+    shared: tuple[ray.ObjectRef],
+    column: str,
+    query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
+    dtype: type,
+) -> dict[str, np.ndarray]:
+    images = ray.get(shared[0])  # zero-copy from the local object store
+    rng = np.random.default_rng()  # a fresh draw every epoch
+    rows = np.array([images["index"][i] for i in batch["image_id"].to_pylist()], dtype=np.int64)
+    crops = rng.integers(images["pooled"].shape[1], size=len(rows))
+    captions = batch["caption"].to_pylist()
+    return {
+        "image": images["pooled"][rows, crops].astype(dtype),
+        "image_group": np.array([group_id(i) for i in batch["image_id"].to_pylist()]),
+        "caption_group": np.array([group_id(c) for c in captions]),
+        column: query_input(batch, rng),
+    }

@@ -1,0 +1,305 @@
+"""The dual encoder of docs/spec/retrieval.md: an image tower and a query tower (speech or
+text), weights not shared, whose embeddings' dot products score every image of a batch
+against every query; the masked margin softmax (MMS) and triplet losses over those scores;
+and Recall@k, with its chance level, for evaluation.
+
+- image:  an MLP over the pooled CNN vector (the features job's `pooled` column).
+- speech: the MFCC matrix as an image with 3 identical channels, through stride-2 conv
+          blocks, averaged over what is left of time and frequency.
+- text:   a pre-norm Transformer encoder (or an LSTM) over the token ids, averaged over the
+          tokens that are not padding.
+
+With `normalize` (the default) both embeddings are L2-normalized and their dot product is
+multiplied by a learned scale, as in CLIP: cosines alone, within [-1, 1], are too flat for a
+softmax over the batch, and a free dot product lets the towers grow their norms instead of
+their agreement. `normalize=False` gives the spec's plain dot product.
+
+    model = DualEncoder(RetrieverConfig(modality="speech", image_dim=1280))
+    scores = model(features, mfcc)                    # (B, B): image i against query j
+    loss = mms_loss(scores, match_mask(image_ids), margin_at(step))
+    recall_at_k(query_embeddings @ image_embeddings.T, relevant)   # {1: ..., 5: ..., ...}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import ConfigDict, model_validator
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from conceptual.config import Config
+from conceptual.models.vocab import PAD
+
+KS = (1, 5, 10, 50, 100)
+# The learned scale of normalized scores starts where CLIP's does and is capped like CLIP's:
+# past 100 the softmax over a batch is nearly one-hot and training becomes unstable.
+INITIAL_SCALE, MAX_SCALE = 10.0, 100.0
+# recall_at_k ranks this many queries at a time: 1024 x 10,000 targets is about 60 MB.
+QUERY_CHUNK = 1024
+
+
+class RetrieverSettings(Config):
+    """The model's shape and regularization: the `model.*` keys of the training config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    embed_dim: int = 512  # the paper's 1536; smaller by default for training on CPUs
+    normalize: bool = True  # cosine scores times a learned scale; False: plain dot product
+    image_hidden: int = 1024  # the image MLP's hidden width
+    speech_channels: list[int] = [32, 64, 128, 256]  # one stride-2 conv block each
+    text_architecture: Literal["transformer", "lstm"] = "transformer"
+    text_d_model: int = 256
+    text_layers: int = 2
+    text_heads: int = 4  # transformer only
+    max_tokens: int = 32  # the longest token sequence the text tower reads
+    dropout: float = 0.1
+
+
+class RetrieverConfig(RetrieverSettings):
+    """The settings and what the data decides: the query modality and the input sizes."""
+
+    modality: Literal["speech", "text"]
+    image_dim: int  # the pooled CNN vector's size (1280 for EfficientNet-Lite0)
+    n_mfcc: int = 128  # speech: MFCC rows
+    frames: int = 351  # speech: MFCC columns, 1 + seconds * 100
+    vocab_size: int = 0  # text: len(Vocabulary)
+
+    @model_validator(mode="after")
+    def _text_needs_a_vocabulary(self) -> RetrieverConfig:
+        if self.modality == "text" and self.vocab_size <= PAD:
+            raise ValueError("a text retriever needs vocab_size (the vocabulary's length)")
+        return self
+
+
+class ImageTower(nn.Module):
+    """features (B, image_dim) -> (B, embed_dim). The CNN's features are precomputed, so this
+    MLP is all the image side learns."""
+
+    def __init__(self, config: RetrieverConfig):
+        super().__init__()
+        self.mlp = nn.Sequential(
+            nn.Linear(config.image_dim, config.image_hidden),
+            nn.ReLU(),
+            nn.Dropout(config.dropout),
+            nn.Linear(config.image_hidden, config.embed_dim),
+        )
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.mlp(features)
+
+
+class SpeechTower(nn.Module):
+    """mfcc (B, n_mfcc, frames) -> (B, embed_dim).
+
+    Each matrix is first standardized by its own mean and standard deviation, taken over the
+    whole matrix. MFCC scales differ by coefficient (the 0th, the log energy, is tens of times
+    the others), yet per-coefficient standardization would erase what each coefficient's
+    level says (loudness, the average spectral envelope) and would turn the SpecAugment masks,
+    filled with the matrix mean (conceptual.speech.features), into a different value in every
+    row; with one mean for the matrix they become exactly 0. The first BatchNorm rescales
+    what the convolutions make of the rows. Standardizing per example, rather than with the
+    training set's statistics, also keeps clips of different loudness and speakers alike."""
+
+    def __init__(self, config: RetrieverConfig):
+        super().__init__()
+        blocks: list[nn.Module] = []
+        channels = 3  # the spec's 3 stacked copies, so an image CNN's layout fits unchanged
+        for width in config.speech_channels:
+            blocks += [
+                nn.Conv2d(channels, width, 3, stride=2, padding=1, bias=False),  # BN has the bias
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
+            ]
+            channels = width
+        self.convs = nn.Sequential(*blocks)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(channels, config.embed_dim)
+
+    def forward(self, mfcc: Tensor) -> Tensor:
+        var, mean = torch.var_mean(mfcc, dim=(1, 2), correction=0, keepdim=True)
+        x = (mfcc - mean) * torch.rsqrt(var + 1e-5)  # a constant matrix (silence) becomes 0
+        x = self.convs(x.unsqueeze(1).expand(-1, 3, -1, -1))
+        return self.out(self.dropout(x.mean(dim=(2, 3))))
+
+
+class TextTower(nn.Module):
+    """tokens (B, T) int64, T <= max_tokens, padded at the end with PAD -> (B, embed_dim)."""
+
+    def __init__(self, config: RetrieverConfig):
+        super().__init__()
+        d = config.text_d_model
+        self.max_tokens = config.max_tokens
+        self.embed = nn.Embedding(config.vocab_size, d, padding_idx=PAD)
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder: nn.TransformerEncoder | nn.LSTM
+        if config.text_architecture == "transformer":
+            self.positions = nn.Parameter(torch.randn(config.max_tokens, d) * 0.02)
+            layer = nn.TransformerEncoderLayer(
+                d, config.text_heads, 4 * d, config.dropout, batch_first=True, norm_first=True
+            )
+            # Pre-norm layers leave their output unnormalized: the last LayerNorm does it.
+            # Nested tensors (which skip padding) are unavailable with norm_first anyway.
+            self.encoder = nn.TransformerEncoder(
+                layer, config.text_layers, norm=nn.LayerNorm(d), enable_nested_tensor=False
+            )
+        else:
+            between = config.dropout if config.text_layers > 1 else 0.0
+            self.encoder = nn.LSTM(d, d, config.text_layers, batch_first=True, dropout=between)
+        self.out = nn.Linear(d, config.embed_dim)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        length = tokens.shape[1]
+        if length > self.max_tokens:
+            raise ValueError(f"{length} tokens; the text tower reads at most {self.max_tokens}")
+        keep = tokens != PAD
+        x = self.embed(tokens)
+        if isinstance(self.encoder, nn.LSTM):
+            # Packed, so the padding never enters the recurrent state.
+            lengths = keep.sum(dim=1).clamp(min=1).cpu()
+            packed = pack_padded_sequence(
+                self.dropout(x), lengths, batch_first=True, enforce_sorted=False
+            )
+            x, _ = pad_packed_sequence(
+                self.encoder(packed)[0], batch_first=True, total_length=length
+            )
+        else:
+            x = self.encoder(self.dropout(x + self.positions[:length]), src_key_padding_mask=~keep)
+        pooled = (x * keep.unsqueeze(-1)).sum(dim=1) / keep.sum(dim=1, keepdim=True).clamp(min=1)
+        return self.out(self.dropout(pooled))
+
+
+class DualEncoder(nn.Module):
+    def __init__(self, config: RetrieverConfig):
+        super().__init__()
+        self.config = config
+        self.image = ImageTower(config)
+        self.query: SpeechTower | TextTower
+        if config.modality == "speech":
+            self.query, self.query_input = SpeechTower(config), "mfcc"
+        else:
+            self.query, self.query_input = TextTower(config), "tokens"
+        if config.normalize:
+            # The log, as in CLIP, so the scale stays positive and moves by ratios.
+            self.log_scale = nn.Parameter(torch.tensor(math.log(INITIAL_SCALE)))
+
+    def forward(self, features: Tensor, queries: Tensor) -> Tensor:
+        """The batch's (B, B) scores. Training goes through here so that a DistributedDataParallel
+        wrapper sees the step; evaluation embeds each side on its own."""
+        return self.scores(self.embed_images(features), self.embed_queries(queries))
+
+    def embed_images(self, features: Tensor) -> Tensor:
+        return self._finish(self.image(features))
+
+    def embed_queries(self, queries: Tensor) -> Tensor:
+        """Speech: MFCCs (B, n_mfcc, frames); text: token ids (B, T)."""
+        return self._finish(self.query(queries))
+
+    def _finish(self, embeddings: Tensor) -> Tensor:
+        return F.normalize(embeddings, dim=-1) if self.config.normalize else embeddings
+
+    def scores(self, images: Tensor, queries: Tensor) -> Tensor:
+        """Z (B_img, B_query) from embeddings: Z_ij = image i . query j (times the scale)."""
+        z = images @ queries.T
+        if self.config.normalize:
+            # Capped in the forward pass: past the cap the scale gets no gradient and stays.
+            z = z * self.log_scale.clamp(max=math.log(MAX_SCALE)).exp()
+        return z
+
+
+def match_mask(image_groups: Tensor, caption_groups: Tensor | None = None) -> Tensor:
+    """The spec's M as a bool (B, B): True (1) where image i and query j are a valid negative
+    pair, False (0) where they share an image or, given caption groups, a caption (the same
+    text twice in the batch). Symmetric, with a False diagonal."""
+    same = image_groups[:, None] == image_groups[None, :]
+    if caption_groups is not None:
+        same |= caption_groups[:, None] == caption_groups[None, :]
+    return ~same
+
+
+def mms_loss(scores: Tensor, mask: Tensor, margin: float) -> Tensor:
+    """The spec's L_MMS = L_xy + L_yx: a softmax cross-entropy over each row (an image among
+    the queries) and each column (a query among the images), the positive on the diagonal
+    lowered by the margin, the entries that M marks as matches left out."""
+    positive = torch.eye(len(scores), dtype=torch.bool, device=scores.device)
+    logits = torch.where(positive, scores - margin, scores.masked_fill(~mask.bool(), float("-inf")))
+    target = torch.arange(len(scores), device=scores.device)
+    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
+
+
+def triplet_loss(
+    scores: Tensor, mask: Tensor, margin: float, generator: torch.Generator | None = None
+) -> Tensor:
+    """The spec's L_T, divided by B (the mean over the batch, so its scale does not depend on
+    B): for each pair k, one negative query m drawn uniformly where M_km = 1 and one negative
+    image n where M_nk = 1, each hinged against Z_kk. A row or column with no valid negative
+    adds 0."""
+    valid = mask.bool()
+    positive = scores.diagonal()
+    k = torch.arange(len(scores), device=scores.device)
+    device = generator.device if generator is not None else scores.device
+
+    def draw(dim: int) -> Tensor:
+        # Uniform priorities, every invalid entry below every valid one: the argmax is a
+        # uniformly drawn valid negative (or an invalid one, zeroed below, when none is).
+        priorities = torch.rand(scores.shape, generator=generator, device=device)
+        return priorities.to(scores.device).masked_fill(~valid, -1.0).argmax(dim=dim)
+
+    rows = F.relu(scores[k, draw(1)] - positive + margin) * valid.any(dim=1)
+    columns = F.relu(scores[draw(0), k] - positive + margin) * valid.any(dim=0)
+    return (rows + columns).mean()
+
+
+def margin_at(step: int, start: float = 0.001, growth: float = 1.002, every: int = 1000) -> float:
+    """The spec's growing margin: `start`, multiplied by `growth` every `every` steps."""
+    return start * growth ** (step // every)
+
+
+def recall_at_k(
+    scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor, ks: Sequence[int] = KS
+) -> dict[int, float]:
+    """The fraction of queries with a relevant target among their top k, for each k.
+
+    scores (Q, T) query by target; relevant (Q, T) bool, at least one per query. A query's
+    rank is the number of irrelevant targets scoring at least as high as its best relevant
+    one: ties count against the query, so a model that scores everything alike gets chance,
+    not perfect, recall. Found at k means rank < k (so always, when k > T - relevant)."""
+    scores = torch.as_tensor(scores)
+    relevant = torch.as_tensor(relevant, device=scores.device).bool()
+    if scores.shape != relevant.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and relevant {tuple(relevant.shape)}")
+    if not relevant.any(dim=1).all():
+        raise ValueError("every query needs at least one relevant target")
+    if scores.isnan().any():
+        raise ValueError("scores contain NaN (a NaN would rank its relevant target first)")
+    ranks = []
+    for start in range(0, len(scores), QUERY_CHUNK):
+        chunk, hits = scores[start : start + QUERY_CHUNK], relevant[start : start + QUERY_CHUNK]
+        best = chunk.masked_fill(~hits, float("-inf")).amax(dim=1, keepdim=True)
+        ranks.append(((chunk >= best) & ~hits).sum(dim=1))
+    rank = torch.cat(ranks)
+    return {k: (rank < k).double().mean().item() for k in ks}
+
+
+def chance_recall(relevant: np.ndarray | Tensor, ks: Sequence[int] = KS) -> dict[int, float]:
+    """recall_at_k's expected value under a uniformly random ranking: a query with r of T
+    targets relevant misses at k with probability C(T-r, k) / C(T, k), computed exactly as
+    the product over i < k of (T-r-i) / (T-i)."""
+    relevant = np.asarray(relevant, dtype=bool)
+    n_targets = relevant.shape[1]
+    counts, queries = np.unique(relevant.sum(axis=1), return_counts=True)
+    if counts[0] == 0:
+        raise ValueError("every query needs at least one relevant target")
+    out = {}
+    for k in ks:
+        i = np.arange(min(k, n_targets))
+        missed = np.array(
+            [np.prod(np.clip(n_targets - r - i, 0, None) / (n_targets - i)) for r in counts]
+        )
+        out[k] = float(((1 - missed) * queries).sum() / len(relevant))
+    return out

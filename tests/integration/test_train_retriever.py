@@ -1,0 +1,176 @@
+"""Retriever training on a local Ray (text with one worker, speech with two workers gathering
+each other's negatives while one of them dies and the run resumes), then the jobs around it:
+register, evaluate, the champion rule. The data is made up so that a tiny model learns it in
+a few epochs: four kinds of image, each with its own feature centre, its own captions and
+its own tone in the spoken captions."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conceptual.records import CLIP, FEATURES
+
+pytestmark = pytest.mark.integration
+
+CHANNELS = 16
+KINDS = [
+    ("a dog on the grass", "a brown dog running on the grass", 300.0),
+    ("a cat on the sofa", "a small cat sleeping on the sofa", 600.0),
+    ("a boat on the lake", "a white boat sailing on the lake", 1200.0),
+    ("a car on the road", "a red car driving on the road", 2400.0),
+]
+IMAGES_PER_KIND, VAL_IMAGES_PER_KIND = 8, 2
+
+
+def tone(hz: float, rng: np.random.Generator, seconds: float = 1.0) -> bytes:
+    from conceptual.speech.audio import SAMPLE_RATE, encode_flac
+
+    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    samples = 0.3 * np.sin(2 * np.pi * hz * t) + 0.01 * rng.normal(size=t.size)
+    return encode_flac(samples.astype(np.float32))
+
+
+def write_data(directory) -> tuple[str, str]:
+    """A features output (32 images x 2 captions; 24 images train, 8 val) and a speech
+    output with a clip of every caption. Returns their URIs."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(len(KINDS), CHANNELS))
+    features, clips = [], []
+    for kind, (*captions, hz) in enumerate(KINDS):
+        for image in range(IMAGES_PER_KIND):
+            image_id = hashlib.sha1(f"{kind}-{image}".encode()).hexdigest()
+            pooled = (centres[kind] + 0.3 * rng.normal(size=CHANNELS)).astype(np.float32)
+            split = "val" if image < VAL_IMAGES_PER_KIND else "train"
+            for n, caption in enumerate(captions):
+                record = {"id": f"{kind}-{image}-{n}", "split": split, "caption": caption}
+                features.append({**record, "image_id": image_id, "crop": 0, "pooled": pooled})
+                clips.append(
+                    {
+                        "id": f"clip-{kind}-{image}-{n}",
+                        "caption_id": record["id"],
+                        "image_id": image_id,
+                        "caption": caption,
+                        "split": split,
+                        "audio": tone(hz * (1 + 0.02 * n), rng),
+                    }
+                )
+    for name, part, rows, schema in (
+        ("features", "features", features, FEATURES),
+        ("speech", "clips", clips, CLIP),
+    ):
+        (directory / name / part).mkdir(parents=True)
+        table = pa.Table.from_pylist(rows, schema=schema)
+        pq.write_table(table, directory / name / part / "part-0.parquet", row_group_size=16)
+        (directory / name / "_SUCCESS").write_text("{}")  # written last, as the jobs do
+    return str(directory / "features"), str(directory / "speech")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> tuple[str, str]:
+    return write_data(tmp_path_factory.mktemp("retrieval"))
+
+
+def tiny_config(**overrides):
+    from conceptual.pipelines.train_retriever import RetrieverTrainConfig
+
+    settings = {
+        "model": {
+            "embed_dim": 32,
+            "image_hidden": 32,
+            "speech_channels": [8, 16],
+            "text_d_model": 32,
+            "text_layers": 1,
+            "text_heads": 2,
+            "max_tokens": 12,
+            "dropout": 0.0,
+        },
+        "audio": {"seconds": 1.0, "n_mfcc": 32, "n_mels": 32, "time_mask": 10, "freq_mask": 4},
+        "min_count": 1,
+        "lr": 0.003,
+        "batch_size": 8,
+        "epochs": 4,
+        "cpus_per_worker": 0.5,
+        "max_failures": 1,
+        "experiment": "test-retrieval",
+    }
+    return RetrieverTrainConfig(**{**settings, **overrides})
+
+
+def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home, data):
+    from mlflow import MlflowClient
+
+    from conceptual import registry
+    from conceptual.models.saving import load_retriever
+    from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
+    from conceptual.pipelines.train_retriever import model_name, publish, train
+
+    features_uri, _ = data
+    config = tiny_config(modality="text", loss="mms")
+    result = train(features_uri, config)
+
+    history = result["history"]
+    assert [h["epoch"] for h in history] == [0, 1, 2, 3]
+    assert history[-1]["loss"] < history[0]["loss"]
+    # 8 val images of 4 kinds: a caption's own image is one of 2 that fit it, so R@1 of a
+    # model that learned the kinds is about 1/2; chance R@1 is 1/8.
+    assert result["best"]["text_to_image.R@1"] > 0.3
+    assert result["best"]["mean_R@10"] == max(h["mean_R@10"] for h in history)
+
+    run = MlflowClient().get_run(result["run_id"])
+    assert {"loss", "text_to_image.R_1", "image_to_text.R_10", "mean_R_10"} <= set(run.data.metrics)
+    assert run.data.params["model.text_architecture"] == "transformer"
+    assert "model.speech_channels" not in run.data.params  # the other modality's keys
+    model, vocab, audio = load_retriever(result["model_dir"])
+    assert model.config.modality == "text" and "dog" in vocab.tokens and audio is None
+
+    decision = publish(result, config)
+    assert decision["promoted"] and decision["reason"] == "first_champion"
+    champion = f"models:/{model_name('text')}@{registry.CHAMPION}"
+    evaluated = evaluate(
+        champion, features_uri, EvalConfig(split="val", experiment="test-retrieval")
+    )
+    # The same model on the same set as its dev scoring: the same numbers, chance beside.
+    assert evaluated["metrics"]["mean_R@10"] == pytest.approx(result["best"]["mean_R@10"])
+    assert evaluated["chance"]["text_to_image.R@1"] == pytest.approx(1 / 8)
+    assert evaluated["eval_set"] == result["eval_set"]
+    logged = MlflowClient().get_run(evaluated["run_id"]).data.metrics
+    assert {
+        f"{d}.R_{k}" for d in ("text_to_image", "image_to_text") for k in (1, 5, 10, 50, 100)
+    } <= set(logged)
+    assert "chance.image_to_text.R_5" in logged
+    version = registry.champion_version(model_name("text"))
+    assert version.tags[registry.score_tag(result["eval_set"], "mean_R@10")]
+
+
+def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
+    ray_local, platform_home, data, tmp_path, monkeypatch
+):
+    from conceptual.pipelines import training
+    from conceptual.pipelines.train_retriever import train
+
+    features_uri, speech_uri = data
+    marker = tmp_path / "failed-once"
+    monkeypatch.setenv(training.FAIL_AT_EPOCH_ENV, "1")
+    monkeypatch.setenv(training.FAIL_MARKER_ENV, str(marker))
+    config = tiny_config(modality="speech", loss="mms", workers=2, epochs=3)
+    result = train(features_uri, config, speech_uri)
+
+    assert marker.exists()  # a worker did die in epoch 1
+    history = result["history"]
+    assert sorted({h["epoch"] for h in history}) == [0, 1, 2]
+    assert all(math.isfinite(h["loss"]) for h in history)
+    assert "speech_to_image.R@10" in result["best"] and "image_to_speech.R@10" in result["best"]
+
+
+def test_speech_without_clips_is_refused(data):
+    from conceptual.pipelines.train_retriever import train
+
+    features_uri, _ = data
+    with pytest.raises(ValueError, match="--speech"):
+        train(features_uri, tiny_config(modality="speech"))
