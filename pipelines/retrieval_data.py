@@ -88,10 +88,15 @@ class SplitImages:
 
 def split_images(features_uri: str, files: list[str], split: str) -> SplitImages:
     columns = ["id", "image_id", "caption", "crop", "pooled"]
-    table = _read(features_uri, files, columns, pc.field("split") == split)
-    if table.num_rows == 0:
+    fs, _ = storage.resolve(features_uri)
+    with fs.open_input_file(files[0]) as f:
+        has_image_ids = "image_id" in pq.read_schema(f).names
+    table = (
+        _read(features_uri, files, columns, pc.field("split") == split) if has_image_ids else None
+    )
+    if table is not None and table.num_rows == 0:
         raise ValueError(f"no {split!r} rows in the features at {features_uri}")
-    if table["image_id"].null_count:
+    if table is None or table["image_id"].null_count:
         raise ValueError(
             f"the features at {features_uri} have no image ids (made by an older features "
             "job): run the features job again"

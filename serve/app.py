@@ -1,14 +1,22 @@
 """The captioning service on Ray Serve: a FastAPI ingress (`Api`) in front of the model
-deployments (today the champion captioner, conceptual.serve.captioner_deployment).
+deployments: the champion captioner (conceptual.serve.captioner_deployment) and, opt-in
+(`ServeConfig.retrievers`), the champion retrievers with their indexes
+(conceptual.serve.retriever_deployment).
 
     serve run serve/config.yaml                  # import_path conceptual.serve.app:build_app
     url = start(ServeConfig(), port=8000)        # from Python: http://127.0.0.1:8000
 
 Routes: POST /v1/captions, GET /v1/models, GET /healthz, GET /readyz, and FastAPI's /docs
-and /openapi.json. The ingress checks what it can without the model (sizes, parameters,
-the multipart form) and forwards the image bytes; decoding and the model run in the model
-replicas. A retrieval model joins as one more deployment: one more handle for `Api`, a
-route in `make_api`, and its status in `model_statuses`.
+and /openapi.json; with retrievers, POST /v1/search/images (a text query as JSON
+{"text": ..., "k": ...} via the text retriever, or an audio query as the raw body, audio/wav,
+audio/flac or audio/mpeg, or the form field `audio`, via the speech retriever; ?k=) and
+POST /v1/search/captions (an image, as /v1/captions takes it, via the text retriever). The
+ingress checks what it can without the model (sizes, parameters, media types, the multipart
+form, the text) and forwards the bytes; decoding and the models run in the model replicas.
+Search errors beyond schema.py's table: 415 unsupported_media_type (a query that is neither
+JSON nor audio), 400 bad_json, missing_audio, empty_audio, 413 text_too_long, 422
+bad_parameter (k, an empty text), 501 not_enabled (a retriever this service does not run);
+the replicas' own are in retriever_deployment.py.
 
 Hostile clients: a body must arrive whole within `body_timeout_s` (408 after), and at most
 `max_concurrent_uploads` bodies are received at once (503 `busy` beyond), fewer than the
@@ -25,12 +33,12 @@ import logging
 import threading
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from python_multipart import MultipartParser
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import parse_options_header
@@ -44,6 +52,13 @@ from starlette.requests import ClientDisconnect
 from conceptual.config import Config
 from conceptual.runtime import init_ray
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.serve.retriever_deployment import (
+    DEPLOYMENT_NAMES,
+    CaptionSearchResponse,
+    ImageSearchResponse,
+    RetrievalSettings,
+    RetrieverDeployment,
+)
 from conceptual.serve.schema import (
     ApiError,
     CaptionResponse,
@@ -61,6 +76,12 @@ logger = logging.getLogger("ray.serve")
 
 APP_NAME = "captioning"
 IMAGE_FIELD = "image"  # the form field holding the image in a multipart request
+AUDIO_FIELD = "audio"  # the form field holding a spoken query
+# Audio media types a spoken query may be sent as (libsndfile decodes them).
+AUDIO_TYPES = frozenset(
+    {"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave", "audio/flac", "audio/x-flac",
+     "audio/mpeg", "audio/mp3"}
+)  # fmt: skip
 # The image and a few other fields at most; thousands of tiny parts only burn CPU.
 MAX_FORM_PARTS = 8
 
@@ -77,19 +98,33 @@ class ServeConfig(Config):
     # Bodies received at once by one ingress replica; more get 503 `busy`. Keep it below
     # the Api deployment's max_ongoing_requests, so slow uploads never hold every slot.
     max_concurrent_uploads: int = Field(96, ge=1)
+    # Opt-in search: the retrievers to run (each needs a champion with an index to be ready).
+    retrievers: list[Literal["text", "speech"]] = []
+    retrieval: RetrievalSettings = RetrievalSettings()
 
     @model_validator(mode="after")
     def _default_beam_is_allowed(self) -> "ServeConfig":
         if self.default_beam > self.max_beam:
             raise ValueError(f"default_beam {self.default_beam} > max_beam {self.max_beam}")
+        if len(set(self.retrievers)) != len(self.retrievers):
+            raise ValueError(f"retrievers {self.retrievers} names one twice")
         return self
 
 
-# --- reading the image out of a request ----------------------------------------------------
+class TextQuery(BaseModel):
+    """The JSON body of a text search."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="what the images should show")
+    k: int | None = Field(None, description="how many images (default: the query parameter's)")
+
+
+# --- reading the image (or audio, or JSON) out of a request -------------------------------
 
 
 class RawBody:
-    """A body that is the image itself."""
+    """A body that is the image (or audio, or JSON) itself."""
 
     def __init__(self) -> None:
         self.data = bytearray()
@@ -97,16 +132,18 @@ class RawBody:
     def write(self, chunk: bytes) -> None:
         self.data += chunk
 
-    def image(self) -> bytes:
+    def value(self) -> bytes:
         return bytes(self.data)
 
 
-class FormImage:
-    """The field IMAGE_FIELD of a multipart/form-data body, parsed as the body streams in
-    (python-multipart): other fields are skipped, not kept, part headers are bounded by the
-    parser, and a form is refused as soon as its part MAX_FORM_PARTS + 1 begins."""
+class FormField:
+    """The field `field` (IMAGE_FIELD, AUDIO_FIELD) of a multipart/form-data body, parsed as
+    the body streams in (python-multipart): other fields are skipped, not kept, part headers
+    are bounded by the parser, and a form is refused as soon as its part MAX_FORM_PARTS + 1
+    begins."""
 
-    def __init__(self, content_type: str):
+    def __init__(self, content_type: str, field: str = IMAGE_FIELD):
+        self.field = field
         _, params = parse_options_header(content_type)
         boundary = params.get(b"boundary")
         if not boundary:
@@ -135,11 +172,13 @@ class FormImage:
         except FormParserError as error:
             raise ApiError(400, "bad_multipart", "the multipart form is malformed") from error
 
-    def image(self) -> bytes:
+    def value(self) -> bytes:
         if not self.complete:
             raise ApiError(400, "bad_multipart", "the form ends before its closing boundary")
         if not self.found:
-            raise ApiError(400, "missing_image", f"the form has no field named {IMAGE_FIELD!r}")
+            raise ApiError(
+                400, f"missing_{self.field}", f"the form has no field named {self.field!r}"
+            )
         return bytes(self.data)
 
     def _part_begins(self) -> None:
@@ -150,8 +189,8 @@ class FormImage:
     def _header_ends(self) -> None:
         if self.header_name.lower() == b"content-disposition":
             _, params = parse_options_header(bytes(self.header_value))
-            # The first field named IMAGE_FIELD is the image; a repeated one is skipped.
-            self.in_image = params.get(b"name") == IMAGE_FIELD.encode() and not self.found
+            # The first field named `field` is the value; a repeated one is skipped.
+            self.in_image = params.get(b"name") == self.field.encode() and not self.found
         self.header_name.clear()
         self.header_value.clear()
 
@@ -167,7 +206,7 @@ class FormImage:
         self.complete = True
 
 
-async def read_body(request: Request, limit: int, sink: RawBody | FormImage) -> None:
+async def read_body(request: Request, limit: int, sink: RawBody | FormField) -> None:
     """Streams the body into `sink`, refused with 413 as soon as it is known to exceed
     `limit` bytes: by its Content-Length, else (chunked uploads) by counting."""
     declared = request.headers.get("content-length", "")
@@ -185,29 +224,73 @@ async def read_body(request: Request, limit: int, sink: RawBody | FormImage) -> 
         raise ApiError(400, "incomplete_body", "the connection closed mid-body") from error
 
 
-async def image_bytes(request: Request, config: ServeConfig, uploads: asyncio.Semaphore) -> bytes:
-    """The encoded image: the raw body, or the form field IMAGE_FIELD of a multipart body,
-    received within `config.body_timeout_s` while holding one of the `uploads` slots."""
+def media_type(request: Request) -> str:
+    """The Content-Type without its parameters, lowercased."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+async def upload(
+    request: Request,
+    config: ServeConfig,
+    uploads: asyncio.Semaphore,
+    field: str = IMAGE_FIELD,
+    limit: int | None = None,
+) -> bytes:
+    """The body, or the form field `field` of a multipart body, of at most `limit` bytes
+    (default `config.max_body_bytes`), received within `config.body_timeout_s` while
+    holding one of the `uploads` slots."""
     content_type = request.headers.get("content-type", "")
-    multipart = content_type.lower().startswith("multipart/form-data")
-    sink = FormImage(content_type) if multipart else RawBody()
+    multipart = media_type(request) == "multipart/form-data"
+    sink = FormField(content_type, field) if multipart else RawBody()
     if uploads.locked():  # refused at once: waiting would hold an ingress slot
         raise ApiError(503, "busy", "too many uploads in progress; retry")
     async with uploads:
         try:
             await asyncio.wait_for(
-                read_body(request, config.max_body_bytes, sink), config.body_timeout_s
+                read_body(request, limit or config.max_body_bytes, sink), config.body_timeout_s
             )
         except asyncio.TimeoutError as error:
             raise ApiError(
                 408, "body_timeout", f"the body did not arrive within {config.body_timeout_s} s"
             ) from error
-    body = sink.image()
+    return sink.value()
+
+
+async def image_bytes(request: Request, config: ServeConfig, uploads: asyncio.Semaphore) -> bytes:
+    """The encoded image: the raw body, or the form field IMAGE_FIELD of a multipart body."""
+    body = await upload(request, config, uploads)
     if not body:
         raise ApiError(
             400, "empty_body", f"send an image as the body, or as the form field {IMAGE_FIELD!r}"
         )
     return body
+
+
+async def text_query(
+    request: Request, config: ServeConfig, uploads: asyncio.Semaphore
+) -> TextQuery:
+    """The JSON body of a text search, its text checked (422 empty, 413 too long)."""
+    settings = config.retrieval
+    body = await upload(request, config, uploads, limit=settings.max_text_bytes)
+    try:
+        query = TextQuery.model_validate_json(body)
+    except ValidationError as error:
+        if any(problem["type"] == "json_invalid" for problem in error.errors()):
+            raise ApiError(400, "bad_json", "the body is not valid JSON") from error
+        problems = "; ".join(
+            f"{'.'.join(map(str, problem['loc'])) or 'body'}: {problem['msg']}"
+            for problem in error.errors()
+        )
+        raise ApiError(422, "bad_parameter", problems) from error
+    if not query.text.strip():
+        raise ApiError(422, "bad_parameter", "text: the query text is empty")
+    if len(query.text) > settings.max_text_chars:
+        raise ApiError(
+            413, "text_too_long", f"the text is over {settings.max_text_chars} characters"
+        )
+    if query.k is not None and not 1 <= query.k <= settings.max_k:
+        raise ApiError(422, "bad_parameter", f"k: must be within 1..{settings.max_k}")
+    return query
 
 
 # --- talking to the model deployments ------------------------------------------------------
@@ -258,17 +341,48 @@ def image_body(max_bytes: int) -> dict[str, Any]:
     }
 
 
-def make_api(config: ServeConfig, captioner: DeploymentHandle) -> FastAPI:
+def search_body(max_bytes: int, max_text_bytes: int) -> dict[str, Any]:
+    """The OpenAPI request body of POST /v1/search/images: JSON text, or audio."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    form = {
+        "type": "object",
+        "required": [AUDIO_FIELD],
+        "properties": {AUDIO_FIELD: {"type": "string", "format": "binary"}},
+    }
+    return {
+        "requestBody": {
+            "required": True,
+            "description": f"a text query as JSON (at most {max_text_bytes} bytes), or a "
+            f"spoken one (WAV, FLAC, MP3; at most {max_bytes} bytes) as the raw body or as "
+            f"the form field {AUDIO_FIELD!r}",
+            "content": {
+                "application/json": {"schema": TextQuery.model_json_schema()},
+                **{media: binary for media in ("audio/wav", "audio/flac", "audio/mpeg")},
+                "multipart/form-data": {"schema": form},
+            },
+        }
+    }
+
+
+def make_api(
+    config: ServeConfig,
+    captioner: DeploymentHandle,
+    retrievers: Mapping[str, DeploymentHandle] | None = None,
+) -> FastAPI:
+    """The routes; `retrievers` holds a handle per modality in `config.retrievers`."""
     api = FastAPI(
         title="conceptual captioning",
         version="1",
-        description="Captions for images from the registry's champion captioner.",
+        description="Captions for images from the registry's champion captioner, and "
+        "(when enabled) image and caption search with the champion retrievers.",
     )
     add_error_handlers(api)
     uploads = asyncio.Semaphore(config.max_concurrent_uploads)  # bodies being received
+    retrievers = retrievers or {}
 
     async def model_statuses() -> list[ModelStatus]:
-        return [await answer(captioner.status.remote())]
+        handles = [captioner, *retrievers.values()]
+        return list(await asyncio.gather(*(answer(h.status.remote()) for h in handles)))
 
     @api.post(
         "/v1/captions",
@@ -299,6 +413,9 @@ def make_api(config: ServeConfig, captioner: DeploymentHandle) -> FastAPI:
         response.headers["X-Batch-Size"] = str(captioned.batch_size)
         return captioned.response
 
+    if retrievers:
+        add_search_routes(api, config, retrievers, uploads)
+
     @api.get("/v1/models", response_model=ModelsResponse, responses=error_responses(503))
     async def models() -> ModelsResponse:
         """What is served: registered name, version, alias, tags and metrics."""
@@ -326,6 +443,64 @@ def make_api(config: ServeConfig, captioner: DeploymentHandle) -> FastAPI:
         return JSONResponse(readiness.model_dump(), status_code=200 if readiness.ready else 503)
 
     return api
+
+
+def add_search_routes(
+    api: FastAPI,
+    config: ServeConfig,
+    retrievers: Mapping[str, DeploymentHandle],
+    uploads: asyncio.Semaphore,
+) -> None:
+    """POST /v1/search/images and /v1/search/captions (conceptual.serve.retriever_deployment)."""
+    settings = config.retrieval
+    k_query = Annotated[
+        int | None,
+        Query(ge=1, le=settings.max_k, description=f"how many (default {settings.default_k})"),
+    ]
+
+    def retriever(modality: str) -> DeploymentHandle:
+        if modality not in retrievers:
+            raise ApiError(501, "not_enabled", f"{modality} search is not enabled on this service")
+        return retrievers[modality]
+
+    @api.post(
+        "/v1/search/images",
+        response_model=ImageSearchResponse,
+        responses=error_responses(400, 408, 413, 415, 422, 500, 501, 503),
+        openapi_extra=search_body(config.max_body_bytes, settings.max_text_bytes),
+    )
+    async def search_images(request: Request, k: k_query = None) -> ImageSearchResponse:
+        """The top k images for a text query (JSON) or a spoken one (audio), best first."""
+        kind = media_type(request)
+        if kind == "application/json":
+            handle = retriever("text")
+            query = await text_query(request, config, uploads)
+            top = query.k or k or settings.default_k  # the body's k, else the parameter
+            return await answer(handle.search_text.remote(query.text, top))
+        if kind in AUDIO_TYPES or kind == "multipart/form-data":
+            handle = retriever("speech")
+            data = await upload(request, config, uploads, field=AUDIO_FIELD)
+            if not data:
+                raise ApiError(400, "empty_audio", "the audio query is empty")
+            return await answer(handle.search_audio.remote(data, k or settings.default_k))
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "send a text query as application/json, or a spoken one (audio/wav, audio/flac, "
+            f"audio/mpeg) as the body or as the form field {AUDIO_FIELD!r}",
+        )
+
+    @api.post(
+        "/v1/search/captions",
+        response_model=CaptionSearchResponse,
+        responses=error_responses(400, 408, 413, 415, 422, 500, 501, 503),
+        openapi_extra=image_body(config.max_body_bytes),
+    )
+    async def search_captions(request: Request, k: k_query = None) -> CaptionSearchResponse:
+        """The top k captions for an image, best first."""
+        handle = retriever("text")
+        data = await image_bytes(request, config, uploads)
+        return await answer(handle.search_image.remote(data, k or settings.default_k))
 
 
 def add_error_handlers(api: FastAPI) -> None:
@@ -368,24 +543,43 @@ def internal_error(_: Request, error: Exception) -> JSONResponse:
 )
 @serve.ingress()
 class Api:
-    def __init__(self, config: ServeConfig, captioner: DeploymentHandle):
-        self.config, self.captioner = config, captioner
+    def __init__(
+        self,
+        config: ServeConfig,
+        captioner: DeploymentHandle,
+        retrievers: Mapping[str, DeploymentHandle] | None = None,
+    ):
+        self.config, self.captioner, self.retrievers = config, captioner, retrievers
 
     def __serve_build_asgi_app__(self) -> FastAPI:  # Serve builds the app in each replica
-        return make_api(self.config, self.captioner)
+        return make_api(self.config, self.captioner, self.retrievers)
 
 
 # --- building and running the application --------------------------------------------------
 
 
-def build(config: ServeConfig, captioner_options: Mapping[str, Any] | None = None) -> Application:
-    """The application; `captioner_options` are Serve deployment options for the captioner
-    (autoscaling_config, num_replicas, ray_actor_options...) over its defaults."""
+def build(
+    config: ServeConfig,
+    captioner_options: Mapping[str, Any] | None = None,
+    retriever_options: Mapping[str, Any] | None = None,
+) -> Application:
+    """The application; `captioner_options` and `retriever_options` are Serve deployment
+    options for the captioner and the retrievers (autoscaling_config, num_replicas,
+    ray_actor_options...) over their defaults."""
     settings = config.captioner
     if settings.tracking_uri is None:  # resolved once here, so every replica reads the same
         settings = settings.model_copy(update={"tracking_uri": tracking_uri()})
     captioner = CaptionerDeployment.options(**(captioner_options or {})).bind(settings)
-    return Api.bind(config, captioner)
+    search = config.retrieval
+    if search.tracking_uri is None:
+        search = search.model_copy(update={"tracking_uri": tracking_uri()})
+    retrievers = {
+        modality: RetrieverDeployment.options(
+            name=DEPLOYMENT_NAMES[modality], **(retriever_options or {})
+        ).bind(search, modality)
+        for modality in config.retrievers
+    }
+    return Api.bind(config, captioner, retrievers)
 
 
 def build_app(args: dict[str, Any]) -> Application:

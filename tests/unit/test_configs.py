@@ -11,6 +11,7 @@ from conceptual.config import flatten, load
 # Each shipped file and the config it lists (imported in the test, so that one config's
 # import error fails only its file's test).
 CONFIG_FILES = {
+    "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
     "curation.yaml": "conceptual.pipelines.curation:CurationConfig",
     "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",

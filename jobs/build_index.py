@@ -1,0 +1,59 @@
+"""Build a retriever's search index: embed a features output's images and captions (or
+clips) with a dual encoder, for the search service.
+
+    python -m conceptual.jobs.build_index --model MODEL_URI --data FEATURES --output URI
+        [--speech URI] [--config FILE] [key=value ...]
+
+MODEL_URI: models:/retriever-text@champion, models:/retriever-speech/3, runs:/<run id>/model
+or a local model directory. FEATURES is a features job's output (every split, or
+splits=[train,val]); SPEECH (speech models) the clips to index besides the images. OUTPUT
+gets index.json, images/captions(/clips) .parquet and .npy files and, with
+approximate=true, a FAISS index per target and its recall@10 against exact search
+(faiss.kind=ivf|hnsw, faiss.nprobe=..., recall_queries=...). A registered version is tagged
+index=OUTPUT: the search service serves the champion with the index its tag names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conceptual.jobs.arguments import add_common, location, report_run
+from conceptual.logs import job_output, stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.build_index", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser.add_argument("--data", required=True, type=location, help="a features job's output")
+    parser.add_argument("--output", required=True, type=location, help="where the index goes")
+    parser.add_argument("--speech", type=location, help="clips to index (speech models)")
+    parser.add_argument("--config", type=location, help="YAML file of BuildIndexConfig keys")
+    add_common(parser, "BuildIndexConfig keys, e.g. approximate=true splits=[test]")
+    args = parser.parse_args(argv)
+    from conceptual import storage
+    from conceptual.config import ConfigError, load
+    from conceptual.pipelines.build_index import BuildIndexConfig, run
+    from conceptual.storage import StorageError
+
+    with job_output("build_index", args.verbose) as log:
+        try:
+            config = load(BuildIndexConfig, args.config, args.overrides)
+            for uri in (args.data, args.speech):
+                if uri is not None and not storage.exists(uri):
+                    raise StorageError(f"no input data at {uri}")
+            print(f"build_index: {args.model} over {args.data} -> {args.output}", flush=True)
+            result = run(args.model, args.data, args.output, config, args.speech)
+        except (ConfigError, StorageError, ValueError) as exc:  # unknown model, bad data
+            print(f"error: {exc}", file=stderr())
+            return 2
+    print(json.dumps(result, indent=2))
+    report_run(result["run_id"], config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""The retrieval index of a dual encoder (conceptual.retrieval_index): every distinct image of
+a features output embedded by the image tower and, for a text model, every caption by the
+text tower; for a speech model, the clips that speak the captions when SPEECH is given.
+
+    MODEL + FEATURES (+ SPEECH)  ->  OUTPUT/index.json, images.parquet + images.npy,
+                                     captions.parquet (+ captions.npy for text models),
+                                     clips.parquet + clips.npy (speech, with SPEECH),
+                                     <target>.faiss (approximate=true), _SUCCESS last
+                                     an MLflow run (experiment `retrieval`, stage
+                                     build_index); a registered model version is tagged
+                                     `index` = OUTPUT, where the service finds it
+
+An image is its centre crop's pooled CNN vector (crop 0), as the evaluation embeds it; its
+row names its first caption record (id, caption) and that record's image_url from the
+curated data the features were made from (features.json `curated`; null where that data
+is not reachable). The CNN and image size of the features are recorded, so that an image
+query is preprocessed exactly as the indexed images were.
+
+Bounds: a driver-side loop, batched. Feature rows are read `read_rows` at a time (only the
+columns needed: never the grids) and embedded on the configured device; embeddings go to
+a memory-mapped staging file, not to the driver's memory, which holds the ids and captions
+(a few hundred bytes a record: ~1 GB for 3.3M records) and one batch. On CPUs the text
+tower is the cost (~1-2 ms a caption), a clip's MFCCs another ~5 ms; Ray Data would
+spread these over a cluster, which this job does not do yet.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import mlflow
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from mlflow.tracking import MlflowClient
+from pydantic import Field
+
+from conceptual import registry, storage, tracking
+from conceptual.config import Config
+from conceptual.models.retriever import MAX_SCALE, DualEncoder
+from conceptual.models.saving import load_retriever
+from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines.caption_features import SUMMARY, feature_files
+from conceptual.pipelines.evaluate_retriever import embed
+from conceptual.pipelines.retrieval_data import clip_files
+from conceptual.retrieval_index import (
+    INDEX_TAG,
+    ApproximateSettings,
+    approximate_recall,
+    build_faiss,
+    write_index,
+)
+from conceptual.speech.audio import decode_16k
+from conceptual.speech.features import AudioFeatureConfig, crop_or_pad, mfcc
+from conceptual.vision.cnn import resolve_device
+
+STAGE = "build_index"
+FEATURE_COLUMNS = ["id", "image_id", "split", "caption", "crop", "pooled"]
+CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "split", "audio"]
+RECALL_K = 10
+RECALL_KEY = f"recall@{RECALL_K}"
+
+
+class BuildIndexConfig(Config):
+    splits: list[str] | None = None  # None: every split of the features
+    approximate: bool = False  # also build a FAISS index of every target
+    faiss: ApproximateSettings = ApproximateSettings()
+    recall_queries: int = Field(1000, ge=1)  # sampled queries measuring the FAISS recall@10
+    read_rows: int = Field(4096, ge=1)  # feature rows (or clips) read and embedded at a time
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seconds: float | None = Field(None, gt=0)  # speech: seconds heard; None: as trained
+    experiment: str = "retrieval"
+    allow_incomplete: bool = False  # read features or clips without their _SUCCESS
+
+
+class VectorSink:
+    """Float32 rows appended to a raw staging file, read back as a memory map."""
+
+    def __init__(self, folder: str, name: str, dim: int):
+        self.path, self.dim, self.rows = Path(folder) / f"{name}.f32", dim, 0
+        self.file = open(self.path, "wb")  # closed by array()
+
+    def append(self, vectors: np.ndarray) -> None:
+        if len(vectors):
+            self.file.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+            self.rows += len(vectors)
+
+    def array(self) -> np.ndarray:
+        self.file.close()
+        if self.rows == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.memmap(self.path, dtype=np.float32, mode="r", shape=(self.rows, self.dim))
+
+
+def features_summary(features_uri: str) -> dict[str, Any]:
+    """features.json of a features output (FEATURES, or its features/ folder)."""
+    folders = [features_uri]
+    if posixpath.basename(features_uri.rstrip("/")) == "features":  # the folder inside
+        folders.append(posixpath.dirname(features_uri.rstrip("/")))
+    for folder in folders:
+        uri = storage.join(folder, SUMMARY)
+        if storage.exists(uri):
+            return storage.read_json(uri)
+    raise ValueError(
+        f"no {SUMMARY} at {features_uri}: an index records the CNN settings the features "
+        "were made with (the features job writes that file)"
+    )
+
+
+def batches(uri: str, files: list[str], columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
+    fs, _ = storage.resolve(uri)
+    for path in files:
+        with fs.open_input_file(path) as f:
+            yield from pq.ParquetFile(f).iter_batches(batch_size=rows, columns=columns)
+
+
+def split_filter(batch: pa.RecordBatch, splits: list[str] | None) -> pa.Array:
+    """The rows to index: centre crops of the splits asked for."""
+    keep = pc.equal(batch["crop"], 0)
+    if splits is not None:
+        keep = pc.and_(keep, pc.is_in(batch["split"], pa.array(splits)))
+    return keep
+
+
+class Embedded:
+    """What the loop over the features gathers: the images' and captions' rows and sinks."""
+
+    def __init__(self, staging: str, dim: int, text: bool):
+        self.image_rows: dict[str, int] = {}
+        self.images: dict[str, list] = {"image_id": [], "id": [], "caption": [], "split": []}
+        self.captions: dict[str, list] = {"id": [], "image_id": [], "caption": [], "split": []}
+        self.image_vectors = VectorSink(staging, "images", dim)
+        self.caption_vectors = VectorSink(staging, "captions", dim) if text else None
+        self.splits_seen: set[str] = set()
+
+
+def embed_features(
+    model: DualEncoder,
+    vocab: Vocabulary | None,
+    features_uri: str,
+    config: BuildIndexConfig,
+    staging: str,
+    device: Any,
+) -> Embedded:
+    files = feature_files(features_uri, config.allow_incomplete)
+    text = model.config.modality == "text"
+    out = Embedded(staging, model.config.embed_dim, text)
+    for batch in batches(features_uri, files, FEATURE_COLUMNS, config.read_rows):
+        out.splits_seen.update(pc.unique(batch["split"]).to_pylist())
+        batch = batch.filter(split_filter(batch, config.splits))
+        if batch.num_rows == 0:
+            continue
+        ids, image_ids, splits, captions = (
+            batch[c].to_pylist() for c in ("id", "image_id", "split", "caption")
+        )
+        if None in image_ids:
+            raise ValueError(
+                f"the features at {features_uri} have no image ids (made by an older features "
+                "job): run the features job again"
+            )
+        pooled = pc.list_flatten(batch["pooled"]).to_numpy().reshape(batch.num_rows, -1)
+        if pooled.shape[1] != model.config.image_dim:
+            raise ValueError(
+                f"the model reads {model.config.image_dim}-d image features; the features at "
+                f"{features_uri} are {pooled.shape[1]}-d (another CNN?)"
+            )
+        new = []
+        for row, image in enumerate(image_ids):
+            if image not in out.image_rows:  # the records of an image share its crop 0
+                out.image_rows[image] = len(out.image_rows)
+                new.append(row)
+                for column, value in zip(out.images, (image, ids[row], captions[row], splits[row])):
+                    out.images[column].append(value)
+        if new:
+            out.image_vectors.append(embed(model.embed_images, pooled[new], device).cpu().numpy())
+        for column, values in zip(out.captions, (ids, image_ids, captions, splits)):
+            out.captions[column].extend(values)
+        if out.caption_vectors is not None:
+            tokens = vocab.encode_array(captions, model.config.max_tokens)
+            out.caption_vectors.append(embed(model.embed_queries, tokens, device).cpu().numpy())
+    missing = sorted(set(config.splits or ()) - out.splits_seen)
+    if missing:
+        raise ValueError(
+            f"no {', '.join(map(repr, missing))} split in the features at {features_uri} "
+            f"(it has {', '.join(sorted(out.splits_seen)) or 'no rows'})"
+        )
+    if not out.image_rows:
+        raise ValueError(f"no images to index in the features at {features_uri}")
+    return out
+
+
+def image_urls(curated_uri: str | None, record_ids: list[str]) -> list[str | None] | None:
+    """Each record's image_url from the curated data; None when it is not reachable."""
+    if not curated_uri or not storage.exists(curated_uri):
+        return None
+    files = [f for f in storage.list_files(curated_uri) if f.endswith(".parquet")]
+    wanted = pa.array(record_ids, pa.string())
+    found: dict[str, str | None] = {}
+    for batch in batches(curated_uri, files, ["id", "image_url"], 65536):
+        batch = batch.filter(pc.is_in(batch["id"], wanted))
+        found.update(zip(batch["id"].to_pylist(), batch["image_url"].to_pylist()))
+    return [found.get(record) for record in record_ids]
+
+
+def embed_clips(
+    model: DualEncoder,
+    audio: AudioFeatureConfig,
+    speech_uri: str,
+    embedded: Embedded,
+    config: BuildIndexConfig,
+    staging: str,
+    device: Any,
+) -> tuple[dict[str, list], np.ndarray, int]:
+    """The clips whose caption (else own image) is indexed: (their rows, their embeddings,
+    how many clips were left out for speaking no indexed caption or image)."""
+    caption_image = dict(zip(embedded.captions["id"], embedded.captions["image_id"]))
+    rows: dict[str, list] = {"id": [], "caption_id": [], "image_id": [], "caption": [], "split": []}
+    sink, skipped = VectorSink(staging, "clips", model.config.embed_dim), 0
+    files = clip_files(speech_uri, config.allow_incomplete)
+    for batch in batches(speech_uri, files, CLIP_COLUMNS, config.read_rows):
+        kept, inputs = [], []
+        columns = [batch[c].to_pylist() for c in ("id", "caption_id", "image_id", "caption")]
+        for row, (clip, caption_id, image, caption) in enumerate(zip(*columns)):
+            image = caption_image.get(caption_id) or (
+                image if image in embedded.image_rows else None
+            )
+            if image is None:
+                skipped += 1
+                continue
+            kept.append(row)
+            inputs.append(clip_input(batch["audio"][row].as_py(), audio))
+            for column, value in zip(rows, (clip, caption_id, image, caption)):
+                rows[column].append(value)
+            rows["split"].append(batch["split"][row].as_py())
+        if inputs:
+            sink.append(embed(model.embed_queries, np.stack(inputs), device).cpu().numpy())
+    return rows, sink.array(), skipped
+
+
+def clip_input(data: bytes, audio: AudioFeatureConfig) -> np.ndarray:
+    """The speech tower's input for a clip: MFCCs of its start, as evaluation computes them."""
+    samples = crop_or_pad(decode_16k(data), audio.seconds)
+    return mfcc(samples, audio.n_mfcc, audio.n_mels)
+
+
+def recall_queries(
+    target: str, vectors: dict[str, np.ndarray], count: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Sampled queries for measuring a target's FAISS recall: the embeddings that search it
+    (captions or clips search images, images search captions and clips)."""
+    source = (
+        "images"
+        if target != "images"
+        else next(
+            (name for name in ("captions", "clips") if len(vectors.get(name, ())) > 0), "images"
+        )
+    )
+    pool = vectors[source]
+    picked = np.sort(rng.choice(len(pool), size=min(count, len(pool)), replace=False))
+    return np.ascontiguousarray(pool[picked], dtype=np.float32)
+
+
+def build(
+    model_uri: str,
+    features_uri: str,
+    output_uri: str,
+    config: BuildIndexConfig,
+    speech_uri: str | None = None,
+) -> dict[str, Any]:
+    """Write the index at `output_uri` and tag a registered model's version with it; returns
+    the manifest (index.json) with `seconds`."""
+    started = time.monotonic()
+    version = registry.registered_version(model_uri)
+    device = resolve_device(config.device)
+    model, vocab, audio_settings = load_retriever(registry.resolve(model_uri), device)
+    modality = model.config.modality
+    if modality == "text" and speech_uri is not None:
+        raise ValueError("--speech is for speech models; this is a text model")
+    if modality == "text" and vocab is None:
+        raise ValueError(f"the text model at {model_uri} was saved without its vocabulary")
+    summary = features_summary(features_uri)
+    storage.delete(storage.join(output_uri, storage.SUCCESS))
+
+    with tempfile.TemporaryDirectory(prefix="build-index-") as staging:
+        embedded = embed_features(model, vocab, features_uri, config, staging, device)
+        urls = image_urls(summary.get("curated"), embedded.images["id"])
+        images = pa.table(embedded.images).append_column(
+            "image_url", pa.array(urls or [None] * len(embedded.image_rows), pa.string())
+        )
+        tables = {"images": images, "captions": pa.table(embedded.captions)}
+        vectors = {"images": embedded.image_vectors.array()}
+        if embedded.caption_vectors is not None:
+            vectors["captions"] = embedded.caption_vectors.array()
+        skipped_clips = 0
+        if speech_uri is not None:
+            audio = AudioFeatureConfig.model_validate(audio_settings or {})
+            if config.seconds is not None:
+                audio = audio.model_copy(update={"seconds": config.seconds})
+            clips, vectors["clips"], skipped_clips = embed_clips(
+                model, audio, speech_uri, embedded, config, staging, device
+            )
+            tables["clips"] = pa.table(clips)
+
+        approximate, settings = {}, None
+        if config.approximate:
+            rng = np.random.default_rng(config.faiss.seed)
+            settings = {
+                "settings": config.faiss.model_dump(),
+                "recall_queries": config.recall_queries,
+                "targets": {},
+            }
+            for target, array in vectors.items():
+                if len(array) == 0:
+                    continue
+                approximate[target], params = build_faiss(array, config.faiss)
+                queries = recall_queries(target, vectors, config.recall_queries, rng)
+                recall = approximate_recall(array, approximate[target], queries, RECALL_K)
+                settings["targets"][target] = {**params, RECALL_KEY: round(recall, 4)}
+
+        scale = None
+        if model.config.normalize:
+            scale = float(model.log_scale.detach().clamp(max=np.log(MAX_SCALE)).exp())
+        manifest = {
+            "model_uri": model_uri,
+            "registered": None
+            if version is None
+            else {"name": version.name, "version": str(version.version)},
+            "modality": modality,
+            "embed_dim": model.config.embed_dim,
+            "normalized": model.config.normalize,
+            "scale": scale,
+            "features": {
+                "uri": features_uri,
+                "model": summary.get("model"),
+                "image_size": summary.get("image_size"),
+                "crop": 0,
+                "curated": summary.get("curated"),
+            },
+            "splits": config.splits,
+            "speech_uri": speech_uri,
+            "audio": None if modality == "text" else audio_settings,
+            "image_urls": urls is not None,
+            "counts": {
+                "images": len(embedded.image_rows),
+                "captions": len(embedded.captions["id"]),
+                "clips": tables["clips"].num_rows if "clips" in tables else 0,
+                "clips_skipped": skipped_clips,
+            },
+            "approximate": settings,
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        manifest = write_index(output_uri, manifest, tables, vectors, approximate)
+    if version is not None:
+        MlflowClient(tracking.configure()).set_model_version_tag(
+            version.name, str(version.version), INDEX_TAG, output_uri
+        )
+    return manifest
+
+
+def run(
+    model_uri: str,
+    features_uri: str,
+    output_uri: str,
+    config: BuildIndexConfig,
+    speech_uri: str | None = None,
+) -> dict[str, Any]:
+    """The build_index job: one MLflow run around `build`. Returns the manifest's summary
+    with `run_id`, `output` and `approximate_recall@10` (when approximate)."""
+    tags = {"stage": STAGE, "model_uri": model_uri}
+    with tracking.start_run(config.experiment, tags=tags) as active:
+        tracking.log_config(config)
+        mlflow.log_params(
+            {"features_uri": features_uri, "output_uri": output_uri, "speech_uri": speech_uri}
+        )
+        manifest = build(model_uri, features_uri, output_uri, config, speech_uri)
+        mlflow.set_tag("modality", manifest["modality"])
+        metrics = {**manifest["counts"], "seconds": manifest["seconds"]}
+        result = {
+            "output": output_uri,
+            "modality": manifest["modality"],
+            "registered": manifest["registered"],
+            "counts": manifest["counts"],
+            "seconds": manifest["seconds"],
+        }
+        if manifest["approximate"]:
+            targets = manifest["approximate"]["targets"]
+            recalls = {target: entry[RECALL_KEY] for target, entry in targets.items()}
+            result[f"approximate_recall@{RECALL_K}"] = recalls.get("images")
+            result["approximate_recall"] = recalls
+            # MLflow metric names allow no "@".
+            metrics.update({f"approximate_recall_at_{RECALL_K}.{t}": r for t, r in recalls.items()})
+        mlflow.log_metrics(metrics)
+        mlflow.log_dict(manifest, "index.json")
+        result["run_id"] = active.info.run_id
+    return result

@@ -1,0 +1,422 @@
+"""The retrieval deployments: one per query modality, each serving the registry's champion of
+`retriever-<modality>` with the index its version's `index` tag names (the build_index job
+sets it), following both as they move.
+
+- text (`TextRetriever`):  images for a text query; captions for an image query, the image's
+                           features computed here with the CNN and image size the index
+                           records (as the features job computed the indexed images').
+- speech (`SpeechRetriever`): images for a spoken query (WAV, FLAC or MP3), heard as the
+                           model was trained to hear (its saved MFCC settings: the clip's
+                           first `seconds`, padded with silence).
+
+A champion without an `index` tag cannot be served: the replica is not ready, and its
+problem says to run build_index. When the alias moves to a version without an index while
+another version is served, that one goes on answering (its responses name it) and the
+problem says why the new one is not served. An index built for another version than the
+one tagged is refused the same way.
+
+Expected refusals come back as ApiError values (as the captioner's do):
+
+| status | code | when |
+|---|---|---|
+| 400 | bad_audio | bytes that no audio decoder reads (WAV, FLAC, MP3) |
+| 400 | empty_audio | audio without a single sample |
+| 413 | audio_too_long | more than `max_audio_seconds` of audio |
+| 415, 422 | not_an_image, truncated, ... | an image query the decoder refuses (as /v1/captions) |
+| 503 | not_ready | no champion with an index loaded yet |
+| 500 | model_error | a bug: the model or the index failed on a valid query |
+
+The ingress (conceptual.serve.app) checks the rest first: the media type (415), k (422),
+the text (422 empty, 413 too long) and the body (400, 408, 413).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import logging
+import os
+import tempfile
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import soundfile
+import torch
+from PIL import Image
+from pydantic import BaseModel, Field, model_validator
+from ray import serve
+
+from conceptual import registry
+from conceptual.config import Config
+from conceptual.models.inference import ImageError
+from conceptual.models.saving import load_retriever
+from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
+from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
+from conceptual.serve.champion import Served, describe
+from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
+from conceptual.speech.audio import decode, resample
+from conceptual.speech.features import AudioFeatureConfig, crop_or_pad, mfcc
+from conceptual.uris import redact_text
+from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+from conceptual.vision.images import decode as decode_image
+
+logger = logging.getLogger("ray.serve")
+
+Modality = Literal["text", "speech"]
+DEPLOYMENT_NAMES = {"text": "TextRetriever", "speech": "SpeechRetriever"}
+# A decoded image query is at most this many times the index's image size a side.
+MAX_IMAGE_SCALE = 16
+
+T = TypeVar("T")
+
+
+class RetrievalSettings(Config):
+    """The search service's settings (ServeConfig.retrieval); which retrievers run is
+    ServeConfig.retrievers."""
+
+    text_model: str = "retriever-text"  # the registered models whose champions are served
+    speech_model: str = "retriever-speech"
+    # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
+    tracking_uri: str | None = None
+    poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks alias and tag
+    approximate: bool = True  # search the FAISS index when the index has one; else exact
+    max_k: int = Field(100, ge=1)  # k may go up to this
+    default_k: int = Field(10, ge=1)
+    max_text_chars: int = Field(1000, ge=1)  # a longer text query gets 413
+    max_text_bytes: int = Field(64 << 10, gt=0)  # a JSON body over this gets 413
+    max_audio_seconds: float = Field(30.0, gt=0)  # a longer audio query gets 413
+    max_decode_pixels: int = Field(50_000_000, gt=0)  # as the captioner's, per replica
+
+    @model_validator(mode="after")
+    def _default_k_is_allowed(self) -> RetrievalSettings:
+        if self.default_k > self.max_k:
+            raise ValueError(f"default_k {self.default_k} > max_k {self.max_k}")
+        return self
+
+    def model_name(self, modality: Modality) -> str:
+        return self.text_model if modality == "text" else self.speech_model
+
+
+# --- responses ------------------------------------------------------------------------------
+
+
+class ImageHit(BaseModel):
+    image_id: str = Field(description="SHA-1 of the image's bytes")
+    image_url: str | None = Field(description="where the image came from, when known")
+    caption: str | None = Field(description="one of the image's captions")
+    score: float = Field(description="inner product of the embeddings (cosine if normalized)")
+
+
+class CaptionHit(BaseModel):
+    caption_id: str
+    image_id: str = Field(description="the image the caption was written for")
+    caption: str
+    score: float
+
+
+class ImageSearchResponse(BaseModel):
+    images: list[ImageHit] = Field(description="the top k images, best first")
+    query: Modality
+    model: ModelRef
+    approximate: bool = Field(description="found by the approximate (FAISS) index")
+
+
+class CaptionSearchResponse(BaseModel):
+    captions: list[CaptionHit] = Field(description="the top k captions, best first")
+    model: ModelRef
+    approximate: bool
+
+
+# --- reading queries ------------------------------------------------------------------------
+
+
+def read_audio(data: bytes, max_seconds: float) -> np.ndarray:
+    """Encoded audio (WAV, FLAC, MP3...) as mono float32 samples at 16 kHz; ApiError 400
+    bad_audio, 400 empty_audio or 413 audio_too_long. The length is checked from the
+    header before decoding, then again on the samples."""
+    too_long = ApiError(
+        413, "audio_too_long", f"the audio is longer than the {max_seconds:g} s the service hears"
+    )
+    bad = ApiError(400, "bad_audio", "the body is not audio in a format the service reads")
+    try:
+        info = soundfile.info(io.BytesIO(data))
+    except Exception as error:  # libsndfile refuses the bytes: not audio it knows
+        raise bad from error
+    if info.samplerate > 0 and info.frames / info.samplerate > max_seconds:
+        raise too_long
+    try:
+        samples, rate = decode(data)
+    except Exception as error:
+        raise bad from error
+    if len(samples) == 0:
+        raise ApiError(400, "empty_audio", "the audio holds no samples")
+    if len(samples) / rate > max_seconds:
+        raise too_long
+    if not np.isfinite(samples).all():
+        raise bad
+    return resample(samples, rate)
+
+
+@functools.lru_cache(maxsize=2)
+def feature_extractor(model: str, image_size: int) -> FeatureExtractor:
+    """The CNN an index's images went through (kept across model versions)."""
+    return FeatureExtractor(CnnConfig(model=model), image_size=image_size)
+
+
+class Searcher:
+    """One model version and its index: queries in, ranked images or captions out."""
+
+    def __init__(self, model_dir: Path, index: RetrievalIndex, approximate: bool):
+        self.model, self.vocab, audio = load_retriever(model_dir)
+        self.modality: Modality = self.model.config.modality
+        manifest = index.manifest
+        if manifest["modality"] != self.modality or index.embed_dim != self.model.config.embed_dim:
+            raise ValueError(
+                f"the index at {index.uri} holds {manifest['modality']} embeddings of "
+                f"{index.embed_dim} dimensions; the model makes {self.modality} ones of "
+                f"{self.model.config.embed_dim}"
+            )
+        self.index, self.approximate = index, approximate
+        self.audio = AudioFeatureConfig.model_validate(audio or {})
+        self.extractor = None
+        if self.modality == "text" and index.searchable("captions"):
+            features = manifest["features"]
+            self.extractor = feature_extractor(features["model"], features["image_size"])
+
+    @property
+    def image_size(self) -> int:
+        return int(self.index.manifest["features"]["image_size"])
+
+    def _embed_query(self, inputs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.model.embed_queries(torch.as_tensor(inputs)).float().numpy()
+
+    def embed_text(self, text: str) -> np.ndarray:
+        return self._embed_query(self.vocab.encode_array([text], self.model.config.max_tokens))
+
+    def embed_audio(self, samples: np.ndarray) -> np.ndarray:
+        """16 kHz samples, heard as in evaluation: the first `seconds`, padded with silence."""
+        heard = crop_or_pad(samples, self.audio.seconds)
+        return self._embed_query(mfcc(heard, self.audio.n_mfcc, self.audio.n_mels)[None])
+
+    def embed_image(self, image: Image.Image) -> np.ndarray:
+        [[(pooled, _)]] = self.extractor.extract([image])
+        with torch.inference_mode():
+            return self.model.embed_images(torch.as_tensor(pooled[None])).float().numpy()
+
+    def read_image(self, data: bytes) -> Image.Image:
+        """The image decoded as the features job decodes (JPEGs scaled down toward the index's
+        image size), with the curation's guards; ImageError when it cannot be."""
+        max_pixels = (MAX_IMAGE_SCALE * self.image_size) ** 2
+        image, rejection = decode_image(data, max_pixels, reduce_to=self.image_size)
+        if rejection:
+            raise ImageError(rejection.reason, f"{rejection.reason} ({rejection.detail})")
+        return image
+
+    def _search(self, query: np.ndarray, k: int, target: str) -> tuple[list, bool]:
+        approximate = self.approximate and target in self.index.approximate
+        found = self.index.search(query, k, target, approximate=approximate)
+        rows = found.found(0)
+        records = self.index.records(target, [row for row, _ in rows])
+        return [(record, score) for record, (_, score) in zip(records, rows)], approximate
+
+    def images(self, query: np.ndarray, k: int) -> tuple[list[ImageHit], bool]:
+        hits, approximate = self._search(query, k, "images")
+        return [
+            ImageHit(
+                image_id=record["image_id"],
+                image_url=record.get("image_url"),
+                caption=record.get("caption"),
+                score=score,
+            )
+            for record, score in hits
+        ], approximate
+
+    def captions(self, query: np.ndarray, k: int) -> tuple[list[CaptionHit], bool]:
+        hits, approximate = self._search(query, k, "captions")
+        return [
+            CaptionHit(
+                caption_id=record["id"],
+                image_id=record["image_id"],
+                caption=record["caption"],
+                score=score,
+            )
+            for record, score in hits
+        ], approximate
+
+
+# --- following the champion and its index ---------------------------------------------------
+
+
+class IndexedChampion:
+    """The champion of registered model `name` with the index its `index` tag names; like
+    conceptual.serve.champion.Champion, loads a new version (or a new index) beside the
+    served one, then swaps one reference; failures are kept in `problem`."""
+
+    def __init__(self, name: str, approximate: bool):
+        self.name, self.approximate = name, approximate
+        self.served: Served[Searcher] | None = None
+        self.problem: str | None = "the registry has not been checked yet"
+
+    def refresh(self) -> None:
+        """Blocking (run it in a thread)."""
+        try:
+            version = registry.champion_version(self.name)
+            if version is None:
+                self.problem = f"no version of {self.name!r} has the alias {registry.CHAMPION!r}"
+                return
+            number, index_uri = str(version.version), version.tags.get(INDEX_TAG)
+            if index_uri is None:
+                self.problem = (
+                    f"version {number} of {self.name!r} (the {registry.CHAMPION}) has no "
+                    f"{INDEX_TAG!r} tag: run python -m conceptual.jobs.build_index --model "
+                    f"models:/{self.name}/{number} --data FEATURES --output URI"
+                )
+                return
+            served = self.served
+            if (
+                served is None
+                or served.info.version != number
+                or served.model.index.uri != index_uri
+            ):
+                self.served = Served(self._load(number, index_uri), describe(version))
+                logger.info("serving %s version %s, index %s", self.name, number, index_uri)
+            self.problem = None
+        except Exception as error:  # the registry, a download or the index failing
+            self.problem = redact_text(f"{type(error).__name__}: {error}")[:500]
+            trace = redact_text("".join(traceback.format_exception(error)))
+            logger.error("loading the %s of %r failed:\n%s", registry.CHAMPION, self.name, trace)
+
+    async def follow(self, poll_seconds: float) -> None:
+        while True:
+            await asyncio.sleep(poll_seconds)
+            await asyncio.to_thread(self.refresh)
+
+    def _load(self, number: str, index_uri: str) -> Searcher:
+        index = RetrievalIndex.load(index_uri, approximate=self.approximate)
+        built_for = index.manifest.get("registered")
+        if built_for is not None and (built_for["name"], built_for["version"]) != (
+            self.name,
+            number,
+        ):
+            raise ValueError(
+                f"the index at {index_uri} was built for {built_for['name']} version "
+                f"{built_for['version']}, not {self.name} version {number}: run build_index"
+            )
+        with tempfile.TemporaryDirectory(prefix="retriever-") as directory:
+            model_dir = registry.resolve(f"models:/{self.name}/{number}", Path(directory))
+            return Searcher(model_dir, index, self.approximate)
+
+
+@serve.deployment(
+    name="Retriever",  # bound as TextRetriever and SpeechRetriever (DEPLOYMENT_NAMES)
+    ray_actor_options={"num_cpus": 0.2},  # fractional: both retrievers fit beside captioning
+    max_ongoing_requests=16,
+    autoscaling_config={
+        "min_replicas": 1,
+        "max_replicas": 2,
+        "target_ongoing_requests": 4,
+        "upscale_delay_s": 10,
+        "downscale_delay_s": 120,
+    },
+)
+class RetrieverDeployment:
+    """Searches with the champion of one modality; the ingress calls `search_text`,
+    `search_audio` and `search_image`."""
+
+    async def __init__(self, settings: RetrievalSettings, modality: Modality):
+        if settings.tracking_uri:
+            os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
+        self.settings, self.modality = settings, modality
+        # One thread decodes, embeds and searches: a replica's memory and CPU stay bounded.
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
+        self.decode_budget = PixelBudget(settings.max_decode_pixels)
+        self.champion = IndexedChampion(settings.model_name(modality), settings.approximate)
+        await asyncio.to_thread(self.champion.refresh)
+        self._following = asyncio.create_task(self.champion.follow(settings.poll_seconds))
+
+    def status(self) -> ModelStatus:
+        served = self.champion.served
+        return ModelStatus(
+            task=f"{self.modality}_retrieval",
+            ready=served is not None,
+            model=None if served is None else served.info,
+            problem=self.champion.problem,
+        )
+
+    def _served(self) -> Served[Searcher] | ApiError:
+        served = self.champion.served
+        if served is None:
+            return ApiError(503, "not_ready", f"no model loaded yet: {self.champion.problem}")
+        return served
+
+    async def search_text(self, text: str, k: int) -> ImageSearchResponse | ApiError:
+        served = self._served()
+        if isinstance(served, ApiError):
+            return served
+
+        def work() -> ImageSearchResponse:
+            searcher = served.model
+            images, approximate = searcher.images(searcher.embed_text(text), k)
+            return ImageSearchResponse(
+                images=images, query="text", model=served.info.ref(), approximate=approximate
+            )
+
+        return await self._answer(work)
+
+    async def search_audio(self, data: bytes, k: int) -> ImageSearchResponse | ApiError:
+        served = self._served()
+        if isinstance(served, ApiError):
+            return served
+        try:
+            samples = await self._run(read_audio, data, self.settings.max_audio_seconds)
+        except ApiError as error:
+            return error
+
+        def work() -> ImageSearchResponse:
+            searcher = served.model
+            images, approximate = searcher.images(searcher.embed_audio(samples), k)
+            return ImageSearchResponse(
+                images=images, query="speech", model=served.info.ref(), approximate=approximate
+            )
+
+        return await self._answer(work)
+
+    async def search_image(self, data: bytes, k: int) -> CaptionSearchResponse | ApiError:
+        served = self._served()
+        if isinstance(served, ApiError):
+            return served
+        searcher = served.model
+        if searcher.extractor is None:
+            return ApiError(503, "not_ready", "the index holds no caption embeddings")
+        pixels = await self._run(declared_pixels, data)
+        async with self.decode_budget.reserve(pixels) as reservation:  # until embedded
+            try:
+                image = await self._run(searcher.read_image, data)
+            except ImageError as error:
+                return image_error(error)
+            await self.decode_budget.shrink(reservation, image.width * image.height)
+
+            def work() -> CaptionSearchResponse:
+                captions, approximate = searcher.captions(searcher.embed_image(image), k)
+                return CaptionSearchResponse(
+                    captions=captions, model=served.info.ref(), approximate=approximate
+                )
+
+            return await self._answer(work)
+
+    async def _run(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
+
+    async def _answer(self, work: Callable[[], T]) -> T | ApiError:
+        """`work`'s response, computed in the worker thread; a failure is a 500."""
+        try:
+            return await self._run(work)
+        except Exception:  # a model or index bug: answer it, keep the replica
+            logger.exception("%s search failed", self.modality)
+            return ApiError(500, "model_error", "the search failed on this query; see the logs")

@@ -1,0 +1,416 @@
+"""The retrievers' data (pipelines/retrieval_data.py): a features output's images and
+captions, the clips that speak them, evaluation sets and training examples; and the
+comparison's variants and table (pipelines/compare_retrievers.py). No Ray cluster: the
+one Ray call of a training example (`ray.get` of the shared images) is stood in for.
+
+The made-up features output: three train images (two records of `img-a`, one of `img-b`
+and `img-c`, each with the centre crop and two augmented crops) and three val images
+(centre crop only), written in a shuffled order over two files. Every pooled vector is
+filled with one number, 10 x the image's number + the crop, so where a row went is
+readable from its values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import ray
+
+from conceptual.config import ConfigError
+from conceptual.pipelines import retrieval_data
+from conceptual.pipelines.caption_features import feature_files
+from conceptual.pipelines.compare_retrievers import markdown_table, parse_variant
+from conceptual.pipelines.retrieval_data import (
+    _examples,
+    clips_of,
+    eval_set,
+    group_id,
+    relevance,
+    split_images,
+    train_examples,
+)
+from conceptual.pipelines.train_retriever import RetrieverTrainConfig
+from conceptual.records import CLIP, FEATURES
+
+CHANNELS = 4
+# image id -> (number, split, crops, {record id: caption})
+IMAGES = {
+    "img-a": (1, "train", 3, {"a0": "a dog on the grass", "a1": "a brown dog running"}),
+    "img-b": (2, "train", 3, {"b0": "a cat on the sofa"}),
+    "img-c": (3, "train", 3, {"c0": "a boat on the lake"}),
+    "val-x": (4, "val", 1, {"x0": "a car on the road", "x1": "a red car driving"}),
+    "val-y": (5, "val", 1, {"y0": "a bird in a tree"}),
+    "val-z": (6, "val", 1, {"z0": "a house by the sea"}),
+}
+# clip id -> (caption_id, image_id, caption): how each finds (or does not find) its image
+CLIPS = {
+    "clip-a0": ("a0", "img-a", "a dog on the grass"),  # by its caption
+    "clip-a1": ("a1", None, "a brown dog running"),  # by its caption; an import with no image
+    "clip-b-old": ("b-old", "img-b", "a cat on the sofa"),  # caption unknown: by its image
+    "clip-lost": ("lost", None, "a caption of nothing"),  # neither: dropped
+    "clip-other": ("q0", "img-q", "an image of no split here"),  # neither: dropped
+    "clip-x0": ("x0", "val-x", "a car on the road"),
+    "clip-x1": ("x1", "val-x", "a red car driving"),
+    "clip-y-old": ("y-old", "val-y", "a bird in a tree"),  # by its image
+    "clip-z0": ("z0", None, "a house by the sea"),  # by its caption
+}
+
+
+def pooled(number: int, crop: int) -> list[float]:
+    return [float(10 * number + crop)] * CHANNELS
+
+
+def feature_rows(with_image_id: bool = True) -> list[dict]:
+    rows = []
+    for image, (number, split, crops, records) in IMAGES.items():
+        for record, caption in records.items():
+            for crop in range(crops):
+                row = {"id": record, "split": split, "caption": caption, "crop": crop}
+                row["pooled"] = pooled(number, crop)
+                if with_image_id:
+                    row["image_id"] = image
+                rows.append(row)
+    return rows
+
+
+def write_output(folder, part: str, rows: list[dict], schema: pa.Schema, files: int = 2) -> str:
+    """rows in a shuffled order over `files` Parquet files, then the _SUCCESS marker."""
+    order = np.random.default_rng(7).permutation(len(rows))
+    (folder / part).mkdir(parents=True)
+    for n, chunk in enumerate(np.array_split(order, files)):
+        table = pa.Table.from_pylist([rows[i] for i in chunk], schema=schema)
+        pq.write_table(table, folder / part / f"part-{n}.parquet")
+    (folder / "_SUCCESS").write_text("{}")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def features_uri(tmp_path_factory) -> str:
+    return write_output(tmp_path_factory.mktemp("features"), "features", feature_rows(), FEATURES)
+
+
+@pytest.fixture(scope="module")
+def speech_uri(tmp_path_factory) -> str:
+    from conceptual.speech.audio import SAMPLE_RATE, encode_flac
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for clip, (caption_id, image_id, caption) in CLIPS.items():
+        samples = (0.05 * rng.normal(size=SAMPLE_RATE // 5)).astype(np.float32)
+        rows.append(
+            {
+                "id": clip,
+                "caption_id": caption_id,
+                "image_id": image_id,
+                "caption": caption,
+                "audio": encode_flac(samples),
+            }
+        )
+    return write_output(tmp_path_factory.mktemp("speech"), "clips", rows, CLIP)
+
+
+# ---------------------------------------------------------------- split_images
+
+
+def test_split_images_groups_the_records_of_an_image_with_every_crop(features_uri):
+    images = split_images(features_uri, feature_files(features_uri), "train")
+
+    assert images.image_ids == ["img-a", "img-b", "img-c"]
+    assert images.index == {"img-a": 0, "img-b": 1, "img-c": 2}
+    assert images.pooled.shape == (3, 3, CHANNELS) and images.pooled.dtype == np.float32
+    for row, image in enumerate(images.image_ids):
+        number = IMAGES[image][0]
+        for crop in range(3):  # the centre crop first, then the augmented ones in order
+            np.testing.assert_array_equal(images.pooled[row, crop], pooled(number, crop))
+    # Every caption record (not every crop's row) maps to its image; the val split's do not.
+    assert images.caption_image == {"a0": "img-a", "a1": "img-a", "b0": "img-b", "c0": "img-c"}
+    assert images.captions == {
+        "a0": "a dog on the grass",
+        "a1": "a brown dog running",
+        "b0": "a cat on the sofa",
+        "c0": "a boat on the lake",
+    }
+
+
+def test_split_images_reads_one_split(features_uri):
+    images = split_images(features_uri, feature_files(features_uri), "val")
+    assert images.image_ids == ["val-x", "val-y", "val-z"]
+    assert images.pooled.shape == (3, 1, CHANNELS)
+    assert set(images.caption_image) == {"x0", "x1", "y0", "z0"}
+
+
+def test_an_empty_split_raises(features_uri):
+    with pytest.raises(ValueError, match="no 'test' rows"):
+        split_images(features_uri, feature_files(features_uri), "test")
+
+
+def test_features_with_null_image_ids_are_refused_with_what_to_do(tmp_path):
+    uri = write_output(tmp_path, "features", feature_rows(with_image_id=False), FEATURES)
+    with pytest.raises(ValueError, match="run the features job again"):
+        split_images(uri, feature_files(uri), "train")
+
+
+def test_features_without_the_image_id_column_are_refused_with_what_to_do(tmp_path):
+    older = FEATURES.remove(FEATURES.get_field_index("image_id"))  # the features job's before
+    uri = write_output(tmp_path, "features", feature_rows(with_image_id=False), older)
+    with pytest.raises(ValueError, match="run the features job again"):
+        split_images(uri, feature_files(uri), "train")
+
+
+# ---------------------------------------------------------------- clips_of
+
+
+def test_a_clip_finds_its_image_by_caption_else_by_its_own_image(features_uri, speech_uri):
+    train = split_images(features_uri, feature_files(features_uri), "train")
+    clips = clips_of(speech_uri, train).sort_by("id")
+    assert clips.column_names == ["id", "caption_id", "image_id", "caption", "audio"]
+    found = dict(zip(clips["id"].to_pylist(), clips["image_id"].to_pylist()))
+    # clip-lost and clip-other find nothing; the val clips belong to another split.
+    assert found == {"clip-a0": "img-a", "clip-a1": "img-a", "clip-b-old": "img-b"}
+
+
+def test_clips_of_another_split_are_dropped(features_uri, speech_uri):
+    val = split_images(features_uri, feature_files(features_uri), "val")
+    found = dict(
+        zip(*(clips_of(speech_uri, val)[c].to_pylist() for c in ("id", "image_id")), strict=True)
+    )
+    assert found == {
+        "clip-x0": "val-x",
+        "clip-x1": "val-x",
+        "clip-y-old": "val-y",
+        "clip-z0": "val-z",
+    }
+
+
+def test_a_caption_decides_over_the_clip_s_own_image(features_uri, tmp_path):
+    """A clip whose caption is known keeps its caption's image, even when its own image_id
+    names another image of the split."""
+    train = split_images(features_uri, feature_files(features_uri), "train")
+    row = {"id": "c", "caption_id": "b0", "image_id": "img-a", "caption": "x", "audio": b""}
+    uri = write_output(tmp_path, "clips", [row], CLIP, files=1)
+    assert clips_of(uri, train)["image_id"].to_pylist() == ["img-b"]
+
+
+# ---------------------------------------------------------------- evaluation sets
+
+
+def test_a_text_eval_set_has_each_caption_and_its_image(features_uri):
+    evaluated = eval_set(features_uri, "val", "text")
+    assert evaluated["split"] == "val"
+    assert evaluated["image_ids"] == ["val-x", "val-y", "val-z"]
+    np.testing.assert_array_equal(evaluated["pooled"], [pooled(n, 0) for n in (4, 5, 6)])
+    assert evaluated["query_ids"] == ["x0", "x1", "y0", "z0"]
+    assert evaluated["captions"] == [IMAGES["val-x"][3]["x0"], IMAGES["val-x"][3]["x1"]] + [
+        IMAGES["val-y"][3]["y0"],
+        IMAGES["val-z"][3]["z0"],
+    ]
+    assert evaluated["audio"] is None
+    assert evaluated["query_image"].tolist() == [0, 0, 1, 2]
+    relevant = relevance(evaluated)
+    assert relevant.dtype == bool
+    np.testing.assert_array_equal(
+        relevant, [[True, False, False], [True, False, False], [False, True, False], [0, 0, 1]]
+    )
+
+
+def test_max_images_keeps_a_stable_prefix_and_only_its_queries(features_uri, tmp_path):
+    full = eval_set(features_uri, "val", "text")
+    cut = eval_set(features_uri, "val", "text", max_images=2)
+    assert cut["image_ids"] == full["image_ids"][:2] == ["val-x", "val-y"]
+    assert cut["pooled"].shape == (2, CHANNELS)
+    assert cut["query_ids"] == ["x0", "x1", "y0"]
+    assert cut["query_image"].tolist() == [0, 0, 1]
+    assert relevance(cut).shape == (3, 2)
+    # The same prefix whatever order the rows were written in.
+    rows = feature_rows()[::-1]
+    again = eval_set(write_output(tmp_path, "features", rows, FEATURES, 3), "val", "text", None, 2)
+    assert again["image_ids"] == cut["image_ids"] and again["query_ids"] == cut["query_ids"]
+
+
+def test_a_speech_eval_set_has_each_clip_and_its_image(features_uri, speech_uri):
+    evaluated = eval_set(features_uri, "val", "speech", speech_uri)
+    assert evaluated["image_ids"] == ["val-x", "val-y", "val-z"]
+    assert evaluated["query_ids"] == ["clip-x0", "clip-x1", "clip-y-old", "clip-z0"]
+    assert evaluated["captions"] == [CLIPS[c][2] for c in evaluated["query_ids"]]
+    assert [a[:4] for a in evaluated["audio"]] == [b"fLaC"] * 4
+    assert evaluated["query_image"].tolist() == [0, 0, 1, 2]
+    assert relevance(evaluated).sum(axis=1).tolist() == [1, 1, 1, 1]
+
+    cut = eval_set(features_uri, "val", "speech", speech_uri, max_images=1)
+    assert cut["query_ids"] == ["clip-x0", "clip-x1"] and len(cut["audio"]) == 2
+    assert cut["query_image"].tolist() == [0, 0]
+
+
+def test_a_speech_eval_set_needs_clips(features_uri):
+    with pytest.raises(ValueError, match="--speech"):
+        eval_set(features_uri, "val", "speech")
+
+
+def test_an_eval_set_with_no_queries_raises(features_uri, tmp_path):
+    row = {"id": "c", "caption_id": "a0", "image_id": "img-a", "caption": "x", "audio": b""}
+    uri = write_output(tmp_path, "clips", [row], CLIP, files=1)  # train clips only
+    with pytest.raises(ValueError, match="no speech queries"):
+        eval_set(features_uri, "val", "speech", uri)
+
+
+# ---------------------------------------------------------------- training examples
+
+
+def test_group_id_is_a_stable_60_bit_id():
+    assert group_id("img-a") == group_id("img-a") == 858135587806337450
+    assert group_id("a dog on the grass") == 242959770256514971
+    assert group_id("img-a") != group_id("img-b")
+    assert all(0 <= group_id(text) < 2**60 for text in ("", "img-a", "x" * 1000))
+
+
+def shared_images(monkeypatch, features_uri):
+    """The train split, and `shared` as train_examples makes it: a tuple holding the
+    ObjectRef of the images; `ray.get` of that reference answers without a cluster."""
+    images = split_images(features_uri, feature_files(features_uri), "train")
+    ref = ray.ObjectRef(b"\x01" * 28)
+    stored = {ref: {"pooled": images.pooled, "index": images.index}}
+    monkeypatch.setattr(ray, "get", lambda r: stored[r])
+    return images, (ref,)
+
+
+def tokens_of(batch: pa.Table, rng: np.random.Generator) -> np.ndarray:
+    assert isinstance(rng, np.random.Generator)
+    return np.array([[len(c)] for c in batch["caption"].to_pylist()], dtype=np.int64)
+
+
+def test_an_example_is_a_random_crop_of_its_image_with_the_match_ids(monkeypatch, features_uri):
+    images, shared = shared_images(monkeypatch, features_uri)
+    image_ids = ["img-a", "img-b", "img-a", "img-c"] * 50
+    captions = [IMAGES[i][3][min(IMAGES[i][3])] for i in image_ids]
+    batch = pa.table({"image_id": image_ids, "caption": captions})
+
+    out = _examples(batch, shared, "tokens", tokens_of, np.float16)
+
+    assert set(out) == {"image", "image_group", "caption_group", "tokens"}
+    assert out["image"].shape == (200, CHANNELS) and out["image"].dtype == np.float16
+    numbers = np.array([IMAGES[i][0] for i in image_ids])
+    crops = out["image"][:, 0].astype(np.float32) - 10 * numbers
+    assert set(crops.tolist()) == {0.0, 1.0, 2.0}  # every crop drawn, none from another image
+    assert np.all(out["image"] == out["image"][:, :1])  # one row of pooled, not a mix
+    assert out["image_group"].tolist() == [group_id(i) for i in image_ids]
+    assert out["caption_group"].tolist() == [group_id(c) for c in captions]
+    assert out["tokens"].tolist() == [[len(c)] for c in captions]
+    # The draw changes from call to call (every epoch reads the rows anew).
+    again = _examples(batch, shared, "tokens", tokens_of, np.float16)
+    assert not np.array_equal(again["image"], out["image"])
+
+
+def test_a_speech_example_carries_the_query_input_as_mfcc(monkeypatch, features_uri):
+    _, shared = shared_images(monkeypatch, features_uri)
+    batch = pa.table({"image_id": ["img-b"], "caption": ["a cat on the sofa"], "audio": [b"x"]})
+    mfcc = np.zeros((1, 3, 5), dtype=np.float32)
+    out = _examples(batch, shared, "mfcc", lambda b, rng: mfcc, np.float32)
+    assert out["mfcc"] is mfcc and "tokens" not in out
+    assert out["image"].dtype == np.float32 and out["image"][0, 0] in (20.0, 21.0, 22.0)
+
+
+class RecordingDataset:
+    """A stand-in for the pairs' ray.data.Dataset: keeps what map_batches was given."""
+
+    def map_batches(self, fn, **kwargs):
+        self.fn, self.kwargs = fn, kwargs
+        return "examples"
+
+
+@pytest.mark.parametrize("modality, column", [("speech", "mfcc"), ("text", "tokens")])
+def test_train_examples_maps_the_pairs_with_the_shared_images(
+    monkeypatch, features_uri, modality, column
+):
+    images = split_images(features_uri, feature_files(features_uri), "train")
+    ref = ray.ObjectRef(b"\x02" * 28)
+    put = []
+    monkeypatch.setattr(ray, "put", lambda value: put.append(value) or ref)
+    monkeypatch.setattr(ray, "get", lambda r: put[0] if r == ref else None)
+    monkeypatch.setattr(retrieval_data, "read_tasks", lambda: "bounded")
+    pairs = RecordingDataset()
+
+    assert train_examples(pairs, images, modality, tokens_of, np.float16) == "examples"
+
+    assert len(put) == 1 and put[0]["pooled"] is images.pooled
+    assert put[0]["index"] == images.index
+    assert pairs.kwargs == {"batch_format": "pyarrow", "num_cpus": 0, "compute": "bounded"}
+    assert pairs.fn.keywords["shared"] == (ref,) and pairs.fn.keywords["column"] == column
+    batch = pa.table({"image_id": ["img-c"], "caption": ["a boat on the lake"]})
+    out = pairs.fn(batch)
+    assert out["image"].dtype == np.float16 and column in out
+
+
+# ---------------------------------------------------------------- compare_retrievers
+
+
+def shared_config() -> RetrieverTrainConfig:
+    return RetrieverTrainConfig(modality="text", epochs=3, experiment="shared")
+
+
+def test_a_variant_is_its_overrides_on_the_shared_config():
+    name, config = parse_variant(
+        "mms-24:  loss=mms batch_size=24 model.embed_dim=64", shared_config()
+    )
+    assert name == "mms-24"
+    assert (config.loss, config.batch_size, config.model.embed_dim) == ("mms", 24, 64)
+    assert (config.modality, config.epochs, config.experiment) == ("text", 3, "shared")
+    assert config.model.text_layers == shared_config().model.text_layers
+    name, config = parse_variant(" triplet :loss=triplet", shared_config())
+    assert (name, config.loss) == ("triplet", "triplet")
+    name, config = parse_variant("plain:", shared_config())  # no overrides: the shared config
+    assert name == "plain" and config == shared_config()
+
+
+@pytest.mark.parametrize("text", ["mms loss=mms", "loss=mms", ": loss=mms", "  :"])
+def test_a_variant_without_a_name_and_a_colon_is_refused(text):
+    with pytest.raises(ConfigError, match="name: key=value"):
+        parse_variant(text, shared_config())
+
+
+@pytest.mark.parametrize(
+    "text", ["lossy: los=mms", "lossy: loss=hinge", "lossy: model.embed=64", "lossy: epochs=x"]
+)
+def test_a_variant_with_an_unknown_key_or_bad_value_names_the_variant(text):
+    with pytest.raises(ConfigError, match="variant 'lossy'"):
+        parse_variant(text, shared_config())
+
+
+def comparison_rows() -> list[dict]:
+    def row(variant, loss, base, seconds):
+        ks = [(d, k) for d in ("text_to_image", "image_to_text") for k in (1, 5, 10, 50, 100)]
+        recall = {f"{d}.R@{k}": base * k / 100 for d, k in ks}
+        chance = {f"chance {d}.R@{k}": k / 1000 for d, k in ks}
+        return {
+            "variant": variant,
+            "modality": "text",
+            "loss": loss,
+            "batch_size": 48,
+            **recall,
+            "mean_R@10": base / 10,
+            **chance,
+            "train_seconds": seconds,
+            "eval_set": "features@test:4q:abc",
+            "version": None,
+        }
+
+    return [row("mms", "mms", 5.0, 12.5), row("triplet", "triplet", 2.0, 10.0)]
+
+
+def test_the_markdown_table_has_a_row_per_variant_and_chance_last():
+    lines = markdown_table(comparison_rows()).split("\n")
+    recall = [f"{d}.R@{k}" for d in ("text_to_image", "image_to_text") for k in (1, 5, 10)]
+    assert (
+        lines[0]
+        == "| "
+        + " | ".join(["variant", "loss", "batch_size", *recall, "mean_R@10", "train_seconds"])
+        + " |"
+    )
+    assert lines[1] == "|" + "---|" * 11
+    assert lines[2] == (
+        "| mms | mms | 48 | 0.050 | 0.250 | 0.500 | 0.050 | 0.250 | 0.500 | 0.500 | 12.500 |"
+    )
+    assert lines[3].startswith("| triplet | triplet | 48 | 0.020 |")
+    assert lines[4] == "| chance |  |  | 0.001 | 0.005 | 0.010 | 0.001 | 0.005 | 0.010 |  |  |"
+    assert lines[5:] == ["", "Evaluation set: features@test:4q:abc", ""]
+    assert all(line.count("|") == 12 for line in lines[:5])
