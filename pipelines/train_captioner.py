@@ -131,15 +131,12 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
 
 
 def publish(result: dict[str, Any], config: TrainConfig, name: str = registry.MODEL_NAME) -> dict:
-    """Register a train() result's model as a version of `name` tagged with its variant, and
-    move `champion` to it if it beats the champion on the same dev set (the decision is
-    logged to the training run). Returns the decision, with the new `version`."""
-    with mlflow.start_run(run_id=result["run_id"]):
-        version = registry.register(result["run_id"], tags={"variant": variant(config)}, name=name)
-        decision = registry.promote_if_better(
-            version, result["best"][SELECT_BY], result["eval_set"], name=name
-        )
-    return {**decision, "version": version.version}
+    """Register a train() result's model as a version of `name` and apply the champion rule
+    on dev CIDEr (registry.publish). Returns the decision, with the new `version`."""
+    score = result["best"][SELECT_BY]
+    return registry.publish(
+        result["run_id"], variant(config), score, result["eval_set"], SELECT_BY, name
+    )
 
 
 def unused_keys(config: TrainConfig) -> tuple[str, ...]:

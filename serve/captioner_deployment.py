@@ -30,7 +30,7 @@ from ray import serve
 from conceptual import registry
 from conceptual.config import Config
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
-from conceptual.serve.champion import Champion
+from conceptual.serve.champion import MODEL_AUTOSCALING, Champion
 from conceptual.serve.schema import ApiError, CaptionResponse, ModelStatus, image_error
 from conceptual.vision.images import probe
 
@@ -141,13 +141,7 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
     ray_actor_options={"num_cpus": 0.5},  # fractional: two replicas and the ingress fit 2 cores
     # Enough for one batch running and the next one filling up.
     max_ongoing_requests=16,
-    autoscaling_config={
-        "min_replicas": 1,
-        "max_replicas": 2,
-        "target_ongoing_requests": 4,
-        "upscale_delay_s": 10,
-        "downscale_delay_s": 120,
-    },
+    autoscaling_config=MODEL_AUTOSCALING,
 )
 class CaptionerDeployment:
     """Captions with the champion captioner; `caption` is what the ingress calls."""
@@ -161,7 +155,7 @@ class CaptionerDeployment:
         # One decoding thread: a replica has half a core, and malloc keeps memory that a
         # thread freed for that thread, so more decoding threads hold more memory.
         self.decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
-        self.champion = Champion(settings.model_name, load=ImageCaptioner)
+        self.champion = Champion(settings.model_name, load=lambda path, _: ImageCaptioner(path))
         # The first load happens before Serve routes requests here, so a replica added by
         # the autoscaler never answers "not ready" while the champion exists. Without one,
         # the replica starts not ready and picks the champion up when it appears.

@@ -1,7 +1,7 @@
 """Follow the registry's `champion` alias: load the version it points at, and when the alias
 moves, load the new version beside the old one, then swap a single reference.
 
-    champion = Champion("captioner", load=ImageCaptioner)
+    champion = Champion("captioner", load=lambda path, version: ImageCaptioner(path))
     champion.refresh()                          # blocking: registry lookups, download, load
     served = champion.served                    # Served(model, info) or None before the first load
     asyncio.create_task(champion.follow(10.0))  # in a replica: check every 10 s, forever
@@ -33,6 +33,14 @@ from conceptual.uris import redact_text
 logger = logging.getLogger("ray.serve")  # Serve's replica logs
 
 M = TypeVar("M")
+# How a deployment that serves a champion scales: a second replica when requests queue.
+MODEL_AUTOSCALING = {
+    "min_replicas": 1,
+    "max_replicas": 2,
+    "target_ongoing_requests": 4,
+    "upscale_delay_s": 10,
+    "downscale_delay_s": 120,
+}
 
 
 @dataclass(frozen=True)
@@ -41,13 +49,30 @@ class Served(Generic[M]):
     info: RegisteredModel
 
 
+class NotReady(Exception):
+    """Raised by a loader when the version cannot be served yet; its message says why (a
+    retriever's version without an index). Serving goes on as it was, without a trace."""
+
+
+def version_number(version: ModelVersion) -> str:
+    return str(version.version)  # MLflow says int or str, depending on the store
+
+
 class Champion(Generic[M]):
     """The model the `champion` alias of registered model `name` points at; `load` builds it
-    from the version's local model folder (which is deleted once `load` returns)."""
+    from the version's local model folder (which is deleted once `load` returns) and the
+    version (its tags). A new load happens when `identity(version)` changes: by default the
+    version's number; a retriever's also names its index."""
 
-    def __init__(self, name: str, load: Callable[[Path], M]):
-        self.name, self.load = name, load
+    def __init__(
+        self,
+        name: str,
+        load: Callable[[Path, ModelVersion], M],
+        identity: Callable[[ModelVersion], str] = version_number,
+    ):
+        self.name, self.load, self.identity = name, load, identity
         self.served: Served[M] | None = None
+        self.served_identity: str | None = None
         self.problem: str | None = "the registry has not been checked yet"
 
     def refresh(self) -> None:
@@ -58,10 +83,14 @@ class Champion(Generic[M]):
             if version is None:
                 self.problem = f"no version of {self.name!r} has the alias {registry.CHAMPION!r}"
                 return
-            if self.served is None or self.served.info.version != str(version.version):
+            identity = self.identity(version)
+            if self.served is None or self.served_identity != identity:
                 self.served = self._load(version)
-                logger.info("serving %s version %s", self.name, version.version)
+                self.served_identity = identity
+                logger.info("serving %s version %s (%s)", self.name, version.version, identity)
             self.problem = None
+        except NotReady as reason:
+            self.problem = str(reason)
         except Exception as error:  # the registry or a download failing must not stop serving
             # Redacted: MLflow's errors quote the tracking URI, credentials included, and
             # `problem` is shown by /readyz and /v1/models.
@@ -79,7 +108,7 @@ class Champion(Generic[M]):
         # By number, not alias: the files are those of the version just looked up.
         uri = f"models:/{self.name}/{version.version}"
         with tempfile.TemporaryDirectory(prefix="champion-") as directory:
-            model = self.load(registry.resolve(uri, Path(directory)))
+            model = self.load(registry.resolve(uri, Path(directory)), version)
         return Served(model, describe(version))
 
 

@@ -37,8 +37,6 @@ import functools
 import io
 import logging
 import os
-import tempfile
-import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,6 +45,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import soundfile
 import torch
+from mlflow.entities.model_registry import ModelVersion
 from PIL import Image
 from pydantic import BaseModel, Field, model_validator
 from ray import serve
@@ -57,11 +56,10 @@ from conceptual.models.inference import ImageError
 from conceptual.models.saving import load_retriever
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
-from conceptual.serve.champion import Served, describe
+from conceptual.serve.champion import MODEL_AUTOSCALING, Champion, NotReady, Served
 from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
 from conceptual.speech.audio import decode, resample
 from conceptual.speech.features import AudioFeatureConfig, crop_or_pad, mfcc
-from conceptual.uris import redact_text
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import decode as decode_image
 
@@ -253,77 +251,44 @@ class Searcher:
 # --- following the champion and its index ---------------------------------------------------
 
 
-class IndexedChampion:
-    """The champion of registered model `name` with the index its `index` tag names; like
-    conceptual.serve.champion.Champion, loads a new version (or a new index) beside the
-    served one, then swaps one reference; failures are kept in `problem`."""
+def index_of(version: ModelVersion) -> str:
+    """The index a retriever's version is served with: its `index` tag."""
+    index_uri = version.tags.get(INDEX_TAG)
+    if index_uri is None:
+        raise NotReady(
+            f"version {version.version} of {version.name!r} (the {registry.CHAMPION}) has no "
+            f"{INDEX_TAG!r} tag: run python -m conceptual.jobs.build_index --model "
+            f"models:/{version.name}/{version.version} --data FEATURES --output URI"
+        )
+    return index_uri
 
-    def __init__(self, name: str, approximate: bool):
-        self.name, self.approximate = name, approximate
-        self.served: Served[Searcher] | None = None
-        self.problem: str | None = "the registry has not been checked yet"
 
-    def refresh(self) -> None:
-        """Blocking (run it in a thread)."""
-        try:
-            version = registry.champion_version(self.name)
-            if version is None:
-                self.problem = f"no version of {self.name!r} has the alias {registry.CHAMPION!r}"
-                return
-            number, index_uri = str(version.version), version.tags.get(INDEX_TAG)
-            if index_uri is None:
-                self.problem = (
-                    f"version {number} of {self.name!r} (the {registry.CHAMPION}) has no "
-                    f"{INDEX_TAG!r} tag: run python -m conceptual.jobs.build_index --model "
-                    f"models:/{self.name}/{number} --data FEATURES --output URI"
-                )
-                return
-            served = self.served
-            if (
-                served is None
-                or served.info.version != number
-                or served.model.index.uri != index_uri
-            ):
-                self.served = Served(self._load(number, index_uri), describe(version))
-                logger.info("serving %s version %s, index %s", self.name, number, index_uri)
-            self.problem = None
-        except Exception as error:  # the registry, a download or the index failing
-            self.problem = redact_text(f"{type(error).__name__}: {error}")[:500]
-            trace = redact_text("".join(traceback.format_exception(error)))
-            logger.error("loading the %s of %r failed:\n%s", registry.CHAMPION, self.name, trace)
+def load_searcher(model_dir: Path, version: ModelVersion, approximate: bool) -> Searcher:
+    """The version's model with its index, which must have been built for that version."""
+    index_uri = index_of(version)
+    index = RetrievalIndex.load(index_uri, approximate=approximate)
+    built_for = index.manifest.get("registered")
+    if built_for is not None and (built_for["name"], built_for["version"]) != (
+        version.name,
+        str(version.version),
+    ):
+        raise ValueError(
+            f"the index at {index_uri} was built for {built_for['name']} version "
+            f"{built_for['version']}, not {version.name} version {version.version}: run build_index"
+        )
+    return Searcher(model_dir, index, approximate)
 
-    async def follow(self, poll_seconds: float) -> None:
-        while True:
-            await asyncio.sleep(poll_seconds)
-            await asyncio.to_thread(self.refresh)
 
-    def _load(self, number: str, index_uri: str) -> Searcher:
-        index = RetrievalIndex.load(index_uri, approximate=self.approximate)
-        built_for = index.manifest.get("registered")
-        if built_for is not None and (built_for["name"], built_for["version"]) != (
-            self.name,
-            number,
-        ):
-            raise ValueError(
-                f"the index at {index_uri} was built for {built_for['name']} version "
-                f"{built_for['version']}, not {self.name} version {number}: run build_index"
-            )
-        with tempfile.TemporaryDirectory(prefix="retriever-") as directory:
-            model_dir = registry.resolve(f"models:/{self.name}/{number}", Path(directory))
-            return Searcher(model_dir, index, self.approximate)
+def version_and_index(version: ModelVersion) -> str:
+    """A retriever is reloaded when its version or its index changes."""
+    return f"version {version.version}, index {version.tags.get(INDEX_TAG)}"
 
 
 @serve.deployment(
     name="Retriever",  # bound as TextRetriever and SpeechRetriever (DEPLOYMENT_NAMES)
     ray_actor_options={"num_cpus": 0.2},  # fractional: both retrievers fit beside captioning
     max_ongoing_requests=16,
-    autoscaling_config={
-        "min_replicas": 1,
-        "max_replicas": 2,
-        "target_ongoing_requests": 4,
-        "upscale_delay_s": 10,
-        "downscale_delay_s": 120,
-    },
+    autoscaling_config=MODEL_AUTOSCALING,
 )
 class RetrieverDeployment:
     """Searches with the champion of one modality; the ingress calls `search_text`,
@@ -336,7 +301,11 @@ class RetrieverDeployment:
         # One thread decodes, embeds and searches: a replica's memory and CPU stay bounded.
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
         self.decode_budget = PixelBudget(settings.max_decode_pixels)
-        self.champion = IndexedChampion(settings.model_name(modality), settings.approximate)
+        self.champion = Champion(
+            settings.model_name(modality),
+            load=functools.partial(load_searcher, approximate=settings.approximate),
+            identity=version_and_index,
+        )
         await asyncio.to_thread(self.champion.refresh)
         self._following = asyncio.create_task(self.champion.follow(settings.poll_seconds))
 

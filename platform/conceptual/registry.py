@@ -150,6 +150,18 @@ def promote_if_better(
     return decision
 
 
+def publish(
+    run_id: str, variant: str, score: float, eval_set: str, metric: str, name: str
+) -> dict[str, Any]:
+    """A training run's model (its `model/` artifacts) registered as a version of `name`
+    tagged with its variant, and `champion` moved to it if it beats the champion on the same
+    set; the decision is logged to the run. Returns it, with the new `version`."""
+    with mlflow.start_run(run_id=run_id):
+        version = register(run_id, tags={"variant": variant}, name=name)
+        decision = promote_if_better(version, score, eval_set, metric=metric, name=name)
+    return {**decision, "version": version.version}
+
+
 def _judge(
     challenger: str,
     score: float,
