@@ -26,6 +26,7 @@ queries (every caption, or every clip), and which image each query belongs to.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from conceptual.speech.features import AudioFeatureConfig, clip_features
 
 Modality = Literal["speech", "text"]
 TRAIN_SPLIT = "train"
+CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "audio"]
 
 
 def clip_files(speech_uri: str, allow_incomplete: bool = False) -> list[str]:
@@ -121,19 +123,22 @@ def split_images(features_uri: str, files: list[str], split: str) -> SplitImages
 
 
 def clips_of(speech_uri: str, images: SplitImages, allow_incomplete: bool = False) -> pa.Table:
-    """The clips (caption_id, image_id, caption, audio) whose caption or image is in the
-    split, each with the id of its image in `images`."""
-    columns = ["id", "caption_id", "image_id", "caption", "audio"]
-    table = _read(speech_uri, clip_files(speech_uri, allow_incomplete), columns, None)
-    known = set(images.image_ids)
+    """The clips (id, caption_id, image_id, caption, audio) whose caption or image is in the
+    split, each with the id of its image in `images` (read on the driver: evaluation sets)."""
+    table = _read(speech_uri, clip_files(speech_uri, allow_incomplete), CLIP_COLUMNS, None)
+    return clips_in_split(table, images.caption_image, set(images.image_ids))
+
+
+def clips_in_split(clips: pa.Table, caption_image: dict[str, str], known: set[str]) -> pa.Table:
+    """The clips whose caption (`caption_image`: caption id -> image id) or image (`known`)
+    is in the split, their image_id set to that image."""
     image_of = [
-        images.caption_image.get(caption_id) or (image if image in known else None)
-        for caption_id, image in zip(table["caption_id"].to_pylist(), table["image_id"].to_pylist())
+        caption_image.get(caption_id) or (image if image in known else None)
+        for caption_id, image in zip(clips["caption_id"].to_pylist(), clips["image_id"].to_pylist())
     ]
-    table = table.set_column(
-        table.schema.get_field_index("image_id"), "image_id", pa.array(image_of, pa.string())
-    )
-    return table.filter(pc.is_valid(table["image_id"]))
+    column = clips.schema.get_field_index("image_id")
+    clips = clips.set_column(column, "image_id", pa.array(image_of, pa.string()))
+    return clips.filter(pc.is_valid(clips["image_id"]))
 
 
 # ---------------------------------------------------------------- evaluation sets
@@ -215,18 +220,34 @@ def train_pairs(
     speech_uri: str | None,
     allow_incomplete: bool = False,
 ) -> ray.data.Dataset:
-    """The train split's pairs as rows: `image_id`, `caption`, and `audio` for speech; in a
-    random order (the records of one photo sit together in the features files, and in-batch
-    negatives need a batch of many photos)."""
+    """The train split's pairs as rows, read by Ray Data a row group at a time: `image_id`,
+    `caption`, and `audio` for speech (each clip's image looked up in a map of the split's
+    captions every task reads). The row groups come in a random order every epoch and the
+    training core's local shuffle buffer mixes their rows; a photo's captions often share a
+    row group, and those that meet in a batch are masked (match_mask), not negatives."""
     if speech_uri is not None:
-        clips = clips_of(speech_uri, images, allow_incomplete)
-        rows = ray.data.from_arrow(clips.select(["image_id", "caption", "audio"]))
+        fs, _ = storage.resolve(speech_uri)
+        split = ray.put((images.caption_image, set(images.image_ids)))
+        rows = read_row_groups(fs, clip_files(speech_uri, allow_incomplete), CLIP_COLUMNS)
+        keep = partial(_clip_pairs, split=(split,))
     else:
         fs, _ = storage.resolve(features_uri)
         rows = read_row_groups(fs, files, columns=["image_id", "caption", "split", "crop"])
         keep = partial(_train_records, split=TRAIN_SPLIT)
-        rows = rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS)
-    return rows.random_shuffle()
+    rows = rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS)
+    return rows.randomize_block_order()
+
+
+@functools.lru_cache(maxsize=4)
+def _shared(ref: ray.ObjectRef) -> Any:
+    """What every task of a training dataset reads, fetched once per worker process (the
+    arrays zero-copy from the object store; the maps deserialized once, not every batch)."""
+    return ray.get(ref)
+
+
+def _clip_pairs(batch: pa.Table, split: tuple[ray.ObjectRef]) -> pa.Table:
+    caption_image, known = _shared(split[0])
+    return clips_in_split(batch, caption_image, known).select(["image_id", "caption", "audio"])
 
 
 def _train_records(batch: pa.Table, split: str) -> pa.Table:
@@ -261,7 +282,7 @@ def _examples(
     query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
     dtype: type,
 ) -> dict[str, np.ndarray]:
-    images = ray.get(shared[0])  # zero-copy from the local object store
+    images = _shared(shared[0])
     rng = np.random.default_rng()  # a fresh draw every epoch
     rows = np.array([images["index"][i] for i in batch["image_id"].to_pylist()], dtype=np.int64)
     crops = rng.integers(images["pooled"].shape[1], size=len(rows))

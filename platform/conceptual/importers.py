@@ -24,7 +24,7 @@ import posixpath
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
@@ -71,6 +71,8 @@ class Pair:
     source_split: str | None  # "train", "val" or "test" as the source splits it, if it does
     source_id: str  # where the caption came from, for the report: "captions_val2017.json#9"
     problem: Rejection | None = None  # why the source's row cannot be imported, if it cannot
+    # More columns of its curated record, for a schema beyond CURATED (records.LANGUAGE_FIELDS).
+    columns: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 class ImportConfig(Config):
@@ -359,13 +361,20 @@ def write_import(
     output_uri: str,
     config: ImportConfig | None = None,
     then: Callable[[str], dict[str, Any]] | None = None,
+    *,
+    caption_style: Callable[[str], str] = released_style,
+    curated_schema: pa.Schema = CURATED,
+    sections: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the pairs under `output_uri` (layout in the module docstring); return the
     content of import.json. Pairs of one image must come together, as the readers yield them.
     `then(output_uri)` runs after the records are written (attaching recorded speech,
-    conceptual.speech.human); its result goes into import.json under "speech"."""
+    conceptual.speech.human); its result goes into import.json under "speech".
+    For another language: `caption_style` makes a curated caption of a source's text,
+    `curated_schema` holds the pairs' `columns` too, and `sections` are what the reader
+    counted itself, added to import.json."""
     config = config or ImportConfig()
-    kind, schema = ("curated", CURATED) if config.curated else ("candidates", CANDIDATE)
+    kind, schema = ("curated", curated_schema) if config.curated else ("candidates", CANDIDATE)
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, storage.SUCCESS))
     for stale in ("candidates", "curated", "clips", REPORT):
@@ -374,10 +383,10 @@ def write_import(
     parts = PartWriter(storage.join(output_uri, kind), schema, config.rows_per_part)
     report = ImportReport(output=storage.join(output_uri, kind))
     for _, image_pairs in groupby(pairs, key=lambda pair: pair.image_path):
-        _import_image(list(image_pairs), config, parts, report)
+        _import_image(list(image_pairs), config, parts, report, caption_style)
     parts.flush()
 
-    result = report.to_json()
+    result = report.to_json() | dict(sections or {})
     if then is not None:
         result["speech"] = then(output_uri)
     storage.write_json(storage.join(output_uri, REPORT), result)
@@ -386,7 +395,11 @@ def write_import(
 
 
 def _import_image(
-    pairs: list[Pair], config: ImportConfig, parts: PartWriter, report: ImportReport
+    pairs: list[Pair],
+    config: ImportConfig,
+    parts: PartWriter,
+    report: ImportReport,
+    style: Callable[[str], str] = released_style,
 ) -> None:
     for pair in pairs:
         if pair.problem:
@@ -404,7 +417,7 @@ def _import_image(
     split = split or assign_split(data, config.splits)
     seen: set[str] = set()
     for pair in pairs:
-        caption = released_style(pair.caption) if config.curated else pair.caption
+        caption = style(pair.caption) if config.curated else pair.caption
         rejection = caption_rejection(caption, seen)
         if rejection:
             report.skip(pair, rejection)
@@ -446,6 +459,7 @@ def curated_row(
         "width": width,
         "height": height,
         "split": split,
+        **pair.columns,
     }
 
 
@@ -470,13 +484,27 @@ def import_job(
 ) -> int:
     """What both import jobs do once they know their source: write it with the config's
     `key=value` overrides, then print the summary (exit 0) or the error (exit 2)."""
-    try:
+
+    def write() -> dict[str, Any]:
         config = load(ImportConfig, None, overrides)
-        report = write_import(pairs(), output, config, then)
+        return write_import(pairs(), output, config, then)
+
+    return run_import(output, write)
+
+
+def run_import(
+    output: str,
+    write: Callable[[], dict[str, Any]],
+    describe: Callable[[dict[str, Any]], str] = summary,
+) -> int:
+    """Run an import (`write()` returns import.json's content) and print `describe(report)`
+    (exit 0), or the error a user can fix: a bad key, a missing source (exit 2)."""
+    try:
+        report = write()
     except (ConfigError, ImportSourceError, storage.StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(summary(report))
+    print(describe(report))
     if "speech" in report:
         print(f"speech:   {storage.join(output, 'clips')}  ({report['speech']['clips']} clips)")
     print(f"report:   {storage.join(output, REPORT)}")

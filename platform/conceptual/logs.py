@@ -59,6 +59,7 @@ def job_output(job: str, verbose: bool = False) -> Iterator[Path | None]:
         if _writes_to_fd(sys.stderr, 2)
         else sys.stderr
     )
+    ray_before = _ray_connected()
     with open(log, "ab", buffering=0) as file:
         os.dup2(file.fileno(), 2)
         _active = (log, terminal)
@@ -69,12 +70,23 @@ def job_output(job: str, verbose: bool = False) -> Iterator[Path | None]:
                 print(f"error: {type(exc).__name__}: {exc} (details in {log})", file=terminal)
             raise
         finally:
+            if not ray_before and _ray_connected():
+                # The Ray this job started ends inside its log: Ray delivers notices to the
+                # driver late (a raylet's "N worker processes have been started"), and they
+                # would otherwise print after the job's last line. A Ray the job found
+                # running (a test session's) is left as it was.
+                sys.modules["ray"].shutdown()
             sys.stderr.flush()
             os.dup2(saved_fd, 2)
             os.close(saved_fd)
             if terminal is not sys.stderr:
                 terminal.close()
             _active = None
+
+
+def _ray_connected() -> bool:
+    ray = sys.modules.get("ray")  # not imported: a job without Ray
+    return ray is not None and ray.is_initialized()
 
 
 def _writes_to_fd(stream: TextIO, fd: int) -> bool:

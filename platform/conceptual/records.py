@@ -74,6 +74,21 @@ CURATED = pa.schema(
     ]
 )
 
+# The language of a curated caption and where its words came from, for captions that are not
+# the English of the curation pipeline (conceptual.flickr8k_cn: Chinese, machine-translated or
+# written by people). A separate schema, not nullable columns of CURATED: the curation
+# pipeline writes exactly CURATED's columns (pipelines/rows.py, to_curated), and every reader
+# of curated records reads the columns it names, so English records stay as they are and a
+# reader takes a record without `language` as English. Nullable: a native caption has no
+# English original.
+LANGUAGE_FIELDS = [
+    ("language", pa.string()),  # ISO 639-1: "zh"
+    ("source", pa.string()),  # who wrote it: "baidu", "google" (MT), "native", "human"
+    ("original", pa.string()),  # the English sentence it translates; null when written natively
+    ("text", pa.string()),  # the sentence unsegmented (normalized); `caption` is its words
+]
+CURATED_LANGUAGE = pa.schema([*CURATED, *LANGUAGE_FIELDS])
+
 # Rejected records keep every input field but the image bytes: the URL refetches them, and
 # a crawl's rejected images would outweigh the dataset.
 REJECTED = pa.schema(

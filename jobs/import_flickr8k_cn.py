@@ -1,0 +1,49 @@
+"""Import Flickr8k-CN's Chinese captions of Flickr8k photos as curated records.
+
+    python -m conceptual.jobs.import_flickr8k_cn --images DIR --cn DIR --output URI
+        [source=baidu|google|native|human] [split=official | splits.train=0.9 splits.val=0.1 ...]
+
+--images is a folder of Flickr8k photos (all of them or a part); only its photos are imported.
+--cn is the Flickr8k-CN folder (flickr8kzh{b,g,c}.caption.txt, flickr8kzhmtest.captions.txt,
+flickr8kenc.caption.txt, flickr8k{train,val,test}.txt). source picks the sentences: baidu
+(default) or google machine translations, native Chinese captions, or human translations
+(test photos only). Captions are segmented into words joined by spaces (jieba); records carry
+language, source, the English original and the unsegmented text (conceptual.flickr8k_cn).
+Splits: a stable hash of each photo (the fractions are ImportConfig keys), or split=official.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conceptual.config import load
+from conceptual.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
+from conceptual.importers import run_import
+from conceptual.jobs.arguments import location
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.import_flickr8k_cn",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--images", required=True, type=location, help="a folder of photos")
+    parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
+    parser.add_argument(
+        "--output", required=True, type=location, help="where the Parquet and import.json go"
+    )
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="source=..., split=..., ImportConfig keys"
+    )
+    args = parser.parse_args(argv)
+
+    def write():
+        config = load(Flickr8kCnConfig, None, args.overrides)
+        return import_flickr8k_cn(args.images, args.cn, args.output, config)
+
+    return run_import(args.output, write, describe)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
