@@ -56,8 +56,7 @@ from conceptual.retrieval_index import (
     build_faiss,
     write_index,
 )
-from conceptual.speech.audio import decode_16k
-from conceptual.speech.features import AudioFeatureConfig, crop_or_pad, mfcc
+from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual.vision.cnn import resolve_device
 
 STAGE = "build_index"
@@ -234,19 +233,13 @@ def embed_clips(
                 skipped += 1
                 continue
             kept.append(row)
-            inputs.append(clip_input(batch["audio"][row].as_py(), audio))
+            inputs.append(clip_features(batch["audio"][row].as_py(), audio))
             for column, value in zip(rows, (clip, caption_id, image, caption)):
                 rows[column].append(value)
             rows["split"].append(batch["split"][row].as_py())
         if inputs:
             sink.append(embed(model.embed_queries, np.stack(inputs), device).cpu().numpy())
     return rows, sink.array(), skipped
-
-
-def clip_input(data: bytes, audio: AudioFeatureConfig) -> np.ndarray:
-    """The speech tower's input for a clip: MFCCs of its start, as evaluation computes them."""
-    samples = crop_or_pad(decode_16k(data), audio.seconds)
-    return mfcc(samples, audio.n_mfcc, audio.n_mels)
 
 
 def recall_queries(

@@ -59,7 +59,7 @@ from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
 from conceptual.serve.champion import MODEL_AUTOSCALING, Champion, NotReady, Served
 from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
 from conceptual.speech.audio import decode, resample
-from conceptual.speech.features import AudioFeatureConfig, crop_or_pad, mfcc
+from conceptual.speech.features import AudioFeatureConfig, samples_features
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import decode as decode_image
 
@@ -199,8 +199,7 @@ class Searcher:
 
     def embed_audio(self, samples: np.ndarray) -> np.ndarray:
         """16 kHz samples, heard as in evaluation: the first `seconds`, padded with silence."""
-        heard = crop_or_pad(samples, self.audio.seconds)
-        return self._embed_query(mfcc(heard, self.audio.n_mfcc, self.audio.n_mels)[None])
+        return self._embed_query(samples_features(samples, self.audio)[None])
 
     def embed_image(self, image: Image.Image) -> np.ndarray:
         [[(pooled, _)]] = self.extractor.extract([image])

@@ -85,10 +85,16 @@ def spec_augment(
 def clip_features(
     audio: bytes, config: AudioFeatureConfig, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """The tower's input for a stored clip: decode, crop/pad, MFCC; with `rng` (training) the
-    crop is random and SpecAugment applies, without it (evaluation) neither does."""
-    samples = crop_or_pad(decode_16k(audio), config.seconds, rng)
-    features = mfcc(samples, config.n_mfcc, config.n_mels)
+    """The tower's input for a stored clip: decode, then samples_features."""
+    return samples_features(decode_16k(audio), config, rng)
+
+
+def samples_features(
+    samples: np.ndarray, config: AudioFeatureConfig, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """The tower's input for 16 kHz samples: crop/pad, MFCC; with `rng` (training) the crop
+    is random and SpecAugment applies, without it (evaluation, search) neither does."""
+    features = mfcc(crop_or_pad(samples, config.seconds, rng), config.n_mfcc, config.n_mels)
     if rng is None:
         return features
     return spec_augment(features, config.freq_mask, config.time_mask, rng)
