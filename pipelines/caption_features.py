@@ -50,6 +50,32 @@ def train_captions(files: list[str], uri: str) -> list[str]:
     return read_rows(files, uri, TRAIN_SPLIT, ["caption"])["caption"].to_pylist()
 
 
+def caption_languages(files: list[str], uri: str) -> set[str]:
+    """The languages of the captions (features without a `language` column, or a null one,
+    are English: the features of curated records)."""
+    fs, _ = storage.resolve(uri)
+    found: set[str] = set()
+    for path in files:
+        with fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            if "language" not in parquet.schema_arrow.names:
+                found.add("en")
+                continue
+            column = parquet.read(columns=["language"])["language"]
+        found.update(language or "en" for language in pc.unique(column).to_pylist())
+    return found
+
+
+def train_fluency(files: list[str], uri: str) -> np.ndarray:
+    """The fluency scores of the train captions (NaN where a caption has none)."""
+    fs, _ = storage.resolve(uri)
+    with fs.open_input_file(files[0]) as f:
+        if "fluency" not in pq.read_schema(f).names:
+            return np.full(len(train_captions(files, uri)), np.nan)
+    scores = read_rows(files, uri, TRAIN_SPLIT, ["fluency"])["fluency"].cast(pa.float64())
+    return pc.fill_null(scores, np.nan).to_numpy()
+
+
 def image_key(pooled: np.ndarray) -> str:
     return hashlib.sha1(np.asarray(pooled, dtype=np.float32).tobytes()).hexdigest()
 

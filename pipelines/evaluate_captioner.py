@@ -6,6 +6,10 @@ MLflow run. The trainer scores its dev split every epoch with the same functions
                                      sample grid of photos with generated and reference
                                      captions, evaluation.json); a registered model version
                                      also gets its score tag for this evaluation set
+
+A Chinese captioner is scored on words (as segmented) and on characters (`char.*`: scores
+that do not depend on where a segmenter put word boundaries); METEOR and SPICE, which
+read English, are left out for it. The features' captions must be in the model's language.
 """
 
 from __future__ import annotations
@@ -27,17 +31,20 @@ from conceptual.models.saving import load_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.caption_features import (
     TRAIN_SPLIT,
+    caption_languages,
     eval_set_name,
     feature_files,
     source_images,
     split_images,
 )
 from conceptual.plots import image_grid
+from conceptual.text.chinese import characters
 
 # SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
 EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]
 EVAL_BATCH = 64  # images decoded at once
 SAMPLES_TABLE, SAMPLES_GRID = "samples.json", "samples.png"
+ENGLISH_ONLY = ("METEOR", "SPICE")  # their matchers and parsers read English
 
 
 class EvalConfig(Config):
@@ -92,20 +99,20 @@ def evaluate(
     `unavailable` (metric -> why), `baseline` (scores or None), `eval_set`, `images`,
     `run_id` and `version` (the registered version scored, or None)."""
     files = feature_files(features_uri)
+    model, vocab = load_model(registry.resolve(model_uri))
+    language = model.config.language
+    if (found := caption_languages(files, features_uri)) != {language}:
+        raise ValueError(f"a model writing {language!r} scored on captions in {sorted(found)}")
     images = split_images(files, features_uri, config.split, config.max_images)
     eval_set = eval_set_name(features_uri, config.split, images)
     version = registry.registered_version(model_uri)
-    model, vocab = load_model(registry.resolve(model_uri))
     generated = caption_images(model, vocab, images, config.beam)
-    report = caption_scores(generated, images["references"], metrics=config.metrics)
-    scores = {m: v for m, v in report.items() if m in config.metrics and v is not None}
-    unavailable = report.get("unavailable", {})
+    scores, unavailable = language_scores(generated, images["references"], config.metrics, language)
     baseline, nearest = None, None
     if config.baseline:
         source = baseline_features or features_uri
         nearest = baseline_captions(feature_files(source), source, images)
-        baseline_report = caption_scores(nearest, images["references"], metrics=config.metrics)
-        baseline = {m: baseline_report[m] for m in scores}
+        baseline, _ = language_scores(nearest, images["references"], config.metrics, language)
 
     tags = {"stage": "evaluate_captioner", "model_uri": model_uri}
     with tracking.start_run(config.experiment, tags=tags) as active:
@@ -128,6 +135,31 @@ def evaluate(
     if version is not None:
         registry.record_score(version, scores["CIDEr"], eval_set)
     return result
+
+
+def language_scores(
+    generated: Mapping[str, str],
+    references: Mapping[str, list[str]],
+    metrics: list[str],
+    language: str,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The caption metrics that could be computed, and why the others could not; for
+    Chinese the word metrics and their character-level `char.*` twins (module docstring)."""
+    if language != "en":
+        english_only = [m for m in metrics if m in ENGLISH_ONLY]
+        metrics = [m for m in metrics if m not in ENGLISH_ONLY]
+    report = caption_scores(generated, references, metrics=metrics)
+    scores = {m: report[m] for m in metrics if report[m] is not None}
+    unavailable = dict(report["unavailable"])
+    if language != "en":
+        unavailable.update(dict.fromkeys(english_only, f"reads English, not {language!r}"))
+        by_character = caption_scores(
+            {key: characters(caption) for key, caption in generated.items()},
+            {key: [characters(ref) for ref in refs] for key, refs in references.items()},
+            metrics=metrics,
+        )
+        scores.update({f"char.{m}": by_character[m] for m in metrics})
+    return scores, unavailable
 
 
 def log_samples(

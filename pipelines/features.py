@@ -19,6 +19,7 @@ import mlflow
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from PIL import Image
 
 from conceptual import storage, tracking
@@ -28,6 +29,10 @@ from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import FEATURES, image_id
 from conceptual.storage import SUCCESS
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+
+# What a caption in another language brings along (records.LANGUAGE_FIELDS): its language
+# and its fluency score, which captioner training reads.
+CARRIED = ["language", "fluency"]
 
 
 class FeaturesConfig(Config):
@@ -65,7 +70,8 @@ class FeatureStage:
         of_photo = dict(zip(distinct, extracted))
         per_record = [of_photo[data] for data in photos]
         rows = []
-        records = batch.select(["id", "split", "caption"]).to_pylist()
+        carried = [c for c in CARRIED if c in batch.column_names]
+        records = batch.select(["id", "split", "caption", *carried]).to_pylist()
         for record, photo, crops in zip(records, photos, per_record):
             record["image_id"] = image_id(photo)
             for crop, (pooled, grid) in enumerate(crops):
@@ -81,6 +87,14 @@ class FeatureStage:
         return pa.Table.from_pylist(rows, schema=FEATURES)
 
 
+def schema_names(fs, files: list[str]) -> list[str]:
+    """The columns of a dataset's files (the first file's: they share one schema)."""
+    if not files:
+        return []
+    with fs.open_input_file(files[0]) as f:
+        return pq.read_schema(f).names
+
+
 def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str, Any]:
     """Write features of every curated record with an image; return features.json's content."""
     started = time.monotonic()
@@ -92,7 +106,8 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
 
     fs, _ = storage.resolve(data)
     files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
-    records = read_row_groups(fs, files, columns=["id", "split", "caption", "image"])
+    carried = [column for column in CARRIED if column in schema_names(fs, files)]
+    records = read_row_groups(fs, files, columns=["id", "split", "caption", "image", *carried])
     total = written_rows(data)
     features = records.map_batches(
         FeatureStage,

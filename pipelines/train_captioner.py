@@ -12,6 +12,21 @@ collects the dev images (small); Ray Data turns the train rows into fixed-shape 
 the caption as `max_tokens` token ids); the loss is the captioner's cross-entropy; rank 0
 decodes the dev images with beam search after every epoch and scores them against all
 their references (captions.json in the checkpoint holds the captions scored).
+
+Another language (docs/spec/fluency.md): `language=zh` trains on features of Chinese
+captions (segmented into words, so vocabulary and decoding are as for English) and
+registers `captioner-zh`. Captions machine-translated from English carry a fluency score
+(jobs.score_fluency, before the features job), and `fluency` picks how it steers training:
+
+- none: every translation, unweighted;
+- only: the fluent ones (score > 0.5) alone;
+- rejection: every fluent one, and one with score f enters the batch when f > u, u drawn
+  from U(0, 0.5) each time it comes up (on the worker, per batch, so anew every epoch);
+- weighted: each caption's loss times 1 when fluent, else f.
+
+Rejection and weighting happen in the loss (`sample_weights`): a caption left out of a
+batch counts for nothing, so batches are smaller by the rejected share, as if the sampler
+had drawn them; "only" drops the rows before they reach the workers.
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import mlflow
 import numpy as np
@@ -27,21 +42,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import ray
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
 from conceptual import registry, storage, tracking
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
 from conceptual.models.saving import save_model
+from conceptual.models.variants import model_name
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import (
     TRAIN_SPLIT,
+    caption_languages,
     eval_set_name,
     feature_files,
     split_images,
     train_captions,
+    train_fluency,
 )
 from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images, log_samples
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
@@ -50,10 +68,14 @@ from conceptual.runtime import init_ray
 CAPTIONS = "captions.json"
 # The dev metric that picks the best checkpoint (spec: model selection).
 SELECT_BY = "CIDEr"
+FLUENT_ABOVE = 0.5  # a fluency score above it is a fluent sentence (docs/spec/fluency.md)
+FluencyStrategy = Literal["none", "only", "rejection", "weighted"]
 
 
 class TrainConfig(training.TrainingConfig):
     model: CaptionerSettings = CaptionerSettings()
+    language: Literal["en", "zh"] = "en"  # the captions' language; features must agree
+    fluency: FluencyStrategy = "none"  # module docstring; needs scored captions
     min_count: int = 4  # vocabulary: words seen at least this often in the train captions
     # That share of each target's probability spread over the vocabulary.
     label_smoothing: float = Field(default=0.0, ge=0.0, lt=1.0)
@@ -77,6 +99,12 @@ class TrainConfig(training.TrainingConfig):
             )
         return metrics
 
+    @model_validator(mode="after")
+    def _fluency_of_translations(self) -> TrainConfig:
+        if self.fluency != "none" and self.language == "en":
+            raise ValueError("fluency guides captions translated from English: set language")
+        return self
+
 
 # ---------------------------------------------------------------- the driver
 
@@ -88,6 +116,7 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     name of the dev set the scores belong to)."""
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
+    fluent_share = check_captions(files, features_uri, config)
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
     eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
@@ -104,6 +133,8 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
                 "eval_images": len(eval_set["keys"]),
             }
         )
+        if fluent_share is not None:
+            mlflow.log_metric("train_fluent_share", fluent_share)
         loop_config = {
             "config": config.model_dump(mode="json"),
             "model": model_config.model_dump(),
@@ -111,7 +142,8 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
             "eval_set": ray.put(eval_set),  # rank 0 fetches it; the driver keeps it alive
         }
         shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
-        rows = train_examples(train_rows(features_uri, files), vocab, config, shape)
+        scored = config.fluency != "none"
+        rows = train_examples(train_rows(features_uri, files, scored), vocab, config, shape)
         best_dir, best_metrics, history = training.fit(
             train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY
         )
@@ -130,10 +162,36 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     }
 
 
-def publish(result: dict[str, Any], config: TrainConfig, name: str = registry.MODEL_NAME) -> dict:
-    """Register a train() result's model as a version of `name` and apply the champion rule
-    on dev CIDEr (registry.publish). Returns the decision, with the new `version`."""
+def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | None:
+    """Refuse features whose captions are not in the configured language, or unscored
+    captions for a fluency strategy; return the share of fluent train captions (None
+    without a strategy)."""
+    languages = caption_languages(files, uri)
+    if languages != {config.language}:
+        raise ValueError(
+            f"the features' captions are in {sorted(languages)}, not language={config.language}"
+        )
+    if config.fluency == "none":
+        return None
+    scores = train_fluency(files, uri)
+    if np.isnan(scores).any():
+        raise ValueError(
+            f"fluency={config.fluency} needs a fluency score on every train caption; "
+            f"{int(np.isnan(scores).sum())} of {len(scores)} have none (run "
+            "jobs.score_fluency on the curated records, then the features job)"
+        )
+    fluent_share = float((scores > FLUENT_ABOVE).mean())
+    if config.fluency == "only" and fluent_share == 0:
+        raise ValueError("fluency=only, but no train caption is fluent")
+    return fluent_share
+
+
+def publish(result: dict[str, Any], config: TrainConfig, name: str | None = None) -> dict:
+    """Register a train() result's model as a version of `name` (by default the language's
+    model, captioner or captioner-zh) and apply the champion rule on dev CIDEr
+    (registry.publish). Returns the decision, with the new `version`."""
     score = result["best"][SELECT_BY]
+    name = name or model_name(config.language)
     return registry.publish(
         result["run_id"], variant(config), score, result["eval_set"], SELECT_BY, name
     )
@@ -152,13 +210,17 @@ def variant(config: TrainConfig) -> str:
 def captioner_config(config: TrainConfig, vocab_size: int, feature_dim: int) -> CaptionerConfig:
     """The model's settings with what the data decides."""
     return CaptionerConfig(
-        **config.model.model_dump(), vocab_size=vocab_size, feature_dim=feature_dim
+        **config.model.model_dump(),
+        vocab_size=vocab_size,
+        feature_dim=feature_dim,
+        language=config.language,
     )
 
 
-def train_rows(uri: str, files: list[str]) -> ray.data.Dataset:
+def train_rows(uri: str, files: list[str], fluency: bool = False) -> ray.data.Dataset:
     fs, _ = storage.resolve(uri)
-    return read_row_groups(fs, files, columns=["split", "caption", "pooled", "grid"])
+    columns = ["split", "caption", "pooled", "grid", *(["fluency"] if fluency else [])]
+    return read_row_groups(fs, files, columns=columns)
 
 
 def feature_shape(pooled: Sequence, grid: Sequence, feature_map: str) -> tuple[int, int]:
@@ -171,9 +233,17 @@ def train_examples(
 ) -> ray.data.Dataset:
     """The train split's rows as the loss reads them: `features` (shape: cells, channels),
     in fp16 for GPUs (half the bytes to move; autocast reads them in bf16) and float32 for
-    CPUs, and `tokens` (model.max_tokens ids)."""
+    CPUs, `tokens` (model.max_tokens ids), and `fluency` for the strategies that read it in
+    the loss (fluency=only keeps the fluent rows instead)."""
     dtype = np.float16 if config.use_gpu else np.float32
-    examples = partial(_examples, vocab=vocab, settings=config.model, shape=shape, dtype=dtype)
+    examples = partial(
+        _examples,
+        vocab=vocab,
+        settings=config.model,
+        shape=shape,
+        dtype=dtype,
+        fluency=config.fluency,
+    )
     return rows.map_batches(
         examples, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
     )
@@ -185,15 +255,22 @@ def _examples(
     settings: CaptionerSettings,
     shape: tuple[int, int],
     dtype: type,
+    fluency: FluencyStrategy = "none",
 ) -> dict[str, np.ndarray]:
-    batch = batch.filter(pc.field("split") == TRAIN_SPLIT)
+    kept = pc.field("split") == TRAIN_SPLIT
+    if fluency == "only":
+        kept = kept & (pc.field("fluency") > FLUENT_ABOVE)
+    batch = batch.filter(kept)
     column = batch["pooled" if settings.feature_map == "1x1" else "grid"]
     # The list column's flat values, one reshape: no per-row objects.
     features = pc.list_flatten(column).to_numpy().reshape(len(batch), *shape)
-    return {
+    examples = {
         "features": features.astype(dtype),
         "tokens": vocab.encode_array(batch["caption"].to_pylist(), settings.max_tokens),
     }
+    if fluency in ("rejection", "weighted"):
+        examples["fluency"] = batch["fluency"].to_numpy().astype(np.float32)
+    return examples
 
 
 # ---------------------------------------------------------------- the workers
@@ -203,13 +280,37 @@ class CaptionLoss(nn.Module):
     """The captioner's loss as a forward pass over a batch's columns: DDP synchronizes the
     gradients of what runs through the wrapped module's forward."""
 
-    def __init__(self, captioner: Captioner, label_smoothing: float = 0.0):
+    def __init__(
+        self,
+        captioner: Captioner,
+        label_smoothing: float = 0.0,
+        fluency: FluencyStrategy = "none",
+    ):
         super().__init__()
         self.captioner = captioner
         self.label_smoothing = label_smoothing
+        self.fluency = fluency
 
-    def forward(self, features: Tensor, tokens: Tensor) -> Tensor:
-        return self.captioner.loss(features, tokens, self.label_smoothing)
+    def forward(self, features: Tensor, tokens: Tensor, fluency: Tensor | None = None) -> Tensor:
+        weights = None if fluency is None else sample_weights(fluency, self.fluency)
+        return self.captioner.loss(features, tokens, self.label_smoothing, weights)
+
+
+def sample_weights(
+    fluency: Tensor, strategy: FluencyStrategy, generator: torch.Generator | None = None
+) -> Tensor:
+    """Each caption's weight in the loss under a fluency strategy (module docstring), from
+    its fluency score: 1 or 0 for rejection sampling (u ~ U(0, 0.5) drawn per caption per
+    call), 1 or the score for the weighted loss, 1 or 0 for fluency only, all 1 for none."""
+    fluent = fluency > FLUENT_ABOVE
+    if strategy == "weighted":
+        return torch.where(fluent, torch.ones_like(fluency), fluency)
+    if strategy == "rejection":
+        u = torch.rand(fluency.shape, generator=generator, device=fluency.device) * FLUENT_ABOVE
+        return (fluent | (fluency > u)).to(fluency.dtype)
+    if strategy == "only":
+        return fluent.to(fluency.dtype)
+    return torch.ones_like(fluency)
 
 
 def train_loop(loop_config: dict[str, Any]) -> None:
@@ -222,7 +323,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     eval_set = ray.get(loop_config["eval_set"]) if rank == 0 else None
     task = training.Task(
         model=captioner,
-        loss=CaptionLoss(captioner, config.label_smoothing),
+        loss=CaptionLoss(captioner, config.label_smoothing, config.fluency),
         evaluate=partial(evaluate_dev, captioner, vocab, eval_set, config),
         save=partial(save_model, captioner, vocab),
     )

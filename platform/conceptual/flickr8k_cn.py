@@ -193,6 +193,7 @@ def flickr8k_cn_pairs(
                 "source": source,
                 "original": original,
                 "text": normalize(line.text),
+                "fluency": None,  # jobs.score_fluency's
             }
             where = f"{file_name}:{line.number}"
             pairs.append(Pair(path, url, line.text, split, where, outside, columns))

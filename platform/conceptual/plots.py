@@ -6,9 +6,28 @@ from __future__ import annotations
 import io
 import textwrap
 from collections.abc import Sequence
+from functools import cache
 
+from matplotlib import font_manager
 from matplotlib.figure import Figure
 from PIL import Image
+
+# Titles fall back glyph by glyph from the default font to one with Han characters
+# (requirements/apt.txt installs it), so Chinese captions do not show as empty boxes.
+CJK_FONT = "WenQuanYi Micro Hei"
+
+
+@cache
+def title_fonts() -> list[str]:
+    """The default sans-serif font, then the CJK one when this machine has it (without it,
+    matplotlib would warn on every title)."""
+    fonts = ["DejaVu Sans"]
+    try:
+        font_manager.findfont(CJK_FONT, fallback_to_default=False)
+        fonts.append(CJK_FONT)
+    except ValueError:
+        pass
+    return fonts
 
 
 def image_grid(items: Sequence[tuple[bytes, str]], columns: int = 4, wrap: int = 40) -> Figure:
@@ -26,6 +45,6 @@ def image_grid(items: Sequence[tuple[bytes, str]], columns: int = 4, wrap: int =
         image.draft("RGB", (256, 256))  # a thumbnail needs no full-size decode
         ax.imshow(image.convert("RGB"))
         lines = [textwrap.fill(line, wrap) for line in title.splitlines()]
-        ax.set_title("\n".join(lines), fontsize=8, loc="left")
+        ax.set_title("\n".join(lines), fontsize=8, loc="left", fontfamily=title_fonts())
     figure.tight_layout()
     return figure

@@ -86,6 +86,9 @@ LANGUAGE_FIELDS = [
     ("source", pa.string()),  # who wrote it: "baidu", "google" (MT), "native", "human"
     ("original", pa.string()),  # the English sentence it translates; null when written natively
     ("text", pa.string()),  # the sentence unsegmented (normalized); `caption` is its words
+    # The fluency classifier's score in [0, 1] (jobs.score_fluency; fluent above 0.5); null
+    # until scored.
+    ("fluency", pa.float32()),
 ]
 CURATED_LANGUAGE = pa.schema([*CURATED, *LANGUAGE_FIELDS])
 
@@ -114,6 +117,9 @@ FEATURES = pa.schema(
         ("pooled", pa.list_(pa.float32())),  # global average of the grid: channels
         ("grid", pa.list_(pa.float32())),  # row-major (rows, cols, channels)
         ("grid_shape", pa.list_(pa.int32())),  # [rows, cols, channels]
+        # From a curated record with LANGUAGE_FIELDS; null for the English of CURATED.
+        ("language", pa.string()),
+        ("fluency", pa.float32()),
     ]
 )
 

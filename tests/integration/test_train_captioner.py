@@ -29,13 +29,25 @@ KINDS = [
 IMAGES_PER_KIND, VAL_IMAGES_PER_KIND = 6, 2
 
 
-def write_features(directory) -> str:
+# The same kinds in Chinese, as a Chinese import writes captions (words joined by spaces),
+# each with a fluency score: the first caption fluent, the second not.
+KINDS_ZH = [
+    ("一只 狗 在 草地 上", "一只 棕色 的 狗 在 草地 上 跑"),
+    ("一只 猫 在 沙发 上", "一只 小 猫 在 沙发 上 睡觉"),
+    ("一条 船 在 湖 上", "一条 白色 的 船 在 湖 上 航行"),
+    ("一辆 车 在 路 上", "一辆 红色 的 车 在 路 上 行驶"),
+]
+FLUENCY_ZH = (0.9, 0.3)
+
+
+def write_features(directory, kinds=KINDS, language=None, fluency=(None, None)) -> str:
     """24 images x 2 captions (one row per caption record, centre crop only): 16 images
-    (32 rows) train, 8 val."""
+    (32 rows) train, 8 val. The captions of `kinds`, with `language` and the captions'
+    `fluency` scores (by caption number) as a Chinese import's features carry them."""
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(len(KINDS), CHANNELS))
     rows = []
-    for kind, captions in enumerate(KINDS):
+    for kind, captions in enumerate(kinds):
         for image in range(IMAGES_PER_KIND):
             grid = (centres[kind] + 0.3 * rng.normal(size=(CELLS, CELLS, CHANNELS))).astype(
                 np.float32
@@ -51,6 +63,8 @@ def write_features(directory) -> str:
                         "pooled": grid.mean(axis=(0, 1)),
                         "grid": grid.ravel(),
                         "grid_shape": [CELLS, CELLS, CHANNELS],
+                        "language": language,
+                        "fluency": fluency[n],
                     }
                 )
     features = directory / "features"
@@ -315,3 +329,46 @@ def test_compare_job_refuses_an_unknown_variant_before_training(features_uri, ca
 
     assert compare_captioners.main(["--features", features_uri, "--variants", "cnn-4x4"]) == 2
     assert "unknown variant 'cnn-4x4'" in capsys.readouterr().err
+
+
+def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
+    ray_local, platform_home, features_uri, tmp_path
+):
+    """language=zh on scored Chinese features: trained with rejection sampling, saved with
+    its language, registered as captioner-zh, scored on words and on characters beside the
+    baseline; features in another language, or unscored for a strategy, are refused."""
+    import mlflow
+
+    from conceptual.models.saving import load_model
+    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
+    from conceptual.pipelines.train_captioner import publish, train
+    from conceptual.registry import resolve
+
+    chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
+    config = tiny_config(language="zh", fluency="rejection", epochs=2)
+    result = train(chinese, config)
+    run = mlflow.MlflowClient().get_run(result["run_id"])
+    assert run.data.metrics["train_fluent_share"] == 0.5
+    assert run.data.params["fluency"] == "rejection"
+    decision = publish(result, config)
+    version = mlflow.MlflowClient().get_model_version_by_alias("captioner-zh", "champion")
+    assert str(version.version) == str(decision["version"])
+    model, vocab = load_model(resolve("models:/captioner-zh@champion"))
+    assert model.config.language == "zh" and "狗" in vocab.tokens
+
+    scores = evaluate(
+        "models:/captioner-zh@champion",
+        chinese,
+        EvalConfig(split="val", metrics=["CIDEr", "BLEU-4", "METEOR"], samples=2),
+    )
+    assert {"CIDEr", "BLEU-4", "char.CIDEr", "char.BLEU-4"} == set(scores["scores"])
+    assert "English" in scores["unavailable"]["METEOR"]
+    assert {"CIDEr", "char.CIDEr"} <= set(scores["baseline"])
+
+    with pytest.raises(ValueError, match=r"writing 'zh' scored on captions in \['en'\]"):
+        evaluate("models:/captioner-zh@champion", features_uri, EvalConfig(split="val"))
+    with pytest.raises(ValueError, match=r"captions are in \['en'\], not language=zh"):
+        train(features_uri, tiny_config(language="zh"))
+    unscored = write_features(tmp_path / "unscored", KINDS_ZH, "zh")
+    with pytest.raises(ValueError, match="fluency=weighted needs a fluency score"):
+        train(unscored, tiny_config(language="zh", fluency="weighted"))

@@ -110,6 +110,27 @@ def test_label_smoothing_spreads_target_mass_over_the_vocabulary_and_skips_paddi
     torch.testing.assert_close(model.loss(features, tokens), nll.mean())
 
 
+def test_weighted_loss_scales_captions_and_a_zero_weight_leaves_one_out():
+    model = small_model("rnn", "1x1")
+    features = random_features("1x1", images=2)
+    tokens = tokens_tensor([[BOS, 5, 6, 2], [BOS, 7, 2]])  # 3 and 2 tokens to predict
+    log_probs = model(features, tokens[:, :-1]).log_softmax(-1)
+    nll = -log_probs.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+    first, second = nll[0].sum(), nll[1, :2].sum()
+
+    ones = model.loss(features, tokens, weights=torch.ones(2))
+    torch.testing.assert_close(ones, model.loss(features, tokens))
+    # Rejected: the batch is the first caption alone.
+    torch.testing.assert_close(
+        model.loss(features, tokens, weights=torch.tensor([1.0, 0.0])), first / 3
+    )
+    # Weighted: the second caption's loss counts 0.25, its tokens still count in the mean.
+    torch.testing.assert_close(
+        model.loss(features, tokens, weights=torch.tensor([1.0, 0.25])), (first + 0.25 * second) / 5
+    )
+    assert model.loss(features, tokens, weights=torch.zeros(2)) == 0  # nothing left: no NaN
+
+
 CAPTIONS = [
     "a cup of espresso on a saucer",
     "dog running on the beach",

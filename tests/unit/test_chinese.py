@@ -9,7 +9,13 @@ import pytest
 
 from conceptual.models.vocab import tokenize
 from conceptual.text import chinese
-from conceptual.text.chinese import normalize, pos_tags, segment, tokens_for_captioning
+from conceptual.text.chinese import (
+    characters,
+    normalize,
+    pos_tags,
+    segment,
+    tokens_for_captioning,
+)
 
 
 # Full-width letters fold to ASCII, full-width punctuation stays, ASCII marks by Chinese become
@@ -92,3 +98,9 @@ def test_one_tokenizer_per_process_loaded_lazily_and_quietly(monkeypatch, tmp_pa
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["jieba-0.42.1.cache"]
     out, err = capfd.readouterr()
     assert out == "" and "prefix dict" not in err
+
+
+def test_characters_split_han_words_and_keep_latin_runs_whole():
+    assert characters("一个 小女孩 穿着 T恤") == "一 个 小 女 孩 穿 着 T 恤"
+    assert characters("两只 狗 和 SUV 2 辆") == "两 只 狗 和 SUV 2 辆"
+    assert characters("") == ""

@@ -41,3 +41,20 @@ def test_records_of_one_photo_share_one_cnn_pass():
     assert np.array_equal(by_key["a", 0], by_key["b", 0])
     assert not np.array_equal(by_key["a", 0], by_key["c", 0])
     assert rows[0]["grid_shape"] == [8, 8, len(rows[0]["pooled"])]
+    assert rows[0]["language"] is None and rows[0]["fluency"] is None  # English records
+
+
+def test_a_captions_language_and_fluency_score_come_along():
+    photo = jpeg(skimage.data.coffee())
+    batch = pa.table(
+        {
+            "id": ["a", "b"],
+            "split": ["train"] * 2,
+            "caption": ["一杯 咖啡", "咖啡"],
+            "image": [photo, photo],
+            "language": ["zh", "zh"],
+            "fluency": pa.array([0.75, None], pa.float32()),
+        }
+    )
+    rows = FeatureStage(FeaturesConfig())(batch).to_pylist()
+    assert [(r["language"], r["fluency"]) for r in rows] == [("zh", 0.75), ("zh", None)]

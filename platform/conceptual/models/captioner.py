@@ -65,6 +65,9 @@ class CaptionerConfig(CaptionerSettings):
 
     vocab_size: int
     feature_dim: int = 1280
+    # The language it writes (models saved before languages existed: English). Chinese
+    # captions are words joined by spaces, like English ones (conceptual.text.chinese).
+    language: Literal["en", "zh"] = "en"
 
 
 def features_tensor(pooled: Sequence, grid: Sequence, kind: FeatureKind) -> Tensor:
@@ -291,14 +294,27 @@ class Captioner(nn.Module):
         logits, state = self.decode(memory, unread, state)
         return logits[:, -1].float().log_softmax(-1), state
 
-    def loss(self, features: Tensor, tokens: Tensor, label_smoothing: float = 0.0) -> Tensor:
+    def loss(
+        self,
+        features: Tensor,
+        tokens: Tensor,
+        label_smoothing: float = 0.0,
+        weights: Tensor | None = None,
+    ) -> Tensor:
         """Mean cross-entropy of predicting `tokens[:, 1:]` from `tokens[:, :-1]`, where
         `tokens` are encoded captions (<bos> ... <eos>, padded); padding does not count.
-        `label_smoothing` spreads that share of each target's probability over the vocabulary."""
-        logits = self(features, tokens[:, :-1])
-        return F.cross_entropy(
-            logits.transpose(1, 2),
-            tokens[:, 1:],
-            ignore_index=PAD,
-            label_smoothing=label_smoothing,
+        `label_smoothing` spreads that share of each target's probability over the vocabulary.
+        `weights` (B,) multiply each caption's loss; the mean is over the tokens of the
+        captions weighted above zero, so all ones give the plain mean and a zero leaves the
+        caption out of the batch (fluency-guided training, pipelines/train_captioner.py)."""
+        logits = self(features, tokens[:, :-1]).transpose(1, 2)
+        targets = tokens[:, 1:]
+        if weights is None:
+            return F.cross_entropy(
+                logits, targets, ignore_index=PAD, label_smoothing=label_smoothing
+            )
+        per_token = F.cross_entropy(  # 0 at padding
+            logits, targets, ignore_index=PAD, label_smoothing=label_smoothing, reduction="none"
         )
+        counted = (targets != PAD).sum(1) * (weights > 0)
+        return (weights * per_token.sum(1)).sum() / counted.sum().clamp(min=1)

@@ -4,6 +4,7 @@
     segment("一个小女孩在玩。")                 # ["一个", "小女孩", "在", "玩", "。"]
     pos_tags("一个小女孩在玩。")                # [("一个", "m"), ("小女孩", "n"), ...]
     tokens_for_captioning("一个小女孩在玩。")   # "一个 小女孩 在 玩"
+    characters("一个 小女孩 穿着 T恤")              # "一 个 小 女 孩 穿 着 T 恤"
 
 Chinese is written without spaces between words, but the captioner's vocabulary
 (conceptual.models.vocab.tokenize) takes words to be what spaces separate, so a Chinese
@@ -111,6 +112,16 @@ def pos_tags(text: str) -> list[tuple[str, str]]:
 def is_punctuation(word: str) -> bool:
     """Whether a word is only punctuation and symbols ("。", "，", "“", "#", "...")."""
     return all(unicodedata.category(ch)[0] in "PS" for ch in word)
+
+
+HAN_OR_WORD = re.compile(rf"[{HAN}]|[^\s{HAN}]+")
+
+
+def characters(caption: str) -> str:
+    """A segmented caption as single Han characters (other runs, Latin words and digits,
+    stay whole), joined by spaces: scores on these do not depend on where a segmenter put
+    word boundaries, which differ between jieba and the references' writers."""
+    return " ".join(HAN_OR_WORD.findall(caption))
 
 
 def tokens_for_captioning(text: str) -> str:
