@@ -12,11 +12,14 @@ The Flickr8k-CN folder has a file per source, one sentence a line, `IMAGE.jpg#TA
 | google | flickr8kzhg.caption.txt | zhg | Google's machine translation of each English caption |
 | native | flickr8kzhc.caption.txt | zhc | written in Chinese by native speakers, for the image |
 | human | flickr8kzhmtest.captions.txt | zhm | people's translations, test images only |
+| english | flickr8kenc.caption.txt | enc | the English captions themselves |
 
 `flickr8kenc.caption.txt` (tag `enc`) holds the English captions: a translation translates the
 English sentence of the same IMAGE and N, which becomes its record's `original`; a native
 sentence translates nothing. `flickr8k{train,val,test}.txt` list the standard split's image
-ids (the file name without `.jpg`).
+ids (the file name without `.jpg`). source=english imports the English captions (language
+"en", in the released style of the English imports) under the same split, for an English
+captioner beside the Chinese ones (the late-translation baselines of compare_fluency).
 
 What is imported: the source's sentences of the photos in the images folder (all of Flickr8k
 or any part of it), written by importers.write_import as records.CURATED_LANGUAGE, with
@@ -49,6 +52,7 @@ from conceptual.importers import (
     Pair,
     _existing_dir,
     _existing_file,
+    released_style,
     summary,
     write_import,
 )
@@ -56,17 +60,23 @@ from conceptual.records import CURATED_LANGUAGE, Rejection
 from conceptual.splits import SPLITS
 from conceptual.text.chinese import normalize, tokens_for_captioning
 
-Source = Literal["baidu", "google", "native", "human"]
+Source = Literal["baidu", "google", "native", "human", "english"]
 SOURCES: dict[str, tuple[str, str]] = {  # source -> (file, tag)
     "baidu": ("flickr8kzhb.caption.txt", "zhb"),
     "google": ("flickr8kzhg.caption.txt", "zhg"),
     "native": ("flickr8kzhc.caption.txt", "zhc"),
     "human": ("flickr8kzhmtest.captions.txt", "zhm"),
+    "english": ("flickr8kenc.caption.txt", "enc"),
 }
 TRANSLATED = ("baidu", "google", "human")  # their sentence N translates English sentence N
-ENGLISH = ("flickr8kenc.caption.txt", "enc")
+ENGLISH = SOURCES["english"]
 SPLIT_FILE = "flickr8k{}.txt"
-LANGUAGE = "zh"
+
+
+def language(source: str) -> str:
+    return "en" if source == "english" else "zh"
+
+
 LINE = re.compile(r"(?P<image>[^#\s]+)#(?P<tag>[^#\s]*)#(?P<n>\d+)(?:\s+(?P<text>.*))?")
 
 
@@ -189,7 +199,7 @@ def flickr8k_cn_pairs(
             if source in TRANSLATED and original is None:
                 no_original += 1  # imported all the same: the sentence is still Chinese
             columns = {
-                "language": LANGUAGE,
+                "language": language(source),
                 "source": source,
                 "original": original,
                 "text": normalize(line.text),
@@ -230,7 +240,7 @@ def import_flickr8k_cn(
         pairs,
         output_uri,
         config,
-        caption_style=tokens_for_captioning,
+        caption_style=released_style if config.source == "english" else tokens_for_captioning,
         curated_schema=CURATED_LANGUAGE,
         sections={"flickr8k_cn": section},
     )

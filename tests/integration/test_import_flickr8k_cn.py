@@ -150,6 +150,23 @@ def test_official_split_and_native_sentences(dataset, tmp_path):
     assert {name: n["images"] for name, n in report["splits"].items()} == {"train": 1, "val": 1}
 
 
+def test_english_captions_under_the_same_split(dataset, tmp_path):
+    """source=english: the English captions, in the released style of the English imports,
+    for an English captioner trained on the same photos as the Chinese ones."""
+    images, cn = dataset
+    config = Flickr8kCnConfig(source="english", split="official")
+    import_flickr8k_cn(images, cn, str(tmp_path / "out"), config)
+    rows = records(tmp_path / "out")
+    runs = rows["A dog runs on the grass ."]
+    assert (runs["caption"], runs["language"], runs["source"]) == (
+        "a dog runs on the grass",
+        "en",
+        "english",
+    )
+    assert runs["original"] is None and runs["split"] == "train"
+    assert rows["A cat sleeps ."]["split"] == "test"
+
+
 def test_missing_files_are_errors(dataset, tmp_path):
     images, cn = dataset
     with pytest.raises(ImportSourceError, match="flickr8kzhmtest.captions.txt"):
