@@ -1,15 +1,17 @@
 """The captioning service on Ray Serve: a FastAPI ingress (`Api`) in front of the model
-deployments: the champion captioner (conceptual.serve.captioner_deployment) and, opt-in
+deployments: a champion captioner per caption language (conceptual.serve.captioner_deployment;
+English by default, more opt-in with `ServeConfig.languages`) and, opt-in
 (`ServeConfig.retrievers`), the champion retrievers with their indexes
 (conceptual.serve.retriever_deployment).
 
     serve run serve/config.yaml                  # import_path conceptual.serve.app:build_app
     url = start(ServeConfig(), port=8000)        # from Python: http://127.0.0.1:8000
 
-Routes: POST /v1/captions, GET /v1/models, GET /healthz, GET /readyz, and FastAPI's /docs
-and /openapi.json; with retrievers, POST /v1/search/images (a text query as JSON
-{"text": ..., "k": ...} via the text retriever, or an audio query as the raw body, audio/wav,
-audio/flac or audio/mpeg, or the form field `audio`, via the speech retriever; ?k=) and
+Routes: POST /v1/captions (?language=en|zh picks the captioner, default en), GET /v1/models,
+GET /healthz, GET /readyz, and FastAPI's /docs and /openapi.json; with retrievers, POST
+/v1/search/images (a text query as JSON {"text": ..., "k": ...} via the text retriever, or an
+audio query as the raw body, audio/wav, audio/flac or audio/mpeg, or the form field `audio`,
+via the speech retriever; ?k=) and
 POST /v1/search/captions (an image, as /v1/captions takes it, via the text retriever). The
 ingress checks what it can without the model (sizes, parameters, media types, the multipart
 form, the text) and forwards the bytes; decoding and the models run in the model replicas.
@@ -51,7 +53,12 @@ from starlette.requests import ClientDisconnect
 
 from conceptual.config import Config
 from conceptual.runtime import init_ray
-from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.serve.captioner_deployment import DEPLOYMENT_NAMES as CAPTIONER_NAMES
+from conceptual.serve.captioner_deployment import (
+    CaptionerDeployment,
+    CaptionerSettings,
+    Language,
+)
 from conceptual.serve.retriever_deployment import (
     DEPLOYMENT_NAMES,
     CaptionSearchResponse,
@@ -89,7 +96,13 @@ MAX_FORM_PARTS = 8
 class ServeConfig(Config):
     """The application's arguments (`args:` in serve/config.yaml)."""
 
-    captioner: CaptionerSettings = CaptionerSettings()
+    # The caption languages served, each by a CaptionerDeployment of its own (Captioner,
+    # CaptionerZh) following its registered model's champion; /readyz waits for each. English
+    # may be left out (a Chinese-only service): requests that name no language ask for
+    # English, and get 501 not_enabled there.
+    languages: list[Language] = Field(["en"], min_length=1)
+    captioner: CaptionerSettings = CaptionerSettings()  # English: models:/captioner@champion
+    captioner_zh: CaptionerSettings = CaptionerSettings()  # models:/captioner-zh@champion
     max_beam: int = Field(8, ge=1)  # beam_size may go up to this
     default_beam: int = Field(3, ge=1)
     max_body_bytes: int = Field(16 << 20, gt=0)  # as the fetcher's cap on an image
@@ -108,7 +121,13 @@ class ServeConfig(Config):
             raise ValueError(f"default_beam {self.default_beam} > max_beam {self.max_beam}")
         if len(set(self.retrievers)) != len(self.retrievers):
             raise ValueError(f"retrievers {self.retrievers} names one twice")
+        if len(set(self.languages)) != len(self.languages):
+            raise ValueError(f"languages {self.languages} names one twice")
         return self
+
+    def captioner_settings(self, language: str) -> CaptionerSettings:
+        """The settings of `language`'s captioner: `captioner` (en), `captioner_zh`."""
+        return self.captioner if language == "en" else self.captioner_zh
 
 
 class TextQuery(BaseModel):
@@ -366,28 +385,40 @@ def search_body(max_bytes: int, max_text_bytes: int) -> dict[str, Any]:
 
 def make_api(
     config: ServeConfig,
-    captioner: DeploymentHandle,
+    captioners: Mapping[str, DeploymentHandle],
     retrievers: Mapping[str, DeploymentHandle] | None = None,
 ) -> FastAPI:
-    """The routes; `retrievers` holds a handle per modality in `config.retrievers`."""
+    """The routes; `captioners` holds a handle per language in `config.languages`,
+    `retrievers` one per modality in `config.retrievers`."""
     api = FastAPI(
         title="conceptual captioning",
         version="1",
-        description="Captions for images from the registry's champion captioner, and "
-        "(when enabled) image and caption search with the champion retrievers.",
+        description="Captions for images from the registry's champion captioner of each "
+        "language served, and (when enabled) image and caption search with the champion "
+        "retrievers.",
     )
     add_error_handlers(api)
     uploads = asyncio.Semaphore(config.max_concurrent_uploads)  # bodies being received
     retrievers = retrievers or {}
 
     async def model_statuses() -> list[ModelStatus]:
-        handles = [captioner, *retrievers.values()]
+        handles = [*captioners.values(), *retrievers.values()]
         return list(await asyncio.gather(*(answer(h.status.remote()) for h in handles)))
+
+    def captioner(language: str) -> DeploymentHandle:
+        if language not in captioners:
+            raise ApiError(
+                501,
+                "not_enabled",
+                f"captions in {language!r} are not enabled on this service; it writes "
+                f"{', '.join(map(repr, captioners))}",
+            )
+        return captioners[language]
 
     @api.post(
         "/v1/captions",
         response_model=CaptionResponse,
-        responses=error_responses(400, 408, 413, 415, 422, 500, 503),
+        responses=error_responses(400, 408, 413, 415, 422, 500, 501, 503),
         openapi_extra=image_body(config.max_body_bytes),
     )
     async def captions(
@@ -399,8 +430,13 @@ def make_api(
         num_captions: Annotated[
             int, Query(ge=1, le=config.max_beam, description="how many, at most beam_size")
         ] = 1,
+        language: Annotated[
+            Language,
+            Query(description=f"the captions' language (enabled: {', '.join(config.languages)})"),
+        ] = "en",
     ) -> CaptionResponse:
-        """Captions for one image, best first, naming the model version that made them."""
+        """Captions for one image in one language, best first, naming the model version that
+        made them."""
         if num_captions > beam_size:
             raise ApiError(
                 422,
@@ -408,8 +444,9 @@ def make_api(
                 f"num_captions {num_captions} > beam_size {beam_size}: "
                 "a beam search keeps at most beam_size captions",
             )
+        handle = captioner(language)  # refused before the body is received
         data = await image_bytes(request, config, uploads)
-        captioned = await answer(captioner.caption.remote(data, beam_size, num_captions))
+        captioned = await answer(handle.caption.remote(data, beam_size, num_captions))
         response.headers["X-Batch-Size"] = str(captioned.batch_size)
         return captioned.response
 
@@ -546,13 +583,13 @@ class Api:
     def __init__(
         self,
         config: ServeConfig,
-        captioner: DeploymentHandle,
+        captioners: Mapping[str, DeploymentHandle],
         retrievers: Mapping[str, DeploymentHandle] | None = None,
     ):
-        self.config, self.captioner, self.retrievers = config, captioner, retrievers
+        self.config, self.captioners, self.retrievers = config, captioners, retrievers
 
     def __serve_build_asgi_app__(self) -> FastAPI:  # Serve builds the app in each replica
-        return make_api(self.config, self.captioner, self.retrievers)
+        return make_api(self.config, self.captioners, self.retrievers)
 
 
 # --- building and running the application --------------------------------------------------
@@ -564,12 +601,16 @@ def build(
     retriever_options: Mapping[str, Any] | None = None,
 ) -> Application:
     """The application; `captioner_options` and `retriever_options` are Serve deployment
-    options for the captioner and the retrievers (autoscaling_config, num_replicas,
+    options for every captioner and retriever (autoscaling_config, num_replicas,
     ray_actor_options...) over their defaults."""
-    settings = config.captioner
-    if settings.tracking_uri is None:  # resolved once here, so every replica reads the same
-        settings = settings.model_copy(update={"tracking_uri": tracking_uri()})
-    captioner = CaptionerDeployment.options(**(captioner_options or {})).bind(settings)
+    captioners = {}
+    for language in config.languages:
+        settings = config.captioner_settings(language)
+        if settings.tracking_uri is None:  # resolved once here: every replica reads the same
+            settings = settings.model_copy(update={"tracking_uri": tracking_uri()})
+        captioners[language] = CaptionerDeployment.options(
+            name=CAPTIONER_NAMES[language], **(captioner_options or {})
+        ).bind(settings, language)
     search = config.retrieval
     if search.tracking_uri is None:
         search = search.model_copy(update={"tracking_uri": tracking_uri()})
@@ -579,7 +620,7 @@ def build(
         ).bind(search, modality)
         for modality in config.retrievers
     }
-    return Api.bind(config, captioner, retrievers)
+    return Api.bind(config, captioners, retrievers)
 
 
 def build_app(args: dict[str, Any]) -> Application:

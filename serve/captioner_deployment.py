@@ -1,6 +1,13 @@
 """The captioning model deployment: the registry's champion captioner behind Serve's dynamic
 batching, following the alias as it moves (conceptual.serve.champion).
 
+One deployment per caption language (ServeConfig.languages), each following the champion of
+that language's registered model (`captioner` for English, `captioner-zh` for Chinese) and
+named in DEPLOYMENT_NAMES. A version whose saved config says it writes another language is
+not served: the replica stays not ready (or keeps the version it had) and its status says why.
+A Chinese caption comes back as the model writes it, words joined by spaces ("一只 狗 在 跑"),
+and as a reader writes it (`display`: "一只狗在跑").
+
 Each request decodes its image off the event loop (the curation's guards: no bombs, no
 crashes on broken files), then joins a batch. A batch is captioned by the one model version
 current when it starts, in one `captions()` call per (beam size, number of captions) asked
@@ -15,6 +22,7 @@ instead of multiplying the replica's memory. Expected refusals (not ready, unrea
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from collections import defaultdict, deque
@@ -22,7 +30,10 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
+from mlflow.entities.model_registry import ModelVersion
 from PIL import Image
 from pydantic import Field
 from ray import serve
@@ -30,17 +41,25 @@ from ray import serve
 from conceptual import registry
 from conceptual.config import Config
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
-from conceptual.serve.champion import MODEL_AUTOSCALING, Champion
+from conceptual.models.saving import CONFIG
+from conceptual.models.variants import model_name
+from conceptual.serve.champion import MODEL_AUTOSCALING, Champion, NotReady
 from conceptual.serve.schema import ApiError, CaptionResponse, ModelStatus, image_error
+from conceptual.text.chinese import normalize
 from conceptual.vision.images import probe
 
 logger = logging.getLogger("ray.serve")
 
 TASK = "captioning"
+Language = Literal["en", "zh"]  # conceptual.models.variants.LANGUAGES
+# Each language's deployment, as serve/config.yaml sizes it.
+DEPLOYMENT_NAMES: dict[str, str] = {"en": "Captioner", "zh": "CaptionerZh"}
 
 
 class CaptionerSettings(Config):
-    model_name: str = registry.MODEL_NAME  # the registered model whose champion is served
+    # The registered model whose champion is served; None: the language's (captioner,
+    # captioner-zh: conceptual.models.variants.model_name).
+    model_name: str | None = None
     # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
     tracking_uri: str | None = None
     poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks the alias
@@ -50,6 +69,34 @@ class CaptionerSettings(Config):
     # declares, the decoded image keeps what it has); more wait. RGB takes 3 bytes a pixel,
     # decoding twice that: 50M is about 0.3 GB.
     max_decode_pixels: int = Field(50_000_000, gt=0)
+
+    def registered_model(self, language: str) -> str:
+        return self.model_name or model_name(language)
+
+
+def saved_language(model_dir: Path) -> str:
+    """The language a saved captioner writes, read from its config.json without loading it
+    (captioners saved before languages existed write English)."""
+    saved = json.loads((model_dir / CONFIG).read_text())
+    return saved.get("config", {}).get("language", "en")
+
+
+def load_captioner(model_dir: Path, version: ModelVersion, language: str) -> ImageCaptioner:
+    """The version's captioner, once its saved config says it writes `language`."""
+    writes = saved_language(model_dir)
+    if writes != language:
+        raise NotReady(
+            f"version {version.version} of {version.name!r} (the {registry.CHAMPION}) writes "
+            f"{writes!r}, not {language!r}: it is not served as {language!r}; register it under "
+            f"{model_name(writes)!r}"
+        )
+    return ImageCaptioner(model_dir)
+
+
+def display(caption: str, language: str) -> str:
+    """A caption as a reader writes it: Chinese without the spaces between its words (Latin
+    words keep theirs); other languages as they are."""
+    return normalize(caption) if language == "zh" else caption
 
 
 @dataclass
@@ -137,16 +184,17 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
 
 
 @serve.deployment(
-    name="Captioner",
+    name="Captioner",  # bound under DEPLOYMENT_NAMES[language]
     ray_actor_options={"num_cpus": 0.5},  # fractional: two replicas and the ingress fit 2 cores
     # Enough for one batch running and the next one filling up.
     max_ongoing_requests=16,
     autoscaling_config=MODEL_AUTOSCALING,
 )
 class CaptionerDeployment:
-    """Captions with the champion captioner; `caption` is what the ingress calls."""
+    """Captions in `language` with the champion of its registered model; `caption` is what
+    the ingress calls."""
 
-    async def __init__(self, settings: CaptionerSettings):
+    async def __init__(self, settings: CaptionerSettings, language: Language = "en"):
         if settings.tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
         self._caption_batch.set_max_batch_size(settings.max_batch_size)
@@ -155,7 +203,11 @@ class CaptionerDeployment:
         # One decoding thread: a replica has half a core, and malloc keeps memory that a
         # thread freed for that thread, so more decoding threads hold more memory.
         self.decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
-        self.champion = Champion(settings.model_name, load=lambda path, _: ImageCaptioner(path))
+        self.language = language
+        self.champion = Champion(
+            settings.registered_model(language),
+            load=lambda path, version: load_captioner(path, version, language),
+        )
         # The first load happens before Serve routes requests here, so a replica added by
         # the autoscaler never answers "not ready" while the champion exists. Without one,
         # the replica starts not ready and picks the champion up when it appears.
@@ -167,6 +219,7 @@ class CaptionerDeployment:
         served = self.champion.served
         return ModelStatus(
             task=TASK,
+            language=self.language,
             ready=served is not None,
             model=None if served is None else served.info,
             problem=self.champion.problem,
@@ -197,7 +250,14 @@ class CaptionerDeployment:
         model = served.info.ref()
         return [
             Captioned(
-                CaptionResponse(captions=answer, model=model, beam_size=request.beam), len(requests)
+                CaptionResponse(
+                    captions=answer,
+                    display=[display(caption, self.language) for caption in answer],
+                    language=self.language,
+                    model=model,
+                    beam_size=request.beam,
+                ),
+                len(requests),
             )
             for request, answer in zip(requests, captions)
         ]

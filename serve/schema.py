@@ -13,7 +13,8 @@ Error codes are stable (clients and dashboards key on them):
 | 413 | too_large | the body is over `max_body_bytes` (Content-Length, then counted) |
 | 415 | not_an_image | bytes that no image decoder recognizes |
 | 422 | truncated, corrupt, too_many_pixels, ... | an image that cannot be decoded safely (any code of the decoder's ImageError) |
-| 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers |
+| 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers; a language the service does not know |
+| 501 | not_enabled | a caption language (or a search) this service does not run (ServeConfig.languages, .retrievers) |
 | 503 | busy | `max_concurrent_uploads` bodies are being received already; retry |
 | 503 | not_ready, model_unavailable | no model loaded yet; the model deployment did not answer |
 | 500 | model_error, internal_error | a bug: the model or the service failed on a valid request |
@@ -101,13 +102,22 @@ class ModelStatus(BaseModel):
     """One deployment's model, as the replica that answered holds it."""
 
     task: str = Field(description="what the model does: captioning")
+    language: str | None = Field(None, description="the language a captioner writes: en, zh")
     ready: bool
     model: RegisteredModel | None = Field(None, description="null until a version is loaded")
     problem: str | None = Field(None, description="why the last registry check failed, if it did")
 
 
 class CaptionResponse(BaseModel):
-    captions: list[str] = Field(description="num_captions captions, best first")
+    captions: list[str] = Field(
+        description="num_captions captions, best first, as the model writes them: words joined "
+        "by spaces (Chinese too: 一只 狗 在 草地 上 跑)"
+    )
+    display: list[str] = Field(
+        description="the same captions as a reader writes them: Chinese without the spaces "
+        "between its words (一只狗在草地上跑); English as in `captions`"
+    )
+    language: str = Field(description="the captions' language: en, zh")
     model: ModelRef
     beam_size: int
 

@@ -417,7 +417,7 @@ def test_search_is_opt_in(repo):
     text = re.sub(r"^      #   ", "        ", text, flags=re.M)
     [application] = yaml.safe_load(text)["applications"]
     assert ServeConfig.model_validate(application["args"]).retrievers == ["text", "speech"]
-    routes = {route.path for route in make_api(ServeConfig(), captioner=None).routes}
+    routes = {route.path for route in make_api(ServeConfig(), {}).routes}
     assert "/v1/captions" in routes and not any(r.startswith("/v1/search") for r in routes)
     with pytest.raises(ValueError, match="twice"):
         ServeConfig(retrievers=["text", "text"])

@@ -1,6 +1,7 @@
 """The captioning service over real HTTP on 127.0.0.1: Ray Serve on the session's local Ray,
 the private MLflow registry, two tiny untrained captioners with different vocabularies (so
-answers show which one spoke) and real photos.
+answers show which one spoke) and real photos. A second application beside the first serves
+English and Chinese (a tiny captioner of Chinese words, registered under a model of its own).
 
 The tests run in file order: the first one meets the service before any champion exists
 and promotes the first version; the alias-move test promotes the second. Hostile clients
@@ -15,6 +16,7 @@ import io
 import json
 import math
 import os
+import re
 import select
 import socket
 import threading
@@ -37,7 +39,11 @@ from conceptual import registry
 from conceptual.demo.images import bomb, corrupt, good_jpeg, truncated
 from conceptual.models.inference import MAX_DECODED_PIXELS
 from conceptual.serve.app import APP_NAME, MAX_FORM_PARTS, Api, ServeConfig, build, start
-from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.serve.captioner_deployment import (
+    DEPLOYMENT_NAMES,
+    CaptionerDeployment,
+    CaptionerSettings,
+)
 from conceptual.tracking import start_run
 
 pytestmark = pytest.mark.integration
@@ -47,6 +53,9 @@ CAPTIONS = {
     "coffee": "a cup of coffee on a saucer",
     "cat": "the cat sleeps beside striped cushions",
 }
+# The Chinese captioner's words (a caption as the Chinese training data holds it: segmented).
+ZH_CAPTION = "一只 狗 在 草地 上 跑"
+ZH_SEED = 1  # an untrained model's beams: this seed's are not empty on the coffee photo
 MAX_BODY = 1 << 20
 EVAL_SET = "val"
 WAIT_S = 90  # upper bound on waiting for replicas to load or switch a model
@@ -150,6 +159,7 @@ def test_a_raw_jpeg_gets_a_caption_naming_the_model(ready, versions, name, coffe
         "variant": "coffee",
     }
     assert body["beam_size"] == ServeConfig().default_beam
+    assert body["language"] == "en" and body["display"] == body["captions"]
     [caption] = body["captions"]
     assert set(caption.split()) <= words_of(versions[0])
     assert int(response.headers["x-batch-size"]) >= 1
@@ -171,7 +181,7 @@ def test_a_multipart_upload_gets_several_captions_best_first(ready):
 def test_models_names_what_is_served_with_its_scores(ready, versions, name):
     body = ready.get("/v1/models").json()
     [status] = body["models"]
-    assert status["task"] == "captioning" and status["ready"]
+    assert status["task"] == "captioning" and status["language"] == "en" and status["ready"]
     model = status["model"]
     assert (model["name"], model["version"], model["alias"]) == (
         name,
@@ -212,6 +222,8 @@ def bad_requests() -> list:
         pytest.param({"params": {"num_captions": 1.5}}, 422, "bad_parameter", id="n not int"),
         pytest.param({"params": {"beam_size": 2, "num_captions": 3}}, 422, "bad_parameter",
                      id="n over beam"),
+        pytest.param({"params": {"language": "fr"}}, 422, "bad_parameter", id="unknown language"),
+        pytest.param({"params": {"language": "zh"}}, 501, "not_enabled", id="zh not enabled"),
     ]  # fmt: skip
 
 
@@ -355,18 +367,127 @@ def test_openapi_document_describes_the_api(ready):
     spec = ready.get("/openapi.json").json()
     assert {"/v1/captions", "/v1/models", "/healthz", "/readyz"} <= set(spec["paths"])
     post = spec["paths"]["/v1/captions"]["post"]
-    bounds = {
-        p["name"]: (p["schema"]["minimum"], p["schema"]["maximum"]) for p in post["parameters"]
-    }
-    assert bounds == {"beam_size": (1, 8), "num_captions": (1, 8)}
+    parameters = {p["name"]: p["schema"] for p in post["parameters"]}
+    assert set(parameters) == {"beam_size", "num_captions", "language"}
+    bounds = {name: (p.get("minimum"), p.get("maximum")) for name, p in parameters.items()}
+    assert bounds["beam_size"] == bounds["num_captions"] == (1, 8)
+    assert parameters["language"]["enum"] == ["en", "zh"]
+    assert parameters["language"]["default"] == "en"
     content = post["requestBody"]["content"]
     assert {"image/*", "application/octet-stream", "multipart/form-data"} <= set(content)
     assert content["multipart/form-data"]["schema"]["required"] == ["image"]
-    assert {"200", "400", "413", "415", "422", "503"} <= set(post["responses"])
+    assert {"200", "400", "413", "415", "422", "501", "503"} <= set(post["responses"])
     error = post["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
     assert error.endswith("/ErrorResponse")
     readyz = spec["paths"]["/readyz"]["get"]["responses"]
     assert readyz["503"]["content"]["application/json"]["schema"]["$ref"].endswith("/Readiness")
+
+
+# --- Chinese beside English: a second application on the same Serve ------------------------
+
+MULTI = "/multi"  # the route prefix of the application serving both languages
+
+
+@pytest.fixture(scope="module")
+def zh_versions(platform_home, name, tiny_captioner):
+    """Two versions of the Chinese model (`<name>-zh`): an English captioner registered there
+    by mistake, the champion at first, and a Chinese one (its saved config says zh)."""
+    english, english_vocab = tiny_captioner(CAPTIONS["coffee"], 0)
+    chinese, chinese_vocab = tiny_captioner(ZH_CAPTION, ZH_SEED)
+    chinese.config = chinese.config.model_copy(update={"language": "zh"})
+    registered = []
+    for model, vocab, variant in ((english, english_vocab, "en"), (chinese, chinese_vocab, "zh")):
+        with start_run("serve-tests") as run:
+            registry.log_captioner(model, vocab)
+        registered.append(
+            registry.register(run.info.run_id, {"variant": variant}, name=f"{name}-zh")
+        )
+    registry.promote_if_better(registered[0], 0.1, EVAL_SET, name=f"{name}-zh")
+    return registered
+
+
+def status_of(client: httpx.Client, language: str, path: str = "/v1/models") -> dict:
+    [status] = [s for s in client.get(MULTI + path).json()["models"] if s["language"] == language]
+    return status
+
+
+class TestChinese:
+    """languages [en, zh]: `Captioner` follows the module's English model, `CaptionerZh` the
+    Chinese one. Deployed beside the module's application (Serve is up already: only the new
+    replicas start), small, and deleted after these tests."""
+
+    @pytest.fixture(scope="class")
+    def multi(self, ready, name, zh_versions):
+        config = ServeConfig(
+            languages=["en", "zh"],
+            captioner=CaptionerSettings(model_name=name, poll_seconds=0.5),
+            captioner_zh=CaptionerSettings(model_name=f"{name}-zh", poll_seconds=0.5),
+        )
+        small = {"ray_actor_options": {"num_cpus": 0.1}}  # beside the module's replicas
+        serve.run(build(config, small), name="multilingual", route_prefix=MULTI)
+        yield ready
+        serve.delete("multilingual")
+
+    def test_a_champion_writing_english_is_not_served_as_chinese(
+        self, multi, name, zh_versions, coffee
+    ):
+        readiness = multi.get(MULTI + "/readyz")
+        assert readiness.status_code == 503
+        chinese = status_of(multi, "zh", "/readyz")
+        assert not chinese["ready"] and chinese["model"] is None
+        assert "writes 'en', not 'zh'" in chinese["problem"]
+        assert status_of(multi, "en", "/readyz")["ready"]
+        refused = multi.post(MULTI + "/v1/captions", params={"language": "zh"}, content=coffee)
+        assert refused.status_code == 503 and error_code(refused) == "not_ready"
+        assert "writes 'en'" in refused.json()["error"]["message"]
+
+        registry.promote_if_better(zh_versions[1], 0.9, EVAL_SET, name=f"{name}-zh")
+        wait_until(lambda: multi.get(MULTI + "/readyz").status_code == 200, "the zh champion")
+
+    def test_a_chinese_request_gets_chinese_words_from_the_chinese_champion(
+        self, multi, name, zh_versions, coffee
+    ):
+        response = multi.post(
+            MULTI + "/v1/captions",
+            params={"language": "zh", "beam_size": 3, "num_captions": 2},
+            content=coffee,
+        )
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["language"] == "zh"
+        assert body["model"] == {
+            "name": f"{name}-zh",
+            "version": str(zh_versions[1].version),
+            "alias": "champion",
+            "variant": "zh",
+        }
+        assert any(body["captions"]) and len(body["captions"]) == 2
+        for caption, shown in zip(body["captions"], body["display"], strict=True):
+            assert set(caption.split()) <= set(ZH_CAPTION.split())
+            assert shown == caption.replace(" ", "")  # Han characters: no spaces between words
+
+    def test_english_is_still_the_default(self, multi, name, coffee):
+        for params in ({}, {"language": "en"}):
+            response = multi.post(MULTI + "/v1/captions", params=params, content=coffee)
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["language"] == "en" and body["model"]["name"] == name
+            assert body["model"]["version"] == str(registry.champion_version(name).version)
+            assert set(body["captions"][0].split()) <= set(" ".join(CAPTIONS.values()).split())
+        unknown = multi.post(MULTI + "/v1/captions", params={"language": "fr"}, content=coffee)
+        assert unknown.status_code == 422 and error_code(unknown) == "bad_parameter"
+
+    def test_models_and_readyz_list_every_language(self, multi, name, zh_versions):
+        for path in ("/v1/models", "/readyz"):
+            models = multi.get(MULTI + path).json()["models"]
+            assert {(s["language"], s["model"]["name"]) for s in models} == {
+                ("en", name),
+                ("zh", f"{name}-zh"),
+            }
+            assert all(s["ready"] and s["task"] == "captioning" for s in models)
+        assert status_of(multi, "zh")["model"]["version"] == str(zh_versions[1].version)
+        deployments = serve.status().applications["multilingual"].deployments
+        assert set(deployments) == {"Api", "Captioner", "CaptionerZh"}
 
 
 def test_concurrent_requests_all_succeed_and_share_batches(ready, coffee):
@@ -420,6 +541,7 @@ def test_serve_config_file_matches_the_code(repo):
     args = ServeConfig.model_validate(application["args"])
     deployments = {deployment["name"]: deployment for deployment in application["deployments"]}
     assert set(deployments) == {Api.name, CaptionerDeployment.name}
+    assert args.languages == ["en"] and DEPLOYMENT_NAMES["en"] == CaptionerDeployment.name
     # Slow uploads must leave ingress slots for health checks, in the file as in the code.
     assert deployments[Api.name]["max_ongoing_requests"] > args.max_concurrent_uploads
     assert Api.max_ongoing_requests > ServeConfig().max_concurrent_uploads
@@ -428,6 +550,28 @@ def test_serve_config_file_matches_the_code(repo):
 def test_default_beam_must_be_allowed():
     with pytest.raises(ValueError, match="default_beam"):
         ServeConfig(max_beam=2, default_beam=3)
+
+
+def test_caption_languages_are_opt_in(repo):
+    config = ServeConfig()
+    assert config.languages == ["en"]
+    assert config.captioner_settings("en").registered_model("en") == "captioner"
+    assert config.captioner_settings("zh").registered_model("zh") == "captioner-zh"
+    with pytest.raises(ValueError, match="twice"):
+        ServeConfig(languages=["zh", "zh"])
+    with pytest.raises(ValueError):
+        ServeConfig(languages=[])
+    with pytest.raises(ValueError):
+        ServeConfig(languages=["fr"])
+    assert ServeConfig(languages=["zh"]).languages == ["zh"]  # English may be left out
+    # serve/config.yaml documents the settings commented out: uncommented, they are valid.
+    text = (repo / "serve" / "config.yaml").read_text()
+    text = re.sub(r"^      # (languages:|captioner_zh:)", r"      \1", text, flags=re.M)
+    [application] = yaml.safe_load(text)["applications"]
+    args = ServeConfig.model_validate(application["args"])
+    assert args.languages == ["en", "zh"]
+    assert args.captioner_settings("zh").registered_model("zh") == "captioner-zh"
+    assert DEPLOYMENT_NAMES == {"en": "Captioner", "zh": "CaptionerZh"}
 
 
 # --- load (marked slow) ---------------------------------------------------------------------
