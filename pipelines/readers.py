@@ -34,15 +34,7 @@ from conceptual.candidates import (
     header_columns,
     parse,
 )
-from conceptual.records import CANDIDATE
-
-# A candidate on its way through the pipeline: the input fields and, once something
-# rejects it, the stage, reason and detail (all null while it is still in the running).
-IN_FLIGHT = (
-    CANDIDATE.append(pa.field("stage", pa.string()))
-    .append(pa.field("reason", pa.string()))
-    .append(pa.field("detail", pa.string()))
-)
+from conceptual.records import IN_FLIGHT
 
 HEAD_BYTES = 65536
 SPLITTABLE = ("cc_tsv", "tsv", "jsonl")

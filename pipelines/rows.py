@@ -1,7 +1,7 @@
 """The rows in flight through curation, and the per-batch functions of the passes after the
 per-candidate stages (the entity-frequency rule, the split, the outputs, the tallies).
 
-A candidate is one row of PROCESSED from the first stage to the last; a stage that rejects
+A candidate is one row of records.PROCESSED from the first stage to the last; a stage that rejects
 it fills stage/reason/detail and drops its image, and the row travels on.
 
 Nothing heavy is imported here, on purpose: Ray runs these functions in worker processes
@@ -16,22 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conceptual.pipelines.readers import IN_FLIGHT
-from conceptual.records import CURATED, ENTITY, LABEL, REJECTED, Rejection
+from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection
 from conceptual.splits import SplitConfig, assign_split
 
 ENTITY_FREQUENCY_STAGE = "entity_frequency"
-
-PROCESSED = (
-    IN_FLIGHT.append(pa.field("caption", pa.string()))
-    .append(pa.field("entities", pa.list_(ENTITY)))
-    .append(pa.field("types", pa.list_(pa.string())))
-    .append(pa.field("labels", pa.list_(LABEL)))
-    .append(pa.field("matched", pa.list_(pa.string())))
-    .append(pa.field("width", pa.int32()))
-    .append(pa.field("height", pa.int32()))
-    .append(pa.field("split", pa.string()))
-)
 
 
 def pending(rows: list[dict[str, Any]]) -> list[int]:

@@ -56,6 +56,28 @@ CANDIDATE = pa.schema(
     ]
 )
 
+# A candidate on its way through curation (pipelines/readers.py reads it): the input fields
+# and, once something rejects it, the stage, reason and detail (null while it is still in
+# the running).
+IN_FLIGHT = (
+    CANDIDATE.append(pa.field("stage", pa.string()))
+    .append(pa.field("reason", pa.string()))
+    .append(pa.field("detail", pa.string()))
+)
+
+# ...and from the first stage on (pipelines/rows.py): what the stages add, filled as they
+# run; a rejected row keeps its nulls and loses its image.
+PROCESSED = (
+    IN_FLIGHT.append(pa.field("caption", pa.string()))
+    .append(pa.field("entities", pa.list_(ENTITY)))
+    .append(pa.field("types", pa.list_(pa.string())))
+    .append(pa.field("labels", pa.list_(LABEL)))
+    .append(pa.field("matched", pa.list_(pa.string())))
+    .append(pa.field("width", pa.int32()))
+    .append(pa.field("height", pa.int32()))
+    .append(pa.field("split", pa.string()))
+)
+
 CURATED = pa.schema(
     [
         ("id", pa.string()),

@@ -4,8 +4,7 @@ import pyarrow as pa
 import pytest
 
 from conceptual.candidates import MAX_STORED_CHARS, CandidateFormatError, detect_format, parse
-from conceptual.pipelines.readers import IN_FLIGHT
-from conceptual.records import candidate_id
+from conceptual.records import IN_FLIGHT, candidate_id
 
 
 def rows(data: bytes, name: str = "in.tsv", fmt: str = "auto"):

@@ -27,12 +27,12 @@ from conceptual.candidates import (
     compression_of,
 )
 from conceptual.pipelines.readers import (
-    IN_FLIGHT,
     _parquet_candidates,
     _read_splits,
     check_parquet,
     plan_splits,
 )
+from conceptual.records import IN_FLIGHT
 
 FUZZ = settings(
     max_examples=60,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from conceptual.pipelines.rows import (
-    PROCESSED,
     concept_tally,
     finalize,
     outcome_tally,
     to_curated,
     to_rejected,
 )
+from conceptual.records import PROCESSED
 from conceptual.splits import SplitConfig, assign_split
 
 
