@@ -28,7 +28,6 @@ Output layout under OUTPUT (a path or s3:// URI):
 from __future__ import annotations
 
 import contextlib
-import math
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -36,14 +35,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import mlflow
-import pyarrow as pa
-import pyarrow.parquet as pq
 import ray.data
 from pydantic import model_validator
 
 from conceptual import funnel, storage, tracking
 from conceptual.candidates import FORMATS, READ_STAGE
 from conceptual.config import Config
+from conceptual.funnel import length_statistics, tally
+from conceptual.pipelines.executors import actor_pool, cnn_actors
 from conceptual.pipelines.image_stages import (
     FETCH_STAGE,
     IMAGE_STAGE,
@@ -128,60 +127,6 @@ class CurationConfig(Config):
         return self
 
 
-def tally(ds: ray.data.Dataset, fn, batch_size: int) -> dict[str, dict[str, int]]:
-    """{kind: {key: n}} over a whole dataset. Partial counts per batch run on the cluster
-    and are small, so they are combined here rather than shuffled (a hash shuffle costs
-    seconds of fixed overhead, more than the counting itself)."""
-    partials = ds.map_batches(fn, batch_format="pyarrow", batch_size=batch_size).iter_batches(
-        batch_size=None, batch_format="pyarrow"
-    )
-    tables = [t for t in partials if t.num_rows]
-    result: dict[str, dict[str, int]] = {}
-    if tables:
-        combined = pa.concat_tables(tables).group_by(["kind", "key"]).aggregate([("n", "sum")])
-        for kind, key, n in zip(*(combined[c].to_pylist() for c in ("kind", "key", "n_sum"))):
-            result.setdefault(kind, {})[key] = n
-    return result
-
-
-def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:
-    """Mean, std and median of caption lengths from an exact {tokens: count} histogram."""
-    total = sum(histogram.values())
-    if not total:
-        return {"count": 0, "tokens_mean": 0.0, "tokens_std": 0.0, "tokens_median": 0.0}
-    mean = sum(k * n for k, n in histogram.items()) / total
-    var = sum(n * (k - mean) ** 2 for k, n in histogram.items()) / total
-    ordered = sorted(histogram.items())
-
-    def nth(index: int) -> int:  # the index-th smallest length, 0-based
-        seen = 0
-        for length, n in ordered:
-            seen += n
-            if index < seen:
-                return length
-        raise IndexError(index)
-
-    median = (nth((total - 1) // 2) + nth(total // 2)) / 2
-    return {
-        "count": total,
-        "tokens_mean": round(mean, 3),
-        "tokens_std": round(math.sqrt(var), 3),
-        "tokens_median": median,
-    }
-
-
-def written_rows(uri: str) -> int:
-    if not storage.exists(uri):
-        return 0
-    fs, _ = storage.resolve(uri)
-    total = 0
-    for path in storage.list_files(uri):
-        if path.endswith(".parquet"):
-            with fs.open_input_file(path) as f:
-                total += pq.ParquetFile(f).metadata.num_rows
-    return total
-
-
 @contextlib.contextmanager
 def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
     """Time a phase into `phases` and print a progress line when it ends."""
@@ -189,22 +134,6 @@ def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
     yield
     phases[phase] = round(time.monotonic() - started, 2)
     print(f"  {phase:<18}{phases[phase]:>7.1f} s", flush=True)
-
-
-def actor_pool(size: int | None, per_actor: float, resource: str = "CPU"):
-    """A fixed pool, all started at once: an actor spends seconds loading its models, and a
-    pool that grows on demand pays that late, one actor at a time."""
-    size = size or int(ray.cluster_resources().get(resource, 1) // per_actor)
-    return ray.data.ActorPoolStrategy(size=max(size, 1))
-
-
-def cnn_actors(cnn: CnnConfig, actors: int | None, cpus_per_actor: float) -> dict[str, Any]:
-    """Where actors holding the CNN run: one GPU each when the cluster has GPUs (and the CNN
-    may use one), else `cpus_per_actor` each. Vision here and the features job share it."""
-    gpus = ray.cluster_resources().get("GPU", 0) if cnn.device != "cpu" else 0
-    if gpus:
-        return {"compute": actor_pool(actors, 1, "GPU"), "num_gpus": 1}
-    return {"compute": actor_pool(actors, cpus_per_actor), "num_cpus": cpus_per_actor}
 
 
 def process(candidates: ray.data.Dataset, config: CurationConfig) -> ray.data.Dataset:
@@ -295,8 +224,8 @@ def curate(
     with timed(phases, "statistics"):
         tallies = tally(final, outcome_tally, per_task)
         on_disk = {
-            "curated": written_rows(storage.join(output_uri, "curated")),
-            "rejected": written_rows(storage.join(output_uri, "rejected")),
+            "curated": storage.written_rows(storage.join(output_uri, "curated")),
+            "rejected": storage.written_rows(storage.join(output_uri, "rejected")),
         }
     rejected: dict[str, dict[str, int]] = {}
     for key, n in tallies.get("outcome", {}).items():

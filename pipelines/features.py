@@ -24,7 +24,7 @@ from PIL import Image
 
 from conceptual import storage, tracking
 from conceptual.config import Config
-from conceptual.pipelines.curation import cnn_actors, written_rows
+from conceptual.pipelines.executors import cnn_actors
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import FEATURES, image_id
 from conceptual.storage import SUCCESS
@@ -108,7 +108,7 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
     files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
     carried = [column for column in CARRIED if column in schema_names(fs, files)]
     records = read_row_groups(fs, files, columns=["id", "split", "caption", "image", *carried])
-    total = written_rows(data)
+    total = storage.written_rows(data)
     features = records.map_batches(
         FeatureStage,
         fn_constructor_kwargs={"config": config},
@@ -120,7 +120,7 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
     # Writing, like reading, must not wait for the CPUs the actors hold.
     features.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
 
-    rows = written_rows(features_uri)
+    rows = storage.written_rows(features_uri)
     images = rows // (config.crops + 1)
     summary = {
         "curated": data,  # where the photos are, for sample grids beside generated captions

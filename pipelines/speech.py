@@ -43,7 +43,6 @@ import ray.data
 
 from conceptual import funnel, storage, tracking
 from conceptual.config import Config
-from conceptual.pipelines.curation import written_rows
 from conceptual.pipelines.readers import candidate_files
 from conceptual.pipelines.shards import add_member
 from conceptual.records import CLIP, REJECTED, Rejection
@@ -282,8 +281,8 @@ def account(output_uri: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
     records, clips = sum(c["input"] for c in counts), sum(c["clips"] for c in counts)
     stats = funnel.build(records, clips, {STAGE: rejected} if rejected else {}, (STAGE,))
     on_disk = {
-        "clips": written_rows(storage.join(output_uri, "clips")),
-        "rejected": written_rows(storage.join(output_uri, "rejected")),
+        "clips": storage.written_rows(storage.join(output_uri, "clips")),
+        "rejected": storage.written_rows(storage.join(output_uri, "rejected")),
     }
     if on_disk != {"clips": clips, "rejected": records - clips}:
         raise funnel.AccountingError(f"written {on_disk}, expected {clips} clips")

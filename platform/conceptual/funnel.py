@@ -3,9 +3,12 @@ the rest were dropped; checked so that `input == kept + all rejections` always h
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 
 class AccountingError(RuntimeError):
@@ -112,3 +115,45 @@ def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n:
         items.append((record["image"], record["caption"] + (f"\n[{labels}]" if labels else "")))
     image_grid(items).savefig(path, dpi=100)
     return True
+
+
+def tally(ds, fn, batch_size: int) -> dict[str, dict[str, int]]:
+    """{kind: {key: n}} over a whole dataset. Partial counts per batch run on the cluster
+    and are small, so they are combined here rather than shuffled (a hash shuffle costs
+    seconds of fixed overhead, more than the counting itself)."""
+    partials = ds.map_batches(fn, batch_format="pyarrow", batch_size=batch_size).iter_batches(
+        batch_size=None, batch_format="pyarrow"
+    )
+    tables = [t for t in partials if t.num_rows]
+    result: dict[str, dict[str, int]] = {}
+    if tables:
+        combined = pa.concat_tables(tables).group_by(["kind", "key"]).aggregate([("n", "sum")])
+        for kind, key, n in zip(*(combined[c].to_pylist() for c in ("kind", "key", "n_sum"))):
+            result.setdefault(kind, {})[key] = n
+    return result
+
+
+def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:
+    """Mean, std and median of caption lengths from an exact {tokens: count} histogram."""
+    total = sum(histogram.values())
+    if not total:
+        return {"count": 0, "tokens_mean": 0.0, "tokens_std": 0.0, "tokens_median": 0.0}
+    mean = sum(k * n for k, n in histogram.items()) / total
+    var = sum(n * (k - mean) ** 2 for k, n in histogram.items()) / total
+    ordered = sorted(histogram.items())
+
+    def nth(index: int) -> int:  # the index-th smallest length, 0-based
+        seen = 0
+        for length, n in ordered:
+            seen += n
+            if index < seen:
+                return length
+        raise IndexError(index)
+
+    median = (nth((total - 1) // 2) + nth(total // 2)) / 2
+    return {
+        "count": total,
+        "tokens_mean": round(mean, 3),
+        "tokens_std": round(math.sqrt(var), 3),
+        "tokens_median": median,
+    }

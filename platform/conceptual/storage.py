@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from conceptual.uris import redact
 
@@ -158,3 +159,17 @@ def delete(uri: str) -> None:
         fs.delete_dir(path)
     elif info.type == pafs.FileType.File:
         fs.delete_file(path)
+
+
+def written_rows(uri: str) -> int:
+    """The rows of the Parquet files under `uri` (0 when nothing is there), from their
+    footers: how a job counts what it wrote before declaring its output complete."""
+    if not exists(uri):
+        return 0
+    fs, _ = resolve(uri)
+    total = 0
+    for path in list_files(uri):
+        if path.endswith(".parquet"):
+            with fs.open_input_file(path) as f:
+                total += pq.ParquetFile(f).metadata.num_rows
+    return total

@@ -1,7 +1,7 @@
 import pytest
 
 from conceptual import funnel
-from conceptual.pipelines.curation import length_statistics
+from conceptual.funnel import length_statistics
 
 STAGES = ("read", "text", "syntax")
 
