@@ -9,7 +9,10 @@ their references (CIDEr, BLEU-1..4, ROUGE-L, METEOR with Java; SPICE is reported
 unavailable without its CoreNLP jars). The baseline captions each image with the caption of
 the most similar training image of --baseline-features (default: the same features). The
 run lands in MLflow with a samples table and grid; a registered version is tagged with its
-CIDEr on this evaluation set, which the champion rule compares.
+CIDEr on this evaluation set, which the champion rule compares. A Chinese captioner
+(captioner-zh) is scored on words and on characters (char.*) against the features' Chinese
+captions, and with fluency_model=MODEL_URI (models:/fluency-zh@champion) by the mean
+fluency of its captions too.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ read English, are left out for it. The features' captions must be in the model's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import mlflow
@@ -26,7 +26,8 @@ from conceptual.config import Config
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.baselines import nearest_neighbour_captions
 from conceptual.models.captioner import Captioner, features_tensor
-from conceptual.models.decoding import beam_search
+from conceptual.models.decoding import n_best
+from conceptual.models.fluency import FLUENT_ABOVE
 from conceptual.models.saving import load_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.caption_features import (
@@ -38,7 +39,8 @@ from conceptual.pipelines.caption_features import (
     split_images,
 )
 from conceptual.plots import image_grid
-from conceptual.text.chinese import characters
+from conceptual.text.chinese import characters, normalize
+from conceptual.text.fluency import FluencyScorer
 
 # SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
 EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]
@@ -54,6 +56,9 @@ class EvalConfig(Config):
     metrics: list[str] = list(CAPTION_METRICS)  # the unavailable ones are reported with why
     baseline: bool = True  # also score the nearest-neighbour baseline on the same images
     samples: int = 12  # images in the logged sample grid
+    # A fluency classifier (jobs.train_fluency: models:/fluency-zh@champion) to score a
+    # Chinese captioner's captions (and the baseline's): `fluency`, `fluent_share`.
+    fluency_model: str | None = None
     experiment: str = "captioning"
 
 
@@ -65,6 +70,19 @@ def caption_images(
     device: torch.device | None = None,
 ) -> dict[str, str]:
     """Image key -> beam-search caption, for a split_images() set."""
+    best = n_best_captions(captioner, vocab, images, beam, 1, device)
+    return {key: captions[0] for key, captions in best.items()}
+
+
+def n_best_captions(
+    captioner: Captioner,
+    vocab: Vocabulary,
+    images: Mapping[str, Any],
+    beam: int,
+    n: int,
+    device: torch.device | None = None,
+) -> dict[str, list[str]]:
+    """Image key -> its `n` best beam-search captions, best first."""
     captioner.eval()
     keys, captions = images["keys"], {}
     for start in range(0, len(keys), EVAL_BATCH):
@@ -72,8 +90,8 @@ def caption_images(
         features = features_tensor(
             images["pooled"][start:end], images["grid"][start:end], captioner.config.feature_map
         ).to(device or "cpu")
-        for key, ids in zip(keys[start:end], beam_search(captioner, features, beam=beam)):
-            captions[key] = vocab.decode(ids)
+        for key, found in zip(keys[start:end], n_best(captioner, features, beam=beam, n=n)):
+            captions[key] = [vocab.decode(ids) for ids in found]
     return captions
 
 
@@ -108,11 +126,19 @@ def evaluate(
     version = registry.registered_version(model_uri)
     generated = caption_images(model, vocab, images, config.beam)
     scores, unavailable = language_scores(generated, images["references"], config.metrics, language)
+    scorer = None
+    if config.fluency_model:
+        if language != "zh":
+            raise ValueError(f"the fluency classifier reads Chinese, not {language!r} captions")
+        scorer = FluencyScorer(registry.resolve(config.fluency_model))
+        scores |= caption_fluency(scorer, generated.values())
     baseline, nearest = None, None
     if config.baseline:
         source = baseline_features or features_uri
         nearest = baseline_captions(feature_files(source), source, images)
         baseline, _ = language_scores(nearest, images["references"], config.metrics, language)
+        if scorer is not None:
+            baseline |= caption_fluency(scorer, nearest.values())
 
     tags = {"stage": "evaluate_captioner", "model_uri": model_uri}
     with tracking.start_run(config.experiment, tags=tags) as active:
@@ -160,6 +186,17 @@ def language_scores(
         )
         scores.update({f"char.{m}": by_character[m] for m in metrics})
     return scores, unavailable
+
+
+def caption_fluency(scorer: FluencyScorer, captions: Iterable[str]) -> dict[str, float]:
+    """The mean fluency score of Chinese captions (as a captioner writes them: segmented)
+    and the share of them above FLUENT_ABOVE, on the classifier's Chinese views (a
+    generated caption translates no English sentence)."""
+    fluency = scorer.score([normalize(caption) for caption in captions])
+    return {
+        "fluency": float(fluency.mean()),
+        "fluent_share": float((fluency > FLUENT_ABOVE).mean()),
+    }
 
 
 def log_samples(

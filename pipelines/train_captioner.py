@@ -48,6 +48,7 @@ from torch import Tensor, nn
 from conceptual import registry, storage, tracking
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
+from conceptual.models.fluency import FLUENT_ABOVE
 from conceptual.models.saving import save_model
 from conceptual.models.variants import model_name
 from conceptual.models.vocab import Vocabulary
@@ -68,7 +69,6 @@ from conceptual.runtime import init_ray
 CAPTIONS = "captions.json"
 # The dev metric that picks the best checkpoint (spec: model selection).
 SELECT_BY = "CIDEr"
-FLUENT_ABOVE = 0.5  # a fluency score above it is a fluent sentence (docs/spec/fluency.md)
 FluencyStrategy = Literal["none", "only", "rejection", "weighted"]
 
 

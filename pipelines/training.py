@@ -83,6 +83,8 @@ class TrainingConfig(Config):
     lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # see the module's docstring
     lr_batch: int = Field(default=25, ge=1)  # the effective batch `lr` is meant for
     weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # adam, adamw
+    adam_eps: float = 1e-8  # adam, adamw
     batch_size: int = Field(default=25, ge=1)  # per worker
     grad_accumulation: int = Field(default=1, ge=1)  # batches per optimizer step
     epochs: int = 10
@@ -290,23 +292,29 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
 def make_optimizer(
     config: TrainingConfig, model: nn.Module, device: torch.device
 ) -> torch.optim.Optimizer:
+    groups = parameter_groups(model)
     if config.optimizer == "adagrad":
-        return torch.optim.Adagrad(
-            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
-        )
-    if config.optimizer == "adam":
-        return torch.optim.Adam(
-            model.parameters(),
-            lr=config.lr,
-            weight_decay=config.weight_decay,
-            fused=device.type == "cuda",
-        )
-    return torch.optim.AdamW(
-        model.parameters(),
+        return torch.optim.Adagrad(groups, lr=config.lr, weight_decay=config.weight_decay)
+    adam = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    return adam(
+        groups,
         lr=config.lr,
+        betas=config.adam_betas,
+        eps=config.adam_eps,
         weight_decay=config.weight_decay,
         fused=device.type == "cuda",  # one kernel for every parameter's update
     )
+
+
+def parameter_groups(model: nn.Module) -> list[dict[str, Any]]:
+    """The optimizer's parameter groups, each with the share of the learning rate it takes
+    (`lr_scale`): the model's own when it has `optimizer_groups()` (a pretrained part
+    fine-tuned at a lower rate), else one group of every parameter."""
+    if hasattr(model, "optimizer_groups"):
+        groups = model.optimizer_groups()
+    else:
+        groups = [{"params": list(model.parameters())}]
+    return [{"lr_scale": 1.0, **group} for group in groups]
 
 
 def compiled(step_loss: nn.Module, config: TrainingConfig) -> nn.Module:
@@ -327,7 +335,7 @@ def epoch_learning_rate(config: TrainingConfig, epoch: int) -> float:
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
 def _before_step(

@@ -40,10 +40,13 @@ KINDS_ZH = [
 FLUENCY_ZH = (0.9, 0.3)
 
 
-def write_features(directory, kinds=KINDS, language=None, fluency=(None, None)) -> str:
+def write_features(
+    directory, kinds=KINDS, language=None, fluency=(None, None), held_out="val"
+) -> str:
     """24 images x 2 captions (one row per caption record, centre crop only): 16 images
-    (32 rows) train, 8 val. The captions of `kinds`, with `language` and the captions'
-    `fluency` scores (by caption number) as a Chinese import's features carry them."""
+    (32 rows) train, 8 `held_out`. The captions of `kinds`, with `language` and the
+    captions' `fluency` scores (by caption number) as a Chinese import's features carry
+    them. The same seed gives every call the same images."""
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(len(KINDS), CHANNELS))
     rows = []
@@ -52,7 +55,7 @@ def write_features(directory, kinds=KINDS, language=None, fluency=(None, None)) 
             grid = (centres[kind] + 0.3 * rng.normal(size=(CELLS, CELLS, CHANNELS))).astype(
                 np.float32
             )
-            split = "val" if image < VAL_IMAGES_PER_KIND else "train"
+            split = held_out if image < VAL_IMAGES_PER_KIND else "train"
             for n, caption in enumerate(captions):
                 rows.append(
                     {
@@ -331,6 +334,17 @@ def test_compare_job_refuses_an_unknown_variant_before_training(features_uri, ca
     assert "unknown variant 'cnn-4x4'" in capsys.readouterr().err
 
 
+def tiny_fluency_model(directory):
+    """An untrained fluency classifier, saved: its scores are numbers in [0, 1]."""
+    from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel
+    from conceptual.models.saving import save_fluency
+    from conceptual.models.vocab import Vocabulary
+
+    words = Vocabulary.build(["一只 狗 在 草地 上", "dog grass"], min_count=1)
+    config = FluencyConfig(vocab_sizes=dict.fromkeys(VIEWS, len(words)), embed_dim=8, hidden=8)
+    return save_fluency(FluencyModel(config), dict.fromkeys(VIEWS, words), directory)
+
+
 def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     ray_local, platform_home, features_uri, tmp_path
 ):
@@ -356,14 +370,21 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     model, vocab = load_model(resolve("models:/captioner-zh@champion"))
     assert model.config.language == "zh" and "狗" in vocab.tokens
 
+    fluency = str(tiny_fluency_model(tmp_path / "fluency"))
     scores = evaluate(
         "models:/captioner-zh@champion",
         chinese,
-        EvalConfig(split="val", metrics=["CIDEr", "BLEU-4", "METEOR"], samples=2),
+        EvalConfig(
+            split="val", metrics=["CIDEr", "BLEU-4", "METEOR"], samples=2, fluency_model=fluency
+        ),
     )
-    assert {"CIDEr", "BLEU-4", "char.CIDEr", "char.BLEU-4"} == set(scores["scores"])
+    assert set(scores["scores"]) == {
+        *("CIDEr", "BLEU-4", "char.CIDEr", "char.BLEU-4"),
+        *("fluency", "fluent_share"),
+    }
+    assert 0 <= scores["scores"]["fluency"] <= 1
     assert "English" in scores["unavailable"]["METEOR"]
-    assert {"CIDEr", "char.CIDEr"} <= set(scores["baseline"])
+    assert {"CIDEr", "char.CIDEr", "fluency"} <= set(scores["baseline"])
 
     with pytest.raises(ValueError, match=r"writing 'zh' scored on captions in \['en'\]"):
         evaluate("models:/captioner-zh@champion", features_uri, EvalConfig(split="val"))
@@ -372,3 +393,82 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     unscored = write_features(tmp_path / "unscored", KINDS_ZH, "zh")
     with pytest.raises(ValueError, match="fluency=weighted needs a fluency score"):
         train(unscored, tiny_config(language="zh", fluency="weighted"))
+
+
+@pytest.mark.slow  # five trainings and their evaluations: minutes
+def test_compare_fluency_scores_six_approaches_in_one_experiment(
+    ray_local, platform_home, features_uri, tmp_path
+):
+    """Late translation (an English captioner, its captions translated by Flickr8k-CN's
+    provided translations), its fluency re-ranking, two fluency strategies and the
+    nearest-neighbour baseline, scored against a test set of Chinese references with a
+    (tiny, untrained) fluency classifier; the best Chinese captioner is registered."""
+    import json
+
+    import mlflow
+
+    from conceptual.pipelines.compare_fluency import FluencyComparisonConfig, compare
+    from conceptual.text.translation import ProvidedTranslations
+
+    chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
+    references = write_features(tmp_path / "refs", KINDS_ZH, "zh", held_out="test")
+    cn = tmp_path / "cn"
+    cn.mkdir()
+    pairs = [(en, zh) for kind, kind_zh in zip(KINDS, KINDS_ZH) for en, zh in zip(kind, kind_zh)]
+    (cn / "flickr8kenc.caption.txt").write_text(
+        "".join(f"{i}.jpg#enc#0 {en} .\n" for i, (en, _) in enumerate(pairs))
+    )
+    (cn / "flickr8kzhb.caption.txt").write_text(
+        "".join(f"{i}.jpg#zhb#0 {zh.replace(' ', '')}。\n" for i, (_, zh) in enumerate(pairs))
+    )
+    fluency_dir = tiny_fluency_model(tmp_path / "fluency")
+
+    train = tiny_config(model={"architecture": "rnn", "feature_map": "1x1"}, epochs=2)
+    config = FluencyComparisonConfig(
+        train=train.model_copy(update={"eval_metrics": ["CIDEr"]}),
+        strategies=["none", "rejection"],
+        rerank=2,
+        beam=2,
+        fluency_model=str(fluency_dir),
+        experiment="test-fluency",
+    )
+    result = compare(
+        chinese,
+        {"refs": references},
+        config,
+        english_features=features_uri,
+        translator=ProvidedTranslations(cn, nearest=True),
+    )
+
+    rows = {row["approach"]: row for row in result["rows"]}
+    assert list(rows) == [
+        "late translation",
+        "late translation rerank",
+        "without fluency",
+        "rejection sampling",
+        "nearest neighbour",
+    ]
+    for row in rows.values():
+        assert {"refs.BLEU-4", "refs.ROUGE-L", "refs.CIDEr", "refs.char.CIDEr"} <= set(row)
+        assert 0 <= row["fluency"] <= 1 and 0 <= row["fluent_share"] <= 1
+    # The nearest training image has the right Chinese captions: a strong baseline here.
+    assert rows["nearest neighbour"]["refs.CIDEr"] > 1.0
+    client = mlflow.MlflowClient()
+    artifacts = {a.path for a in client.list_artifacts(result["run_id"])}
+    assert {"comparison.json", "comparison.md", "comparison.png", "captions.json"} <= artifacts
+    captions = json.loads(mlflow.artifacts.load_text(f"runs:/{result['run_id']}/captions.json"))
+    # Late translation writes Chinese words, translated from the English captioner's.
+    translated = {c.replace(" ", "") for c in captions["late translation"].values()}
+    assert translated <= {zh.replace(" ", "") for _, zh in pairs}, translated
+    children = client.search_runs(
+        [client.get_experiment_by_name("test-fluency").experiment_id],
+        f"tags.`mlflow.parentRunId` = '{result['run_id']}'",
+    )
+    assert len(children) == 3  # the English captioner and two Chinese ones
+    registered = [row for row in rows.values() if row["version"] is not None]
+    assert len(registered) == 1 and registered[0]["approach"] in {
+        "without fluency",
+        "rejection sampling",
+    }
+    version = client.get_model_version("captioner-zh", registered[0]["version"])
+    assert version.run_id == registered[0]["run_id"]

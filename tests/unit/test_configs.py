@@ -17,6 +17,7 @@ CONFIG_FILES = {
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
     "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",
+    "train_fluency.yaml": "conceptual.pipelines.train_fluency:FluencyTrainConfig",
     "train_retriever.yaml": "conceptual.pipelines.train_retriever:RetrieverTrainConfig",
 }
 

@@ -136,3 +136,27 @@ def test_examples_are_the_train_rows_features_and_padded_tokens():
         vocab.encode("a dog") + [PAD],
         vocab.encode("a dog on the grass", 3),
     ]
+
+
+def test_a_models_parameter_groups_take_their_share_of_the_learning_rate():
+    """A model with optimizer_groups() (a pretrained part at a lower rate) keeps each
+    group's share whenever the core sets the learning rate; others get one group."""
+
+    class TwoParts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pretrained, self.head = nn.Linear(2, 2), nn.Linear(2, 1)
+
+        def optimizer_groups(self):
+            return [
+                {"params": list(self.head.parameters())},
+                {"params": list(self.pretrained.parameters()), "lr_scale": 0.1},
+            ]
+
+    config = training.TrainingConfig(optimizer="adam", lr=0.01, experiment="test")
+    optimizer = training.make_optimizer(config, TwoParts(), torch.device("cpu"))
+    training.set_learning_rate(optimizer, 0.02)
+    assert [group["lr"] for group in optimizer.param_groups] == [0.02, pytest.approx(0.002)]
+    single = training.make_optimizer(config, nn.Linear(2, 1), torch.device("cpu"))
+    training.set_learning_rate(single, 0.02)
+    assert [group["lr"] for group in single.param_groups] == [0.02]

@@ -1,17 +1,22 @@
 """The saved form of a model: a directory nothing needs unpickling to read (docs/design.md).
 
-model.safetensors   the weights (a captioner's tied word matrix is one tensor, saved once)
+model.safetensors   the weights (a captioner's tied word matrix is one tensor, saved once; a
+                    retriever that fine-tuned its CNN holds the CNN's, image.backbone.*)
 config.json         {"format_version": 2, "kind": "captioner", "config": CaptionerConfig fields}
                     {"format_version": 2, "kind": "retriever", "config": RetrieverConfig
                      fields, "audio": the MFCC settings the model was trained with, or null}
+                    {"format_version": 2, "kind": "fluency", "config": FluencyConfig fields}
                     (captioners saved before retrievers existed have no "kind"; version 1
                     named feature_map `features`; both load the same)
 vocab.json          the vocabulary (captioners and text retrievers)
+vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh_pos, ...)
 
 save_model(model, vocab, "out/model")
 model, vocab = load_model("out/model")   # in eval mode
 save_retriever(model, "out/retriever", audio=features_config.model_dump())
 model, vocab, audio = load_retriever("out/retriever")   # vocab None for speech
+save_fluency(model, vocabs, "out/fluency")
+model, vocabs = load_fluency("out/fluency")   # vocabs: view -> Vocabulary
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import Vocabulary
 
@@ -32,7 +38,7 @@ from conceptual.models.vocab import Vocabulary
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
-LOADERS = {"captioner": "load_model", "retriever": "load_retriever"}
+LOADERS = {"captioner": "load_model", "retriever": "load_retriever", "fluency": "load_fluency"}
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -73,12 +79,35 @@ def load_retriever(
     directory: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[DualEncoder, Vocabulary | None, dict[str, Any] | None]:
     """The model in eval mode, its vocabulary (None for speech) and the audio settings saved
-    with it."""
+    with it. A model that fine-tuned its CNN (model.image_backbone=finetune) loads whole from
+    here too: its config says so, and its weights hold the CNN's."""
     saved = _read(directory, "retriever")
     model = DualEncoder(RetrieverConfig.model_validate(saved["config"]))
     vocab_file = Path(directory) / VOCAB
     vocab = Vocabulary.from_json(vocab_file.read_text()) if vocab_file.exists() else None
     return _load_weights(model, directory, device), vocab, saved.get("audio")
+
+
+def save_fluency(model: FluencyModel, vocabs: dict[str, Vocabulary], directory: str | Path) -> Path:
+    for view in VIEWS:
+        _check_vocabulary(model.config.vocab_sizes[view], vocabs[view])
+    directory = _save(model, "fluency", {}, None, directory)
+    for view in VIEWS:
+        (directory / f"vocab.{view}.json").write_text(vocabs[view].to_json())
+    return directory
+
+
+def load_fluency(
+    directory: str | Path, device: str | torch.device = "cpu"
+) -> tuple[FluencyModel, dict[str, Vocabulary]]:
+    """The model in eval mode and each view's vocabulary."""
+    saved = _read(directory, "fluency")
+    model = FluencyModel(FluencyConfig.model_validate(saved["config"]))
+    vocabs = {
+        view: Vocabulary.from_json((Path(directory) / f"vocab.{view}.json").read_text())
+        for view in VIEWS
+    }
+    return _load_weights(model, directory, device), vocabs
 
 
 def _check_vocabulary(vocab_size: int, vocab: Vocabulary) -> None:

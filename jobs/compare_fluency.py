@@ -1,0 +1,82 @@
+"""Compare the six ways to caption in Chinese from translated captions (docs/spec/fluency.md).
+
+    python -m conceptual.jobs.compare_fluency --features ZH --english-features EN
+        --references NAME=URI [NAME=URI ...] --cn DIR [--config FILE] [key=value ...]
+
+ZH: features of the translated captions with their fluency scores (import_flickr8k_cn,
+score_fluency, features); EN: features of the same photos' English captions (for the late
+translation baselines); each reference set: features whose test split holds the test photos
+with Chinese references (human translations, native captions); DIR: the Flickr8k-CN folder,
+whose provided translations are the offline translator. Keys of FluencyComparisonConfig
+(pipelines/compare_fluency.py): train.* (the captioners' TrainConfig, e.g. train.epochs=10),
+strategies, late_translation, rerank, translator, fluency_model, split, beam, registered.
+Every run lands in one experiment (`fluency`); the comparison run holds the table and plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conceptual.jobs.arguments import add_common, location, report_run
+from conceptual.logs import job_output, stderr
+
+
+def reference(value: str) -> tuple[str, str]:
+    """argparse type of NAME=URI."""
+    name, sep, uri = value.partition("=")
+    if not sep or not name or not uri:
+        raise argparse.ArgumentTypeError(f"expected NAME=URI, not {value!r}")
+    return name, location(uri)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.compare_fluency", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--features", required=True, type=location, help="features of the scored translations"
+    )
+    parser.add_argument(
+        "--english-features", type=location, help="features of the photos' English captions"
+    )
+    parser.add_argument(
+        "--references",
+        required=True,
+        nargs="+",
+        type=reference,
+        metavar="NAME=URI",
+        help="features of the test photos with Chinese references",
+    )
+    parser.add_argument("--cn", type=location, help="the Flickr8k-CN folder (the translator)")
+    parser.add_argument("--config", type=location, help="YAML file of FluencyComparisonConfig keys")
+    add_common(parser, "FluencyComparisonConfig keys, e.g. train.epochs=10 registered=none")
+    args = parser.parse_args(argv)
+    from conceptual.config import ConfigError, load
+    from conceptual.importers import ImportSourceError
+    from conceptual.pipelines.compare_fluency import (
+        FluencyComparisonConfig,
+        compare,
+        markdown_table,
+    )
+    from conceptual.storage import StorageError
+    from conceptual.text.translation import ProvidedTranslations
+
+    references = dict(args.references)
+    with job_output("compare_fluency", args.verbose) as log:
+        try:
+            config = load(FluencyComparisonConfig, args.config, args.overrides)
+            translator = None
+            if config.late_translation and args.cn:
+                translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
+            result = compare(args.features, references, config, args.english_features, translator)
+        except (ConfigError, StorageError, ImportSourceError, ValueError, OSError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
+    print(markdown_table(result["rows"], list(references)))
+    report_run(result["run_id"], config.experiment, log, "comparison run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

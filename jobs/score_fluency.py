@@ -1,0 +1,55 @@
+"""Score the fluency of every translated caption of a Chinese import with a fluency classifier.
+
+    python -m conceptual.jobs.score_fluency --model MODEL_URI --data URI --output URI
+        [--config FILE] [key=value ...]
+
+MODEL_URI: models:/fluency-zh@champion, models:/fluency-zh/2, runs:/<run id>/model or a
+local model directory (conceptual.jobs.train_fluency makes them). DATA is an
+import_flickr8k_cn output (or its curated/ folder). OUTPUT gets the same records with
+`fluency` set (curated/*.parquet, which the features job reads like any curated data),
+fluency.json (records scored, the share fluent by source, the rate in sentences per
+second) and _SUCCESS. Overrides: actors=2 cpus_per_actor=1 batch_size=256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from functools import partial
+
+from conceptual.jobs.arguments import add_common, location, report_run, run_data_job
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.score_fluency", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser.add_argument("--data", required=True, type=location, help="a Chinese import's output")
+    parser.add_argument("--output", required=True, type=location, help="where curated/ goes")
+    parser.add_argument("--config", type=location, help="YAML file of ScoreConfig keys")
+    add_common(parser, "ScoreConfig keys, e.g. actors=2 batch_size=256")
+    args = parser.parse_args(argv)
+    from conceptual import storage
+    from conceptual.pipelines.score_fluency import ScoreConfig, run
+
+    outcome = run_data_job(
+        "score_fluency",
+        args,
+        args.data,
+        ScoreConfig,
+        partial(run, args.model),
+        user_errors=(ValueError,),  # not a fluency model, not Chinese records
+    )
+    if isinstance(outcome, int):
+        return outcome
+    config, (summary, run_id), log = outcome
+    print(json.dumps(summary, indent=2))
+    print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['scored']} scored)")
+    report_run(run_id, config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

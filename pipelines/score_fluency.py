@@ -1,0 +1,158 @@
+"""Fluency scores of translated captions, as Ray Data batch inference (docs/spec/fluency.md):
+every curated Chinese record gets the fluency classifier's score in its `fluency` column.
+
+    DATA/curated/*.parquet (records.CURATED_LANGUAGE)  ->  OUTPUT/curated/*.parquet (the same
+                                                           records, `fluency` set)
+                                                           OUTPUT/fluency.json, OUTPUT/_SUCCESS
+
+OUTPUT is curated data like DATA (the features job and the captioner read it the same way).
+Actors hold the classifier, the spaCy tagger and jieba's dictionary (one actor per CPU):
+segmenting and tagging take most of the time, the four LSTMs over a 20-word sentence little.
+A translation is scored on its four views; a native sentence (no `original`) on its two
+Chinese views, and a record without a Chinese text on its English ones
+(conceptual.models.fluency says why). fluency.json counts the records scored, the share
+fluent (score > 0.5) by source, and the rate: sentences scored per second of the whole
+run (reading, scoring and writing, the actors' loading included) with the actors it had.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import mlflow
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conceptual import registry, storage, tracking
+from conceptual.config import Config
+from conceptual.models.fluency import FLUENT_ABOVE
+from conceptual.models.saving import load_fluency
+from conceptual.pipelines.executors import actor_pool
+from conceptual.pipelines.readers import read_row_groups
+from conceptual.records import CURATED_LANGUAGE
+from conceptual.storage import SUCCESS
+from conceptual.text.fluency import FluencyScorer
+
+SUMMARY = "fluency.json"
+
+
+class ScoreConfig(Config):
+    actors: int | None = None  # None: one per CPU
+    cpus_per_actor: float = 1.0
+    batch_size: int = 256
+    experiment: str = "fluency"
+    allow_incomplete: bool = False  # read an import without its _SUCCESS marker
+
+
+class FluencyStage:
+    """Loads the model once per actor (a `models:/` or `runs:/` URI is downloaded by each
+    actor itself, so the actors need not share the driver's disk)."""
+
+    def __init__(self, model_uri: str):
+        self.scorer = FluencyScorer(registry.resolve(model_uri))
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        fluency = self.scorer.score(batch["text"].to_pylist(), batch["original"].to_pylist())
+        if "fluency" in batch.column_names:
+            batch = batch.drop_columns(["fluency"])
+        batch = batch.append_column("fluency", pa.array(fluency, pa.float32()))
+        return batch.select(CURATED_LANGUAGE.names).cast(CURATED_LANGUAGE)
+
+
+def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -> dict[str, Any]:
+    """Write every record of DATA with its fluency under OUTPUT/curated; return the summary."""
+    started = time.monotonic()
+    data = storage.output_part(data_uri, "curated", config.allow_incomplete)
+    curated_uri = storage.join(output_uri, "curated")
+    if curated_uri.rstrip("/") == data.rstrip("/"):
+        raise ValueError(f"--output {output_uri} would overwrite its input: write elsewhere")
+    fs, _ = storage.resolve(data)
+    files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
+    check_language_records(fs, files, data)
+    load_fluency(registry.resolve(model_uri))  # a URI that is no fluency classifier fails here
+    storage.delete(storage.join(output_uri, SUCCESS))
+    storage.delete(curated_uri)
+
+    scored = read_row_groups(fs, files).map_batches(
+        FluencyStage,
+        fn_constructor_kwargs={"model_uri": model_uri},
+        batch_size=config.batch_size,
+        batch_format="pyarrow",
+        compute=(pool := actor_pool(config.actors, config.cpus_per_actor)),
+        num_cpus=config.cpus_per_actor,
+    )
+    out_fs, out_path = storage.resolve(curated_uri)
+    # Writing, like reading, must not wait for the CPUs the actors hold.
+    scored.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
+    seconds = time.monotonic() - started
+
+    summary = {
+        "data": data,
+        "model": model_uri,
+        **counts(curated_uri),
+        "actors": pool.min_size,
+        "seconds": round(seconds, 2),
+    }
+    summary["sentences_per_second"] = round(summary["scored"] / seconds, 1)
+    storage.write_json(storage.join(output_uri, SUMMARY), summary)
+    storage.write_json(storage.join(output_uri, SUCCESS), {"rows": summary["records"]})
+    return summary
+
+
+def check_language_records(fs, files: list[str], data: str) -> None:
+    """Fail before any work on data that is not curated Chinese records (an English curation
+    has no `text` or `original` to score)."""
+    if not files:
+        raise ValueError(f"no Parquet files under {data}")
+    with fs.open_input_file(files[0]) as f:
+        names = set(pq.read_schema(f).names)
+    missing = [name for name in CURATED_LANGUAGE.names if name not in names and name != "fluency"]
+    if missing:
+        raise ValueError(
+            f"{data} is not curated Chinese captions (records.CURATED_LANGUAGE; import them "
+            f"with conceptual.jobs.import_flickr8k_cn): no {', '.join(missing)} column"
+        )
+
+
+def counts(curated_uri: str) -> dict[str, Any]:
+    """The records written, how many have a score, the share fluent, by source."""
+    fs, _ = storage.resolve(curated_uri)
+    files = [f for f in storage.list_files(curated_uri) if f.endswith(".parquet")]
+    columns = ["source", "original", "fluency"]
+    parts = [pq.read_table(f, columns=columns, filesystem=fs) for f in files]
+    table = pa.concat_tables(parts) if parts else CURATED_LANGUAGE.empty_table().select(columns)
+    fluency = table["fluency"].to_numpy(zero_copy_only=False)
+    sources = table["source"].to_pylist()
+    by_source = {}
+    for source in sorted(set(sources), key=str):
+        mine = fluency[[s == source for s in sources]]
+        by_source[str(source)] = {"records": len(mine), "fluent": _share(mine)}
+    return {
+        "records": table.num_rows,
+        "scored": int(np.isfinite(fluency).sum()),
+        "without_original": table["original"].null_count,
+        "fluent": _share(fluency),
+        "mean_fluency": round(float(np.nanmean(fluency)), 4) if len(fluency) else None,
+        "fluent_by_source": by_source,
+    }
+
+
+def _share(fluency: np.ndarray) -> float | None:
+    return round(float(np.mean(fluency > FLUENT_ABOVE)), 4) if len(fluency) else None
+
+
+def run(
+    model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig
+) -> tuple[dict[str, Any], str]:
+    """The score_fluency job: one MLflow run around the scoring. Returns (summary, run id)."""
+    with tracking.start_run(config.experiment, tags={"stage": "score_fluency"}) as active:
+        tracking.log_config(config)
+        mlflow.log_params({"model_uri": model_uri, "data_uri": data_uri, "output_uri": output_uri})
+        summary = score(model_uri, data_uri, output_uri, config)
+        mlflow.log_metrics(
+            {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
+        )
+        mlflow.log_dict(summary, SUMMARY)
+        return summary, active.info.run_id
