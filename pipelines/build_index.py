@@ -14,14 +14,19 @@ An image is its centre crop's pooled CNN vector (crop 0), as the evaluation embe
 row names its first caption record (id, caption) and that record's image_url from the
 curated data the features were made from (features.json `curated`; null where that data
 is not reachable). The CNN and image size of the features are recorded, so that an image
-query is preprocessed exactly as the indexed images were.
+query is preprocessed exactly as the indexed images were. A model that fine-tuned its CNN
+(model.image_backbone=finetune) embeds the photos themselves, their centre squares at the
+model's image size, read in one pass over that curated data (which must then be
+reachable); its images' rows come in the order the pass finds them.
 
 Bounds: a driver-side loop, batched. Feature rows are read `read_rows` at a time (only the
 columns needed: never the grids) and embedded on the configured device; embeddings go to
 a memory-mapped staging file, not to the driver's memory, which holds the ids and captions
-(a few hundred bytes a record: ~1 GB for 3.3M records) and one batch. On CPUs the text
-tower is the cost (~1-2 ms a caption), a clip's MFCCs another ~5 ms; Ray Data would
-spread these over a cluster, which this job does not do yet.
+(a few hundred bytes a record: ~1 GB for 3.3M records) and one batch (of photos, for a
+fine-tuned CNN: their JPEGs and 150 KB of pixels each at 224 px). On CPUs the text tower
+is the cost (~1-2 ms a caption; a fine-tuned CNN's photo ~110 ms at 224 px), a clip's
+MFCCs another ~5 ms; Ray Data would spread these over a cluster, which this job does not
+do yet.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from conceptual.models.saving import load_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.caption_features import SUMMARY, feature_files
 from conceptual.pipelines.evaluate_retriever import embed
-from conceptual.pipelines.retrieval_data import clip_files
+from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
 from conceptual.retrieval_index import (
     INDEX_TAG,
     ApproximateSettings,
@@ -147,10 +152,14 @@ def embed_features(
     staging: str,
     device: Any,
 ) -> Embedded:
+    """The features' images and captions; the images embedded from their pooled vectors,
+    unless the model reads photos (embed_photos then embeds them)."""
     files = feature_files(features_uri, config.allow_incomplete)
     text = model.config.modality == "text"
+    pooled_images = model.config.photo_size is None
+    columns = [c for c in FEATURE_COLUMNS if pooled_images or c != "pooled"]
     out = Embedded(staging, model.config.embed_dim, text)
-    for batch in batches(features_uri, files, FEATURE_COLUMNS, config.read_rows):
+    for batch in batches(features_uri, files, columns, config.read_rows):
         out.splits_seen.update(pc.unique(batch["split"]).to_pylist())
         batch = batch.filter(split_filter(batch, config.splits))
         if batch.num_rows == 0:
@@ -163,12 +172,6 @@ def embed_features(
                 f"the features at {features_uri} have no image ids (made by an older features "
                 "job): run the features job again"
             )
-        pooled = pc.list_flatten(batch["pooled"]).to_numpy().reshape(batch.num_rows, -1)
-        if pooled.shape[1] != model.config.image_dim:
-            raise ValueError(
-                f"the model reads {model.config.image_dim}-d image features; the features at "
-                f"{features_uri} are {pooled.shape[1]}-d (another CNN?)"
-            )
         new = []
         for row, image in enumerate(image_ids):
             if image not in out.image_rows:  # the records of an image share its crop 0
@@ -176,7 +179,13 @@ def embed_features(
                 new.append(row)
                 for column, value in zip(out.images, (image, ids[row], captions[row], splits[row])):
                     out.images[column].append(value)
-        if new:
+        if new and pooled_images:
+            pooled = pc.list_flatten(batch["pooled"]).to_numpy().reshape(batch.num_rows, -1)
+            if pooled.shape[1] != model.config.image_dim:
+                raise ValueError(
+                    f"the model reads {model.config.image_dim}-d image features; the features "
+                    f"at {features_uri} are {pooled.shape[1]}-d (another CNN?)"
+                )
             out.image_vectors.append(embed(model.embed_images, pooled[new], device).cpu().numpy())
         for column, values in zip(out.captions, (ids, image_ids, captions, splits)):
             out.captions[column].extend(values)
@@ -192,6 +201,37 @@ def embed_features(
     if not out.image_rows:
         raise ValueError(f"no images to index in the features at {features_uri}")
     return out
+
+
+def embed_photos(
+    model: DualEncoder,
+    curated_uri: str | None,
+    embedded: Embedded,
+    config: BuildIndexConfig,
+    device: Any,
+) -> None:
+    """A fine-tuned CNN's image embeddings, of each image's photo (the centre square), read
+    with its record id from the curated data in one pass; the image rows are put in the
+    order the photos come. ValueError when the data or a photo is not there."""
+    if not curated_uri or not storage.exists(curated_uri):
+        raise ValueError(
+            f"the curated data {curated_uri} the features were made from is not reachable from "
+            "here: a model with model.image_backbone=finetune embeds the photos themselves"
+        )
+    wanted = {record: row for row, record in enumerate(embedded.images["id"])}
+    ids, order = pa.array(list(wanted), pa.string()), []
+    files = [f for f in storage.list_files(curated_uri) if f.endswith(".parquet")]
+    for batch in batches(curated_uri, files, ["id", "image"], config.read_rows):
+        batch = batch.filter(pc.is_in(batch["id"], ids))
+        if batch.num_rows == 0:
+            continue
+        order += [wanted.pop(record) for record in batch["id"].to_pylist()]
+        pixels = photo_pixels(batch["image"].to_pylist(), model.config.image_size)
+        embedded.image_vectors.append(embed(model.embed_images, pixels, device).cpu().numpy())
+    if wanted:
+        raise ValueError(f"{len(wanted)} indexed images have no photo in {curated_uri}")
+    embedded.images = {column: [v[row] for row in order] for column, v in embedded.images.items()}
+    embedded.image_rows = {image: row for row, image in enumerate(embedded.images["image_id"])}
 
 
 def image_urls(curated_uri: str | None, record_ids: list[str]) -> list[str | None] | None:
@@ -282,6 +322,8 @@ def build(
 
     with tempfile.TemporaryDirectory(prefix="build-index-") as staging:
         embedded = embed_features(model, vocab, features_uri, config, staging, device)
+        if model.config.photo_size is not None:
+            embed_photos(model, summary.get("curated"), embedded, config, device)
         urls = image_urls(summary.get("curated"), embedded.images["id"])
         images = pa.table(embedded.images).append_column(
             "image_url", pa.array(urls or [None] * len(embedded.image_rows), pa.string())
@@ -325,6 +367,7 @@ def build(
             if version is None
             else {"name": version.name, "version": str(version.version)},
             "modality": modality,
+            "image_backbone": model.config.image_backbone,  # finetune: photos, not `features`
             "embed_dim": model.config.embed_dim,
             "normalized": model.config.normalize,
             "scale": scale,

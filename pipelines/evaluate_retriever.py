@@ -12,6 +12,10 @@ as one MLflow run. The trainer scores its dev split every epoch with the same fu
 An image with several captions is found by any of them (image -> caption), and a caption
 finds its own image (caption -> image). Automatic R@k underestimates quality: an unpaired
 caption that fits an image counts as a miss.
+
+A model that fine-tuned its CNN (model.image_backbone=finetune) embeds the split's photos
+(their centre squares, from the curated data the features job names) rather than the
+features' vectors: that data must be reachable from where the evaluation runs.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ def retrieval_scores(
     model: DualEncoder, images: np.ndarray, queries: np.ndarray, relevant: np.ndarray
 ) -> tuple[dict[str, float], np.ndarray]:
     """R@k both ways with chance level (`chance.` keys) and SELECT_BY, and the (queries,
-    images) score matrix. `relevant` is (queries, images) bool."""
+    images) score matrix. `images` is the image tower's input (an eval set's `images`),
+    `relevant` (queries, images) bool."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -156,6 +161,7 @@ def evaluate(
         modality,
         speech_uri if modality == "speech" else None,
         config.max_images,
+        photo_size=model.config.photo_size,
     )
     heard = None
     if modality == "speech":
@@ -163,7 +169,7 @@ def evaluate(
         if config.seconds is not None:
             heard = heard.model_copy(update={"seconds": config.seconds})
     inputs = query_inputs(evaluated, modality, vocab, heard, model.config.max_tokens)
-    metrics, scores = retrieval_scores(model, evaluated["pooled"], inputs, relevance(evaluated))
+    metrics, scores = retrieval_scores(model, evaluated["images"], inputs, relevance(evaluated))
     name = eval_set_name(features_uri, evaluated)
 
     tags = {"stage": "evaluate_retriever", "model_uri": model_uri, "modality": modality}
@@ -196,5 +202,5 @@ def dev_scores(
     inputs: np.ndarray,
 ) -> dict[str, float]:
     """The trainer's dev metrics (no chance level: it does not change between epochs)."""
-    metrics, _ = retrieval_scores(model, evaluated["pooled"], inputs, relevance(evaluated))
+    metrics, _ = retrieval_scores(model, evaluated["images"], inputs, relevance(evaluated))
     return {k: v for k, v in metrics.items() if not k.startswith("chance.")}

@@ -20,15 +20,23 @@ augmentation, when the features job made augmented crops) and, for speech, compu
 MFCCs of a random crop of the clip with SpecAugment (conceptual.speech.features); both
 change every epoch, since Ray Train reads the dataset anew each epoch.
 
-Evaluation sets (`eval_set`) are read on the driver: the split's images (centre crop), its
-queries (every caption, or every clip), and which image each query belongs to.
+A model that fine-tunes the CNN (model.image_backbone=finetune) reads photos instead: the
+JPEGs of the curated data the features were made from (features.json `curated`, joined by
+record id), one object every task reads as the pooled vectors are (the JPEGs' own size,
+~50-150 KB a photo: about 1 GB per 10,000 photos). Each example decodes its photo and
+draws the spec's distortion on the reading CPU (`photo_pixels`: a random crop covering at
+least `min_area` of it, brightness and saturation), anew every epoch, as uint8 pixels.
+
+Evaluation sets (`eval_set`) are read on the driver: the split's images (centre crop: the
+pooled vector, or the photo's pixels), its queries (every caption, or every clip), and
+which image each query belongs to.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -38,16 +46,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray
+from PIL import Image
+from pydantic import Field
 
 from conceptual import storage
+from conceptual.config import Config
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.caption_features import feature_files
+from conceptual.pipelines.caption_features import feature_files, source_images
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
 from conceptual.speech.features import AudioFeatureConfig, clip_features
+from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
+from conceptual.vision.images import ImageFilterConfig, decode
 
 Modality = Literal["speech", "text"]
 TRAIN_SPLIT = "train"
 CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "audio"]
+# Every curated photo is within the curation's bound (decoded pixels are fewer still).
+PHOTO_PIXELS = ImageFilterConfig().max_pixels
+
+
+class PhotoAugmentConfig(Config):
+    """The spec's training distortion of the photos (model.image_backbone=finetune)."""
+
+    min_area: float = Field(default=0.67, gt=0, le=1)  # random crops cover at least this much
+    brightness: float = Field(default=0.125, ge=0, le=1)  # +- this of the full scale (~32/255)
+    saturation: float = Field(default=0.5, ge=0, lt=1)  # colour x a factor within 1 +- this
 
 
 def clip_files(speech_uri: str, allow_incomplete: bool = False) -> list[str]:
@@ -86,6 +109,14 @@ class SplitImages:
     @property
     def index(self) -> dict[str, int]:
         return {image: i for i, image in enumerate(self.image_ids)}
+
+    @property
+    def records(self) -> dict[str, str]:
+        """image id -> one of its caption records (the first by id): where its photo is."""
+        first: dict[str, str] = {}
+        for record, image in sorted(self.caption_image.items()):
+            first.setdefault(image, record)
+        return first
 
 
 def split_images(features_uri: str, files: list[str], split: str) -> SplitImages:
@@ -141,6 +172,60 @@ def clips_in_split(clips: pa.Table, caption_image: dict[str, str], known: set[st
     return clips.filter(pc.is_valid(clips["image_id"]))
 
 
+# ---------------------------------------------------------------- photos
+
+
+def photos(features_uri: str, images: SplitImages, image_ids: list[str]) -> list[bytes]:
+    """The JPEG of each image, from the curated data the features were made from (a fine-tuned
+    CNN reads the photos, not the features' vectors); ValueError when they are not there."""
+    records = images.records
+    wanted = [records[image] for image in image_ids]
+    found = source_images(features_uri, wanted)
+    if not found:
+        raise ValueError(
+            f"the photos of the features at {features_uri} are not reachable from here: "
+            "model.image_backbone=finetune reads them from the curated data that features.json "
+            "names (`curated`), beside the features job's output"
+        )
+    if len(found) < len(set(wanted)):
+        raise ValueError(
+            f"{len(set(wanted)) - len(found)} of {len(set(wanted))} photos of the features at "
+            f"{features_uri} are not in the curated data its features.json names"
+        )
+    return [found[record] for record in wanted]
+
+
+def open_photo(data: bytes, size: int) -> Image.Image:
+    """A curated photo decoded as the search service decodes an image query (upright RGB,
+    libjpeg scaling it down toward `size` as it decodes)."""
+    image, rejection = decode(data, PHOTO_PIXELS, reduce_to=size)
+    if image is None:
+        raise ValueError(
+            f"a curated photo does not decode: {rejection.reason} ({rejection.detail})"
+        )
+    return image
+
+
+def photo_pixels(
+    data: Sequence[bytes],
+    size: int,
+    rng: np.random.Generator | None = None,
+    augment: PhotoAugmentConfig | None = None,
+) -> np.ndarray:
+    """Photos as a fine-tuned CNN reads them, uint8 (N, 3, size, size). Without `rng`, each
+    photo's centre square (evaluation, the index, the search service); with `rng` and
+    `augment`, the spec's training distortion: a random crop covering at least
+    `augment.min_area` of the photo (aspect 3/4 to 4/3, mirrored half the time, the centre
+    square where no such crop fits), then random brightness and saturation."""
+    opened = [open_photo(photo, size) for photo in data]
+    if rng is None or augment is None:
+        return to_pixels(opened, size)
+    scale = (augment.min_area, 1.0)
+    crops = [random_crop(*image.size, rng, scale=scale) for image in opened]
+    pixels = to_pixels(opened, size, crops)
+    return jitter_colours(pixels, rng, augment.brightness, augment.saturation)
+
+
 # ---------------------------------------------------------------- evaluation sets
 
 
@@ -151,11 +236,14 @@ def eval_set(
     speech_uri: str | None = None,
     max_images: int | None = None,
     allow_incomplete: bool = False,
+    photo_size: int | None = None,
 ) -> dict[str, Any]:
-    """A split as retrieval is scored on it: `image_ids` and `pooled` (images, channels; the
-    centre crop), the queries (`query_ids`, `captions`, and `audio` for speech) and
-    `query_image` (each query's image, an index into image_ids). `max_images` keeps the
-    first images in a stable order (and their queries)."""
+    """A split as retrieval is scored on it: `image_ids` and `images` (the image tower's
+    input: pooled vectors (images, channels) of the centre crop, or with `photo_size` the
+    photos' centre squares as pixels, uint8 (images, 3, photo_size, photo_size)), the
+    queries (`query_ids`, `captions`, and `audio` for speech) and `query_image` (each
+    query's image, an index into image_ids). `max_images` keeps the first images in a
+    stable order (and their queries)."""
     images = split_images(features_uri, feature_files(features_uri, allow_incomplete), split)
     keep = images.image_ids[:max_images]
     index = {image: i for i, image in enumerate(keep)}
@@ -172,10 +260,14 @@ def eval_set(
     wanted = [i for i, image in enumerate(query_images) if image in index]
     if not wanted:
         raise ValueError(f"no {modality} queries for the {split!r} images of {features_uri}")
+    if photo_size is None:
+        inputs = images.pooled[: len(keep), 0]
+    else:
+        inputs = photo_pixels(photos(features_uri, images, keep), photo_size)
     return {
         "split": split,
         "image_ids": keep,
-        "pooled": images.pooled[: len(keep), 0],
+        "images": inputs,
         "query_ids": [query_ids[i] for i in wanted],
         "captions": [captions[i] for i in wanted],
         "audio": None if audio is None else [audio[i] for i in wanted],
@@ -257,19 +349,16 @@ def _train_records(batch: pa.Table, split: str) -> pa.Table:
 
 def train_examples(
     pairs: ray.data.Dataset,
-    images: SplitImages,
+    image_input: Callable[[list[str], np.random.Generator], np.ndarray],
     modality: Modality,
     query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
-    dtype: type = np.float32,
 ) -> ray.data.Dataset:
-    """Pairs as the loss reads them: `image` (channels: a random crop's pooled vector),
-    `image_group` and `caption_group` (the match mask's ids), and the query tower's input
-    under the name `query_input` returns (`mfcc` or `tokens`)."""
-    shared = ray.put({"pooled": images.pooled, "index": images.index})
+    """Pairs as the loss reads them: `image` (what `image_input` makes of the image ids:
+    `pooled_crops` or `photo_crops`), `image_group` and `caption_group` (the match mask's
+    ids), and the query tower's input under the name `query_input` returns (`mfcc` or
+    `tokens`)."""
     column = "mfcc" if modality == "speech" else "tokens"
-    examples = partial(
-        _examples, shared=(shared,), column=column, query_input=query_input, dtype=dtype
-    )
+    examples = partial(_examples, column=column, image_input=image_input, query_input=query_input)
     return pairs.map_batches(
         examples, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
     )
@@ -277,19 +366,64 @@ def train_examples(
 
 def _examples(
     batch: pa.Table,
-    shared: tuple[ray.ObjectRef],
     column: str,
+    image_input: Callable[[list[str], np.random.Generator], np.ndarray],
     query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
-    dtype: type,
 ) -> dict[str, np.ndarray]:
-    images = _shared(shared[0])
     rng = np.random.default_rng()  # a fresh draw every epoch
-    rows = np.array([images["index"][i] for i in batch["image_id"].to_pylist()], dtype=np.int64)
-    crops = rng.integers(images["pooled"].shape[1], size=len(rows))
+    image_ids = batch["image_id"].to_pylist()
     captions = batch["caption"].to_pylist()
     return {
-        "image": images["pooled"][rows, crops].astype(dtype),
-        "image_group": np.array([group_id(i) for i in batch["image_id"].to_pylist()]),
+        "image": image_input(image_ids, rng),
+        "image_group": np.array([group_id(i) for i in image_ids]),
         "caption_group": np.array([group_id(c) for c in captions]),
         column: query_input(batch, rng),
     }
+
+
+def pooled_crops(
+    images: SplitImages, dtype: type = np.float32
+) -> Callable[[list[str], np.random.Generator], np.ndarray]:
+    """The image column of the features' vectors: one of each image's crops at random."""
+    shared = ray.put({"pooled": images.pooled, "index": images.index})
+    return partial(_pooled_crops, shared=(shared,), dtype=dtype)
+
+
+def _pooled_crops(
+    image_ids: list[str], rng: np.random.Generator, shared: tuple[ray.ObjectRef], dtype: type
+) -> np.ndarray:
+    images = _shared(shared[0])
+    rows = np.array([images["index"][i] for i in image_ids], dtype=np.int64)
+    crops = rng.integers(images["pooled"].shape[1], size=len(rows))
+    return images["pooled"][rows, crops].astype(dtype)
+
+
+def photo_crops(
+    features_uri: str, images: SplitImages, size: int, augment: PhotoAugmentConfig
+) -> Callable[[list[str], np.random.Generator], np.ndarray]:
+    """The image column of a fine-tuned CNN: each image's photo, distorted (photo_pixels).
+    The photos' bytes are one array every task reads without a copy, with their offsets."""
+    data = photos(features_uri, images, images.image_ids)
+    shared = ray.put(
+        {
+            "jpegs": np.frombuffer(b"".join(data), dtype=np.uint8),
+            "ends": np.cumsum([len(photo) for photo in data]),
+            "index": images.index,
+        }
+    )
+    return partial(_photo_crops, shared=(shared,), size=size, augment=augment)
+
+
+def _photo_crops(
+    image_ids: list[str],
+    rng: np.random.Generator,
+    shared: tuple[ray.ObjectRef],
+    size: int,
+    augment: PhotoAugmentConfig,
+) -> np.ndarray:
+    stored = _shared(shared[0])
+    ends, data = stored["ends"], []
+    for image in image_ids:
+        n = stored["index"][image]
+        data.append(stored["jpegs"][ends[n - 1] if n else 0 : ends[n]].tobytes())
+    return photo_pixels(data, size, rng, augment)

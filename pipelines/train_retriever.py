@@ -1,5 +1,6 @@
 """Dual-encoder training (docs/spec/retrieval.md) through the training core (pipelines/
-training.py): an image tower over the features job's pooled vectors and a speech or text
+training.py): an image tower over the features job's pooled vectors (or, with
+model.image_backbone=finetune, the CNN itself over the curated photos) and a speech or text
 tower, trained with the masked margin softmax loss (or the triplet baseline) on in-batch
 negatives, one MLflow run, the checkpoint with the best dev mean R@10 as the run's model.
 
@@ -11,7 +12,8 @@ What is the retrievers' here: the rows (pipelines/retrieval_data.py: pairs, rand
 MFCCs with SpecAugment or token ids), the loss (RetrievalLoss: both towers, the match mask,
 the growing margin, set by the core before every optimizer step), and the dev scoring
 (pipelines/evaluate_retriever.py). The optimizer defaults are the spec's: Adam, lr 0.001
-decayed x0.999 every 1,000 steps, L2 weight decay 4e-5.
+decayed x0.999 every 1,000 steps, L2 weight decay 4e-5. A fine-tuned CNN takes
+model.backbone_lr_scale of that rate (DualEncoder.optimizer_groups).
 
 Negatives from every worker: with several workers each one gathers the embeddings (and
 match ids) of all workers' batches, with their gradients (torch.distributed.nn.all_gather),
@@ -54,7 +56,10 @@ from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, eval_
 from conceptual.pipelines.retrieval_data import (
     TRAIN_SPLIT,
     Modality,
+    PhotoAugmentConfig,
     eval_set,
+    photo_crops,
+    pooled_crops,
     query_inputs,
     split_images,
     train_captions,
@@ -63,6 +68,7 @@ from conceptual.pipelines.retrieval_data import (
 )
 from conceptual.runtime import init_ray
 from conceptual.speech.features import AudioFeatureConfig, clip_features
+from conceptual.vision.cnn import FEATURE_CHANNELS
 
 
 class RetrieverTrainConfig(training.TrainingConfig):
@@ -70,6 +76,7 @@ class RetrieverTrainConfig(training.TrainingConfig):
     loss: Literal["mms", "triplet"] = "mms"
     model: RetrieverSettings = RetrieverSettings()
     audio: AudioFeatureConfig = AudioFeatureConfig()  # speech: MFCCs, crop length, SpecAugment
+    image: PhotoAugmentConfig = PhotoAugmentConfig()  # model.image_backbone=finetune: distortion
     margin: float = Field(default=0.001, ge=0)  # the margin at step 0
     margin_growth: float = Field(default=1.002, ge=1)  # multiplied by this...
     margin_every: int = Field(default=1000, ge=1)  # ...every this many optimizer steps
@@ -129,6 +136,7 @@ def train(
         speech_uri,
         config.eval_max_images,
         config.allow_incomplete,
+        model_config.photo_size,
     )
     dev_inputs = query_inputs(dev, config.modality, vocab, config.audio, model_config.max_tokens)
     config = training.resolved(config)
@@ -156,8 +164,11 @@ def train(
             "dev": ray.put((dev, dev_inputs)),  # rank 0 fetches it; the driver keeps it alive
         }
         pairs = train_pairs(features_uri, files, images, speech_uri, config.allow_incomplete)
-        dtype = np.float16 if config.use_gpu else np.float32
-        rows = train_examples(pairs, images, config.modality, query_input(config, vocab), dtype)
+        if model_config.photo_size is None:
+            image_input = pooled_crops(images, np.float16 if config.use_gpu else np.float32)
+        else:
+            image_input = photo_crops(features_uri, images, model_config.photo_size, config.image)
+        rows = train_examples(pairs, image_input, config.modality, query_input(config, vocab))
         best_dir, best_metrics, history = training.fit(
             train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY
         )
@@ -186,10 +197,12 @@ def starting_point(
     config: RetrieverTrainConfig, image_dim: int
 ) -> tuple[dict[str, Tensor], Vocabulary | None, RetrieverConfig]:
     """The weights, vocabulary and model config of `config.init`, checked against the run:
-    the same modality and image features; a speech model's frames follow this run's audio."""
+    the same modality and (unless it fine-tunes the CNN on the photos) image features; a
+    speech model's frames follow this run's audio."""
     model, vocab, _ = load_retriever(registry.resolve(config.init))
     saved = model.config
-    if saved.modality != config.modality or saved.image_dim != image_dim:
+    other_features = saved.photo_size is None and saved.image_dim != image_dim
+    if saved.modality != config.modality or other_features:
         raise ValueError(
             f"init={config.init} is a {saved.modality} retriever over {saved.image_dim}-d image "
             f"features; this run trains {config.modality} over {image_dim}-d features"
@@ -199,10 +212,14 @@ def starting_point(
 
 
 def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
-    """Keys of the other modality's tower (not logged as this run's params)."""
+    """Keys of the other modality's tower, and of the photos when the CNN is not fine-tuned
+    (not logged as this run's params)."""
+    photos = ()
+    if config.model.image_backbone == "features":
+        photos = ("model.image_size", *(f"image.{key}" for key in PhotoAugmentConfig.model_fields))
     if config.modality == "speech":
         text = ("text_architecture", "text_d_model", "text_layers", "text_heads", "max_tokens")
-        return tuple(f"model.{key}" for key in text) + ("min_count",)
+        return tuple(f"model.{key}" for key in text) + ("min_count", *photos)
     return (
         "model.speech_channels",
         "audio.n_mfcc",
@@ -210,17 +227,20 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
         "audio.seconds",
         "audio.freq_mask",
         "audio.time_mask",
+        *photos,
     )
 
 
 def retriever_config(
     config: RetrieverTrainConfig, image_dim: int, vocab: Vocabulary | None
 ) -> RetrieverConfig:
-    """The model's settings with what the data decides."""
+    """The model's settings with what the data decides (a fine-tuned CNN decides image_dim
+    itself)."""
+    finetune = config.model.image_backbone == "finetune"
     return RetrieverConfig(
         **config.model.model_dump(),
         modality=config.modality,
-        image_dim=image_dim,
+        image_dim=FEATURE_CHANNELS if finetune else image_dim,
         n_mfcc=config.audio.n_mfcc,
         frames=1 + round(config.audio.seconds * 100),
         vocab_size=len(vocab) if vocab else 0,

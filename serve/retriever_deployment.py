@@ -4,7 +4,10 @@ sets it), following both as they move.
 
 - text (`TextRetriever`):  images for a text query; captions for an image query, the image's
                            features computed here with the CNN and image size the index
-                           records (as the features job computed the indexed images').
+                           records (as the features job computed the indexed images'), or,
+                           for a model that fine-tuned its CNN, its centre square at the
+                           model's image size through the model's own CNN (as build_index
+                           embedded the indexed photos).
 - speech (`SpeechRetriever`): images for a spoken query (WAV, FLAC or MP3), heard as the
                            model was trained to hear (its saved MFCC settings: the clip's
                            first `seconds`, padded with silence).
@@ -60,7 +63,7 @@ from conceptual.serve.champion import MODEL_AUTOSCALING, Champion, NotReady, Ser
 from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
 from conceptual.speech.audio import decode, resample
 from conceptual.speech.features import AudioFeatureConfig, samples_features
-from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
 from conceptual.vision.images import decode as decode_image
 
 logger = logging.getLogger("ray.serve")
@@ -181,14 +184,17 @@ class Searcher:
             )
         self.index, self.approximate = index, approximate
         self.audio = AudioFeatureConfig.model_validate(audio or {})
-        self.extractor = None
-        if self.modality == "text" and index.searchable("captions"):
+        self.searches_captions = self.modality == "text" and index.searchable("captions")
+        self.extractor = None  # the features job's CNN, for a model over its pooled vectors
+        if self.searches_captions and self.model.config.photo_size is None:
             features = manifest["features"]
             self.extractor = feature_extractor(features["model"], features["image_size"])
 
     @property
     def image_size(self) -> int:
-        return int(self.index.manifest["features"]["image_size"])
+        """The side of the image tower's input: the model's own (finetune), else the features'."""
+        own = self.model.config.photo_size
+        return own if own is not None else int(self.index.manifest["features"]["image_size"])
 
     def _embed_query(self, inputs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -202,13 +208,17 @@ class Searcher:
         return self._embed_query(samples_features(samples, self.audio)[None])
 
     def embed_image(self, image: Image.Image) -> np.ndarray:
-        [[(pooled, _)]] = self.extractor.extract([image])
+        if self.extractor is None:  # the model's own CNN reads the pixels
+            inputs = to_pixels([image], self.image_size)
+        else:
+            [[(pooled, _)]] = self.extractor.extract([image])
+            inputs = pooled[None]
         with torch.inference_mode():
-            return self.model.embed_images(torch.as_tensor(pooled[None])).float().numpy()
+            return self.model.embed_images(torch.as_tensor(inputs)).float().numpy()
 
     def read_image(self, data: bytes) -> Image.Image:
-        """The image decoded as the features job decodes (JPEGs scaled down toward the index's
-        image size), with the curation's guards; ImageError when it cannot be."""
+        """The image decoded as the indexed images were (JPEGs scaled down toward
+        `image_size`), with the curation's guards; ImageError when it cannot be."""
         max_pixels = (MAX_IMAGE_SCALE * self.image_size) ** 2
         image, rejection = decode_image(data, max_pixels, reduce_to=self.image_size)
         if rejection:
@@ -360,7 +370,7 @@ class RetrieverDeployment:
         if isinstance(served, ApiError):
             return served
         searcher = served.model
-        if searcher.extractor is None:
+        if not searcher.searches_captions:
             return ApiError(503, "not_ready", "the index holds no caption embeddings")
         pixels = await self._run(declared_pixels, data)
         async with self.decode_budget.reserve(pixels) as reservation:  # until embedded

@@ -1,37 +1,51 @@
 """The retrievers' data (pipelines/retrieval_data.py): a features output's images and
-captions, the clips that speak them, evaluation sets and training examples; and the
-comparison's variants and table (pipelines/compare_retrievers.py). No Ray cluster: the
-one Ray call of a training example (`ray.get` of the shared images) is stood in for.
+captions, the clips that speak them, evaluation sets and training examples, the photos a
+fine-tuned CNN reads and their distortion; and the comparison's variants and table
+(pipelines/compare_retrievers.py). No Ray cluster: the Ray calls of a training example
+(`ray.put` and `ray.get` of the shared images) are stood in for.
 
 The made-up features output: three train images (two records of `img-a`, one of `img-b`
 and `img-c`, each with the centre crop and two augmented crops) and three val images
 (centre crop only), written in a shuffled order over two files. Every pooled vector is
 filled with one number, 10 x the image's number + the crop, so where a row went is
-readable from its values."""
+readable from its values. Its photos (`photos_uri`: the same output with features.json
+and the curated data it names) are JPEGs whose blue is 40 x the image's number."""
 
 from __future__ import annotations
+
+import io
+import json
+import shutil
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import ray
+from PIL import Image
 
 from conceptual.config import ConfigError
 from conceptual.pipelines import retrieval_data
 from conceptual.pipelines.caption_features import feature_files
 from conceptual.pipelines.compare_retrievers import markdown_table, parse_variant
 from conceptual.pipelines.retrieval_data import (
+    PhotoAugmentConfig,
     _examples,
     clips_of,
     eval_set,
     group_id,
+    open_photo,
+    photo_crops,
+    photo_pixels,
+    photos,
+    pooled_crops,
     relevance,
     split_images,
     train_examples,
 )
 from conceptual.pipelines.train_retriever import RetrieverTrainConfig
 from conceptual.records import CLIP, FEATURES
+from conceptual.vision.cnn import centre_crop, jitter_colours, random_crop, to_pixels
 
 CHANNELS = 4
 # image id -> (number, split, crops, {record id: caption})
@@ -199,7 +213,7 @@ def test_a_text_eval_set_has_each_caption_and_its_image(features_uri):
     evaluated = eval_set(features_uri, "val", "text")
     assert evaluated["split"] == "val"
     assert evaluated["image_ids"] == ["val-x", "val-y", "val-z"]
-    np.testing.assert_array_equal(evaluated["pooled"], [pooled(n, 0) for n in (4, 5, 6)])
+    np.testing.assert_array_equal(evaluated["images"], [pooled(n, 0) for n in (4, 5, 6)])
     assert evaluated["query_ids"] == ["x0", "x1", "y0", "z0"]
     assert evaluated["captions"] == [IMAGES["val-x"][3]["x0"], IMAGES["val-x"][3]["x1"]] + [
         IMAGES["val-y"][3]["y0"],
@@ -218,7 +232,7 @@ def test_max_images_keeps_a_stable_prefix_and_only_its_queries(features_uri, tmp
     full = eval_set(features_uri, "val", "text")
     cut = eval_set(features_uri, "val", "text", max_images=2)
     assert cut["image_ids"] == full["image_ids"][:2] == ["val-x", "val-y"]
-    assert cut["pooled"].shape == (2, CHANNELS)
+    assert cut["images"].shape == (2, CHANNELS)
     assert cut["query_ids"] == ["x0", "x1", "y0"]
     assert cut["query_image"].tolist() == [0, 0, 1]
     assert relevance(cut).shape == (3, 2)
@@ -264,14 +278,21 @@ def test_group_id_is_a_stable_60_bit_id():
     assert all(0 <= group_id(text) < 2**60 for text in ("", "img-a", "x" * 1000))
 
 
-def shared_images(monkeypatch, features_uri):
-    """The train split, and `shared` as train_examples makes it: a tuple holding the
-    ObjectRef of the images; `ray.get` of that reference answers without a cluster."""
-    images = split_images(features_uri, feature_files(features_uri), "train")
-    ref = ray.ObjectRef(b"\x01" * 28)
-    stored = {ref: {"pooled": images.pooled, "index": images.index}}
-    monkeypatch.setattr(ray, "get", lambda r: stored[r])
-    return images, (ref,)
+def object_store(monkeypatch) -> list:
+    """`ray.put` and `ray.get` stood in for: what is put, in order, each under its own ref."""
+    put: list = []
+    refs: dict = {}
+
+    def store(value):
+        ref = ray.ObjectRef(bytes([len(refs) + 1]) * 28)
+        refs[ref] = value
+        put.append(value)
+        return ref
+
+    monkeypatch.setattr(ray, "put", store)
+    monkeypatch.setattr(ray, "get", lambda ref: refs[ref])
+    retrieval_data._shared.cache_clear()  # refs of another test's store
+    return put
 
 
 def tokens_of(batch: pa.Table, rng: np.random.Generator) -> np.ndarray:
@@ -280,12 +301,15 @@ def tokens_of(batch: pa.Table, rng: np.random.Generator) -> np.ndarray:
 
 
 def test_an_example_is_a_random_crop_of_its_image_with_the_match_ids(monkeypatch, features_uri):
-    images, shared = shared_images(monkeypatch, features_uri)
+    put = object_store(monkeypatch)
+    images = split_images(features_uri, feature_files(features_uri), "train")
+    image_input = pooled_crops(images, np.float16)
+    assert len(put) == 1 and put[0]["pooled"] is images.pooled  # one object, no copy
     image_ids = ["img-a", "img-b", "img-a", "img-c"] * 50
     captions = [IMAGES[i][3][min(IMAGES[i][3])] for i in image_ids]
     batch = pa.table({"image_id": image_ids, "caption": captions})
 
-    out = _examples(batch, shared, "tokens", tokens_of, np.float16)
+    out = _examples(batch, "tokens", image_input, tokens_of)
 
     assert set(out) == {"image", "image_group", "caption_group", "tokens"}
     assert out["image"].shape == (200, CHANNELS) and out["image"].dtype == np.float16
@@ -297,15 +321,16 @@ def test_an_example_is_a_random_crop_of_its_image_with_the_match_ids(monkeypatch
     assert out["caption_group"].tolist() == [group_id(c) for c in captions]
     assert out["tokens"].tolist() == [[len(c)] for c in captions]
     # The draw changes from call to call (every epoch reads the rows anew).
-    again = _examples(batch, shared, "tokens", tokens_of, np.float16)
+    again = _examples(batch, "tokens", image_input, tokens_of)
     assert not np.array_equal(again["image"], out["image"])
 
 
 def test_a_speech_example_carries_the_query_input_as_mfcc(monkeypatch, features_uri):
-    _, shared = shared_images(monkeypatch, features_uri)
+    object_store(monkeypatch)
+    images = split_images(features_uri, feature_files(features_uri), "train")
     batch = pa.table({"image_id": ["img-b"], "caption": ["a cat on the sofa"], "audio": [b"x"]})
     mfcc = np.zeros((1, 3, 5), dtype=np.float32)
-    out = _examples(batch, shared, "mfcc", lambda b, rng: mfcc, np.float32)
+    out = _examples(batch, "mfcc", pooled_crops(images), lambda b, rng: mfcc)
     assert out["mfcc"] is mfcc and "tokens" not in out
     assert out["image"].dtype == np.float32 and out["image"][0, 0] in (20.0, 21.0, 22.0)
 
@@ -319,26 +344,149 @@ class RecordingDataset:
 
 
 @pytest.mark.parametrize("modality, column", [("speech", "mfcc"), ("text", "tokens")])
-def test_train_examples_maps_the_pairs_with_the_shared_images(
+def test_train_examples_maps_the_pairs_with_the_image_input(
     monkeypatch, features_uri, modality, column
 ):
+    object_store(monkeypatch)
     images = split_images(features_uri, feature_files(features_uri), "train")
-    ref = ray.ObjectRef(b"\x02" * 28)
-    put = []
-    monkeypatch.setattr(ray, "put", lambda value: put.append(value) or ref)
-    monkeypatch.setattr(ray, "get", lambda r: put[0] if r == ref else None)
     monkeypatch.setattr(retrieval_data, "read_tasks", lambda: "bounded")
     pairs = RecordingDataset()
+    image_input = pooled_crops(images, np.float16)
 
-    assert train_examples(pairs, images, modality, tokens_of, np.float16) == "examples"
+    assert train_examples(pairs, image_input, modality, tokens_of) == "examples"
 
-    assert len(put) == 1 and put[0]["pooled"] is images.pooled
-    assert put[0]["index"] == images.index
     assert pairs.kwargs == {"batch_format": "pyarrow", "num_cpus": 0, "compute": "bounded"}
-    assert pairs.fn.keywords["shared"] == (ref,) and pairs.fn.keywords["column"] == column
+    assert pairs.fn.keywords["image_input"] is image_input
+    assert pairs.fn.keywords["column"] == column
     batch = pa.table({"image_id": ["img-c"], "caption": ["a boat on the lake"]})
     out = pairs.fn(batch)
     assert out["image"].dtype == np.float16 and column in out
+
+
+# ---------------------------------------------------------------- photos (a fine-tuned CNN)
+
+
+def jpeg(number: int) -> bytes:
+    """A 120 x 90 photo: red rising left to right, green top to bottom, blue 40 x number."""
+    x, y = np.meshgrid(np.linspace(0, 255, 120), np.linspace(0, 255, 90))
+    rgb = np.stack([x, y, np.full_like(x, 40 * number)], axis=-1).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, "JPEG", quality=95)
+    return buffer.getvalue()
+
+
+def write_photos(folder, features_uri: str, leave_out: set[str] = frozenset()) -> str:
+    """A copy of the features output with its features.json, and the curated data it names:
+    every record's photo (but those of the records in `leave_out`)."""
+    out = folder / "features"
+    shutil.copytree(features_uri, out)
+    records = [
+        {"id": record, "image": jpeg(number)}
+        for number, _, _, captions in IMAGES.values()
+        for record in captions
+        if record not in leave_out
+    ]
+    (folder / "curated").mkdir()
+    pq.write_table(pa.Table.from_pylist(records), folder / "curated" / "part-0.parquet")
+    (out / "features.json").write_text(json.dumps({"curated": str(folder / "curated")}))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def photos_uri(tmp_path_factory, features_uri) -> str:
+    return write_photos(tmp_path_factory.mktemp("photos"), features_uri)
+
+
+def blue(pixels: np.ndarray) -> np.ndarray:
+    """Each image's mean blue (the photos' blue is flat: 40 x the image's number)."""
+    return pixels[:, 2].reshape(len(pixels), -1).mean(axis=1)
+
+
+def test_a_split_s_photos_come_from_the_curated_data_by_record(photos_uri):
+    images = split_images(photos_uri, feature_files(photos_uri), "train")
+    assert images.records == {"img-a": "a0", "img-b": "b0", "img-c": "c0"}
+    assert photos(photos_uri, images, ["img-c", "img-a"]) == [jpeg(3), jpeg(1)]
+
+    evaluated = eval_set(photos_uri, "val", "text", photo_size=32)
+    assert evaluated["image_ids"] == ["val-x", "val-y", "val-z"]
+    assert evaluated["images"].shape == (3, 3, 32, 32) and evaluated["images"].dtype == np.uint8
+    np.testing.assert_allclose(blue(evaluated["images"]), [160, 200, 240], atol=3)
+    # The centre square, as the search service crops an image query.
+    image = open_photo(jpeg(4), 32)
+    assert image.size == (60, 45)  # decoded at half scale: both sides still over 32
+    centre = to_pixels([image], 32, [centre_crop(60, 45)])
+    np.testing.assert_array_equal(evaluated["images"][:1], centre)
+
+
+def test_photos_that_are_not_reachable_are_refused(features_uri, tmp_path):
+    images = split_images(features_uri, feature_files(features_uri), "train")
+    with pytest.raises(ValueError, match="not reachable from here"):  # no features.json
+        photos(features_uri, images, images.image_ids)
+    with pytest.raises(ValueError, match="not reachable from here"):
+        eval_set(features_uri, "val", "text", photo_size=32)
+    partial_uri = write_photos(tmp_path, features_uri, leave_out={"b0"})
+    with pytest.raises(ValueError, match="1 of 3 photos .* are not in the curated data"):
+        photos(partial_uri, images, images.image_ids)
+
+
+def test_random_crops_cover_at_least_the_spec_s_area():
+    rng, width, height = np.random.default_rng(0), 640, 480
+    scale = (PhotoAugmentConfig().min_area, 1.0)
+    assert scale == (0.67, 1.0)
+    crops = [random_crop(width, height, rng, scale=scale) for _ in range(2000)]
+    areas = np.array([(c.box[2] - c.box[0]) * (c.box[3] - c.box[1]) for c in crops])
+    areas /= width * height
+    assert areas.min() >= 0.67 - 1e-9 and areas.max() <= 1.0 + 1e-9
+    # Spread over the range (large crops fit the photo's aspect less often: fewer of them).
+    assert (areas < 0.7).mean() > 0.1 and (areas > 0.9).mean() > 0.05
+    assert {c.flip for c in crops} == {True, False}
+
+
+def test_colour_jitter_stays_within_its_bounds():
+    rng = np.random.default_rng(0)
+    grey = np.full((500, 3, 4, 4), 100, dtype=np.uint8)
+    out = jitter_colours(grey, rng, brightness=0.125, saturation=0.5).astype(int)
+    assert np.all(out == out[:, :1, :1, :1])  # a grey stays grey (saturation moves nothing)
+    shift = out[:, 0, 0, 0] - 100
+    assert shift.min() >= -32 and shift.max() <= 32 and shift.std() > 10
+
+    colour = np.zeros((500, 3, 2, 2), dtype=np.uint8)
+    colour[:, 0], colour[:, 1], colour[:, 2] = 180, 100, 60  # luma 112.7
+    out = jitter_colours(colour, rng, brightness=0.0, saturation=0.5).astype(float)
+    factor = (out[:, 0, 0, 0] - out[:, 2, 0, 0]) / (180 - 60)  # the spread scales alike
+    assert factor.min() >= 0.5 - 0.01 and factor.max() <= 1.5 + 0.01 and factor.std() > 0.2
+    assert np.array_equal(jitter_colours(colour, rng, 0.0, 0.0), colour)
+
+
+def test_distorted_photos_are_the_same_for_the_same_seed_and_differ_otherwise():
+    data, augment = [jpeg(1), jpeg(2)], PhotoAugmentConfig()
+    first = photo_pixels(data, 32, np.random.default_rng(7), augment)
+    assert first.shape == (2, 3, 32, 32) and first.dtype == np.uint8
+    assert np.array_equal(first, photo_pixels(data, 32, np.random.default_rng(7), augment))
+    assert not np.array_equal(first, photo_pixels(data, 32, np.random.default_rng(8), augment))
+    assert not np.array_equal(first, photo_pixels(data, 32))  # the centre square, undistorted
+    # Crops alone (no colour change) keep each photo's own flat blue.
+    crops_only = PhotoAugmentConfig(brightness=0.0, saturation=0.0)
+    np.testing.assert_allclose(
+        blue(photo_pixels(data, 32, np.random.default_rng(7), crops_only)), [40, 80], atol=3
+    )
+
+
+def test_photo_examples_are_each_image_s_own_photo_drawn_anew_every_epoch(monkeypatch, photos_uri):
+    put = object_store(monkeypatch)
+    images = split_images(photos_uri, feature_files(photos_uri), "train")
+    crops_only = PhotoAugmentConfig(brightness=0.0, saturation=0.0)
+    image_input = photo_crops(photos_uri, images, 32, crops_only)
+    assert len(put) == 1 and put[0]["jpegs"].dtype == np.uint8  # one array every task reads
+    image_ids = ["img-c", "img-a", "img-b", "img-a"]
+    batch = pa.table({"image_id": image_ids, "caption": ["x"] * 4})
+
+    out = _examples(batch, "tokens", image_input, tokens_of)
+
+    assert out["image"].shape == (4, 3, 32, 32) and out["image"].dtype == np.uint8
+    np.testing.assert_allclose(blue(out["image"]), [120, 40, 80, 40], atol=3)
+    again = _examples(batch, "tokens", image_input, tokens_of)
+    assert not np.array_equal(again["image"], out["image"])
 
 
 # ---------------------------------------------------------------- compare_retrievers

@@ -22,6 +22,7 @@ from conceptual.models.retriever import (
 )
 from conceptual.models.saving import load_model, load_retriever, save_model, save_retriever
 from conceptual.models.vocab import BOS, EOS, PAD, Vocabulary
+from conceptual.vision.cnn import FEATURE_CHANNELS
 
 Z = torch.tensor([[2.0, 0.5, -1.0], [0.3, 1.5, 0.2], [-0.5, 1.0, 1.0]])
 ALL = ~torch.eye(3, dtype=torch.bool)
@@ -314,6 +315,79 @@ def test_a_text_retriever_needs_its_vocabulary():
         save_retriever(encoder, "unused", vocab=Vocabulary.build(["a b"], min_count=1))
     with pytest.raises(ValueError, match="vocab_size"):
         RetrieverConfig(modality="text", image_dim=12)
+
+
+# ---------------------------------------------------------------- a fine-tuned CNN
+
+PHOTO = 32  # pixels a side: the CNN's 1/32 map is then one cell, and a step is quick
+FINETUNE = {"image_backbone": "finetune", "image_size": PHOTO, "image_dim": FEATURE_CHANNELS}
+
+
+def pixels(n, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 3, PHOTO, PHOTO), dtype=torch.uint8, generator=generator)
+
+
+def test_a_finetune_image_tower_reads_pixels_through_the_pretrained_cnn():
+    encoder = model("text", **FINETUNE).eval()
+    assert encoder.config.photo_size == PHOTO and model("text").config.photo_size is None
+    assert encoder.image.backbone is not None and model("text").image.backbone is None
+    assert not hasattr(encoder.image.backbone, "_fc")  # no ImageNet classifier to carry
+    embeddings = encoder.embed_images(pixels(3))
+    assert embeddings.shape == (3, 8) and torch.allclose(embeddings.norm(dim=1), torch.ones(3))
+    # The ImageNet weights as the features job has them (whatever the seed).
+    torch.manual_seed(1)
+    again = model("text", **FINETUNE)
+    assert torch.equal(
+        again.image.backbone._conv_stem.weight, encoder.image.backbone._conv_stem.weight
+    )
+
+
+def test_gradients_reach_the_finetuned_cnn():
+    torch.manual_seed(0)
+    encoder = model("text", **FINETUNE)
+    loss = mms_loss(encoder(pixels(4), queries("text", 4)), match_mask(torch.arange(4)), 0.1)
+    loss.backward()
+    for name, parameter in encoder.named_parameters():
+        assert parameter.grad is not None, name
+    backbone = encoder.image.backbone
+    for layer in (backbone._conv_stem, backbone._blocks[0]._project_conv, backbone._conv_head):
+        assert layer.weight.grad.abs().sum() > 0
+
+
+def test_the_finetuned_cnn_is_its_own_optimizer_group_at_a_lower_rate():
+    encoder = model("text", **FINETUNE, backbone_lr_scale=0.05)
+    rest, cnn = encoder.optimizer_groups()
+    assert cnn["lr_scale"] == 0.05 and "lr_scale" not in rest
+    backbone = {id(p) for p in encoder.image.backbone.parameters()}
+    assert {id(p) for p in cnn["params"]} == backbone
+    everything = [id(p) for p in encoder.parameters()]
+    assert sorted(everything) == sorted(id(p) for p in rest["params"] + cnn["params"])
+    [whole] = model("text").optimizer_groups()  # features mode: one group
+    assert len(whole["params"]) == len(list(model("text").parameters()))
+
+
+def test_a_finetune_retriever_round_trip_holds_its_cnn(tmp_path):
+    vocab = Vocabulary([*Vocabulary.build([]).tokens, *(f"w{i}" for i in range(20))])
+    torch.manual_seed(0)
+    encoder = model("text", **FINETUNE)
+    with torch.no_grad():
+        for parameter in encoder.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.01)
+    encoder(pixels(4), queries("text", 4))  # the CNN's BatchNorm statistics move
+    encoder.eval()
+    save_retriever(encoder, tmp_path, vocab=vocab)
+
+    saved = json.loads((tmp_path / "config.json").read_text())["config"]
+    assert (saved["image_backbone"], saved["image_size"]) == ("finetune", PHOTO)
+    loaded, _, _ = load_retriever(tmp_path)
+    assert loaded.config == encoder.config
+    # Its own weights, not the pretrained ones a fresh model loads.
+    stem = "image.backbone._conv_stem.weight"
+    assert torch.equal(loaded.state_dict()[stem], encoder.state_dict()[stem])
+    assert not torch.equal(loaded.state_dict()[stem], model("text", **FINETUNE).state_dict()[stem])
+    batch = pixels(3, seed=1)
+    assert torch.equal(loaded.embed_images(batch), encoder.embed_images(batch))
 
 
 def test_each_loader_refuses_the_other_kind(tmp_path):

@@ -3,7 +3,10 @@ text), weights not shared, whose embeddings' dot products score every image of a
 against every query; the masked margin softmax (MMS) and triplet losses over those scores;
 and Recall@k, with its chance level, for evaluation.
 
-- image:  an MLP over the pooled CNN vector (the features job's `pooled` column).
+- image:  an MLP over the pooled CNN vector (the features job's `pooled` column); or, with
+          `image_backbone="finetune"`, the pretrained CNN itself (EfficientNet-lite0, the
+          features job's) over the photo's pixels, its last feature map averaged, then that
+          MLP, trained end to end.
 - speech: the MFCC matrix as an image with 3 identical channels, through stride-2 conv
           blocks, averaged over what is left of time and frequency.
 - text:   a pre-norm Transformer encoder (or an LSTM) over the token ids, averaged over the
@@ -29,12 +32,13 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from conceptual.config import Config
 from conceptual.models.vocab import PAD
+from conceptual.vision.cnn import CnnConfig, load_backbone, normalize
 
 KS = (1, 5, 10, 50, 100)
 # The learned scale of normalized scores starts where CLIP's does and is capped like CLIP's:
@@ -51,6 +55,13 @@ class RetrieverSettings(Config):
 
     embed_dim: int = 512  # the paper's 1536; smaller by default for training on CPUs
     normalize: bool = True  # cosine scores times a learned scale; False: plain dot product
+    # "features": the image tower reads the features job's pooled vectors (the CNN frozen);
+    # "finetune": it holds the pretrained CNN and reads the photos, trained end to end.
+    image_backbone: Literal["features", "finetune"] = "features"
+    image_size: int = Field(default=224, ge=32)  # finetune: the CNN's input, pixels a side
+    # finetune: the CNN's share of the learning rate (pretrained weights move less than the
+    # new layers on top; training.parameter_groups)
+    backbone_lr_scale: float = Field(default=0.1, gt=0, le=1)
     image_hidden: int = 1024  # the image MLP's hidden width
     speech_channels: list[int] = [32, 64, 128, 256]  # one stride-2 conv block each
     text_architecture: Literal["transformer", "lstm"] = "transformer"
@@ -60,12 +71,17 @@ class RetrieverSettings(Config):
     max_tokens: int = 32  # the longest token sequence the text tower reads
     dropout: float = 0.1
 
+    @property
+    def photo_size(self) -> int | None:
+        """The side of the photos the image tower reads; None when it reads pooled vectors."""
+        return self.image_size if self.image_backbone == "finetune" else None
+
 
 class RetrieverConfig(RetrieverSettings):
     """The settings and what the data decides: the query modality and the input sizes."""
 
     modality: Literal["speech", "text"]
-    image_dim: int  # the pooled CNN vector's size (1280 for EfficientNet-Lite0)
+    image_dim: int  # the pooled CNN vector's size (1280 for EfficientNet-Lite0, finetune too)
     n_mfcc: int = 128  # speech: MFCC rows
     frames: int = 351  # speech: MFCC columns, 1 + seconds * 100
     vocab_size: int = 0  # text: len(Vocabulary)
@@ -78,11 +94,19 @@ class RetrieverConfig(RetrieverSettings):
 
 
 class ImageTower(nn.Module):
-    """features (B, image_dim) -> (B, embed_dim). The CNN's features are precomputed, so this
-    MLP is all the image side learns."""
+    """features (B, image_dim) float -> (B, embed_dim): the CNN's features are precomputed, so
+    this MLP is all the image side learns. With image_backbone="finetune": pixels
+    (B, 3, image_size, image_size) uint8 -> the pretrained CNN (its weights saved with the
+    model's), its last feature map averaged as the features job pools it -> the same MLP."""
 
     def __init__(self, config: RetrieverConfig):
         super().__init__()
+        self.backbone: nn.Module | None = None
+        if config.image_backbone == "finetune":
+            self.backbone = load_backbone(CnnConfig(device="cpu"))
+            # The ImageNet classifier: unused here, and DDP refuses parameters left without
+            # gradients.
+            del self.backbone._fc
         self.mlp = nn.Sequential(
             nn.Linear(config.image_dim, config.image_hidden),
             nn.ReLU(),
@@ -90,8 +114,10 @@ class ImageTower(nn.Module):
             nn.Linear(config.image_hidden, config.embed_dim),
         )
 
-    def forward(self, features: Tensor) -> Tensor:
-        return self.mlp(features)
+    def forward(self, images: Tensor) -> Tensor:
+        if self.backbone is not None:
+            images = self.backbone.extract_features(normalize(images)).mean(dim=(2, 3))
+        return self.mlp(images)
 
 
 class SpeechTower(nn.Module):
@@ -188,13 +214,26 @@ class DualEncoder(nn.Module):
             # The log, as in CLIP, so the scale stays positive and moves by ratios.
             self.log_scale = nn.Parameter(torch.tensor(math.log(INITIAL_SCALE)))
 
-    def forward(self, features: Tensor, queries: Tensor) -> Tensor:
+    def optimizer_groups(self) -> list[dict]:
+        """The pretrained CNN (finetune) at `backbone_lr_scale` of the learning rate, the rest
+        at the whole of it (the training core's parameter groups)."""
+        backbone = self.image.backbone
+        if backbone is None:
+            return [{"params": list(self.parameters())}]
+        ids = {id(p) for p in backbone.parameters()}
+        return [
+            {"params": [p for p in self.parameters() if id(p) not in ids]},
+            {"params": list(backbone.parameters()), "lr_scale": self.config.backbone_lr_scale},
+        ]
+
+    def forward(self, images: Tensor, queries: Tensor) -> Tensor:
         """The batch's (B, B) scores. Training goes through here so that a DistributedDataParallel
         wrapper sees the step; evaluation embeds each side on its own."""
-        return self.scores(self.embed_images(features), self.embed_queries(queries))
+        return self.scores(self.embed_images(images), self.embed_queries(queries))
 
-    def embed_images(self, features: Tensor) -> Tensor:
-        return self._finish(self.image(features))
+    def embed_images(self, images: Tensor) -> Tensor:
+        """Pooled CNN vectors (B, image_dim); finetune: uint8 pixels (B, 3, size, size)."""
+        return self._finish(self.image(images))
 
     def embed_queries(self, queries: Tensor) -> Tensor:
         """Speech: MFCCs (B, n_mfcc, frames); text: token ids (B, T)."""

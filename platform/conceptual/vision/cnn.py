@@ -6,6 +6,11 @@ model's input size and normalized with mean = std = 0.5, as the weights were tra
 
     labels = ImageNetClassifier().classify([image], top_k=5)
     [(pooled, grid)] = FeatureExtractor().extract([image])[0]   # (1280,), (8, 8, 1280)
+
+A model that trains the backbone itself (the retrievers' model.image_backbone=finetune) takes
+its inputs as uint8 pixels (`to_pixels`, the colours distorted by `jitter_colours` when
+training) and normalizes them on its device (`normalize`): a quarter of float32's bytes
+through the input path.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Augmented crops (random resized crop): the area and aspect ranges they are drawn from.
 CROP_SCALE = (0.6, 1.0)
 CROP_ASPECT = (3 / 4, 4 / 3)
+# The channels of the last feature map (EfficientNet-lite's head is 1280 wide in every size).
+FEATURE_CHANNELS = 1280
+# ITU-R 601 luma, Pillow's weights for RGB -> L: the grey a saturation change moves from.
+LUMA = (0.299, 0.587, 0.114)
 
 
 class CnnConfig(Config):
@@ -124,11 +133,16 @@ def centre_crop(width: int, height: int) -> Crop:
     return Crop((left, top, left + side, top + side))
 
 
-def random_crop(width: int, height: int, rng: np.random.Generator) -> Crop:
-    """A random resized crop (area CROP_SCALE of the image, aspect CROP_ASPECT, log-uniform),
+def random_crop(
+    width: int,
+    height: int,
+    rng: np.random.Generator,
+    scale: tuple[float, float] = CROP_SCALE,
+) -> Crop:
+    """A random resized crop (area `scale` of the image, aspect CROP_ASPECT, log-uniform),
     mirrored half the time; the centre square when ten draws do not fit the image."""
     for _ in range(10):
-        area = width * height * rng.uniform(*CROP_SCALE)
+        area = width * height * rng.uniform(*scale)
         aspect = math.exp(rng.uniform(*np.log(CROP_ASPECT)))
         crop_width, crop_height = math.sqrt(area * aspect), math.sqrt(area / aspect)
         if crop_width <= width and crop_height <= height:
@@ -139,11 +153,11 @@ def random_crop(width: int, height: int, rng: np.random.Generator) -> Crop:
     return centre_crop(width, height)
 
 
-def to_tensor(
+def to_pixels(
     images: Sequence[Image.Image], size: int, crops: Sequence[Crop] | None = None
-) -> torch.Tensor:
-    """A normalized NCHW float32 batch: each image's crop (default: its centre square)
-    resized to size x size."""
+) -> np.ndarray:
+    """A uint8 NCHW batch: each image's crop (default: its centre square) resized to
+    size x size."""
     arrays = []
     for index, image in enumerate(images):
         if image.mode != "RGB":
@@ -153,8 +167,36 @@ def to_tensor(
         if crop.flip:
             square = square.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         arrays.append(np.asarray(square))
-    batch = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float()
-    return (batch / 255 - NORMALIZE_MEAN) / NORMALIZE_STD
+    return np.ascontiguousarray(np.stack(arrays).transpose(0, 3, 1, 2))
+
+
+def normalize(pixels: torch.Tensor) -> torch.Tensor:
+    """uint8 (or float) pixels in 0..255 as the network's float32 input, in [-1, 1]."""
+    return (pixels.float() / 255 - NORMALIZE_MEAN) / NORMALIZE_STD
+
+
+def to_tensor(
+    images: Sequence[Image.Image], size: int, crops: Sequence[Crop] | None = None
+) -> torch.Tensor:
+    """A normalized NCHW float32 batch: each image's crop (default: its centre square)
+    resized to size x size."""
+    return normalize(torch.from_numpy(to_pixels(images, size, crops)))
+
+
+def jitter_colours(
+    pixels: np.ndarray, rng: np.random.Generator, brightness: float, saturation: float
+) -> np.ndarray:
+    """Random brightness and saturation for each image of a uint8 NCHW batch (TensorFlow's
+    random_brightness and random_saturation, as the Inception preprocessing uses them): a
+    delta of up to `brightness` of the full scale added to every value, then each pixel's
+    distance from its grey (luma) scaled by a factor within 1 +- `saturation`; rounded and
+    clipped to 0..255 once, at the end."""
+    shape = (len(pixels), 1, 1, 1)
+    delta = (rng.uniform(-brightness, brightness, size=shape) * 255).astype(np.float32)
+    factor = rng.uniform(1 - saturation, 1 + saturation, size=shape).astype(np.float32)
+    x = pixels.astype(np.float32) + delta
+    grey = np.tensordot(np.array(LUMA, dtype=np.float32), x, axes=([0], [1]))[:, None]
+    return np.clip(np.rint(grey + factor * (x - grey)), 0, 255).astype(np.uint8)
 
 
 # --- the two uses -------------------------------------------------------------------------
