@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,52 @@ def run_data_job(
         except (ConfigError, StorageError, *user_errors) as exc:
             print(f"error: {exc}", file=stderr())
             return 2
+
+
+def add_training_arguments(
+    parser: argparse.ArgumentParser, config: str, default_model: str, example: str
+) -> None:
+    """What a training job takes besides its data: a config file, the registered model,
+    `--no-register`, and the common arguments (`example`: overrides to show in --help)."""
+    parser.add_argument("--config", type=location, help=f"YAML file of {config} keys")
+    parser.add_argument("--model-name", help=f"registered model (default: {default_model})")
+    parser.add_argument("--no-register", action="store_true", help="train and log only")
+    add_common(parser, f"{config} keys, e.g. {example}")
+
+
+def run_training_job(
+    job: str,
+    args: argparse.Namespace,
+    config_class: type,
+    train: Callable[[Any], dict[str, Any]],
+    publish: Callable[[dict[str, Any], Any, str | None], dict[str, Any]],
+    report: Callable[[dict[str, Any]], str] | None = None,
+) -> int:
+    """A training job from its arguments to its last line: the config, `train(config)`, the
+    model registered (unless --no-register) with the champion rule's decision, the best
+    epoch's dev metrics, `report(result)` (more for people, such as a held-out table), where
+    the model is, and the MLflow run. Returns the exit code: 2 after an error the user can
+    fix (a bad key, missing data, no dev split)."""
+    from conceptual.config import ConfigError, load
+    from conceptual.storage import StorageError
+
+    with job_output(job, args.verbose) as log:
+        try:
+            config = load(config_class, args.config, args.overrides)
+            result = train(config)
+        except (ConfigError, StorageError, ValueError) as exc:
+            print(f"error: {exc}", file=stderr())
+            return 2
+        decision = None if args.no_register else publish(result, config, args.model_name)
+    print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
+    if report is not None:
+        print(report(result))
+    print(f"model:    {result['model_dir']}")
+    if decision:
+        print(f"registered: models:/{decision['name']}/{decision['version']}")
+        print(f"champion: {decision['reason']}: {decision['detail']}")
+    report_run(result["run_id"], config.experiment, log)
+    return 0
 
 
 def report_run(run_id: str, experiment: str, log: Path | None, what: str = "run") -> None:

@@ -17,11 +17,9 @@ fluency=only|rejection|weighted lets the translations' fluency scores steer trai
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import add_training_arguments, location, run_training_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,34 +27,18 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m conceptual.jobs.train_captioner", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
-    parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
-    parser.add_argument(
-        "--model-name", help="registered model (default: captioner, captioner-zh for language=zh)"
+    add_training_arguments(
+        parser,
+        "TrainConfig",
+        "captioner, captioner-zh for language=zh",
+        "model.architecture=rnn model.feature_map=1x1",
     )
-    parser.add_argument("--no-register", action="store_true", help="train and log only")
-    add_common(parser, "TrainConfig keys, e.g. model.architecture=rnn model.feature_map=1x1")
     args = parser.parse_args(argv)
-    from conceptual.config import ConfigError, load
-    from conceptual.models.variants import model_name
     from conceptual.pipelines.train_captioner import TrainConfig, publish, train
-    from conceptual.storage import StorageError
 
-    with job_output("train_captioner", args.verbose) as log:
-        try:
-            config = load(TrainConfig, args.config, args.overrides)
-            result = train(args.features, config)
-        except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
-            print(f"error: {exc}", file=stderr())
-            return 2
-        decision = None if args.no_register else publish(result, config, name=args.model_name)
-        registered = args.model_name or model_name(config.language)
-    print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
-    print(f"model:    {result['model_dir']}")
-    if decision:
-        print(f"registered: models:/{registered}/{decision['version']}")
-        print(f"champion: {decision['reason']}: {decision['detail']}")
-    report_run(result["run_id"], config.experiment, log)
-    return 0
+    return run_training_job(
+        "train_captioner", args, TrainConfig, lambda config: train(args.features, config), publish
+    )
 
 
 if __name__ == "__main__":

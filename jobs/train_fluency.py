@@ -18,11 +18,9 @@ same labels.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import add_training_arguments, location, run_training_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,36 +28,23 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m conceptual.jobs.train_fluency", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
-    parser.add_argument("--config", type=location, help="YAML file of FluencyTrainConfig keys")
-    parser.add_argument("--model-name", help="registered model (default: fluency-zh)")
-    parser.add_argument("--no-register", action="store_true", help="train and log only")
-    add_common(parser, "FluencyTrainConfig keys, e.g. epochs=4 threshold=0.45")
+    add_training_arguments(parser, "FluencyTrainConfig", "fluency-zh", "epochs=4 threshold=0.45")
     args = parser.parse_args(argv)
-    from conceptual.config import ConfigError, load
     from conceptual.pipelines.train_fluency import (
-        MODEL_NAME,
         FluencyTrainConfig,
         held_out_markdown,
         publish,
         train,
     )
 
-    with job_output("train_fluency", args.verbose) as log:
-        try:
-            config = load(FluencyTrainConfig, args.config, args.overrides)
-            result = train(args.cn, config)
-        except (ConfigError, ValueError) as exc:  # a missing folder or file, no labels
-            print(f"error: {exc}", file=stderr())
-            return 2
-        decision = None if args.no_register else publish(result, args.model_name or MODEL_NAME)
-    best = {k: v for k, v in result["best"].items() if "." not in k}  # the views' are logged
-    print(json.dumps({"best": best, "eval_set": result["eval_set"]}, indent=2))
-    print(held_out_markdown(result["held_out"]))
-    print(f"model:    {result['model_dir']}")
-    if decision:
-        print(f"registered: {decision['version']} ({decision['reason']}: {decision['detail']})")
-    report_run(result["run_id"], config.experiment, log)
-    return 0
+    return run_training_job(
+        "train_fluency",
+        args,
+        FluencyTrainConfig,
+        lambda config: train(args.cn, config),
+        lambda result, _, name: publish(result, name),
+        lambda result: held_out_markdown(result["held_out"]),
+    )
 
 
 if __name__ == "__main__":

@@ -17,11 +17,9 @@ dev set.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import add_training_arguments, location, run_training_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,29 +28,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument("--speech", type=location, help="clips of the captions (modality=speech)")
-    parser.add_argument("--config", type=location, help="YAML file of RetrieverTrainConfig keys")
-    parser.add_argument("--model-name", help="registered model (default: retriever-<modality>)")
-    parser.add_argument("--no-register", action="store_true", help="train and log only")
-    add_common(parser, "RetrieverTrainConfig keys, e.g. modality=text loss=triplet epochs=4")
+    add_training_arguments(
+        parser,
+        "RetrieverTrainConfig",
+        "retriever-<modality>",
+        "modality=text loss=triplet epochs=4",
+    )
     args = parser.parse_args(argv)
-    from conceptual.config import ConfigError, load
     from conceptual.pipelines.train_retriever import RetrieverTrainConfig, publish, train
-    from conceptual.storage import StorageError
 
-    with job_output("train_retriever", args.verbose) as log:
-        try:
-            config = load(RetrieverTrainConfig, args.config, args.overrides)
-            result = train(args.features, config, args.speech)
-        except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
-            print(f"error: {exc}", file=stderr())
-            return 2
-        decision = None if args.no_register else publish(result, config, name=args.model_name)
-    print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
-    print(f"model:    {result['model_dir']}")
-    if decision:
-        print(f"registered: {decision['version']} ({decision['reason']}: {decision['detail']})")
-    report_run(result["run_id"], config.experiment, log)
-    return 0
+    return run_training_job(
+        "train_retriever",
+        args,
+        RetrieverTrainConfig,
+        lambda config: train(args.features, config, args.speech),
+        publish,
+    )
 
 
 if __name__ == "__main__":

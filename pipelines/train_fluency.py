@@ -158,11 +158,14 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
     }
 
 
-def publish(result: dict[str, Any], name: str = MODEL_NAME) -> dict:
-    """Register the model as a version of `fluency-zh` and apply the champion rule on dev AUC
-    (registry.publish). Returns the decision, with the new `version`."""
+def publish(result: dict[str, Any], name: str | None = None) -> dict:
+    """Register the model as a version of `name` (by default `fluency-zh`) and apply the
+    champion rule on dev AUC (registry.publish). Returns the decision, with the new
+    `version`."""
     score = result["best"][SELECT_BY]
-    return registry.publish(result["run_id"], VARIANT, score, result["eval_set"], SELECT_BY, name)
+    return registry.publish(
+        result["run_id"], VARIANT, score, result["eval_set"], SELECT_BY, name or MODEL_NAME
+    )
 
 
 def split_pairs(pairs: list[LabelledPair], splits: SplitConfig) -> dict[str, list[LabelledPair]]:

@@ -155,11 +155,12 @@ def publish(
 ) -> dict[str, Any]:
     """A training run's model (its `model/` artifacts) registered as a version of `name`
     tagged with its variant, and `champion` moved to it if it beats the champion on the same
-    set; the decision is logged to the run. Returns it, with the new `version`."""
+    set; the decision is logged to the run. Returns it, with the model's `name` and the new
+    `version`."""
     with mlflow.start_run(run_id=run_id):
         version = register(run_id, tags={"variant": variant}, name=name)
         decision = promote_if_better(version, score, eval_set, metric=metric, name=name)
-    return {**decision, "version": version.version}
+    return {**decision, "name": name, "version": version.version}
 
 
 def _judge(

@@ -109,7 +109,7 @@ def test_train_job_logs_the_held_out_table_and_registers_the_model(trained):
     code, out = trained
     assert code == 0, out[-3000:]
     run_id = re.search(r"mlflow:\s+run ([0-9a-f]{32}) ", out).group(1)
-    assert "registered: 1 (first_champion" in out
+    assert f"registered: models:/{MODEL_NAME}/1" in out and "champion: first_champion" in out
     for row in ("four_view", "zh_words", "zh_pos", "en_words", "en_pos", "length"):
         assert re.search(rf"^\| {row}\b", out, re.M), row
 
