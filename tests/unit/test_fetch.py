@@ -378,6 +378,7 @@ def test_redirect_loop(server):
         ("http://[::1]/", "refused_address"),
         ("ftp://example.com/image.jpg", "unsupported_scheme"),
         ("file:///etc/passwd", "unsupported_scheme"),
+        ("http://example.com:8080/image.jpg", "refused_port"),
     ],
 )
 def test_every_redirect_hop_is_vetted(server, target, expected):
@@ -433,7 +434,7 @@ def no_connections(monkeypatch):
         ("http://100.64.0.1/", "not global"),
         ("http://2130706433/", "loopback"),  # 127.0.0.1 as one number
         ("http://0x7f.1/", "loopback"),
-        ("https://user:secret@127.0.0.1:8443/a.jpg", "loopback"),
+        ("https://user:secret@127.0.0.1/a.jpg", "loopback"),
     ],
 )
 def test_default_config_refuses_private_addresses(no_connections, url, kind):
@@ -535,8 +536,43 @@ def test_credentials_are_fine_but_never_in_details(server):
 # --- what may be allowed -----------------------------------------------------------------
 
 
-def test_allow_private_reaches_the_local_server(server):
-    assert Fetcher(FetchConfig(allow_private=True)).fetch(server + "/image.jpg").data == JPEG
+@pytest.mark.parametrize(
+    "url, port",
+    [
+        ("http://photos.invalid:8080/x.jpg", 8080),
+        ("https://photos.invalid:22/", 22),
+        ("http://93.184.216.34:25/x.jpg", 25),
+        ("https://user:secret@photos.invalid:8443/a.jpg", 8443),
+    ],
+)
+def test_ports_outside_the_list_are_refused_before_any_lookup(no_connections, url, port):
+    fetched = Fetcher().fetch(url)
+    # a lookup of a ".invalid" name would fail as "dns": the port is refused before it
+    assert fetched.rejection == Rejection("refused_port", f"port {port}")
+
+
+def test_default_ports_by_scheme_are_allowed():
+    policy = AddressPolicy()
+    assert policy.port_refusal("example.com", 80) is None  # http://example.com/
+    assert policy.port_refusal("example.com", 443) is None  # https://example.com/
+    assert policy.port_refusal("example.com", 8080) == Rejection("refused_port", "port 8080")
+
+
+def test_hosts_listed_in_allow_hosts_may_use_any_port():
+    policy = AddressPolicy(allow_hosts=["127.0.0.1", "10.0.0.0/8", "mirror.internal"])
+    assert policy.port_refusal("127.0.0.1", 8080) is None
+    assert policy.port_refusal("10.1.2.3", 8080) is None
+    assert policy.port_refusal("mirror.internal", 8080) is None
+    assert policy.port_refusal("mirror.example", 8080) is not None
+    assert policy.port_refusal("11.0.0.1", 8080) is not None
+
+
+def test_allow_private_reaches_the_local_server_on_an_allowed_port(server):
+    port = int(server.rsplit(":", 1)[1])
+    refused = Fetcher(FetchConfig(allow_private=True)).fetch(server + "/image.jpg")
+    assert refused.rejection == Rejection("refused_port", f"port {port}")
+    allowed = Fetcher(FetchConfig(allow_private=True, allow_ports=[port]))
+    assert allowed.fetch(server + "/image.jpg").data == JPEG
 
 
 def test_allowed_host_name_reaches_every_address_it_resolves_to(server):
@@ -578,6 +614,11 @@ def test_address_kind(address, kind):
 def test_config_rejects_a_bad_network():
     with pytest.raises(ConfigError, match="allow_hosts"):
         load(FetchConfig, overrides=["allow_hosts=[10.0.0.0/33]"])
+
+
+def test_config_rejects_a_bad_port():
+    with pytest.raises(ConfigError, match="allow_ports"):
+        load(FetchConfig, overrides=["allow_ports=[80,70000]"])
 
 
 # --- many --------------------------------------------------------------------------------

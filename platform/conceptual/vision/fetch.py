@@ -5,8 +5,9 @@
 
 No Ray here: the curation pipeline calls `fetch_many` once per block of candidates. A crawl
 is hostile input, so every hop of a redirect chain is checked before anything connects:
-the scheme, then every address the host resolves to (loopback, private, link-local,
-multicast, reserved and unspecified addresses are refused unless allowed). The fetcher
+the scheme, the port (80 and 443 by default: a crawl must not reach mail, SSH or admin
+services on other ports), then every address the host resolves to (loopback, private,
+link-local, multicast, reserved and unspecified addresses are refused unless allowed). The fetcher
 resolves each host once and connects to the vetted address itself, so a second DNS answer
 cannot point it elsewhere (DNS rebinding); the Host header and TLS still use the name.
 Bodies stream in chunks and stop at `max_bytes`; they are never decompressed.
@@ -23,6 +24,7 @@ which may carry credentials.
 | invalid_url | None, empty, over 2048 characters, no host, a bad port or host name |
 | unsupported_scheme | anything but http and https (file:, ftp:, data:...), redirects included |
 | dns | the host name does not resolve, or the resolver gives no answer in time |
+| refused_port | a port not in `allow_ports`, on a host not in `allow_hosts`: "port 8080" |
 | refused_address | the host resolves to an address that is not public and not allowed |
 | timeout | connecting or a read took over `timeout_s`, or the attempt over `total_timeout_s` |
 | connection | refused, reset, closed mid-body, TLS handshake failed |
@@ -91,7 +93,8 @@ class FetchConfig(Config):
     )
     threads: int = 16  # the bounded thread pool of one fetch_many call
     allow_private: bool = False  # fetch from loopback/private/link-local/... addresses
-    allow_hosts: list[str] = []  # allowed even when private: IPs, CIDRs ("10.0.0.0/8"), names
+    allow_hosts: list[str] = []  # allowed even when private, on any port: IPs, CIDRs, names
+    allow_ports: list[int] = [80, 443]  # other ports are refused, but on `allow_hosts`
 
     @field_validator("allow_hosts")
     @classmethod
@@ -100,6 +103,13 @@ class FetchConfig(Config):
             if "/" in entry:
                 ipaddress.ip_network(entry, strict=False)  # ValueError says what is wrong
         return entries
+
+    @field_validator("allow_ports")
+    @classmethod
+    def _ports(cls, ports: list[int]) -> list[int]:
+        if not all(0 < port < 65536 for port in ports):
+            raise ValueError(f"ports are 1 to 65535, got {ports}")
+        return ports
 
 
 @dataclass
@@ -162,10 +172,16 @@ def address_kind(ip: IPAddress) -> str | None:
 
 
 class AddressPolicy:
-    """Decides whether a host's resolved addresses may be connected to."""
+    """Decides whether a host's port and resolved addresses may be connected to."""
 
-    def __init__(self, allow_private: bool = False, allow_hosts: Sequence[str] = ()):
+    def __init__(
+        self,
+        allow_private: bool = False,
+        allow_hosts: Sequence[str] = (),
+        allow_ports: Sequence[int] = (80, 443),
+    ):
         self.allow_private = allow_private
+        self.ports = frozenset(allow_ports)
         self.networks: list[IPNetwork] = []
         self.names: set[str] = set()
         for entry in allow_hosts:
@@ -173,6 +189,14 @@ class AddressPolicy:
                 self.networks.append(ipaddress.ip_network(entry, strict=False))
             except ValueError:
                 self.names.add(entry.lower().rstrip("."))
+
+    def port_refusal(self, host: str, port: int) -> Rejection | None:
+        """A `refused_port` rejection unless the port is allowed, or the host is listed in
+        `allow_hosts` by name or address (a test server or an internal mirror on its own
+        port); decided on the URL alone, before any lookup."""
+        if port in self.ports or self._listed_host(host):
+            return None
+        return Rejection("refused_port", f"port {port}")
 
     def refusal(self, host: str, addresses: Sequence[IPAddress]) -> Rejection | None:
         """A `refused_address` rejection unless every address may be fetched."""
@@ -184,6 +208,15 @@ class AddressPolicy:
                 shown = str(ip) if host == str(ip) else f"{host} -> {ip}"
                 return Rejection("refused_address", f"{shown} ({kind})")
         return None
+
+    def _listed_host(self, host: str) -> bool:
+        """Whether `allow_hosts` lists the host as the URL names it: its name, or its IP."""
+        if host.rstrip(".") in self.names:
+            return True
+        try:
+            return self._listed(ipaddress.ip_address(host))
+        except ValueError:
+            return False  # a name not listed
 
     def _listed(self, ip: IPAddress) -> bool:
         forms = (ip, _embedded_ipv4(ip))  # ::ffff:127.0.0.1 is as allowed as 127.0.0.1
@@ -410,7 +443,9 @@ class Fetcher:
 
     def __init__(self, config: FetchConfig | None = None):
         self.config = config or FetchConfig()
-        self.policy = AddressPolicy(self.config.allow_private, self.config.allow_hosts)
+        self.policy = AddressPolicy(
+            self.config.allow_private, self.config.allow_hosts, self.config.allow_ports
+        )
         self.tls = ssl.create_default_context()
 
     def fetch_many(self, urls: Sequence[str | None]) -> list[Fetched]:
@@ -448,6 +483,9 @@ class Fetcher:
     def _request(self, url: str | None, deadline: _Deadline) -> tuple[str | None, bytes]:
         """One hop: (the redirect's Location, b"") or (None, the image's bytes)."""
         target = _parse(url)
+        refusal = self.policy.port_refusal(target.host, target.port)
+        if refusal:
+            raise _Failure(refusal.reason, refusal.detail)
         try:
             addresses = _resolve(target, deadline)
         except TimeoutError as exc:  # the attempt's time ran out before this hop
