@@ -15,11 +15,27 @@ text a 2-layer Transformer of width 256 over 32 tokens), batch 48, Adam:
 - MFCC feature extraction (conceptual.speech.features.clip_features: FLAC decode, crop or
   pad to 3.5 s, 128 MFCCs, and SpecAugment in the training path) on 3 s tone-and-noise
   clips, on one core, in clips/s; and how many such cores keep a one-core speech trainer
-  fed.
+  fed;
+- the fine-tuned CNN (model.image_backbone=finetune: EfficientNet-lite0 trained end to end
+  under the image MLP, reading uint8 photos of model.image_size pixels a side) for a text
+  retriever (MMS), training samples/s of the same step at 64, 128 and 224 px, against its
+  baseline, the features mode (the MLP over 1280-d pooled vectors), side by side on one
+  core in alternating rounds (the order reversed each round), the median round kept; and
+  the input path that feeds it (pipelines/retrieval_data.py's photo_pixels as a training
+  task calls it, 48 photos a call: decode scaled down toward the size, a random crop of at
+  least 67% of the photo, mirroring, resizing, brightness and saturation) in photos per
+  CPU-second at each size, on real photos (coco_mini's 640 x 480 JPEGs, ~150 KB, like the
+  curated photos the features were made from; skimage's sample photos when the real data
+  is absent), and how many such cores keep a one-core fine-tuning trainer fed.
 
 Inputs are random (a step's cost does not depend on the values); models are untrained.
 
     .venv/bin/python -m pytest -m benchmark tests/benchmarks/test_retriever_speed.py -s
+    .venv/bin/python -m pytest -m benchmark tests/benchmarks/test_retriever_speed.py -s -k finetune
+
+The fine-tuning test takes about 2 minutes at its defaults (CONCEPTUAL_BENCH_FINETUNE_STEPS
+steps a round for the CNN, 2; CONCEPTUAL_BENCH_FINETUNE_ROUNDS rounds, 3; the features
+baseline takes CONCEPTUAL_BENCH_STEPS steps a round).
 """
 
 from __future__ import annotations
@@ -29,14 +45,19 @@ import os
 import statistics
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
+import skimage.data
 import torch
+from PIL import Image
 from threadpoolctl import threadpool_limits
 
+from conceptual.demo.images import good_jpeg
 from conceptual.models.retriever import DualEncoder, match_mask, mms_loss, triplet_loss
 from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines.retrieval_data import PhotoAugmentConfig, photo_pixels
 from conceptual.pipelines.train_retriever import (
     RetrievalLoss,
     RetrieverTrainConfig,
@@ -55,6 +76,11 @@ ROUNDS = int(os.environ.get("CONCEPTUAL_BENCH_ROUNDS", 4))  # alternating MMS / 
 CLIPS = int(os.environ.get("BENCHMARK_CLIPS", 200))  # MFCC: clips timed per path
 CLIP_SECONDS = 3.0
 LOSSES = ("mms", "triplet")
+FINETUNE_SIZES = (64, 128, 224)  # model.image_size, pixels a side
+FINETUNE_STEPS = int(os.environ.get("CONCEPTUAL_BENCH_FINETUNE_STEPS", 2))  # a round, each size
+FINETUNE_ROUNDS = int(os.environ.get("CONCEPTUAL_BENCH_FINETUNE_ROUNDS", 3))
+PHOTOS = int(os.environ.get("BENCHMARK_PHOTOS", 240))  # input path: photos timed per size
+REAL_DATA = Path(os.environ.get("CONCEPTUAL_REAL_DATA", Path(__file__).parents[3] / "shared/data"))
 CPU = torch.device("cpu")
 
 
@@ -88,15 +114,20 @@ def vocabulary() -> Vocabulary:
 
 
 def batches(modality: str, vocab: Vocabulary, config: RetrieverTrainConfig, count: int) -> list:
-    """Batches as the input path hands them to the step: `image`, the match ids (every
-    pair its own image and caption, as in a shuffled batch of many photos) and the query
-    tower's input."""
+    """Batches as the input path hands them to the step: `image` (pooled vectors, or with
+    model.image_backbone=finetune uint8 photos), the match ids (every pair its own image and
+    caption, as in a shuffled batch of many photos) and the query tower's input."""
     rng = np.random.default_rng(0)
+    size = config.model.photo_size
     out = []
     for n in range(count):
         ids = torch.arange(n * BATCH, (n + 1) * BATCH, dtype=torch.int64)
+        if size is None:
+            image = torch.from_numpy(rng.normal(size=(BATCH, IMAGE_DIM)).astype(np.float32))
+        else:
+            image = torch.from_numpy(rng.integers(0, 256, (BATCH, 3, size, size), dtype=np.uint8))
         batch = {
-            "image": torch.from_numpy(rng.normal(size=(BATCH, IMAGE_DIM)).astype(np.float32)),
+            "image": image,
             "image_group": ids,
             "caption_group": ids + 1_000_000,
         }
@@ -113,9 +144,12 @@ def batches(modality: str, vocab: Vocabulary, config: RetrieverTrainConfig, coun
     return out
 
 
-def trainer(modality: str, loss: str, vocab: Vocabulary) -> tuple:
-    """(step loss, optimizer, config) with the spec's defaults, the weights seeded alike."""
-    config = RetrieverTrainConfig(modality=modality, loss=loss, batch_size=BATCH)
+def trainer(modality: str, loss: str, vocab: Vocabulary, model: dict | None = None) -> tuple:
+    """(step loss, optimizer, config) with the spec's defaults (`model`: model.* settings
+    instead), the weights seeded alike."""
+    config = RetrieverTrainConfig(
+        modality=modality, loss=loss, batch_size=BATCH, **({"model": model} if model else {})
+    )
     torch.manual_seed(0)
     text_vocab = vocab if modality == "text" else None
     model = DualEncoder(retriever_config(config, IMAGE_DIM, text_vocab))
@@ -225,6 +259,81 @@ def mfcc_speed(audio: list[bytes]) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- a fine-tuned CNN
+
+
+def image_modes() -> dict[str, dict]:
+    """model.* settings of each image tower timed: the features baseline, then the CNN."""
+    modes = {"features": {"image_backbone": "features"}}
+    for size in FINETUNE_SIZES:
+        modes[f"finetune_{size}"] = {"image_backbone": "finetune", "image_size": size}
+    return modes
+
+
+def finetune_speed(vocab: Vocabulary) -> dict:
+    """Text retrievers' steps (MMS) with each image tower, alternating rounds, the median
+    round kept: the features baseline STEPS steps a round, the CNN FINETUNE_STEPS."""
+    modes = image_modes()
+    trainers = {mode: trainer("text", "mms", vocab, model) for mode, model in modes.items()}
+    steps = {mode: STEPS if mode == "features" else FINETUNE_STEPS for mode in modes}
+    data = {mode: batches("text", vocab, trainers[mode][2], steps[mode] + 1) for mode in modes}
+    for mode, (step_loss, optimizer, cfg) in trainers.items():
+        timed_epoch(step_loss, optimizer, data[mode][:1], cfg)  # warm-up
+    rounds: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    for n in range(FINETUNE_ROUNDS):
+        for mode in list(modes) if n % 2 == 0 else list(modes)[::-1]:
+            step_loss, optimizer, cfg = trainers[mode]
+            rounds[mode].append(timed_epoch(step_loss, optimizer, data[mode][1:], cfg))
+    result: dict = {}
+    for mode in modes:
+        wall = statistics.median(w for w, _ in rounds[mode]) / steps[mode]
+        cpu = statistics.median(c for _, c in rounds[mode]) / steps[mode]
+        result[mode] = {
+            "samples_per_s": round(BATCH / wall, 2),
+            "samples_per_cpu_s": round(BATCH / cpu, 2),
+            "ms_per_step": round(wall * 1000, 1),
+            "cpu_ms_per_step": round(cpu * 1000, 1),
+            "parameters": sum(p.numel() for p in trainers[mode][0].model.parameters()),
+        }
+    for mode in modes:
+        r, base = result[mode], result["features"]
+        r["time_vs_features"] = round(r["ms_per_step"] / base["ms_per_step"], 2)
+        r["cpu_time_vs_features"] = round(r["cpu_ms_per_step"] / base["cpu_ms_per_step"], 2)
+    return result
+
+
+def photo_jpegs() -> tuple[str, list[bytes]]:
+    """(where from, JPEGs): coco_mini's photos, else skimage's sample photos."""
+    paths = sorted(REAL_DATA.glob("coco_mini/*/*.jpg"))
+    if paths:
+        return f"coco_mini ({len(paths)} photos)", [path.read_bytes() for path in paths]
+    names = ("astronaut", "coffee", "chelsea", "rocket")
+    photos = [good_jpeg(Image.fromarray(getattr(skimage.data, n)()).convert("RGB")) for n in names]
+    return f"skimage sample photos ({', '.join(names)})", photos
+
+
+def input_path_speed(jpegs: list[bytes], size: int) -> dict:
+    """photo_pixels over PHOTOS photos, BATCH a call as a training task's batch, with the
+    spec's distortion: photos/s and photos per CPU-second."""
+    rng, augment = np.random.default_rng(0), PhotoAugmentConfig()
+    calls = [
+        [jpegs[(n * BATCH + i) % len(jpegs)] for i in range(BATCH)]
+        for n in range(max(1, PHOTOS // BATCH))
+    ]
+    photo_pixels(calls[0][:4], size, rng, augment)  # warm-up
+    wall, cpu = time.perf_counter(), time.process_time()
+    for call in calls:
+        pixels = photo_pixels(call, size, rng, augment)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert pixels.shape == (BATCH, 3, size, size) and pixels.dtype == np.uint8
+    count = len(calls) * BATCH
+    return {
+        "photos_per_s": round(count / wall, 1),
+        "photos_per_cpu_s": round(count / cpu, 1),
+        "ms_per_photo": round(wall / count * 1000, 2),
+    }
+
+
 # ---------------------------------------------------------------- the benchmark
 
 
@@ -312,3 +421,53 @@ def test_mfcc_speed_on_one_core(record):
         },
     )
     assert supply > 0
+
+
+def test_finetune_training_speed_on_one_core(record):
+    vocab = vocabulary()
+    load_before = load_average()
+    source, jpegs = photo_jpegs()
+    with on_cores(1):
+        results = finetune_speed(vocab)
+        for size in FINETUNE_SIZES:
+            path = input_path_speed(jpegs, size)
+            # CPU time on both sides: what a core of each does, however busy the machine.
+            demand = results[f"finetune_{size}"]["samples_per_cpu_s"]
+            path["cores_per_one_core_trainer"] = round(demand / path["photos_per_cpu_s"], 3)
+            results[f"input_path_{size}"] = path
+    print(f"\ntext retriever (MMS) training on one core, 1 torch thread, batch {BATCH}")
+    print(
+        f"{'':<14}{'samples/s':>10}{'per CPU-s':>11}{'ms/step':>10}{'CPU ms/step':>13}"
+        f"{'time x features':>17}{'CPU x features':>16}"
+    )
+    for mode in image_modes():
+        r = results[mode]
+        print(
+            f"{mode:<14}{r['samples_per_s']:>10.2f}{r['samples_per_cpu_s']:>11.2f}"
+            f"{r['ms_per_step']:>10.1f}{r['cpu_ms_per_step']:>13.1f}"
+            f"{r['time_vs_features']:>17.2f}{r['cpu_time_vs_features']:>16.2f}"
+        )
+    for size in FINETUNE_SIZES:
+        p = results[f"input_path_{size}"]
+        print(
+            f"input path {size:>3} px: {p['photos_per_s']:>6.1f} photos/s, "
+            f"{p['photos_per_cpu_s']:>6.1f} per CPU-second ({p['ms_per_photo']} ms a photo): "
+            f"{p['cores_per_one_core_trainer']} of a core keeps a one-core trainer fed"
+        )
+    print(f"photos: {source}")
+    record(
+        "retriever_finetune_one_core",
+        {
+            "device": "cpu (1 core, 1 torch thread)",
+            "modality": "text",
+            "loss": "mms",
+            "batch": BATCH,
+            "steps": {"features": STEPS, "finetune": FINETUNE_STEPS},
+            "rounds": FINETUNE_ROUNDS,
+            "photos": source,
+            "load_average_before": load_before,
+            "load_average_after": load_average(),
+            **results,
+        },
+    )
+    assert all(results[mode]["samples_per_s"] > 0 for mode in image_modes())
