@@ -1,7 +1,7 @@
 """Compare the six ways to caption in Chinese from translated captions (docs/spec/fluency.md).
 
     python -m conceptual.jobs.compare_fluency --features ZH --english-features EN
-        --references NAME=URI [NAME=URI ...] --cn DIR [--config FILE] [key=value ...]
+        --reference NAME=URI [--reference NAME=URI ...] --cn DIR [--config FILE] [key=value ...]
 
 ZH: features of the translated captions with their fluency scores (import_flickr8k_cn,
 score_fluency, features); EN: features of the same photos' English captions (for the late
@@ -41,12 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         "--english-features", type=location, help="features of the photos' English captions"
     )
     parser.add_argument(
-        "--references",
+        "--reference",
         required=True,
-        nargs="+",
+        action="append",
         type=reference,
         metavar="NAME=URI",
-        help="features of the test photos with Chinese references",
+        help="features of the test photos with Chinese references (once per reference set)",
     )
     parser.add_argument("--cn", type=location, help="the Flickr8k-CN folder (the translator)")
     parser.add_argument("--config", type=location, help="YAML file of FluencyComparisonConfig keys")
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.storage import StorageError
     from conceptual.text.translation import ProvidedTranslations
 
-    references = dict(args.references)
+    references = dict(args.reference)
     with job_output("compare_fluency", args.verbose) as log:
         try:
             config = load(FluencyComparisonConfig, args.config, args.overrides)

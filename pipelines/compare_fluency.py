@@ -17,7 +17,7 @@ native-written captions, ...) and is scored against it on words and characters
 (evaluate_captioner.language_scores), with the mean fluency of its captions (the fluency
 classifier on the Chinese views: a generated caption has no English source).
 
-    --features ZH --english-features EN --references human=URI native=URI --cn DIR
+    --features ZH --english-features EN --reference human=URI --reference native=URI --cn DIR
         ->  one training run per captioner (children of the comparison run)
         ->  the comparison run: comparison.json (table), comparison.md, comparison.png,
             captions.json (every approach's captions of the first reference set)
@@ -99,7 +99,7 @@ def compare(
     and a `translator` are needed for the late-translation rows. Returns `run_id` (the
     comparison run) and `rows` (one per approach, in the spec's order, then the baseline)."""
     if not references:
-        raise ConfigError("no reference set: give --references NAME=URI")
+        raise ConfigError("no reference set: give --reference NAME=URI")
     if config.late_translation and (english_features is None or translator is None):
         raise ConfigError("late translation needs --english-features and --cn")
     scorer = FluencyScorer(registry.resolve(config.fluency_model))
