@@ -50,12 +50,38 @@ def read_pairs(real_data) -> list[dict]:
     return pairs
 
 
-def score(hypotheses: list[str], references: list[str]) -> dict[str, float]:
+def words(text: str) -> str:
+    """The text's tokens that hold a letter or digit: what a slug, which lost its
+    punctuation, can give."""
+    return " ".join(w for w in text.split() if any(c.isalnum() for c in w))
+
+
+def covered(slug: str, reference: str) -> str:
+    """The reference's words up to the last one the slug also has: the part of the
+    alt-text a slug cut short still covers (all of it when they share no word)."""
+    ref, slug_words = words(reference).split(), set(slug.split())
+    last = max((i for i, w in enumerate(ref) if w in slug_words), default=len(ref) - 1)
+    return " ".join(ref[: last + 1])
+
+
+def score(hypotheses: list[str], references: list[str], slugs: list[str]) -> dict[str, float]:
+    """Token F1 as the README defines it (every token), then on words only and on words
+    against the covered part of the reference (secondary views of what a slug can give),
+    BLEU-4 and CIDEr-D."""
     refs = {i: [r] for i, r in enumerate(references)}
     hyps = {i: h for i, h in enumerate(hypotheses)}
     scores = caption_scores(hyps, refs, metrics=("BLEU-4", "CIDEr"))
-    f1 = statistics.mean(token_f1(h, r) for h, r in zip(hypotheses, references))
-    return {"token_f1": round(f1, 4), **{k: round(scores[k], 4) for k in ("BLEU-4", "CIDEr")}}
+    triples = list(zip(hypotheses, references, slugs, strict=True))
+    return {
+        "token_f1": round(statistics.mean(token_f1(h, r) for h, r, _ in triples), 4),
+        "token_f1_words": round(
+            statistics.mean(token_f1(words(h), words(r)) for h, r, _ in triples), 4
+        ),
+        "token_f1_words_covered": round(
+            statistics.mean(token_f1(words(h), covered(s, r)) for h, r, s in triples), 4
+        ),
+        **{k: round(scores[k], 4) for k in ("BLEU-4", "CIDEr")},
+    }
 
 
 def mean_f1(hypotheses: list[str], pairs: list[dict]) -> float:
@@ -100,17 +126,20 @@ def test_hypernymization_quality(real_data, record):
             "pairs": len(pairs),
             "seconds": round(seconds, 2),
             "kept": len(kept),
-            "identity_baseline": score(identity, references),
-            "hypernymizer": score(transformed, references),
+            "identity_baseline": score(identity, references, slugs),
+            "hypernymizer": score(transformed, references, slugs),
             "halves": halves,
             "artifacts": artifacts,
             "kept_only": {
-                "identity_baseline": score(
-                    [identity[i] for i in kept], [references[i] for i in kept]
-                ),
-                "hypernymizer": score(
-                    [transformed[i] for i in kept], [references[i] for i in kept]
-                ),
+                name: score(
+                    [captions[i] for i in kept],
+                    [references[i] for i in kept],
+                    [slugs[i] for i in kept],
+                )
+                for name, captions in (
+                    ("identity_baseline", identity),
+                    ("hypernymizer", transformed),
+                )
             },
         },
     )

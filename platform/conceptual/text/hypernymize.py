@@ -22,8 +22,11 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    inside a sentence of a cased text ("made in China"), or WordNet knows the whole span as
    a named instance ("Cayman Islands"). The small model mislabels, so WordNet's kind of a
    name it knows overrides spaCy's label (and the gazetteer's, rule 6b, a label other
-   than PERSON), and a name coordinated with a person is a person. A title word spaCy put
-   in a person's name stays out of it ("Musician Bruce Springsteen").
+   than PERSON), and a name coordinated with a person is a person. So are a given name
+   and a surname of the census lists (`census_names`: the `names` package, offline; "Eva
+   Green" tagged ORG) and a lone given name nothing else knows ("Tasha"); a run of places
+   ending in a country or state is a place ("Bari Italy" tagged ORG). A title word spaCy put in a
+   person's name stays out of it ("Musician Bruce Springsteen").
 2. `dates`: dates and times holding a cardinal number go ("on July 4, 2015", "in 1976")
    [DATE, TIME], with their preposition when they were its only object; "a summer day",
    "the 18th century" and "Saturday" are things an image can show and stay.
@@ -34,8 +37,10 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
 4. `location_phrases`: a preposition whose object is a place or organization (GPE, LOC,
    FAC, ORG; an unlabelled name after "in", "at", "near") goes with its phrase and the
    places in apposition to it, "in Los Angeles", "at Wembley Stadium", "in Pilton,
-   England," [LOCATION_PP], while "at a concert" stays. When the phrase has a common noun
-   ("at sunset UK") the name alone goes. Not after the end of a multiword preposition
+   England," [LOCATION_PP], while "at a concert" stays. So does a name with the place
+   noun it modifies ("in Bondi beach", "at Luton airport"; not "in a London park", which
+   is a park). When the phrase has another common noun ("at sunset UK") the name alone
+   goes. Not after the end of a multiword preposition
    ("in front of Tower Bridge": the name becomes its hypernym).
 4b. `stray_places`: a place no other word needs goes: an apposition or a tag ("boats on
    the river Varanasi"), a dateline heading the text ("Rabat, Morocco - people at ...").
@@ -80,12 +85,14 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    before a changed word agrees with it, and conjunctions and commas left dangling by
    removals go. `punctuation`: nothing else is left dangling either: a preposition whose
    objects went, an article of a removed noun, a mark after a mark (the stronger stays)
-   or at the start, quotes around nothing or a lone replacement. `Hypernymizer.artifacts`
+   or at the start, an article before another ("the the"), quotes around nothing or a
+   lone replacement. `Hypernymizer.artifacts`
    finds any that remain (the quality tests require none).
 
 Lowercase input (the dev set's URL slugs) defeats spaCy's NER, so `parse` (and with it
 `transform`) restores capitals in caseless texts first (`restore_case`): words and
-multiword names WordNet spells with capitals ("new york" -> "New York"), unknown words
+multiword names WordNet spells with capitals ("new york" -> "New York"), a given name and
+a surname ("drew barrymore", not two common words as "will power"), unknown words
 rarer than `name_max_zipf` ("dacosta"), but not derivations of common words ("biker").
 Texts with capitals are parsed as they are.
 
@@ -111,6 +118,7 @@ from conceptual.records import Rejection
 # The rules that `disabled_rules` can switch off (all on by default), named as in the
 # module doc; BENCHMARKS.md's ablation table scores the dev pairs with each one off.
 RULES = (
+    "census_names",  # 1
     "dates",  # 2
     "name_modifiers",  # 3
     "location_phrases",  # 4
@@ -195,6 +203,14 @@ LABEL_ROOTS = (
 # Labels of the same kind for the title rule: a place name goes after any place noun, and
 # people and groups of people are one kind (the small model confuses them: "the band
 # Coldplay" tagged PERSON).
+# Classes of the common nouns that name places ("beach", "mall", "airport", "studio").
+PLACE_NOUN_ROOTS = (
+    "location.n.01",
+    "structure.n.01",
+    "facility.n.01",
+    "geological_formation.n.01",
+    "body_of_water.n.01",
+)
 KINDS = {"GPE": "place", "LOC": "place", "FAC": "place", "PERSON": "agent", "ORG": "agent"}
 TIME_LABELS = {"DATE", "TIME"}
 MEASURE_LABELS = {"QUANTITY", "MONEY", "PERCENT"}
@@ -233,6 +249,7 @@ class Hypernymizer:
         self.stop_words = frozenset(self.nlp.Defaults.stop_words)
         self.rules = frozenset(RULES) - set(self.config.disabled_rules)
         self.gazetteer = Gazetteer() if "gazetteer" in self.rules else None
+        self.people = PersonNames() if "census_names" in self.rules else None
 
     def transform(self, texts: Sequence[str]) -> list[Transformed]:
         return [self.transform_doc(doc) for doc in self.parse(texts)]
@@ -273,12 +290,30 @@ class Hypernymizer:
         kind, spelling = self.lexicon.word_kind("_".join(words))
         if kind in ("name", "capitalized"):
             return spelling.split("_")
+        if len(words) == 2 and self._is_full_name(*words):
+            return [word.capitalize() for word in words]
         if self.place_kind(" ".join(words)):
             return [word.capitalize() for word in words]
         if len(words) == 1 and kind == "unknown":
             if self.lexicon.zipf(words[0]) < self.config.name_max_zipf:
                 return [words[0].capitalize()]
         return None
+
+    def _is_full_name(self, first: str, last: str) -> bool:
+        """A given name then a surname ("eva green", "drew barrymore"): both in the census
+        lists, or a word restore_case takes for a name after the given name; not two
+        common words ("will power"), nor a place that ends in a surname ("victoria
+        station": a place noun's first sense) or a place name."""
+        if self.people is None or first not in self.people.given:
+            return False
+        if first in self.stop_words or last in self.stop_words:
+            return False
+        last_kind = self.lexicon.word_kind(last)[0]
+        if last not in self.people.surnames and last_kind not in ("name", "unknown"):
+            return False
+        if self.lexicon.place_senses(last)[:1] == (True,) or self.lexicon.instance(last):
+            return False  # a place noun or a place WordNet knows ("bari italy")
+        return not (last_kind == "common" and self.lexicon.word_kind(first)[0] == "common")
 
     def artifacts(self, caption: str) -> list[str]:
         """What removals can leave dangling, found in a caption's tokens; the released
@@ -293,6 +328,8 @@ class Hypernymizer:
             if word in MARKS and (before is None or before in MARKS):
                 found.append(f"mark {word!r} at the start or after a mark")
             elif word in MARKS and before in DANGLING_BEFORE_MARK:
+                found.append(f"{before!r} before {word!r}")
+            elif word in ARTICLES and before in ARTICLES:
                 found.append(f"{before!r} before {word!r}")
             elif word in QUOTES and i >= 1 and before in QUOTES:
                 found.append("quotes around nothing")
@@ -378,6 +415,8 @@ class Hypernymizer:
             if quoted:
                 label = "WORK_OF_ART"  # 'the cast of "Hamilton"': a title, whatever it names
             known = self.lexicon.instance(wordnet_key(span))
+            if not known and label != "WORK_OF_ART":
+                label = self._census_label(span, label) or label
             # a town WordNet lacks, tagged ORG or not at all ("Kericho"); people are often
             # named like towns ("Florence", "Jackson"), so spaCy's PERSON stands
             place = not known and label != "PERSON" and self.place_kind(span.text)
@@ -400,6 +439,25 @@ class Hypernymizer:
             )
             for span, label in names
         ]
+
+    def _census_label(self, span, label: str) -> str | None:
+        """PERSON or GPE where the name's words say so better than the small model:
+        a given name, at most one middle name and a surname (`_is_full_name`: "Eva Green"
+        tagged ORG), or a lone given name WordNet and the gazetteer lack ("Tasha" tagged
+        ORG); a run of places ending in a country or state ("Bari Italy" tagged ORG)."""
+        words = [token.lower_ for token in span]
+        if not all(map(str.isalpha, words)):
+            return None
+        if 2 <= len(words) <= 3 and self._is_full_name(words[0], words[-1]):
+            return "PERSON"
+        given = self.people.given if self.people else frozenset()
+        if len(words) == 1 and label in ("ORG", "PROPN") and words[0] in given:
+            if self.lexicon.word_kind(words[0])[0] == "unknown" and not self.place_kind(words[0]):
+                return "PERSON"
+        places = [self.place_kind(word) or self.lexicon.instance(word) for word in words]
+        if len(words) >= 2 and all(places) and places[-1] in ("country", "state"):
+            return "GPE"
+        return None
 
     def _without_titles(self, span):
         """A person's name without the title before it, which rule 5 keeps ("Musician" in
@@ -460,8 +518,13 @@ class Hypernymizer:
             and outside
             and head.pos_ in ("NOUN", "PROPN")
         ):
-            possessive = [c for c in root.children if c.dep_ == "case"]
-            edits.remove([*span, *possessive], label, span.text)
+            if on("location_phrases") and label != "NORP" and self._is_named_place(head, span):
+                # "in Bondi beach", "at Laney college": the named place goes with its phrase
+                phrase = prepositional_phrase(head.head, span.doc[head.i : head.i + 1])
+                remove_phrase(edits, phrase, "LOCATION_PP")
+            else:
+                possessive = [c for c in root.children if c.dep_ == "case"]
+                edits.remove([*span, *possessive], label, span.text)
         elif class_noun is not None and self.lexicon.is_event(class_noun.lemma_.lower()):
             # before the place rule: "at Glastonbury Festival" is an event, not a place
             edits.replace(span, class_noun.lower_, class_noun.lemma_.lower(), label, "rule")
@@ -484,8 +547,11 @@ class Hypernymizer:
         elif on("stray_places") and is_stray_place(span, label):
             edits.remove(span, label, span.text)
         elif on("titles") and (title := self._title(span, label)):
-            # the name's own article goes with it ("her book 'The Long Road'")
-            own_articles = [c for c in root.children if c.dep_ == "det" and title.i < c.i]
+            # the name's own article goes with it ("her book 'The Long Road'", "the Jardin
+            # Majorelle, the garden")
+            own_articles = [
+                c for c in root.children if c.dep_ == "det" and (title.i < c.i or title.i > root.i)
+            ]
             edits.remove([*span, *own_articles, *quotes_around(span)], label, span.text)
             edits.stand_in(span, title)
             if role := self.lexicon.common_role(self._lemma(title)):
@@ -511,6 +577,19 @@ class Hypernymizer:
             plural = root.tag_ in ("NNS", "NNPS") and source == "entity_type"
             word = self.lexicon.plural(concept) if plural else concept
             edits.replace(span, word, concept, label, source)
+
+    def _is_named_place(self, noun, name) -> bool:
+        """Whether a name and the noun it modifies name a place after "in", "at" or "near":
+        one of the noun's two first senses is a place ("in Bondi beach", "at Laney college"),
+        and nothing else modifies it ("in a London park" is a park)."""
+        others = [c for c in noun.children if not name.start <= c.i < name.end]
+        return (
+            noun.pos_ == "NOUN"
+            and noun.dep_ == "pobj"
+            and noun.head.lower_ in PLACE_PREPOSITIONS
+            and not any(c.dep_ in ("det", "amod", "nummod", "poss") for c in others)
+            and any(self.lexicon.place_senses(noun.lemma_.lower()))
+        )
 
     @staticmethod
     def _is_place(label: str, preposition) -> bool:
@@ -835,6 +914,13 @@ class Lexicon:
                 event in s.closure(lambda s: s.hypernyms()) for s in wn.synsets(lemma, "n")[:2]
             )
         )
+        places = frozenset(wn.synset(name) for name in PLACE_NOUN_ROOTS)
+        self.place_senses = cache(  # whether each of its two most frequent senses is a place
+            lambda lemma: tuple(
+                bool(places.intersection(s.closure(lambda s: s.hypernyms())))
+                for s in wn.synsets(lemma, "n")[:2]
+            )
+        )
         self.is_unit = cache(  # its most frequent sense is a unit of measure
             lambda lemma: [s.lexname() for s in wn.synsets(lemma, "n")][:1] == ["noun.quantity"]
         )
@@ -975,6 +1061,24 @@ class Gazetteer:
         return self.kinds.get(name.lower())
 
 
+class PersonNames:
+    """Given names and surnames of the US census (1990), as the `names` package ships
+    them (offline)."""
+
+    def __init__(self):
+        import names
+
+        def read(kind: str) -> frozenset:
+            with open(names.FILES[kind]) as lines:
+                return frozenset(line.split()[0].lower() for line in lines)
+
+        self.given = read("first:male") | read("first:female")
+        self.surnames = read("last")
+
+    def is_full_name(self, first: str, last: str) -> bool:
+        return first in self.given and last in self.surnames
+
+
 def ascii_folded(text: str) -> str:
     """The text without accents: "Zürich" -> "Zurich", as English alt-text spells it."""
     decomposed = unicodedata.normalize("NFKD", text)
@@ -990,6 +1094,7 @@ DANGLING_BEFORE_MARK = frozenset(
     "a an the among at between during for from in into near of onto to toward towards upon"
     " via with".split()
 )
+ARTICLES = frozenset({"a", "an", "the"})
 QUOTES = frozenset({'"', "'", "`", "``", "''", "\u2018", "\u2019", "\u201c", "\u201d"})
 
 
@@ -1000,6 +1105,8 @@ def tidy_punctuation(out: list) -> list:
     around nothing or around a lone replacement ("' person '" -> "person")."""
     tidy: list = []
     for word, token in out:
+        if word in ARTICLES and tidy and tidy[-1][0] in ARTICLES:
+            tidy.pop()  # "the Jardin Majorelle, the gardens" -> "the gardens", never "the the"
         if word in MARKS:
             while tidy and tidy[-1][1] is not None and tidy[-1][1].pos_ in ("ADP", "DET"):
                 if tidy[-1][1].dep_ == "prt":
