@@ -31,7 +31,6 @@ do yet.
 
 from __future__ import annotations
 
-import posixpath
 import tempfile
 import time
 from collections.abc import Iterator
@@ -51,7 +50,7 @@ from conceptual.config import Config
 from conceptual.models.retriever import MAX_SCALE, DualEncoder
 from conceptual.models.saving import load_retriever
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.caption_features import SUMMARY, feature_files
+from conceptual.pipelines.caption_features import feature_files, features_summary
 from conceptual.pipelines.evaluate_retriever import embed
 from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
 from conceptual.retrieval_index import (
@@ -100,21 +99,6 @@ class VectorSink:
         if self.rows == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.memmap(self.path, dtype=np.float32, mode="r", shape=(self.rows, self.dim))
-
-
-def features_summary(features_uri: str) -> dict[str, Any]:
-    """features.json of a features output (FEATURES, or its features/ folder)."""
-    folders = [features_uri]
-    if posixpath.basename(features_uri.rstrip("/")) == "features":  # the folder inside
-        folders.append(posixpath.dirname(features_uri.rstrip("/")))
-    for folder in folders:
-        uri = storage.join(folder, SUMMARY)
-        if storage.exists(uri):
-            return storage.read_json(uri)
-    raise ValueError(
-        f"no {SUMMARY} at {features_uri}: an index records the CNN settings the features "
-        "were made with (the features job writes that file)"
-    )
 
 
 def batches(uri: str, files: list[str], columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:

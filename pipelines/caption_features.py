@@ -2,15 +2,16 @@
 and a split grouped by image with all its references (to evaluate on, or to search for the
 nearest-neighbour baseline). Training itself streams the rows through Ray Data.
 
-Features rows are one per (caption record, crop), and the records of one image differ only
-in their caption, so an image is the hash of its centre crop's pooled vector; its references
-are the captions of every record with that vector.
+Features rows are one per (caption record, crop); the records of one image share its
+`image_id` (records.image_id, computed once by the features job), and an image's references
+are the captions of every record with that id.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,21 @@ def feature_files(features_uri: str, allow_incomplete: bool = False) -> list[str
     if not files:
         raise storage.StorageError(f"no features Parquet files under {features_uri}")
     return files
+
+
+def features_summary(features_uri: str) -> dict[str, Any]:
+    """features.json of a features output (FEATURES, or its features/ folder)."""
+    folders = [features_uri]
+    if posixpath.basename(features_uri.rstrip("/")) == "features":  # the folder inside
+        folders.append(posixpath.dirname(features_uri.rstrip("/")))
+    for folder in folders:
+        uri = storage.join(folder, SUMMARY)
+        if storage.exists(uri):
+            return storage.read_json(uri)
+    raise ValueError(
+        f"no {SUMMARY} at {features_uri}: models and indexes record the CNN settings the "
+        "features were made with (the features job writes that file)"
+    )
 
 
 def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:
@@ -76,24 +92,25 @@ def train_fluency(files: list[str], uri: str) -> np.ndarray:
     return pc.fill_null(scores, np.nan).to_numpy()
 
 
-def image_key(pooled: np.ndarray) -> str:
-    return hashlib.sha1(np.asarray(pooled, dtype=np.float32).tobytes()).hexdigest()
-
-
 def split_images(
     files: list[str], uri: str, split: str, max_images: int | None = None, grids: bool = True
 ) -> dict[str, Any]:
     """A split grouped by image, in a stable order (the same subset for the same
-    `max_images`): `keys`, `ids` (one record id per image, to find its photo), `pooled`,
-    `grid` (unless `grids` is off: the grid is 64 times the pooled vector's size),
-    `references` (key -> every caption of the image) and `feature_dim`."""
-    columns = ["id", "caption", "pooled", *(["grid"] if grids else [])]
+    `max_images`): `keys` (the image ids), `ids` (one record id per image, to find its
+    photo), `pooled`, `grid` (unless `grids` is off: the grid is 64 times the pooled
+    vector's size), `references` (key -> every caption of the image) and `feature_dim`."""
+    columns = ["id", "image_id", "caption", "pooled", *(["grid"] if grids else [])]
     rows = read_rows(files, uri, split, columns).to_pylist()
     if not rows:
         raise ValueError(f"no {split!r} rows in the features at {uri}")
+    if any(row["image_id"] is None for row in rows):
+        raise ValueError(
+            f"the features at {uri} have rows without an image_id (made by an older features "
+            "job): run the features job again"
+        )
     images: dict[str, dict[str, Any]] = {}
     for row in rows:
-        image = images.setdefault(image_key(row["pooled"]), {**row, "references": []})
+        image = images.setdefault(row["image_id"], {**row, "references": []})
         image["references"].append(row["caption"])
     keys = sorted(images)[:max_images]
     grouped = {

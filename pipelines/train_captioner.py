@@ -3,8 +3,11 @@ core (pipelines/training.py): synchronous data-parallel workers over precomputed
 features, one MLflow run, the checkpoint with the best dev CIDEr as the run's model.
 
     FEATURES/features/*.parquet (records.FEATURES)  ->  MLflow run (params, loss per step,
-                                                        dev metrics per epoch, learning
+    FEATURES/features.json                              dev metrics per epoch, learning
                                                         curve, the best model under model/)
+
+The saved model records the CNN and image size that features.json names, so that
+captioning an image computes the features it was trained on (models.inference).
 
 What is the captioner's here: the driver builds the vocabulary from the train captions and
 collects the dev images (small); Ray Data turns the train rows into fixed-shape examples
@@ -49,7 +52,7 @@ from conceptual import registry, storage, tracking
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
 from conceptual.models.fluency import FLUENT_ABOVE
-from conceptual.models.saving import save_model
+from conceptual.models.saving import FeatureSettings, save_model
 from conceptual.models.variants import model_name
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
@@ -58,6 +61,7 @@ from conceptual.pipelines.caption_features import (
     caption_languages,
     eval_set_name,
     feature_files,
+    features_summary,
     split_images,
     train_captions,
     train_fluency,
@@ -116,6 +120,7 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     name of the dev set the scores belong to)."""
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
+    features = feature_settings(features_uri)
     fluent_share = check_captions(files, features_uri, config)
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
     eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
@@ -139,6 +144,7 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
             "config": config.model_dump(mode="json"),
             "model": model_config.model_dump(),
             "vocab": vocab.to_json(),
+            "features": features.model_dump(),
             "eval_set": ray.put(eval_set),  # rank 0 fetches it; the driver keeps it alive
         }
         shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
@@ -160,6 +166,13 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
         "history": history,
         "eval_set": eval_set_name(features_uri, config.eval_split, eval_set),
     }
+
+
+def feature_settings(features_uri: str) -> FeatureSettings:
+    """The CNN and image size the features were made with (features.json), saved with the
+    model so that captioning an image computes the same features."""
+    summary = features_summary(features_uri)
+    return FeatureSettings(model=summary["model"], image_size=summary["image_size"])
 
 
 def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | None:
@@ -317,6 +330,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     """Ray Train's per-worker loop (importable, so workers find it in the installed package)."""
     config = TrainConfig.model_validate(loop_config["config"])
     vocab = Vocabulary.from_json(loop_config["vocab"])
+    features = FeatureSettings.model_validate(loop_config["features"])
     torch.manual_seed(config.seed)
     captioner = Captioner(CaptionerConfig.model_validate(loop_config["model"]))
     rank = ray.train.get_context().get_world_rank()
@@ -325,7 +339,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         model=captioner,
         loss=CaptionLoss(captioner, config.label_smoothing, config.fluency),
         evaluate=partial(evaluate_dev, captioner, vocab, eval_set, config),
-        save=partial(save_model, captioner, vocab),
+        save=partial(save_model, captioner, vocab, features=features),
     )
     training.run(task, config, loop_config)
 

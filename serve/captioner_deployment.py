@@ -227,13 +227,18 @@ class CaptionerDeployment:
 
     async def caption(self, data: bytes, beam: int, num_captions: int) -> Captioned | ApiError:
         """`num_captions` captions of the encoded image, best first; or the refusal."""
-        if self.champion.served is None:
+        served = self.champion.served
+        if served is None:
             return ApiError(503, "not_ready", f"no model loaded yet: {self.champion.problem}")
         loop = asyncio.get_running_loop()
         pixels = await loop.run_in_executor(self.decoder, declared_pixels, data)
         async with self.decode_budget.reserve(pixels) as reservation:  # until captioned
+            # Decoded for the current version's input size; should the alias move before
+            # the batch runs, the next version's CNN resizes the image to its own.
             try:
-                image = await loop.run_in_executor(self.decoder, read_image, data)
+                image = await loop.run_in_executor(
+                    self.decoder, read_image, data, served.model.image_size
+                )
             except ImageError as error:
                 return image_error(error)
             await self.decode_budget.shrink(reservation, image.width * image.height)

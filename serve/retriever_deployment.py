@@ -55,7 +55,7 @@ from ray import serve
 
 from conceptual import registry
 from conceptual.config import Config
-from conceptual.models.inference import ImageError
+from conceptual.models.inference import ImageError, read_image
 from conceptual.models.saving import load_retriever
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
@@ -64,14 +64,11 @@ from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
 from conceptual.speech.audio import decode, resample
 from conceptual.speech.features import AudioFeatureConfig, samples_features
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
-from conceptual.vision.images import decode as decode_image
 
 logger = logging.getLogger("ray.serve")
 
 Modality = Literal["text", "speech"]
 DEPLOYMENT_NAMES = {"text": "TextRetriever", "speech": "SpeechRetriever"}
-# A decoded image query is at most this many times the index's image size a side.
-MAX_IMAGE_SCALE = 16
 
 T = TypeVar("T")
 
@@ -219,11 +216,7 @@ class Searcher:
     def read_image(self, data: bytes) -> Image.Image:
         """The image decoded as the indexed images were (JPEGs scaled down toward
         `image_size`), with the curation's guards; ImageError when it cannot be."""
-        max_pixels = (MAX_IMAGE_SCALE * self.image_size) ** 2
-        image, rejection = decode_image(data, max_pixels, reduce_to=self.image_size)
-        if rejection:
-            raise ImageError(rejection.reason, f"{rejection.reason} ({rejection.detail})")
-        return image
+        return read_image(data, self.image_size)
 
     def _search(self, query: np.ndarray, k: int, target: str) -> tuple[list, bool]:
         approximate = self.approximate and target in self.index.approximate

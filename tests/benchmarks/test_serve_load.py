@@ -119,15 +119,20 @@ def timed(call) -> float:
 def in_process(model_dir, photos: list[bytes]) -> dict:
     """The model called directly, as a replica does, one image per call (decode included)."""
     captioner = ImageCaptioner(model_dir)
+    size = captioner.image_size
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in a replica: Ray sets OMP_NUM_THREADS=1 below 1 CPU
     try:
-        captioner.captions([read_image(photos[0])], beam=BEAM)  # warm-up
+        captioner.captions([read_image(photos[0], size)], beam=BEAM)  # warm-up
         latencies = [
-            timed(lambda i=i: captioner.captions([read_image(photos[i % len(photos)])], beam=BEAM))
+            timed(
+                lambda i=i: captioner.captions(
+                    [read_image(photos[i % len(photos)], size)], beam=BEAM
+                )
+            )
             for i in range(SEQUENTIAL_REQUESTS)
         ]
-        batch = [read_image(photos[i % len(photos)]) for i in range(8)]
+        batch = [read_image(photos[i % len(photos)], size) for i in range(8)]
         batch_s = timed(lambda: captioner.captions(batch, beam=BEAM))
     finally:
         torch.set_num_threads(threads)

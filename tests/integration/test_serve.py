@@ -37,7 +37,8 @@ from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 
 from conceptual import registry
 from conceptual.demo.images import bomb, corrupt, good_jpeg, truncated
-from conceptual.models.inference import MAX_DECODED_PIXELS
+from conceptual.models.inference import max_decoded_pixels
+from conceptual.models.saving import LEGACY_FEATURES
 from conceptual.serve.app import APP_NAME, MAX_FORM_PARTS, Api, ServeConfig, build, start
 from conceptual.serve.captioner_deployment import (
     DEPLOYMENT_NAMES,
@@ -614,7 +615,7 @@ def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, co
     }
 
 
-def huge_png(side: int = math.isqrt(MAX_DECODED_PIXELS)) -> bytes:
+def huge_png(side: int = math.isqrt(max_decoded_pixels(LEGACY_FEATURES.image_size))) -> bytes:
     """A flat side x side PNG, by default the largest a served image decodes to (JPEGs decode
     scaled down, so a PNG is the costly case): a small file of side**2 pixels."""
     buffer = io.BytesIO()

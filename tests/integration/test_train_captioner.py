@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import signal
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -60,6 +62,7 @@ def write_features(
                 rows.append(
                     {
                         "id": f"{kind}-{image}-{n}",
+                        "image_id": f"{kind}-{image}",
                         "split": split,
                         "caption": caption,
                         "crop": 0,
@@ -74,6 +77,8 @@ def write_features(
     features.mkdir(parents=True)
     table = pa.Table.from_pylist(rows, schema=FEATURES)
     pq.write_table(table, features / "part-0.parquet", row_group_size=16)
+    summary = {"model": "efficientnet-lite0", "image_size": 32 * CELLS, "grid": CELLS}
+    (directory / "features.json").write_text(json.dumps(summary))
     (directory / "_SUCCESS").write_text("{}")  # written last, as the features job does
     return str(directory)
 
@@ -155,6 +160,9 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
 
     model, vocab = load_model(result["model_dir"])
     assert model.config.feature_dim == CHANNELS and "dog" in vocab.tokens
+    # The features' CNN and image size travel with the model, for captioning images.
+    saved = json.loads((Path(result["model_dir"]) / "config.json").read_text())
+    assert saved["features"] == {"model": "efficientnet-lite0", "image_size": 256}
 
 
 def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri):

@@ -43,6 +43,7 @@ def features(tmp_path):
                 rows.append(
                     {
                         "id": f"{image}-{n}",
+                        "image_id": image,
                         "split": split,
                         "caption": caption,
                         "crop": crop,
@@ -91,6 +92,12 @@ def test_missing_features_and_splits_fail_clearly(features, tmp_path):
         feature_files(str(tmp_path / "empty"), allow_incomplete=True)
     with pytest.raises(ValueError, match="no 'test' rows"):
         split_images(feature_files(features), features, "test")
+    table = pq.read_table(f"{features}/features/p.parquet")
+    unknown = pa.nulls(len(table), pa.string())
+    table = table.set_column(table.schema.get_field_index("image_id"), "image_id", unknown)
+    pq.write_table(table, f"{features}/features/p.parquet")
+    with pytest.raises(ValueError, match="without an image_id.*run the features job again"):
+        split_images(feature_files(features), features, "val")
 
 
 def test_photos_come_from_the_curated_data_features_json_names(features, tmp_path):

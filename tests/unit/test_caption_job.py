@@ -10,7 +10,7 @@ from PIL import Image
 
 from conceptual.jobs import caption
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
-from conceptual.models.saving import save_model
+from conceptual.models.saving import FeatureSettings, save_model
 
 
 @pytest.fixture(scope="module")
@@ -52,19 +52,37 @@ def test_bad_inputs_fail_clearly(model_dir, tmp_path, capsys):
 
 
 def test_several_captions_per_image_best_first(model_dir, tmp_path):
-    image = read_image(jpeg(tmp_path).read_bytes())
     captioner = ImageCaptioner(model_dir, beam=2)
+    image = read_image(jpeg(tmp_path).read_bytes(), captioner.image_size)
     [ranked] = captioner.captions([image], beam=3, num_captions=3)
     assert len(ranked) == 3 and len(set(ranked)) == 3
     assert ranked[0] == ImageCaptioner(model_dir, beam=3).caption([image])[0]
 
 
+def test_a_captioner_computes_features_at_the_image_size_it_was_saved_with(
+    tiny_captioner, tmp_path
+):
+    """224 px features are a 7x7 grid (EfficientNet-lite's last map is 1/32 of the input);
+    a captioner saved without its features' settings computes the old default, 256 px: 8x8."""
+    model, vocab = tiny_captioner("a cup of espresso on a saucer")
+    features = FeatureSettings(model="efficientnet-lite0", image_size=224)
+    image = Image.fromarray(skimage.data.coffee())
+    for saved, grid in [(features, 7), (None, 8)]:
+        directory = save_model(model, vocab, tmp_path / str(grid), saved)
+        captioner = ImageCaptioner(directory, beam=2)
+        assert captioner.image_size == 32 * grid
+        [[(_, cells)]] = captioner.extractor.extract([image])
+        assert cells.shape == (grid, grid, 1280)
+        [caption] = captioner.caption([image])
+        assert caption and set(caption.split()) <= set(vocab.tokens)
+
+
 def test_unreadable_images_name_their_reason():
     with pytest.raises(ImageError) as raised:
-        read_image(b"\xff\xd8\xff\xe0 and then nothing")
+        read_image(b"\xff\xd8\xff\xe0 and then nothing", 256)
     assert raised.value.reason in ("truncated", "corrupt")
     with pytest.raises(ImageError, match="not_an_image"):
-        read_image(b"plain text")
+        read_image(b"plain text", 256)
 
 
 def test_image_errors_survive_pickling():

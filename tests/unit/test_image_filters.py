@@ -17,7 +17,7 @@ from PIL import Image, ImageStat
 from pydantic import ValidationError
 
 from conceptual.assets import AssetError
-from conceptual.models.inference import FEATURE_SIZE, MAX_DECODED_PIXELS, ImageError, read_image
+from conceptual.models.inference import ImageError, max_decoded_pixels, read_image
 from conceptual.vision.images import (
     MAX_SCANS,
     MIN_JPEG_BYTES_PER_PIXEL,
@@ -30,6 +30,7 @@ from conceptual.vision.images import (
 from conceptual.vision.jpeg import JpegStructureError, count_scans
 from conceptual.vision.unsafe import UnsafeConfig, load_detector
 
+SIZE = 256  # a captioner's input side (the features job's default): what serving decodes for
 REASONS = {
     "not_an_image",
     "not_jpeg",
@@ -355,7 +356,7 @@ def test_a_small_file_claiming_a_huge_size_is_implausible(filters):
     assert rejection.reason == "implausible_size" and image is None
     assert "bytes per pixel" in rejection.detail
     with pytest.raises(ImageError, match="implausible_size"):
-        read_image(bomb)
+        read_image(bomb, SIZE)
 
 
 def test_the_sparsest_jpeg_of_real_content_is_plausible(filters):
@@ -391,7 +392,7 @@ def test_a_scan_bomb_is_refused_before_decoding(filters):
     assert count_scans(bomb) == MAX_SCANS + 10
     assert reason(filters.check(bomb)) == "too_many_scans"
     with pytest.raises(ImageError, match="too_many_scans"):
-        read_image(bomb)
+        read_image(bomb, SIZE)
 
 
 def test_scans_are_counted_by_walking_segments_not_by_searching_bytes(filters):
@@ -464,23 +465,24 @@ def test_only_web_image_formats_are_opened(filters, data):
     """Formats Pillow knows but the web does not use (EPS runs Ghostscript) are not images."""
     assert reason(filters.check(data)) == "not_an_image"
     with pytest.raises(ImageError, match="not_an_image"):
-        read_image(data)
+        read_image(data, SIZE)
 
 
 def test_serving_decodes_a_jpeg_at_the_scale_the_model_needs():
-    """1/8 scale keeps a 4000x3000 photo's short side >= FEATURE_SIZE: 500x375, 1/64 of the
-    pixels. A picture already near that size decodes whole, as do other formats."""
-    assert read_image(jpeg(4000, 3000)).size == (500, 375)
-    assert read_image(jpeg(640, 480)).size == (640, 480)
-    assert read_image(encode(picture(900, 700), "PNG")).size == (900, 700)
-    assert min(500, 375) >= FEATURE_SIZE
+    """1/8 scale keeps a 4000x3000 photo's short side >= 256 px: 500x375, 1/64 of the
+    pixels; a model of 512 px input needs 1/4. A picture already near that size decodes
+    whole, as do other formats."""
+    assert read_image(jpeg(4000, 3000), SIZE).size == (500, 375)
+    assert read_image(jpeg(4000, 3000), 512).size == (1000, 750)
+    assert read_image(jpeg(640, 480), SIZE).size == (640, 480)
+    assert read_image(encode(picture(900, 700), "PNG"), SIZE).size == (900, 700)
 
 
 def test_serving_bounds_the_pixels_it_decodes():
     """The budget counts decoded pixels: a JPEG of 4200x4200 decodes at 1/8, a PNG of that
     size (17.6M pixels, a few KB) would decode whole and is refused."""
     side = 4200
-    assert side**2 > MAX_DECODED_PIXELS
-    assert read_image(jpeg(side, side)).size == (side // 8, side // 8)
+    assert side**2 > max_decoded_pixels(SIZE)
+    assert read_image(jpeg(side, side), SIZE).size == (side // 8, side // 8)
     with pytest.raises(ImageError, match="too_many_pixels"):
-        read_image(encode(Image.new("L", (side, side)), "PNG"))
+        read_image(encode(Image.new("L", (side, side)), "PNG"), SIZE)

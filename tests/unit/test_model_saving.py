@@ -5,7 +5,13 @@ import torch
 from safetensors.torch import load_file
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.models.saving import load_model, save_model
+from conceptual.models.saving import (
+    LEGACY_FEATURES,
+    FeatureSettings,
+    load_feature_settings,
+    load_model,
+    save_model,
+)
 from conceptual.models.vocab import Vocabulary
 
 CAPTIONS = ["a dog on the beach", "a cat on a sofa"]
@@ -79,3 +85,33 @@ def test_reads_a_version_1_model_whose_config_says_features(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(saved))
     loaded, _ = load_model(tmp_path)
     assert loaded.config == model.config and loaded.config.feature_map == "8x8"
+
+
+def test_a_captioner_keeps_the_image_size_of_its_features(tmp_path):
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    features = FeatureSettings(model="efficientnet-lite0", image_size=224)
+    save_model(trained_looking("transformer", "8x8", vocab), vocab, tmp_path, features)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["features"] == {"model": "efficientnet-lite0", "image_size": 224}
+    assert load_feature_settings(tmp_path) == features
+
+
+def test_a_captioner_saved_without_its_features_reads_as_the_old_defaults(tmp_path):
+    """Captioners saved before the entry existed were trained on 256 px EfficientNet-lite0."""
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path)
+    assert "features" not in json.loads((tmp_path / "config.json").read_text())
+    load_model(tmp_path)
+    assert load_feature_settings(tmp_path) == LEGACY_FEATURES
+    assert LEGACY_FEATURES == FeatureSettings(model="efficientnet-lite0", image_size=256)
+
+
+def test_a_captioner_of_a_cnn_this_code_cannot_load_is_named(tmp_path):
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path, LEGACY_FEATURES)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["features"]["model"] = "efficientnet-lite4"
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    load_model(tmp_path)  # the model itself loads: evaluation over saved features needs no CNN
+    with pytest.raises(ValueError, match="'efficientnet-lite4', which this code cannot load"):
+        load_feature_settings(tmp_path)

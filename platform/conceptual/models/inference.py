@@ -1,8 +1,9 @@
 """Captions for images, from a saved captioner: decode, CNN features, beam search. The
-`caption` job uses it, and Ray Serve will: one code path from a file to a caption.
+`caption` job and Ray Serve use it: one code path from a file to a caption.
 
-The features must be computed as they were for training: conceptual.jobs.features'
-defaults (EfficientNet-lite0 at 256 px, centre crop), which is what this does.
+The features must be computed as they were for training: the CNN and input size the
+captioner was saved with (saving.load_feature_settings), centre crop, as the features job
+computes them.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from PIL import Image
 
 from conceptual.models.captioner import features_tensor
 from conceptual.models.decoding import n_best
-from conceptual.models.saving import load_model
+from conceptual.models.saving import load_feature_settings, load_model
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import decode
 
-FEATURE_SIZE = 256  # the features job's default image_size: an 8x8 grid
-# The most pixels a served image may decode to. JPEGs decode scaled down toward FEATURE_SIZE
-# (Image.draft, as the features job decodes them), far below this; other formats decode
-# whole: 4096x4096 is 16x the model's input a side, 48 MB as RGB.
-MAX_DECODED_PIXELS = (16 * FEATURE_SIZE) ** 2
+# A decoded image is at most this many times the model's input a side. JPEGs decode scaled
+# down toward the input size (Image.draft, as the features job decodes them), far below
+# this; other formats decode whole: at 256 px, 4096x4096, 48 MB as RGB.
+MAX_IMAGE_SCALE = 16
 
 
 class ImageCaptioner:
@@ -34,9 +34,18 @@ class ImageCaptioner:
         beam: int = 4,
         length_penalty: float = 0.0,
     ):
+        """`cnn` says how the CNN runs (device, precision, weights, batch size); which CNN,
+        and at what input size, the saved captioner says."""
         self.model, self.vocab = load_model(model_dir)
-        self.extractor = FeatureExtractor(cnn, image_size=FEATURE_SIZE)
+        features = load_feature_settings(model_dir)
+        cnn = (cnn or CnnConfig()).model_copy(update={"model": features.model})
+        self.extractor = FeatureExtractor(cnn, image_size=features.image_size)
         self.beam, self.length_penalty = beam, length_penalty
+
+    @property
+    def image_size(self) -> int:
+        """The side of the CNN's input, as the captioner's features were made."""
+        return self.extractor.image_size
 
     def caption(self, images: Sequence[Image.Image]) -> list[str]:
         """Each image's best caption at the configured beam."""
@@ -67,7 +76,7 @@ class ImageCaptioner:
         images = []
         for i, item in enumerate(data):
             try:
-                images.append(read_image(item))
+                images.append(read_image(item, self.image_size))
             except ImageError as error:
                 raise ImageError(error.reason, f"image {i}: {error}") from None
         return self.caption(images)
@@ -85,11 +94,16 @@ class ImageError(ValueError):
         return type(self), (self.reason, str(self))
 
 
-def read_image(data: bytes) -> Image.Image:
+def max_decoded_pixels(image_size: int) -> int:
+    """The most pixels an image for a model of `image_size` input may decode to."""
+    return (MAX_IMAGE_SCALE * image_size) ** 2
+
+
+def read_image(data: bytes, image_size: int) -> Image.Image:
     """Decoded RGB pixels of an encoded image, with the curation's decode guards, no larger
-    than the features need (a JPEG decodes at 1/2, 1/4 or 1/8 scale when that keeps both
-    sides >= FEATURE_SIZE)."""
-    image, rejection = decode(data, MAX_DECODED_PIXELS, reduce_to=FEATURE_SIZE)
+    than a model of `image_size` input needs (a JPEG decodes at 1/2, 1/4 or 1/8 scale when
+    that keeps both sides >= image_size)."""
+    image, rejection = decode(data, max_decoded_pixels(image_size), reduce_to=image_size)
     if rejection:
         raise ImageError(rejection.reason, f"{rejection.reason} ({rejection.detail})")
     return image

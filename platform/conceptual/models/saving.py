@@ -2,17 +2,24 @@
 
 model.safetensors   the weights (a captioner's tied word matrix is one tensor, saved once; a
                     retriever that fine-tuned its CNN holds the CNN's, image.backbone.*)
-config.json         {"format_version": 2, "kind": "captioner", "config": CaptionerConfig fields}
+config.json         {"format_version": 2, "kind": "captioner", "config": CaptionerConfig fields,
+                     "features": the CNN and input size its image features were made with}
                     {"format_version": 2, "kind": "retriever", "config": RetrieverConfig
                      fields, "audio": the MFCC settings the model was trained with, or null}
                     {"format_version": 2, "kind": "fluency", "config": FluencyConfig fields}
                     (captioners saved before retrievers existed have no "kind"; version 1
-                    named feature_map `features`; both load the same)
+                    named feature_map `features`; both load the same. A captioner without
+                    "features", saved before it was recorded, was trained on the features
+                    job's defaults of then: it reads as LEGACY_FEATURES, efficientnet-lite0
+                    at 256 px. The entry is an addition to version 2, not a version 3: code
+                    from before it still loads a captioner that has one, at 256 px whatever
+                    it says)
 vocab.json          the vocabulary (captioners and text retrievers)
 vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh_pos, ...)
 
-save_model(model, vocab, "out/model")
+save_model(model, vocab, "out/model", features)   # FeatureSettings, from features.json
 model, vocab = load_model("out/model")   # in eval mode
+features = load_feature_settings("out/model")   # how to compute its image features
 save_retriever(model, "out/retriever", audio=features_config.model_dump())
 model, vocab, audio = load_retriever("out/retriever")   # vocab None for speech
 save_fluency(model, vocabs, "out/fluency")
@@ -26,13 +33,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
+from pydantic import ConfigDict, Field
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from conceptual.config import Config
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import Vocabulary
+from conceptual.vision.cnn import CNN_MODELS, CnnModel
 
 # Raise it when a saved directory's layout or meaning changes, so old code refuses new models.
 FORMAT_VERSION = 2
@@ -43,9 +53,31 @@ LOADERS = {"captioner": "load_model", "retriever": "load_retriever", "fluency": 
 M = TypeVar("M", bound=nn.Module)
 
 
-def save_model(model: Captioner, vocab: Vocabulary, directory: str | Path) -> Path:
+class FeatureSettings(Config):
+    """How a captioner's image features were made (the features job's `cnn.model` and
+    `image_size`, from its features.json): captioning an image must compute the same grid."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: CnnModel
+    image_size: int = Field(gt=0)
+
+
+# What a captioner saved without "features" was trained on: the features job's defaults then.
+LEGACY_FEATURES = FeatureSettings(model="efficientnet-lite0", image_size=256)
+
+
+def save_model(
+    model: Captioner,
+    vocab: Vocabulary,
+    directory: str | Path,
+    features: FeatureSettings | None = None,
+) -> Path:
+    """`features`: how the image features it was trained on were made; None (made-up
+    features) saves none, and the model then reads as LEGACY_FEATURES."""
     _check_vocabulary(model.config.vocab_size, vocab)
-    return _save(model, "captioner", {}, vocab, directory)
+    extra = {} if features is None else {"features": features.model_dump()}
+    return _save(model, "captioner", extra, vocab, directory)
 
 
 def load_model(
@@ -55,6 +87,21 @@ def load_model(
     model = Captioner(CaptionerConfig.model_validate(saved["config"]))
     vocab = Vocabulary.from_json((Path(directory) / VOCAB).read_text())
     return _load_weights(model, directory, device), vocab
+
+
+def load_feature_settings(directory: str | Path) -> FeatureSettings:
+    """How to compute a saved captioner's image features (LEGACY_FEATURES when it saved
+    none); ValueError naming the CNN when it is not one this code loads."""
+    saved = _read(directory, "captioner").get("features")
+    if saved is None:
+        return LEGACY_FEATURES
+    if saved.get("model") not in CNN_MODELS:
+        raise ValueError(
+            f"the captioner at {directory} was trained on features of the CNN "
+            f"{saved.get('model')!r}, which this code cannot load (it loads "
+            f"{', '.join(CNN_MODELS)}): caption with the version of conceptual that trained it"
+        )
+    return FeatureSettings.model_validate(saved)
 
 
 def save_retriever(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -52,8 +52,13 @@ FEATURE_CHANNELS = 1280
 LUMA = (0.299, 0.587, 0.114)
 
 
+# The CNNs this code loads (load_backbone); a saved model names the one its features came from.
+CnnModel = Literal["efficientnet-lite0"]
+CNN_MODELS: tuple[str, ...] = get_args(CnnModel)
+
+
 class CnnConfig(Config):
-    model: Literal["efficientnet-lite0"] = "efficientnet-lite0"
+    model: CnnModel = "efficientnet-lite0"
     weights: str | None = None  # an explicit .pth file; else the installed weights package
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when torch sees a GPU
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # half precisions apply on CUDA only
