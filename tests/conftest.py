@@ -63,6 +63,26 @@ def tiny_captioner():
     return make
 
 
+@pytest.fixture(scope="session")
+def log_captioner():
+    """log(model, vocab) -> "runs:/<id>/model": a captioner saved as the active MLflow run's
+    `model` artifacts, where a training run leaves its best model, ready to register."""
+    import tempfile
+
+    import mlflow
+
+    from conceptual.models.saving import save_model
+
+    def log(model, vocab) -> str:
+        run = mlflow.active_run()
+        assert run is not None, "log_captioner needs an active MLflow run"
+        with tempfile.TemporaryDirectory() as directory:
+            mlflow.log_artifacts(str(save_model(model, vocab, directory)), "model")
+        return f"runs:/{run.info.run_id}/model"
+
+    return log
+
+
 def _captioned_folder(folder: Path, captions_per_photo: int):
     """The demo's good photos (each scene in three views) with captions that fit them, in
     the layout import_captions reads (captions.csv, images/); returns the catalogue."""

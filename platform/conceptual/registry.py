@@ -2,9 +2,8 @@
 the alias `champion` (what Serve loads) moves only to a model that scores better on the same
 evaluation set.
 
-    with start_run("captioning") as run:
-        log_captioner(model, vocab)                         # runs:/<run id>/model
-    version = register(run.info.run_id, {"variant": "transformer-8x8"})
+    # a training run saves its best model as the run's `model` artifacts (runs:/<id>/model)
+    version = register(run_id, {"variant": "transformer-8x8"})
     decision = promote_if_better(version, score=0.87, eval_set="val-2024")
     model, vocab = load_model(resolve("models:/captioner@champion"))
 
@@ -15,7 +14,6 @@ says which set a score came from; a champion without a score on the challenger's
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,25 +28,11 @@ from mlflow.protos.databricks_pb2 import (
 )
 from mlflow.tracking import MlflowClient
 
-from conceptual.models.captioner import Captioner
-from conceptual.models.saving import save_model
 from conceptual.models.variants import MODEL_NAME
-from conceptual.models.vocab import Vocabulary
 from conceptual.tracking import configure, metric_key
 
 CHAMPION = "champion"
 DECISION_ARTIFACT = "champion_decision.json"
-
-
-def log_captioner(model: Captioner, vocab: Vocabulary, artifact_path: str = "model") -> str:
-    """Saves the model (saving.save_model's directory) as artifacts of the active run and
-    returns their URI, `runs:/<run id>/<artifact_path>`."""
-    run = mlflow.active_run()
-    if run is None:
-        raise RuntimeError("log_captioner needs an active MLflow run (tracking.start_run)")
-    with tempfile.TemporaryDirectory() as directory:
-        mlflow.log_artifacts(str(save_model(model, vocab, directory)), artifact_path)
-    return f"runs:/{run.info.run_id}/{artifact_path}"
 
 
 def register(
@@ -74,12 +58,6 @@ def score_tag(eval_set: str, metric: str = "CIDEr") -> str:
 def champion_version(name: str = MODEL_NAME) -> ModelVersion | None:
     """The version the `champion` alias points at (its tags hold its scores); None without one."""
     return _champion(_client(), name)
-
-
-def champion_score(eval_set: str, metric: str = "CIDEr", name: str = MODEL_NAME) -> float | None:
-    """The champion's recorded score on `eval_set`; None without a champion or that score."""
-    champion = champion_version(name)
-    return None if champion is None else _score(champion, eval_set, metric)
 
 
 def record_score(

@@ -77,7 +77,7 @@ AUTOSCALING = {
 
 
 @pytest.fixture(scope="module")
-def model_dir(platform_home):
+def model_dir(platform_home, log_captioner):
     """The captioner, saved locally for the in-process phase and registered as champion."""
     torch.manual_seed(0)
     vocab = Vocabulary.build(CAPTIONS * 4, min_count=1)
@@ -92,7 +92,7 @@ def model_dir(platform_home):
     )
     model = Captioner(config).eval()
     with start_run("serve-benchmark") as run:
-        registry.log_captioner(model, vocab)
+        log_captioner(model, vocab)
     version = registry.register(run.info.run_id, {"variant": "transformer-8x8"}, name=MODEL_NAME)
     registry.promote_if_better(version, 0.0, "benchmark", name=MODEL_NAME)
     with tempfile.TemporaryDirectory() as directory:

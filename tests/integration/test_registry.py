@@ -35,17 +35,23 @@ def logits(model: Captioner) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
-def logged(platform_home):
+def logged(platform_home, log_captioner):
     """Two different tiny captioners, each saved in its own run: [(run_id, model)]."""
     vocab = Vocabulary.build(CAPTIONS)
     runs = []
     for seed in (0, 1):
         model = tiny_captioner(seed, vocab)
         with start_run("registry-tests") as run:
-            uri = registry.log_captioner(model, vocab)
+            uri = log_captioner(model, vocab)
         assert uri == f"runs:/{run.info.run_id}/model"
         runs.append((run.info.run_id, model))
     return runs
+
+
+def champion_score(eval_set: str, name: str) -> float | None:
+    """The champion's recorded score on `eval_set` (a tag of its version), None without one."""
+    tag = registry.champion_version(name).tags.get(registry.score_tag(eval_set))
+    return None if tag is None else float(tag)
 
 
 @pytest.fixture
@@ -69,7 +75,7 @@ def test_first_version_becomes_champion(logged, name):
     decision = registry.promote_if_better(version, 0.4, "val", name=name)
     assert decision["promoted"] and decision["reason"] == "first_champion"
     assert decision["champion"] is None
-    assert registry.champion_score("val", name=name) == 0.4
+    assert champion_score("val", name) == 0.4
 
 
 def test_only_a_better_challenger_on_the_same_set_moves_the_alias(logged, name):
@@ -79,11 +85,11 @@ def test_only_a_better_challenger_on_the_same_set_moves_the_alias(logged, name):
     worse = registry.promote_if_better(second, 0.3, "val", name=name)
     assert not worse["promoted"] and worse["reason"] == "not_better"
     assert worse["champion"] == {"version": first.version, "score": 0.5}
-    assert registry.champion_score("val", name=name) == 0.5
+    assert champion_score("val", name) == 0.5
 
     better = registry.promote_if_better(third.version, 0.7, "val", name=name)
     assert better["promoted"] and better["reason"] == "better"
-    assert registry.champion_score("val", name=name) == 0.7
+    assert champion_score("val", name) == 0.7
 
 
 def test_champion_without_a_score_on_the_challengers_set_is_kept(logged, name):
@@ -93,7 +99,7 @@ def test_champion_without_a_score_on_the_challengers_set_is_kept(logged, name):
     decision = registry.promote_if_better(challenger, 0.9, "val-b", name=name)
     assert not decision["promoted"] and decision["reason"] == "champion_unscored"
     assert "val-b" in decision["detail"]
-    assert registry.champion_score("val-b", name=name) is None
+    assert champion_score("val-b", name) is None
 
     # Once the champion is scored on that set, the comparison is fair and the better one wins.
     kept = registry.promote_if_better(champion, 0.6, "val-b", name=name)
@@ -132,7 +138,7 @@ def test_a_registry_uri_names_its_version_and_records_a_score(logged, name):
     # Scoring the champion on a new set (what evaluate_captioner does) lets a challenger
     # scored on that set be judged.
     registry.record_score(registry.registered_version(f"models:/{name}@champion"), 0.3, "test")
-    assert registry.champion_score("test", name=name) == 0.3
+    assert champion_score("test", name) == 0.3
     assert registry.promote_if_better(second, 0.5, "test", name=name)["reason"] == "better"
     with pytest.raises(ValueError, match="cannot resolve"):
         registry.registered_version(f"models:/{name}@nobody")
@@ -143,9 +149,3 @@ def test_unknown_alias_or_version_is_a_clear_error(logged, name):
     for uri in (f"models:/{name}@nobody", f"models:/{name}/99"):
         with pytest.raises(ValueError, match=uri):
             registry.resolve(uri)
-
-
-def test_logging_needs_an_active_run(platform_home):
-    vocab = Vocabulary.build(CAPTIONS)
-    with pytest.raises(RuntimeError, match="active MLflow run"):
-        registry.log_captioner(tiny_captioner(0, vocab), vocab)

@@ -132,7 +132,7 @@ def register(model: DualEncoder, name: str, **saved) -> str:
 
 
 @pytest.fixture(scope="module")
-def models(platform_home, tiny_captioner) -> dict[str, str]:
+def models(platform_home, tiny_captioner, log_captioner) -> dict[str, str]:
     """Registered champions of their own names: a text and a speech retriever, and a
     captioner (so that /readyz can be ready)."""
     suffix = uuid.uuid4().hex[:8]
@@ -147,7 +147,7 @@ def models(platform_home, tiny_captioner) -> dict[str, str]:
     }
     captioner, captioner_vocab = tiny_captioner("a cup of coffee", 0)
     with start_run("retrieval-serve-tests") as active:
-        registry.log_captioner(captioner, captioner_vocab)
+        log_captioner(captioner, captioner_vocab)
     version = registry.register(active.info.run_id, {}, name=names["captioner"])
     registry.promote_if_better(version, 0.1, "tiny-set", name=names["captioner"])
     return {"names": names, "versions": versions}

@@ -70,13 +70,13 @@ def name() -> str:
 
 
 @pytest.fixture(scope="module")
-def versions(platform_home, name, tiny_captioner):
+def versions(platform_home, name, tiny_captioner, log_captioner):
     """The two captioners, registered (no alias yet), in CAPTIONS order."""
     registered = []
     for seed, (variant, caption) in enumerate(CAPTIONS.items()):
         model, vocab = tiny_captioner(caption, seed)
         with start_run("serve-tests") as run:
-            registry.log_captioner(model, vocab)
+            log_captioner(model, vocab)
             mlflow.log_metric("val.loss", 1.0 + seed)
         registered.append(registry.register(run.info.run_id, {"variant": variant}, name=name))
     return registered
@@ -390,7 +390,7 @@ MULTI = "/multi"  # the route prefix of the application serving both languages
 
 
 @pytest.fixture(scope="module")
-def zh_versions(platform_home, name, tiny_captioner):
+def zh_versions(platform_home, name, tiny_captioner, log_captioner):
     """Two versions of the Chinese model (`<name>-zh`): an English captioner registered there
     by mistake, the champion at first, and a Chinese one (its saved config says zh)."""
     english, english_vocab = tiny_captioner(CAPTIONS["coffee"], 0)
@@ -399,7 +399,7 @@ def zh_versions(platform_home, name, tiny_captioner):
     registered = []
     for model, vocab, variant in ((english, english_vocab, "en"), (chinese, chinese_vocab, "zh")):
         with start_run("serve-tests") as run:
-            registry.log_captioner(model, vocab)
+            log_captioner(model, vocab)
         registered.append(
             registry.register(run.info.run_id, {"variant": variant}, name=f"{name}-zh")
         )
