@@ -329,7 +329,7 @@ class PartWriter:
         self.rows, self.parts = [], self.parts + 1
 
 
-def read_image(pair: Pair) -> tuple[bytes, tuple[int, int]] | Rejection:
+def read_photo_file(pair: Pair) -> tuple[bytes, tuple[int, int]] | Rejection:
     """The image's bytes and (width, height) from its header, or why it cannot be had."""
     if pair.image_path is None:
         return Rejection("missing_image", f"the source names no image for {pair.source_id}")
@@ -407,7 +407,7 @@ def _import_image(
     pairs = [pair for pair in pairs if not pair.problem]
     if not pairs:
         return
-    image = read_image(pairs[0])
+    image = read_photo_file(pairs[0])
     if isinstance(image, Rejection):
         for pair in pairs:
             report.skip(pair, image)
