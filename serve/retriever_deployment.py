@@ -330,15 +330,7 @@ class RetrieverDeployment:
         served = self._served()
         if isinstance(served, ApiError):
             return served
-
-        def work() -> ImageSearchResponse:
-            searcher = served.model
-            images, approximate = searcher.images(searcher.embed_text(text), k)
-            return ImageSearchResponse(
-                images=images, query="text", model=served.info.ref(), approximate=approximate
-            )
-
-        return await self._answer(work)
+        return await self._search_images(served, "text", lambda s: s.embed_text(text), k)
 
     async def search_audio(self, data: bytes, k: int) -> ImageSearchResponse | ApiError:
         served = self._served()
@@ -348,12 +340,17 @@ class RetrieverDeployment:
             samples = await self._run(read_audio, data, self.settings.max_audio_seconds)
         except ApiError as error:
             return error
+        return await self._search_images(served, "speech", lambda s: s.embed_audio(samples), k)
+
+    async def _search_images(
+        self, served: Served[Searcher], query: str, embed: Callable[[Searcher], Any], k: int
+    ) -> ImageSearchResponse | ApiError:
+        """The `k` images nearest to a query, embedded by `embed` with the served searcher."""
 
         def work() -> ImageSearchResponse:
-            searcher = served.model
-            images, approximate = searcher.images(searcher.embed_audio(samples), k)
+            images, approximate = served.model.images(embed(served.model), k)
             return ImageSearchResponse(
-                images=images, query="speech", model=served.info.ref(), approximate=approximate
+                images=images, query=query, model=served.info.ref(), approximate=approximate
             )
 
         return await self._answer(work)
