@@ -31,7 +31,7 @@ def transform_stream(curator: TextCurator, lines: TextIO, out: TextIO, apply_fil
             out.write(
                 f"{outcome.caption}\n"
                 if outcome.kept
-                else f"REJECT\t{outcome.stage}\t{outcome.reason}\n"
+                else f"REJECT\t{outcome.stage}\t{outcome.rejection.reason}\n"
             )
         out.flush()
 

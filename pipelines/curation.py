@@ -11,7 +11,9 @@ The paper ran the image filters before the text transformation. Here hypernymiza
 with the text filters, on the parse they already made; every rule but the global entity
 count judges one candidate alone, so the kept set is the same in either order, and the
 order chosen means no image is downloaded for a caption the transformation would reject.
-A candidate failing several rules is counted at the first stage that saw it.
+A candidate failing several rules is counted at the first stage that saw it. The stages,
+their reasons, settings, operators and resources are listed once, in `steps` below
+(pipelines/stages.py: Stage, Step); STAGES and the funnel follow from that list.
 
 Rejected candidates travel with the kept ones, marked with stage/reason/detail, so the two
 outputs are a partition of the input by construction; the written files are counted again
@@ -39,10 +41,10 @@ import ray.data
 from pydantic import model_validator
 
 from conceptual import funnel, storage, tracking
-from conceptual.candidates import FORMATS, READ_STAGE
+from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
 from conceptual.config import Config
 from conceptual.funnel import length_statistics, tally
-from conceptual.pipelines.executors import actor_pool, cnn_actors
+from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_stages import (
     FETCH_STAGE,
     IMAGE_STAGE,
@@ -54,6 +56,7 @@ from conceptual.pipelines.nlp_stage import NlpStage
 from conceptual.pipelines.readers import read_candidates
 from conceptual.pipelines.rows import (
     ENTITY_FREQUENCY_STAGE,
+    RARE_TYPE,
     concept_tally,
     finalize,
     outcome_tally,
@@ -61,17 +64,22 @@ from conceptual.pipelines.rows import (
     to_rejected,
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
+from conceptual.pipelines.stages import Stage, Step, run_steps
 from conceptual.splits import SplitConfig
 from conceptual.storage import SUCCESS, StorageError
-from conceptual.text.curate import STAGES as TEXT_STAGES
-from conceptual.text.curate import TextCurationConfig
+from conceptual.text.curate import (
+    HYPERNYMIZE_REASONS,
+    HYPERNYMIZE_STAGE,
+    SYNTAX_REASONS,
+    SYNTAX_STAGE,
+    TEXT_REASONS,
+    TEXT_STAGE,
+    TextCurationConfig,
+)
 from conceptual.vision.cnn import CnnConfig
-from conceptual.vision.fetch import FetchConfig
-from conceptual.vision.images import ImageFilterConfig
-from conceptual.vision.labels import OverlapConfig
-
-IMAGE_STAGES = (FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE)
-STAGES = (READ_STAGE, *TEXT_STAGES, *IMAGE_STAGES, ENTITY_FREQUENCY_STAGE)
+from conceptual.vision.fetch import FETCH_REASONS, FetchConfig
+from conceptual.vision.images import IMAGE_REASONS, ImageFilterConfig
+from conceptual.vision.labels import OVERLAP_REASONS, OverlapConfig
 
 
 class EntityFrequencyConfig(Config):
@@ -127,6 +135,89 @@ class CurationConfig(Config):
         return self
 
 
+# --- the stages --------------------------------------------------------------------------
+
+READ = Stage(
+    READ_STAGE, READ_REASONS, "input_format, or the input itself (every row was unreadable)"
+)
+TEXT = Stage(
+    TEXT_STAGE,
+    TEXT_REASONS,
+    "text.filters.* (text.filters.disabled=[reason, ...] turns single rules off)",
+)
+SYNTAX = Stage(
+    SYNTAX_STAGE,
+    SYNTAX_REASONS,
+    "text.filters.max_noun_ratio, or text.filters.disabled=[reason, ...]",
+)
+HYPERNYMIZE = Stage(HYPERNYMIZE_STAGE, HYPERNYMIZE_REASONS, "text.hypernym.*")
+FETCH = Stage(
+    FETCH_STAGE, FETCH_REASONS, "fetch.* (fetch.allow_hosts for addresses on a private network)"
+)
+IMAGE = Stage(IMAGE_STAGE, IMAGE_REASONS, "image.*")
+OVERLAP = Stage(
+    OVERLAP_STAGE, OVERLAP_REASONS, "overlap.* (overlap.enabled=false turns the rule off)"
+)
+ENTITY_FREQUENCY = Stage(
+    ENTITY_FREQUENCY_STAGE,
+    (RARE_TYPE,),
+    "entity_frequency.more_than (the paper's 100 is for millions of captions: a small input "
+    "needs a small value such as 1, or entity_frequency.enabled=false)",
+)
+
+
+def steps(config: CurationConfig) -> tuple[Step, ...]:
+    """The per-candidate stages as operators, in order: `read` (the readers) comes before
+    them, `entity_frequency` (a global count, in `curate`) after."""
+    resources = config.resources
+    nlp = Step(
+        (TEXT, SYNTAX, HYPERNYMIZE),
+        NlpStage,
+        {"text": config.text},
+        # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
+        Resources(resources.batch_size, resources.nlp_actors, resources.cpus_per_actor),
+        adds=("caption", "entities", "types"),
+        materialize=True,  # the NLP pool is gone before the vision pool, which gets every CPU
+    )
+    if not config.with_images:
+        return (nlp,)
+    fetching = Step(
+        (FETCH,),
+        fetch_images,
+        {"fetch": config.fetch},
+        # Fetching waits on the network, not a CPU: its tasks reserve none (they would starve
+        # behind the vision actors otherwise) and their number is capped instead.
+        Resources(resources.fetch_batch_size, resources.fetch_tasks, cpus=0, tasks=True),
+        adds=("image",),
+    )
+    vision = Step(
+        (IMAGE, OVERLAP),
+        VisionStage,
+        {"image": config.image, "cnn": config.cnn, "overlap": config.overlap},
+        Resources(
+            resources.vision_batch_size,
+            resources.vision_actors,
+            resources.cpus_per_actor,
+            cnn=config.cnn,
+        ),
+        adds=("width", "height", "labels", "matched"),
+        materialize=True,
+    )
+    return (nlp, fetching, vision)
+
+
+def funnel_stages(config: CurationConfig) -> tuple[Stage, ...]:
+    """Every stage a candidate can be rejected at, in funnel order."""
+    return (READ, *(stage for step in steps(config) for stage in step.stages), ENTITY_FREQUENCY)
+
+
+def stages(config: CurationConfig) -> tuple[str, ...]:
+    return tuple(stage.name for stage in funnel_stages(config))
+
+
+STAGES = stages(CurationConfig())
+
+
 @contextlib.contextmanager
 def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
     """Time a phase into `phases` and print a progress line when it ends."""
@@ -137,37 +228,9 @@ def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
 
 
 def process(candidates: ray.data.Dataset, config: CurationConfig) -> ray.data.Dataset:
-    """Every per-candidate stage, materialized: the entity-frequency count needs it all."""
-    resources = config.resources
-    processed = candidates.map_batches(
-        NlpStage,
-        fn_constructor_kwargs={"config": config.text},
-        batch_size=resources.batch_size,
-        batch_format="pyarrow",
-        compute=actor_pool(resources.nlp_actors, resources.cpus_per_actor),
-        num_cpus=resources.cpus_per_actor,
-        # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
-    ).materialize()
-    if not config.with_images:
-        return processed
-    # The NLP pool is gone by now, so the vision pool can have every CPU. Fetching waits
-    # on the network, not a CPU: its tasks reserve none (they would starve behind the
-    # vision actors otherwise) and their number is capped instead.
-    fetched = processed.map_batches(
-        fetch_images,
-        fn_kwargs={"config": config.fetch},
-        batch_size=resources.fetch_batch_size,
-        batch_format="pyarrow",
-        compute=ray.data.TaskPoolStrategy(size=resources.fetch_tasks),
-        num_cpus=0,
-    )
-    return fetched.map_batches(
-        VisionStage,
-        fn_constructor_kwargs={"image": config.image, "cnn": config.cnn, "overlap": config.overlap},
-        batch_size=resources.vision_batch_size,
-        batch_format="pyarrow",
-        **cnn_actors(config.cnn, resources.vision_actors, resources.cpus_per_actor),
-    ).materialize()
+    """Every per-candidate stage, materialized (its last step is): the entity-frequency count
+    needs it all."""
+    return run_steps(candidates, steps(config))
 
 
 def curate(
@@ -283,39 +346,18 @@ def overlapping(a: str, b: str) -> bool:
     return path_a.startswith(path_b) or path_b.startswith(path_a)
 
 
-# The configuration that decides each stage's rejections: what to change when a stage
-# rejects everything that reaches it.
-STAGE_SETTINGS = {
-    READ_STAGE: "input_format, or the input itself (every row was unreadable)",
-    "text": "text.filters.* (text.filters.disabled=[reason, ...] turns single rules off)",
-    "syntax": "text.filters.max_noun_ratio, or text.filters.disabled=[reason, ...]",
-    "hypernymize": "text.hypernym.*",
-    FETCH_STAGE: "fetch.* (fetch.allow_hosts for addresses on a private network)",
-    IMAGE_STAGE: "image.*",
-    OVERLAP_STAGE: "overlap.* (overlap.enabled=false turns the rule off)",
-    ENTITY_FREQUENCY_STAGE: (
-        "entity_frequency.more_than (the paper's 100 is for millions of captions: a small "
-        "input needs a small value such as 1, or entity_frequency.enabled=false)"
-    ),
-}
-
-
 def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
     """Which stage removed the last candidates, and the setting that changes it."""
     if not stats["input"]:
         return "the input held no candidates"
     last = next(row for row in reversed(stats["funnel"]) if row["rejected"])
     reasons = ", ".join(f"{r} {n}" for r, n in stats["rejected"][last["stage"]].items())
-    setting = STAGE_SETTINGS[last["stage"]]
+    setting = next(s.settings for s in funnel_stages(config) if s.name == last["stage"])
     if last["stage"] == ENTITY_FREQUENCY_STAGE:
         setting = f"{setting}; it is {config.entity_frequency.more_than} now"
     return (
         f"the {last['stage']} stage rejected the last {last['entering']} ({reasons}): see {setting}"
     )
-
-
-def stages(config: CurationConfig) -> tuple[str, ...]:
-    return STAGES if config.with_images else tuple(s for s in STAGES if s not in IMAGE_STAGES)
 
 
 def without_samples(stats: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""How stages run on a Ray cluster, for every pipeline: fixed actor pools, and actors that
-hold the CNN (on GPUs when the cluster has them)."""
+"""How stages run on a Ray cluster, for every pipeline: fixed actor pools, actors that hold
+the CNN (on GPUs when the cluster has them), and the Resources of a pipeline's step."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -25,3 +26,25 @@ def cnn_actors(cnn: CnnConfig, actors: int | None, cpus_per_actor: float) -> dic
     if gpus:
         return {"compute": actor_pool(actors, 1, "GPU"), "num_gpus": 1}
     return {"compute": actor_pool(actors, cpus_per_actor), "num_cpus": cpus_per_actor}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """How a step runs: a fixed pool of `workers` actors (None: as many as the cluster has
+    room for) of `cpus` each, or of one GPU each when they hold the `cnn` and the cluster has
+    GPUs; with `tasks`, at most `workers` tasks at once, of `cpus` each. `batch_size` rows
+    per call."""
+
+    batch_size: int
+    workers: int | None = None
+    cpus: float = 1.0
+    tasks: bool = False
+    cnn: CnnConfig | None = None
+
+    def placement(self) -> dict[str, Any]:
+        """map_batches's compute strategy and what each worker reserves."""
+        if self.tasks:
+            return {"compute": ray.data.TaskPoolStrategy(size=self.workers), "num_cpus": self.cpus}
+        if self.cnn is not None:
+            return cnn_actors(self.cnn, self.workers, self.cpus)
+        return {"compute": actor_pool(self.workers, self.cpus), "num_cpus": self.cpus}

@@ -22,11 +22,11 @@ from conceptual.vision.labels import LabelMatcher, OverlapConfig
 FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
 
 
-def fetch_images(batch: pa.Table, config: FetchConfig) -> pa.Table:
+def fetch_images(batch: pa.Table, fetch: FetchConfig) -> pa.Table:
     """Download the images of the candidates still in the running that came without one."""
     rows = batch.to_pylist()
     todo = [i for i in pending(rows) if rows[i]["image"] is None]
-    for i, fetched in zip(todo, Fetcher(config).fetch_many([rows[i]["image_url"] for i in todo])):
+    for i, fetched in zip(todo, Fetcher(fetch).fetch_many([rows[i]["image_url"] for i in todo])):
         if fetched.rejection:
             reject(rows[i], FETCH_STAGE, fetched.rejection)
         else:
@@ -67,9 +67,7 @@ class VisionStage:
         """Verdicts for the images (by hash) not judged before."""
         new = [key for key in images if key not in self.verdicts]
         checked = self.filters.check_many([images[key] for key in new])
-        decoded = [
-            (key, image) for key, (_, image, rejection) in zip(new, checked) if not rejection
-        ]
+        decoded = [(key, check.image) for key, check in zip(new, checked) if not check.rejection]
         labels = {}
         if self.overlap.enabled and decoded:
             # min_score is the matcher's to apply: it still judges a photo on its best guess.
@@ -94,7 +92,8 @@ class VisionStage:
                 # The original words and the hypernymized caption both count: "Labrador" in
                 # the alt-text or "dog" in the caption can each confirm a dog label.
                 words = f"{row['alt_text']} {row['caption'] or ''}"
-                row["matched"], rejection = self.matcher.match(words, verdict.labels)
-                if rejection:
-                    reject(row, OVERLAP_STAGE, rejection)
+                match = self.matcher.match(words, verdict.labels)
+                row["matched"] = match.words
+                if match.rejection:
+                    reject(row, OVERLAP_STAGE, match.rejection)
         return table(rows)

@@ -9,24 +9,21 @@ from __future__ import annotations
 import pyarrow as pa
 
 from conceptual.pipelines.rows import pending, reject, table
-from conceptual.records import Rejection
 from conceptual.text.curate import TextCurationConfig, TextCurator
 
 
 class NlpStage:
     """Text filters, syntax filters and hypernymization, on one spaCy parse per text."""
 
-    def __init__(self, config: TextCurationConfig):
-        self.curator = TextCurator(config)
+    def __init__(self, text: TextCurationConfig):
+        self.curator = TextCurator(text)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
-        for row in rows:
-            row.update(caption=None, entities=[], types=[], labels=[], matched=[])
         todo = pending(rows)
         outcomes = self.curator.process([rows[i]["alt_text"] for i in todo])
         for i, outcome in zip(todo, outcomes):
             rows[i].update(caption=outcome.caption, entities=outcome.entities, types=outcome.types)
-            if not outcome.kept:
-                reject(rows[i], outcome.stage, Rejection(outcome.reason, outcome.detail or ""))
+            if outcome.rejection:
+                reject(rows[i], outcome.stage, outcome.rejection)
         return table(rows)

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection
 from conceptual.splits import SplitConfig, assign_split
 
-ENTITY_FREQUENCY_STAGE = "entity_frequency"
+ENTITY_FREQUENCY_STAGE, RARE_TYPE = "entity_frequency", "rare_type"
+# The list columns of a row, [] until a stage fills them (the others are null until then).
+_LISTS = tuple(field.name for field in PROCESSED if pa.types.is_list(field.type))
 
 
 def pending(rows: list[dict[str, Any]]) -> list[int]:
@@ -35,6 +37,12 @@ def reject(row: dict[str, Any], stage: str, rejection: Rejection) -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The rows as records.PROCESSED: a column no stage has filled yet is [] for a list,
+    null otherwise, so each stage fills only the columns it adds."""
+    for row in rows:
+        for name in _LISTS:
+            if row.get(name) is None:
+                row[name] = []
     return pa.Table.from_pylist(rows, schema=PROCESSED)
 
 
@@ -88,7 +96,7 @@ def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: Split
     rejected_here = [False] * batch.num_rows
     for i, types in enumerate(batch["types"].to_pylist()):
         if reason[i] is None and (below := sorted(set(types) & rare)):
-            stage[i], reason[i] = ENTITY_FREQUENCY_STAGE, "rare_type"
+            stage[i], reason[i] = ENTITY_FREQUENCY_STAGE, RARE_TYPE
             detail[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
             rejected_here[i] = True
     kept = [i for i, r in enumerate(reason) if r is None]

@@ -29,6 +29,7 @@ IMAGE_URL_COLUMNS = ("image_url", "url")
 PAGE_URL_COLUMNS = ("page_url",)
 IMAGE_COLUMNS = ("image",)  # image bytes (Parquet only), e.g. from conceptual.jobs.import_coco
 READ_STAGE = "read"
+READ_REASONS = ("malformed_row", "invalid_utf8", "invalid_json", "missing_image_url", "too_long")
 # The longest alt-text or URL a candidate may have, and how much of a longer one (or of an
 # unreadable line) its rejection keeps: a 50 MB "alt-text" is not a caption.
 MAX_STORED_CHARS = 65536

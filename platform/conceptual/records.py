@@ -1,7 +1,12 @@
 """The records that flow through the platform, defined once (docs/design.md, "Records").
 
 A `Rejection` is what every filter returns instead of keep: a stable reason string (it is a
-metric name, so never reword one) and a free-form detail for people.
+metric name, so never reword one) and a free-form detail for people. A filter returns
+`Rejection | None` (None: keep); a check that also yields something (the cleaned text, a
+decoded image, the matched words, the fetched bytes, a caption) returns a small record of it
+with the same `Rejection | None` as its field `rejection`: TextCheck (text/filters.py),
+ImageCheck (vision/images.py), LabelMatch (vision/labels.py), Fetched (vision/fetch.py),
+Transformed (text/hypernymize.py).
 """
 
 from __future__ import annotations

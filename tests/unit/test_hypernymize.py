@@ -259,7 +259,7 @@ def test_names_the_transformation_resolves_are_no_vocabulary_problem():
 
     curator = TextCurator()
     [kept] = curator.process(["A Kenyan farmer harvests tea near Kericho, Kenya, on March 3."])
-    assert (kept.caption, kept.reason) == ("a farmer harvests tea .", None)
+    assert (kept.caption, kept.rejection) == ("a farmer harvests tea .", None)
     # the rule still judges lowercase words at once, and a rare name the caption kept
     assert curator.filters.check("A dog runs aross the street")[1].reason == "out_of_vocabulary"
     assert curator.filters.rare_names("Tea near Kericho, Kenya") == {"kericho"}

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from conceptual.assets import AssetError
 from conceptual.models.inference import ImageError, max_decoded_pixels, read_image
 from conceptual.vision.images import (
+    IMAGE_REASONS,
     MAX_SCANS,
     MIN_JPEG_BYTES_PER_PIXEL,
     ImageFilterConfig,
@@ -31,18 +32,7 @@ from conceptual.vision.jpeg import JpegStructureError, count_scans
 from conceptual.vision.unsafe import UnsafeConfig, load_detector
 
 SIZE = 256  # a captioner's input side (the features job's default): what serving decodes for
-REASONS = {
-    "not_an_image",
-    "not_jpeg",
-    "too_small",
-    "aspect_ratio",
-    "too_many_pixels",
-    "implausible_size",
-    "too_many_scans",
-    "truncated",
-    "corrupt",
-    "unsafe",
-}
+REASONS = set(IMAGE_REASONS)
 
 
 def picture(width: int = 640, height: int = 480, mode: str = "RGB") -> Image.Image:
@@ -263,7 +253,7 @@ def flat_jpeg(value: int) -> bytes:
 
 
 def test_no_detector_by_default(filters):
-    assert filters.detector is None and filters.detector_name == "none"
+    assert filters.detector is None
     assert load_detector(UnsafeConfig()) is None
 
 
@@ -272,7 +262,7 @@ def test_an_image_scoring_at_the_threshold_is_unsafe():
     score = detector.scores([Image.open(io.BytesIO(flat_jpeg(128))).convert("RGB")])[0]
     config = ImageFilterConfig(unsafe=UnsafeConfig(threshold=score))
     filters = ImageFilters(config, detector=detector)
-    assert filters.detector_name == "brightness"
+    assert filters.detector.name == "brightness"
     info, image, rejection = filters.check(flat_jpeg(128))
     assert rejection.reason == "unsafe" and "brightness score" in rejection.detail
     assert image is None and info.width == 640

@@ -21,10 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from conceptual.config import Config
-from conceptual.text.filters import TextFilterConfig, TextFilters
+from conceptual.records import Rejection
+from conceptual.text.filters import CHEAP_FILTERS, DOC_FILTERS, TextFilterConfig, TextFilters
 from conceptual.text.hypernymize import HypernymConfig, Hypernymizer
 
-STAGES = ("text", "syntax", "hypernymize")
+# The stages, and the reasons each rejects with (hypernymize.py's are in its module doc).
+TEXT_STAGE, SYNTAX_STAGE, HYPERNYMIZE_STAGE = "text", "syntax", "hypernymize"
+TEXT_REASONS = ("empty", "too_long", *CHEAP_FILTERS)
+SYNTAX_REASONS = DOC_FILTERS
+HYPERNYMIZE_REASONS = ("unresolved_entity", "too_short", "no_noun_left")
 
 
 class TextCurationConfig(Config):
@@ -34,19 +39,21 @@ class TextCurationConfig(Config):
 
 @dataclass
 class Outcome:
-    """What became of one alt-text: a caption, or the stage and reason that rejected it."""
+    """What became of one alt-text: a caption, or the stage and the Rejection that dropped it."""
 
     text: str  # the cleaned alt-text that the later stages saw
     caption: str | None = None
     entities: list[dict] = field(default_factory=list)
     types: list[str] = field(default_factory=list)
     stage: str | None = None
-    reason: str | None = None
-    detail: str | None = None
+    rejection: Rejection | None = None
 
     @property
     def kept(self) -> bool:
-        return self.reason is None
+        return self.rejection is None
+
+    def reject(self, stage: str, rejection: Rejection) -> None:
+        self.stage, self.rejection = stage, rejection
 
 
 class TextCurator:
@@ -64,9 +71,7 @@ class TextCurator:
             if apply_filters:
                 cleaned, rejection = self.filters.check(raw, names_later=True)
                 if rejection:
-                    outcomes[i] = Outcome(
-                        cleaned, stage="text", reason=rejection.reason, detail=rejection.detail
-                    )
+                    outcomes[i] = Outcome(cleaned, stage=TEXT_STAGE, rejection=rejection)
                     continue
             else:
                 cleaned = " ".join((raw or "").split())
@@ -77,20 +82,15 @@ class TextCurator:
         for i, doc in zip(to_parse, docs):
             outcome = outcomes[i]
             if apply_filters and (rejection := self.filters.check_doc(doc)):
-                outcome.stage, outcome.reason, outcome.detail = (
-                    "syntax",
-                    rejection.reason,
-                    rejection.detail,
-                )
+                outcome.reject(SYNTAX_STAGE, rejection)
                 continue
             result = self.hypernymizer.transform_doc(doc)
             outcome.entities, outcome.types = result.entities, result.types
             if result.rejection:
-                outcome.stage, outcome.reason = "hypernymize", result.rejection.reason
-                outcome.detail = result.rejection.detail
+                outcome.reject(HYPERNYMIZE_STAGE, result.rejection)
             elif apply_filters and (rare := self._rare_names_left(outcome.text, result.caption)):
-                outcome.stage, outcome.reason = "text", "out_of_vocabulary"
-                outcome.detail = f"not in the English vocabulary: {', '.join(sorted(rare)[:5])}"
+                detail = f"not in the English vocabulary: {', '.join(sorted(rare)[:5])}"
+                outcome.reject(TEXT_STAGE, Rejection("out_of_vocabulary", detail))
             else:
                 outcome.caption = result.caption
         return outcomes  # type: ignore[return-value]

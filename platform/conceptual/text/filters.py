@@ -7,49 +7,22 @@ recall like the paper: a good caption lost is cheap, a bad one kept is not.
         rejection = filters.check_doc(nlp(cleaned))   # needs POS tags from spaCy
 
 `clean_alt_text` normalizes first (HTML entities, NFC, whitespace) and crops stock-photo
-boilerplate ("Stock Photo - A man riding a horse" -> "A man riding a horse"). Each filter
-is named after the one reason it rejects with; reasons are metric names, so never reword
-one. `check` stops at the first filter that rejects, in this order:
+boilerplate ("Stock Photo - A man riding a horse" -> "A man riding a horse"). `empty` (None,
+blank, or nothing left after cropping) and `too_long` (more than `max_chars` characters; input
+over 4x that is rejected before cleaning) always come first: they bound what the others see.
 
-| reason | rejects |
-|---|---|
-| empty | None, blank, or nothing left after cropping boilerplate |
-| too_long | more than `max_chars` characters (input over 4x that is rejected before cleaning) |
-| emoji | emoji and pictographs, ★ included (no vocabulary word; they mark social-media text) |
-| control_characters | C0/C1 controls other than tab, CR and LF (cleaning turns those into spaces), zero-width and bidi marks, combining marks NFC left loose (zalgo), private-use or invalid code points |
-| html_markup | tags (`<b>`, `<img src=...>`) or entities left after one decoding (`&amp;lt;`) |
-| hashtag | `#word` |
-| handle | `@user` |
-| url | `http://`, `www.`, bare domains such as `example.com` |
-| file_name | `IMG_3422.JPG`, `DSC01234`, `photo.jpeg`, `my_photo`, identifiers like `a8f7e6d5c4` |
-| boilerplate_pattern | starts or ends with web boilerplate ("embedded image permalink", "profile photo", "image may contain", "click here", "... logo"), has a copyright notice, or is a gallery label ("Image 3 of 12") |
-| truncated | ends in "..." or with a dangling a, an, the, and, or, of ("A man standing in the") |
-| non_english | over `max_non_latin_share` of the letters outside Latin script, or at least `min_foreign_words` function words of other languages and over `foreign_per_english` times as many as English ones |
-| too_few_tokens | fewer than `min_tokens` words |
-| too_many_tokens | more than `max_tokens` words |
-| adult | a pornographic or sexual term (data/adult_terms.txt) |
-| profanity | a word or phrase of better_profanity's list, less data/profanity_allowlist.txt |
-| keyword_list | an SEO list: many separated fragments and few function words, or `keyword_min_bare_tokens` words without one function word |
-| repetition | a word more than `max_word_repeats` times in a row, or a content word more than that often and over `max_repeated_share` of the words |
-| low_unique_ratio | distinct words / words below `min_unique_ratio` |
-| not_capitalized | the first word starts with a lowercase letter (a digit passes) |
-| too_many_capitals | the share of capitalized words above `max_capitalized_ratio` (Title Case, ALL CAPS) |
-| out_of_vocabulary | a word rarer than `min_word_zipf` in wordfreq's English list (or absent from it); in the pipeline, a capitalized one after the first word only if it is still in the caption after hypernymization (`check(names_later=True)`, text/curate.py) |
-| sentiment | VADER compound polarity beyond +-`max_abs_sentiment` |
+Every other filter is one method of TextFilters, registered by `@_cheap_filter` (`check`:
+regexes and word lists) or `@_doc_filter` (`check_doc`: the paper's syntactic rules, on the
+`pos_` and `tag_` of spaCy's tagger and attribute ruler; parser and NER are not used) under
+the one reason it rejects with; its docstring says what it rejects. A filter returns None to
+keep the text, or the detail of its Rejection. Each check runs its filters in the order they
+are defined and stops at the first that rejects, so adding a filter is adding one method,
+where it should run; CHEAP_FILTERS, DOC_FILTERS and FILTER_NAMES list them. Reasons are
+metric names, so never reword one.
 
 "Image may contain: ..." is rejected rather than cropped: what follows is Facebook's
 automatic tag list, not a description. Emoji get their own reason rather than counting as
 out-of-vocabulary, so the funnel shows how much social-media text a crawl holds.
-
-`check_doc` then applies the paper's syntactic rules to the spaCy Doc of the cleaned text
-(it reads `pos_` and `tag_`: the tagger and attribute ruler; parser and NER are not used):
-
-| reason | rejects |
-|---|---|
-| no_determiner | no DET and no possessive pronoun ("his", "their": determiners by function) |
-| no_noun | no NOUN or PROPN (a proper noun counts: hypernymization turns it into a noun) |
-| no_preposition | no ADP |
-| high_noun_ratio | (NOUN + PROPN) / words above `max_noun_ratio` |
 """
 
 from __future__ import annotations
@@ -58,7 +31,9 @@ import html
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from importlib import resources
+from typing import NamedTuple
 
 from pydantic import field_validator
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
@@ -67,32 +42,29 @@ from wordfreq import get_frequency_dict
 from conceptual.config import Config
 from conceptual.records import Rejection
 
-CHEAP_FILTERS = (
-    "emoji",
-    "control_characters",
-    "html_markup",
-    "hashtag",
-    "handle",
-    "url",
-    "file_name",
-    "boilerplate_pattern",
-    "truncated",
-    "non_english",
-    "too_few_tokens",
-    "too_many_tokens",
-    "adult",
-    "profanity",
-    "keyword_list",
-    "repetition",
-    "low_unique_ratio",
-    "not_capitalized",
-    "too_many_capitals",
-    "out_of_vocabulary",
-    "sentiment",
-)
-DOC_FILTERS = ("no_determiner", "no_noun", "no_preposition", "high_noun_ratio")
-# empty and too_long always run: they bound what the other filters see.
-FILTER_NAMES = ("empty", "too_long", *CHEAP_FILTERS, *DOC_FILTERS)
+# The filters by reason, in the order they run; the decorators below fill them from the
+# methods of TextFilters (the lists of names are at the end of the module).
+_CHEAP: dict[str, Callable[..., str | None]] = {}
+_DOC: dict[str, Callable[..., str | None]] = {}
+
+
+def _registering(filters: dict[str, Callable[..., str | None]], reason: str) -> Callable:
+    def register(method: Callable[..., str | None]) -> Callable[..., str | None]:
+        filters[reason] = method
+        return method
+
+    return register
+
+
+def _cheap_filter(reason: str) -> Callable:
+    """Registers a method (cleaned text, its words, lowercase words) -> detail or None."""
+    return _registering(_CHEAP, reason)
+
+
+def _doc_filter(reason: str) -> Callable:
+    """Registers a method (the Doc's tokens but punctuation and spaces) -> detail or None."""
+    return _registering(_DOC, reason)
+
 
 # Input this many times max_chars is rejected before cleaning or any regex touches it.
 RAW_LENGTH_FACTOR = 4
@@ -123,7 +95,7 @@ class TextFilterConfig(Config):
     @field_validator("disabled")
     @classmethod
     def _known_filters(cls, names: list[str]) -> list[str]:
-        optional = (*CHEAP_FILTERS, *DOC_FILTERS)
+        optional = (*_CHEAP, *_DOC)
         wrong = [name for name in names if name not in optional]
         if wrong:
             raise ValueError(f"cannot disable {wrong}: the filters that can be are {optional}")
@@ -298,6 +270,18 @@ def _read_words(name: str) -> list[str]:
     return [word for line in _read_lines("conceptual.text", "data", name) for word in line.split()]
 
 
+def _nouns(tokens: list) -> int:
+    return sum(token.pos_ in ("NOUN", "PROPN") for token in tokens)
+
+
+class TextCheck(NamedTuple):
+    """What `check` says of an alt-text: the text cleaned ("" when rejected before cleaning),
+    and the Rejection, or None to keep it."""
+
+    text: str
+    rejection: Rejection | None
+
+
 class TextFilters:
     """The text filters with their lexicons, loaded once (a Ray actor builds one).
     `names` lists the filters that run, in order: the funnel's rows."""
@@ -307,9 +291,15 @@ class TextFilters:
         disabled = set(self.config.disabled)
         self.names = [name for name in FILTER_NAMES if name not in disabled]
         self._rules = [
-            (name, getattr(self, f"_{name}")) for name in CHEAP_FILTERS if name not in disabled
+            (name, getattr(self, rule.__name__))
+            for name, rule in _CHEAP.items()
+            if name not in disabled
         ]
-        self._doc_rules = [name for name in DOC_FILTERS if name not in disabled]
+        self._doc_rules = [
+            (name, getattr(self, rule.__name__))
+            for name, rule in _DOC.items()
+            if name not in disabled
+        ]
 
         self._english_function_words = frozenset(_read_words("english_function_words.txt"))
         self._foreign_function_words = frozenset(_read_words("foreign_function_words.txt"))
@@ -339,23 +329,23 @@ class TextFilters:
 
     # --- public API --------------------------------------------------------------------
 
-    def check(
-        self, alt_text: str | None, *, names_later: bool = False
-    ) -> tuple[str, Rejection | None]:
-        """(cleaned text, the first failing filter's Rejection or None); the text is "" when
-        rejected before cleaning. No spaCy. With `names_later`, out_of_vocabulary leaves
+    def check(self, alt_text: str | None, *, names_later: bool = False) -> TextCheck:
+        """The cleaned text and the first failing filter's Rejection, or None; the text is ""
+        when rejected before cleaning. No spaCy. With `names_later`, out_of_vocabulary leaves
         capitalized words to the caller, to judge what hypernymization keeps of them
         (`rare_names`): "near Kericho, Kenya" is no vocabulary problem once the place goes."""
         if alt_text is None or not alt_text.strip():
-            return "", Rejection("empty", "no alt-text")
+            return TextCheck("", Rejection("empty", "no alt-text"))
         max_chars = self.config.max_chars
         if len(alt_text) > RAW_LENGTH_FACTOR * max_chars:
-            return "", Rejection("too_long", f"{len(alt_text)} characters before cleaning")
+            return TextCheck(
+                "", Rejection("too_long", f"{len(alt_text)} characters before cleaning")
+            )
         text = clean_alt_text(alt_text, self.config)
         if not text:
-            return text, Rejection("empty", "nothing left after cropping boilerplate")
+            return TextCheck(text, Rejection("empty", "nothing left after cropping boilerplate"))
         if len(text) > max_chars:
-            return text, Rejection("too_long", f"{len(text)} characters > {max_chars}")
+            return TextCheck(text, Rejection("too_long", f"{len(text)} characters > {max_chars}"))
 
         words = _WORD.findall(text)
         lowered = [word.lower() for word in words]
@@ -367,8 +357,8 @@ class TextFilters:
             else:
                 detail = rule(text, words, lowered)
             if detail:
-                return text, Rejection(name, detail)
-        return text, None
+                return TextCheck(text, Rejection(name, detail))
+        return TextCheck(text, None)
 
     def rare_names(self, text: str) -> set[str]:
         """The capitalized words after the first of a cleaned text that out_of_vocabulary
@@ -379,49 +369,61 @@ class TextFilters:
     def check_doc(self, doc) -> Rejection | None:
         """The paper's syntactic rules on a spaCy Doc of the cleaned text."""
         tokens = [token for token in doc if not (token.is_punct or token.is_space)]
-        nouns = sum(token.pos_ in ("NOUN", "PROPN") for token in tokens)
-        outcomes = {  # name: (passed, detail when not)
-            "no_determiner": (
-                any(token.pos_ == "DET" or token.tag_ in ("PRP$", "WP$") for token in tokens),
-                "no determiner or possessive pronoun",
-            ),
-            "no_noun": (nouns > 0, "no noun or proper noun"),
-            "no_preposition": (any(token.pos_ == "ADP" for token in tokens), "no preposition"),
-            "high_noun_ratio": (
-                nouns <= self.config.max_noun_ratio * len(tokens),
-                f"{nouns} of {len(tokens)} words are nouns",
-            ),
-        }
-        for name in self._doc_rules:
-            passed, detail = outcomes[name]
-            if not passed:
+        for name, rule in self._doc_rules:
+            if detail := rule(tokens):
                 return Rejection(name, detail)
         return None
 
     # --- cheap filters: (cleaned text, its words, lowercase words) -> detail or None ----
     # Plain `in` tests on the text skip regexes that cannot match (most texts).
 
+    @_cheap_filter("emoji")
     def _emoji(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Emoji and pictographs, ★ included (no vocabulary word; they mark social-media text)."""
         if match := _EMOJI.search(text):
             return f"emoji U+{ord(match.group()):04X}"
         return None
 
+    @_cheap_filter("control_characters")
     def _control_characters(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """C0/C1 controls other than tab, CR and LF (cleaning turns those into spaces),
+        zero-width and bidi marks, combining marks NFC left loose (zalgo), private-use or
+        invalid code points."""
         if match := _CONTROL.search(text):
             return f"character U+{ord(match.group()):04X}"
         return None
 
+    @_cheap_filter("html_markup")
     def _html_markup(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Tags (`<b>`, `<img src=...>`) or entities left after one decoding (`&amp;lt;`)."""
         if ("<" in text or "&" in text) and (match := _HTML.search(text)):
             return f"markup {match.group()[:40]!r}"
         return None
 
+    @_cheap_filter("hashtag")
+    def _hashtag(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """`#word`."""
+        if "#" in text and (match := _HASHTAG.search(text)):
+            return f"hashtag {match.group()!r}"
+        return None
+
+    @_cheap_filter("handle")
+    def _handle(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """`@user`."""
+        if "@" in text and (match := _HANDLE.search(text)):
+            return f"handle {match.group()!r}"
+        return None
+
+    @_cheap_filter("url")
     def _url(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """`http://`, `www.`, bare domains such as `example.com`."""
         if "." in text and (match := _URL.search(text)):
             return f"url {_chunk_around(text, match)!r}"
         return None
 
+    @_cheap_filter("file_name")
     def _file_name(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """`IMG_3422.JPG`, `DSC01234`, `photo.jpeg`, `my_photo`, identifiers like `a8f7e6d5c4`."""
         match = (
             ("." in text and _FILE_EXTENSION.search(text))
             or ("_" in text and _SNAKE_CASE.search(text))
@@ -431,17 +433,11 @@ class TextFilters:
             return f"file name or identifier {_chunk_around(text, match)!r}"
         return None
 
-    def _hashtag(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        if "#" in text and (match := _HASHTAG.search(text)):
-            return f"hashtag {match.group()!r}"
-        return None
-
-    def _handle(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        if "@" in text and (match := _HANDLE.search(text)):
-            return f"handle {match.group()!r}"
-        return None
-
+    @_cheap_filter("boilerplate_pattern")
     def _boilerplate_pattern(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Starts or ends with web boilerplate ("embedded image permalink", "profile photo",
+        "image may contain", "click here", "... logo"), has a copyright notice, or is a gallery
+        label ("Image 3 of 12")."""
         match = (
             _BOILERPLATE_START.search(text)
             or (
@@ -455,14 +451,20 @@ class TextFilters:
             return "gallery label"
         return None
 
+    @_cheap_filter("truncated")
     def _truncated(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Ends in "..." or with a dangling a, an, the, and, or, of ("A man standing in the")."""
         if text.rstrip("\"')] ").endswith(_ELLIPSES):
             return "ends with an ellipsis"
         if words and words[-1] in _DANGLING_WORDS:
             return f"ends with {words[-1]!r}"
         return None
 
+    @_cheap_filter("non_english")
     def _non_english(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Over `max_non_latin_share` of the letters outside Latin script, or at least
+        `min_foreign_words` function words of other languages and over `foreign_per_english`
+        times as many as English ones."""
         if not text.isascii():
             letters = [char for char in text if char.isalpha()]
             non_latin = sum(not _is_latin(char) for char in letters)
@@ -475,23 +477,31 @@ class TextFilters:
                 return f"{foreign} foreign function words, {english} English"
         return None
 
+    @_cheap_filter("too_few_tokens")
     def _too_few_tokens(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Fewer than `min_tokens` words."""
         if len(words) < self.config.min_tokens:
             return f"{len(words)} words < {self.config.min_tokens}"
         return None
 
+    @_cheap_filter("too_many_tokens")
     def _too_many_tokens(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """More than `max_tokens` words."""
         if len(words) > self.config.max_tokens:
             return f"{len(words)} words > {self.config.max_tokens}"
         return None
 
+    @_cheap_filter("adult")
     def _adult(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """A pornographic or sexual term (data/adult_terms.txt)."""
         for word in lowered:
             if word in self._adult_words:
                 return f"adult term {word!r}"
         return None
 
+    @_cheap_filter("profanity")
     def _profanity(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """A word or phrase of better_profanity's list, less data/profanity_allowlist.txt."""
         for i, word in enumerate(lowered):
             if word in self._profane_words:
                 return f"profane word {word!r}"
@@ -500,7 +510,24 @@ class TextFilters:
                     return f"profane phrase {' '.join(phrase)!r}"
         return None
 
+    @_cheap_filter("keyword_list")
+    def _keyword_list(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """An SEO list: many separated fragments and few function words, or
+        `keyword_min_bare_tokens` words without one function word."""
+        function_words = sum(word in self._english_function_words for word in lowered)
+        if function_words == 0 and len(words) >= self.config.keyword_min_bare_tokens:
+            return f"{len(words)} words and no function word"
+        if function_words < self.config.keyword_max_function_share * len(words):
+            pieces = _FRAGMENT_SEPARATORS.split(text)
+            fragments = sum(1 for piece in pieces if _WORD.search(piece))
+            if fragments >= self.config.keyword_min_fragments:
+                return f"{fragments} fragments, {function_words} function words"
+        return None
+
+    @_cheap_filter("repetition")
     def _repetition(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """A word more than `max_word_repeats` times in a row, or a content word more than
+        that often and over `max_repeated_share` of the words."""
         limit = self.config.max_word_repeats
         if len(lowered) - len(set(lowered)) < limit:
             return None  # too few duplicates for any word to exceed the limit
@@ -516,36 +543,36 @@ class TextFilters:
                 return f"{word!r} is {count} of {len(lowered)} words"
         return None
 
+    @_cheap_filter("low_unique_ratio")
     def _low_unique_ratio(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """Distinct words / words below `min_unique_ratio`."""
         unique = len(set(lowered))
         if unique < self.config.min_unique_ratio * len(lowered):
             return f"{unique} distinct of {len(lowered)} words"
         return None
 
-    def _keyword_list(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        function_words = sum(word in self._english_function_words for word in lowered)
-        if function_words == 0 and len(words) >= self.config.keyword_min_bare_tokens:
-            return f"{len(words)} words and no function word"
-        if function_words < self.config.keyword_max_function_share * len(words):
-            pieces = _FRAGMENT_SEPARATORS.split(text)
-            fragments = sum(1 for piece in pieces if _WORD.search(piece))
-            if fragments >= self.config.keyword_min_fragments:
-                return f"{fragments} fragments, {function_words} function words"
-        return None
-
+    @_cheap_filter("not_capitalized")
     def _not_capitalized(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """The first word starts with a lowercase letter (a digit passes)."""
         if words and words[0][0].islower():
             return f"starts with {words[0]!r}"
         return None
 
+    @_cheap_filter("too_many_capitals")
     def _too_many_capitals(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """The share of capitalized words above `max_capitalized_ratio` (Title Case,
+        ALL CAPS)."""
         alphabetic = [word for word in words if word[0].isalpha()]
         capitalized = sum(word[0].isupper() for word in alphabetic)
         if capitalized > self.config.max_capitalized_ratio * len(alphabetic):
             return f"{capitalized} of {len(alphabetic)} words capitalized"
         return None
 
+    @_cheap_filter("out_of_vocabulary")
     def _out_of_vocabulary(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """A word rarer than `min_word_zipf` in wordfreq's English list (or absent from
+        it); in the pipeline, a capitalized one after the first word only if it is still in the
+        caption after hypernymization (`check(names_later=True)`, text/curate.py)."""
         rare = [word for word in lowered if self._is_rare(word)]
         if rare:
             return f"not in the English vocabulary: {', '.join(rare[:5])}"
@@ -566,7 +593,9 @@ class TextFilters:
             word = word[:-2]
         return self._english_frequency.get(word, 0.0) >= self._min_frequency
 
+    @_cheap_filter("sentiment")
     def _sentiment(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        """VADER compound polarity beyond +-`max_abs_sentiment`."""
         # Without a word of VADER's lexicon the score is 0: skip the analyzer (most texts).
         if self._sentiment_analyzer.lexicon.keys().isdisjoint(lowered):
             return None
@@ -574,3 +603,36 @@ class TextFilters:
         if abs(compound) > self.config.max_abs_sentiment:
             return f"polarity {compound:+.2f}"
         return None
+
+    # --- syntactic filters: (the Doc's tokens but punctuation and spaces) -> detail or None
+
+    @_doc_filter("no_determiner")
+    def _no_determiner(self, tokens: list) -> str | None:
+        """No DET and no possessive pronoun ("his", "their": determiners by function)."""
+        if any(token.pos_ == "DET" or token.tag_ in ("PRP$", "WP$") for token in tokens):
+            return None
+        return "no determiner or possessive pronoun"
+
+    @_doc_filter("no_noun")
+    def _no_noun(self, tokens: list) -> str | None:
+        """No NOUN or PROPN (a proper noun counts: hypernymization turns it into a noun)."""
+        return None if _nouns(tokens) else "no noun or proper noun"
+
+    @_doc_filter("no_preposition")
+    def _no_preposition(self, tokens: list) -> str | None:
+        """No ADP."""
+        return None if any(token.pos_ == "ADP" for token in tokens) else "no preposition"
+
+    @_doc_filter("high_noun_ratio")
+    def _high_noun_ratio(self, tokens: list) -> str | None:
+        """(NOUN + PROPN) / words above `max_noun_ratio`."""
+        nouns = _nouns(tokens)
+        if nouns > self.config.max_noun_ratio * len(tokens):
+            return f"{nouns} of {len(tokens)} words are nouns"
+        return None
+
+
+CHEAP_FILTERS = tuple(_CHEAP)
+DOC_FILTERS = tuple(_DOC)
+# empty and too_long always run: they bound what the other filters see.
+FILTER_NAMES = ("empty", "too_long", *CHEAP_FILTERS, *DOC_FILTERS)

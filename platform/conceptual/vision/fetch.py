@@ -63,6 +63,21 @@ from pydantic import field_validator
 from conceptual.config import Config
 from conceptual.records import Rejection
 
+# The reasons of the table above, in its order.
+FETCH_REASONS = (
+    "invalid_url",
+    "unsupported_scheme",
+    "dns",
+    "refused_port",
+    "refused_address",
+    "timeout",
+    "connection",
+    "http_status",
+    "too_many_redirects",
+    "too_large",
+    "empty",
+    "not_an_image",
+)
 MAX_URL_CHARS = 2048
 CHUNK_BYTES = 64 << 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -114,6 +129,8 @@ class FetchConfig(Config):
 
 @dataclass
 class Fetched:
+    """What a fetch gave: the image's bytes, or the Rejection that says why not."""
+
     data: bytes | None  # the body, when it is an image
     rejection: Rejection | None  # why not, otherwise
     final_url: str | None  # the last URL of the redirect chain (the input when none)

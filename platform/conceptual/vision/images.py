@@ -5,6 +5,8 @@
     info, rejection = filters.check_header(data)    # header only: cheap, stops most bad images
     info, image, rejection = filters.check(data)    # then the full decode and unsafe detector
 
+Both return a record whose last field, `rejection`, is the Rejection or None (keep).
+
 Reasons (stage "image") are metric names, so never reword one:
 
 | reason | rejects |
@@ -34,6 +36,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import simplejpeg
 from PIL import Image, ImageOps
@@ -44,6 +47,19 @@ from conceptual.records import Rejection
 from conceptual.vision.jpeg import JpegStructureError, count_scans
 from conceptual.vision.unsafe import UnsafeConfig, UnsafeDetector, load_detector
 
+# The reasons of the table above, in its order.
+IMAGE_REASONS = (
+    "not_an_image",
+    "not_jpeg",
+    "too_small",
+    "aspect_ratio",
+    "too_many_pixels",
+    "implausible_size",
+    "too_many_scans",
+    "truncated",
+    "corrupt",
+    "unsafe",
+)
 # Pillow names camera JPEGs that carry extra pictures (previews, stereo pairs) "MPO"; the
 # first picture is an ordinary JPEG and browsers show it as one.
 JPEG_FORMATS = frozenset({"JPEG", "MPO"})
@@ -83,9 +99,21 @@ class ImageInfo:
     height: int
 
 
-# What a full check says of one image: its header, the decoded RGB image when kept, and the
-# rejection otherwise.
-ImageCheck = tuple[ImageInfo | None, Image.Image | None, Rejection | None]
+class HeaderCheck(NamedTuple):
+    """What the header says of one image: its format and size when it has a readable header,
+    and the Rejection, or None to go on."""
+
+    info: ImageInfo | None
+    rejection: Rejection | None
+
+
+class ImageCheck(NamedTuple):
+    """What a full check says of one image: its header, the decoded RGB image when kept, and
+    the Rejection, or None to keep it."""
+
+    info: ImageInfo | None
+    image: Image.Image | None
+    rejection: Rejection | None
 
 
 @contextmanager
@@ -147,13 +175,13 @@ def jpeg_hazard(data: bytes, width: int, height: int) -> Rejection | None:
     return None
 
 
-def probe(data: bytes | None) -> tuple[ImageInfo | None, Rejection | None]:
+def probe(data: bytes | None) -> HeaderCheck:
     """Format and stored size from the header alone; no pixel is decoded."""
     image, rejection = _open(data)
     if image is None:
-        return None, rejection
+        return HeaderCheck(None, rejection)
     with image:
-        return ImageInfo(image.format, image.width, image.height), None
+        return HeaderCheck(ImageInfo(image.format, image.width, image.height), None)
 
 
 def decode(
@@ -210,17 +238,12 @@ class ImageFilters:
         # `detector` plugs in one already built; otherwise the config names it.
         self.detector = detector if detector is not None else load_detector(self.config.unsafe)
 
-    @property
-    def detector_name(self) -> str:
-        """Which detector judged images: "none" when none ran."""
-        return self.detector.name if self.detector is not None else "none"
-
-    def check_header(self, data: bytes | None) -> tuple[ImageInfo | None, Rejection | None]:
+    def check_header(self, data: bytes | None) -> HeaderCheck:
         """Format, size, aspect ratio and pixel budget, from the header alone."""
-        info, rejection = probe(data)
-        if info is None:
-            return None, rejection
-        return info, self._judge_header(info)
+        probed = probe(data)
+        if probed.info is None:
+            return probed
+        return HeaderCheck(probed.info, self._judge_header(probed.info))
 
     def _judge_header(self, info: ImageInfo) -> Rejection | None:
         config = self.config
@@ -249,16 +272,16 @@ class ImageFilters:
     def _header_then_decode(self, data: bytes | None) -> ImageCheck:
         info, rejection = self.check_header(data)
         if rejection:
-            return info, None, rejection
+            return ImageCheck(info, None, rejection)
         image, rejection = decode(data, self.config.max_pixels)
-        return info, image, rejection
+        return ImageCheck(info, image, rejection)
 
     def _judge_unsafe(self, results: list[ImageCheck]) -> None:
         """Replace, in place, the result of each decoded image the detector finds unsafe."""
-        decoded = [index for index, (_, image, _) in enumerate(results) if image is not None]
-        scores = self.detector.scores([results[index][1] for index in decoded])
+        decoded = [index for index, result in enumerate(results) if result.image is not None]
+        scores = self.detector.scores([results[index].image for index in decoded])
         threshold = self.config.unsafe.threshold
         for index, score in zip(decoded, scores, strict=True):
             if score >= threshold:
                 detail = f"{self.detector.name} score {score:.3f} >= {threshold}"
-                results[index] = (results[index][0], None, Rejection("unsafe", detail))
+                results[index] = ImageCheck(results[index].info, None, Rejection("unsafe", detail))

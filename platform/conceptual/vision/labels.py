@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 from nltk.stem import PorterStemmer
 from nltk.tokenize import wordpunct_tokenize
@@ -23,7 +24,16 @@ from conceptual.assets import wordnet
 from conceptual.config import Config
 from conceptual.records import Rejection
 
+OVERLAP_REASONS = ("no_label_overlap", "no_labels")
 Key = tuple[str, ...]  # a term or caption phrase as its word stems: ("coffe", "mug")
+
+
+class LabelMatch(NamedTuple):
+    """What `match` says of a pair: the caption words that match a label's terms, in caption
+    order, and the Rejection when none does (None: keep the pair)."""
+
+    words: list[str]
+    rejection: Rejection | None
 
 
 class OverlapConfig(Config):
@@ -68,18 +78,17 @@ class LabelMatcher:
             self._terms[wnid] = frozenset(names)
         return self._terms[wnid]
 
-    def match(self, caption: str, labels: Sequence[Mapping]) -> tuple[list[str], Rejection | None]:
-        """(caption words matching a label's terms, in caption order; None) to keep the pair,
-        or ([], a Rejection) when no word matches."""
+    def match(self, caption: str, labels: Sequence[Mapping]) -> LabelMatch:
+        """The caption words matching a label's terms, or no words and a Rejection."""
         usable = self.usable_labels(labels)
         if not usable:
-            return [], Rejection("no_labels", "the image has no classifier labels")
+            return LabelMatch([], Rejection("no_labels", "the image has no classifier labels"))
         keys = frozenset().union(*(self._label_keys(label["wnid"]) for label in usable))
         matched = self._longest_matches(caption_words(caption), keys)
         if matched:
-            return matched, None
+            return LabelMatch(matched, None)
         names = ", ".join(label["name"] for label in usable)
-        return [], Rejection("no_label_overlap", f"labels: {names}")
+        return LabelMatch([], Rejection("no_label_overlap", f"labels: {names}"))
 
     def usable_labels(self, labels: Sequence[Mapping]) -> list[Mapping]:
         """The best `top_k` labels scoring at least `min_score`; the best label always counts,

@@ -1,0 +1,78 @@
+"""The curation pipeline as a list of stages (pipelines/stages.py, pipelines/curation.py):
+the funnel's order, what each stage declares, and the rows the steps hand on (no Ray)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conceptual.candidates import READ_REASONS
+from conceptual.pipelines import curation
+from conceptual.pipelines.curation import STAGES, CurationConfig, nothing_kept_hint, steps
+from conceptual.pipelines.rows import table
+from conceptual.records import IN_FLIGHT, PROCESSED
+from conceptual.text import hypernymize
+from conceptual.text.filters import FILTER_NAMES
+from conceptual.vision import fetch, images
+
+ALL = ("read", "text", "syntax", "hypernymize", "fetch", "image", "overlap", "entity_frequency")
+
+
+def test_the_funnel_follows_the_steps():
+    assert STAGES == ALL
+    without_images = CurationConfig(with_images=False)
+    assert curation.stages(without_images) == (
+        "read",
+        "text",
+        "syntax",
+        "hypernymize",
+        "entity_frequency",
+    )
+    assert len(steps(without_images)) == 1
+
+
+def test_each_stage_declares_its_reasons_and_settings():
+    stages = curation.funnel_stages(CurationConfig())
+    assert all(stage.reasons and stage.settings for stage in stages)
+    by_name = {stage.name: stage for stage in stages}
+    assert by_name["text"].reasons + by_name["syntax"].reasons == FILTER_NAMES
+    assert by_name["read"].reasons == READ_REASONS
+
+
+def table_reasons(doc: str) -> list[str]:
+    return re.findall(r"^\| (\w+) \|", doc, re.MULTILINE)[1:]  # the header row first
+
+
+def test_declared_reasons_are_the_documented_ones():
+    assert fetch.FETCH_REASONS == tuple(table_reasons(fetch.__doc__))
+    assert images.IMAGE_REASONS == tuple(table_reasons(images.__doc__))
+    documented = re.findall(r'^- "(\w+)":', hypernymize.__doc__, re.MULTILINE)
+    assert curation.HYPERNYMIZE.reasons == tuple(documented)
+
+
+def test_the_steps_fill_every_column_a_stage_adds():
+    added = {column for step in steps(CurationConfig()) for column in step.adds}
+    # the split comes after the steps, with the entity-frequency rule (rows.finalize)
+    assert added | {"split"} == set(PROCESSED.names) - set(IN_FLIGHT.names) | {"image"}
+
+
+def test_a_column_no_stage_filled_is_empty():
+    row = dict.fromkeys(IN_FLIGHT.names) | {"id": "a", "caption": "a dog", "types": ["dog"]}
+    [filled] = table([row]).to_pylist()
+    assert filled["types"] == ["dog"] and filled["caption"] == "a dog"
+    assert filled["entities"] == filled["labels"] == filled["matched"] == []
+    assert filled["width"] is None and filled["split"] is None
+
+
+@pytest.mark.parametrize("stage", ALL)
+def test_nothing_kept_names_the_settings_of_the_last_stage(stage):
+    stats = {
+        "input": 3,
+        "funnel": [{"stage": s, "entering": 3, "rejected": 3 * (s == stage)} for s in ALL],
+        "rejected": {stage: {"some_reason": 3}},
+    }
+    [declared] = [s for s in curation.funnel_stages(CurationConfig()) if s.name == stage]
+    hint = nothing_kept_hint(stats, CurationConfig())
+    assert hint.startswith(f"the {stage} stage rejected the last 3 (some_reason 3): see ")
+    assert declared.settings in hint
