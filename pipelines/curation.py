@@ -97,7 +97,7 @@ class ResourcesConfig(Config):
     cpus_per_actor: float = 1.0
     batch_size: int = 512  # candidates per call of an NLP actor
     # Bytes of input per read task and block: the unit the NLP actors balance over.
-    split_bytes: int = 1 << 20
+    range_bytes: int = 1 << 20
     fetch_tasks: int = 4  # concurrent fetch tasks, each with fetch.threads connections
     fetch_batch_size: int = 256
     vision_actors: int | None = None  # None: one per GPU when the cluster has GPUs, else per CPU
@@ -252,7 +252,7 @@ def curate(
 
     phases: dict[str, float] = {}  # wall seconds of each phase, for stats.json
     with timed(phases, "read_and_process"):
-        candidates = read_candidates(input_uri, config.input_format, config.resources.split_bytes)
+        candidates = read_candidates(input_uri, config.input_format, config.resources.range_bytes)
         processed = process(candidates, config)
 
     ef = config.entity_frequency

@@ -6,14 +6,13 @@ work). Each works on the rows still in the running and marks those it rejects.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from conceptual.pipelines.rows import pending, reject, table
-from conceptual.records import Rejection
+from conceptual.records import Rejection, image_id
 from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual.vision.images import ImageFilterConfig, ImageFilters
@@ -60,11 +59,11 @@ class VisionStage:
         if overlap.enabled:
             self.classifier = ImageNetClassifier(cnn)
             self.matcher = LabelMatcher(overlap)
-        self.verdicts: OrderedDict[bytes, ImageVerdict] = OrderedDict()
+        self.verdicts: OrderedDict[str, ImageVerdict] = OrderedDict()
         self.cache = cache
 
-    def judge(self, images: dict[bytes, bytes]) -> None:
-        """Verdicts for the images (by hash) not judged before."""
+    def judge(self, images: dict[str, bytes]) -> None:
+        """Verdicts for the images (by image_id) not judged before."""
         new = [key for key in images if key not in self.verdicts]
         checked = self.filters.check_many([images[key] for key in new])
         decoded = [(key, check.image) for key, check in zip(new, checked) if not check.rejection]
@@ -81,7 +80,7 @@ class VisionStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
-        keys = {i: hashlib.sha1(rows[i]["image"]).digest() for i in pending(rows)}
+        keys = {i: image_id(rows[i]["image"]) for i in pending(rows)}
         self.judge({key: rows[i]["image"] for i, key in keys.items()})
         for i, key in keys.items():
             row, verdict = rows[i], self.verdicts[key]

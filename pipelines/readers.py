@@ -3,10 +3,10 @@
 Every row of every input file becomes exactly one row here: a candidate, or a candidate
 already rejected at stage `read` (see conceptual.candidates). Columns: IN_FLIGHT.
 
-Line formats (TSV, JSONL) are read in byte-range splits aligned to line boundaries, as
-Hadoop does: each split is one task and one block, so a single large file (the released
+Line formats (TSV, JSONL) are read in byte ranges aligned to line boundaries, as
+Hadoop does: each range is one task and one block, so a single large file (the released
 Conceptual Captions TSV is 500 MB) spreads over every worker downstream. A line belongs to
-the split its first byte falls in. CSV is read whole (a quoted field may hold newlines), and
+the range its first byte falls in. CSV is read whole (a quoted field may hold newlines), and
 so is a compressed file (gzip or zstd, known by its first bytes): a compressed stream cannot
 be entered at a byte offset.
 """
@@ -60,7 +60,7 @@ def candidate_files(uri: str) -> list[str]:
     return files
 
 
-def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> ray.data.Dataset:
+def read_candidates(uri: str, fmt: str = "auto", range_bytes: int = 1 << 20) -> ray.data.Dataset:
     fs, _ = storage.resolve(uri)
     files = candidate_files(uri)
     is_parquet = [
@@ -69,16 +69,16 @@ def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> 
     parts = []
     line_files = [f for f, pq_file in zip(files, is_parquet) if not pq_file]
     if line_files:
-        splits = plan_splits(fs, line_files, fmt, split_bytes)
-        items = ray.data.from_items(splits, override_num_blocks=len(splits))
+        ranges = plan_ranges(fs, line_files, fmt, range_bytes)
+        items = ray.data.from_items(ranges, override_num_blocks=len(ranges))
         parts.append(
             items.map_batches(
-                _read_splits,
+                _read_ranges,
                 fn_kwargs={"filesystem": fs},
                 batch_size=1,
                 batch_format="pyarrow",
                 num_cpus=READ_CPUS,
-                compute=read_tasks(len(splits)),
+                compute=read_tasks(len(ranges)),
             )
         )
     parquet_files = [f for f, pq_file in zip(files, is_parquet) if pq_file]
@@ -93,10 +93,10 @@ def read_candidates(uri: str, fmt: str = "auto", split_bytes: int = 1 << 20) -> 
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
-def plan_splits(fs, files: list[str], fmt: str, split_bytes: int) -> list[dict]:
+def plan_ranges(fs, files: list[str], fmt: str, range_bytes: int) -> list[dict]:
     """Byte ranges to read, decided on the driver from each file's size and first line. The
     header is checked here too, so a bad file fails the run before any work is scheduled."""
-    splits = []
+    ranges = []
     for path in files:
         with open_raw(fs, path) as stream:
             compression = compression_of(stream.read(4))
@@ -106,9 +106,9 @@ def plan_splits(fs, files: list[str], fmt: str, split_bytes: int) -> list[dict]:
         size = fs.get_file_info(path).size
         header = head.split(b"\n", 1)[0] + b"\n" if file_format in ("tsv", "csv") else b""
         whole = compression is not None or file_format not in SPLITTABLE
-        step = max(size, 1) if whole else split_bytes
+        step = max(size, 1) if whole else range_bytes
         for start in range(0, max(size, 1), step):
-            splits.append(
+            ranges.append(
                 {
                     "path": path,
                     "format": file_format,
@@ -118,7 +118,7 @@ def plan_splits(fs, files: list[str], fmt: str, split_bytes: int) -> list[dict]:
                     "header": header,
                 }
             )
-    return splits
+    return ranges
 
 
 def open_raw(fs, path: str):
@@ -144,7 +144,7 @@ def read_content(fs, path: str, compression: str | None, size: int | None = None
 def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
     """(offset, bytes) of the whole lines whose first byte lies in [start, end)."""
     begin = start
-    if start > 0:  # the line in progress at `start` belongs to the previous split
+    if start > 0:  # the line in progress at `start` belongs to the previous range
         f.seek(start - 1)
         position = start - 1
         while (block := f.read(chunk)) and (newline := block.find(b"\n")) < 0:
@@ -164,19 +164,19 @@ def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int,
     return begin, b"".join(data)
 
 
-def _read_splits(batch: pa.Table, filesystem) -> pa.Table:
+def _read_ranges(batch: pa.Table, filesystem) -> pa.Table:
     rows = []
-    for split in batch.to_pylist():
-        if split["compression"]:
-            offset, data = 0, read_content(filesystem, split["path"], split["compression"])
+    for part in batch.to_pylist():  # one byte range of a file, or a whole file
+        if part["compression"]:
+            offset, data = 0, read_content(filesystem, part["path"], part["compression"])
         else:
-            with filesystem.open_input_file(split["path"]) as f:
-                offset, data = read_line_range(f, split["start"], split["end"])
+            with filesystem.open_input_file(part["path"]) as f:
+                offset, data = read_line_range(f, part["start"], part["end"])
         if offset == 0:
-            name = split["path"]
-        else:  # line numbers count from the split's first line; the header is line 1 if any
-            name, data = f"{split['path']} (from byte {offset})", split["header"] + data
-        rows.extend(parse(data, name, split["format"]))
+            name = part["path"]
+        else:  # line numbers count from the range's first line; the header is line 1 if any
+            name, data = f"{part['path']} (from byte {offset})", part["header"] + data
+        rows.extend(parse(data, name, part["format"]))
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)
 
 

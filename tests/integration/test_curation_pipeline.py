@@ -144,14 +144,14 @@ def test_failed_rerun_leaves_output_marked_incomplete(curated_run):
 
 def test_single_cpu_and_many_small_splits(tmp_path):
     """The NLP actor holds the only CPU, so reading must not need one (it once hung); and
-    a file cut into many byte-range splits yields every candidate exactly once."""
+    a file cut into many byte ranges yields every candidate exactly once."""
     import ray
 
     from conceptual.runtime import init_ray
 
     write_candidates(generate_candidates(120, seed=5), str(tmp_path / "in.tsv"), fmt="cc_tsv")
     config = CurationConfig.model_validate(
-        {"with_images": False, "samples": 0, "resources": {"split_bytes": 2048}}
+        {"with_images": False, "samples": 0, "resources": {"range_bytes": 2048}}
     )
     ray.shutdown()
     init_ray(num_cpus=1)

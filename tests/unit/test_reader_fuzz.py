@@ -28,9 +28,9 @@ from conceptual.candidates import (
 )
 from conceptual.pipelines.readers import (
     _parquet_candidates,
-    _read_splits,
+    _read_ranges,
     check_parquet,
-    plan_splits,
+    plan_ranges,
 )
 from conceptual.records import IN_FLIGHT
 
@@ -56,14 +56,14 @@ NASTY_BYTES = st.lists(
 ).map(b"".join)
 
 
-def read_file(data: bytes, name: str, split_bytes: int) -> pa.Table:
+def read_file(data: bytes, name: str, range_bytes: int) -> pa.Table:
     """What the read tasks of a run make of one file, without Ray."""
     with tempfile.TemporaryDirectory() as folder:
         path = str(Path(folder, name))
         Path(path).write_bytes(data)
         fs = pafs.LocalFileSystem()
-        splits = plan_splits(fs, [path], "auto", split_bytes)
-        return _read_splits(pa.Table.from_pylist(splits), fs)
+        ranges = plan_ranges(fs, [path], "auto", range_bytes)
+        return _read_ranges(pa.Table.from_pylist(ranges), fs)
 
 
 def check_rows(table: pa.Table) -> list[dict]:
@@ -81,11 +81,11 @@ def lines_in(data: bytes) -> int:
 
 
 @FUZZ
-@given(data=NASTY_BYTES, split_bytes=st.integers(1, 64))
+@given(data=NASTY_BYTES, range_bytes=st.integers(1, 64))
 @pytest.mark.parametrize("name", ["c.tsv", "c.jsonl"])
-def test_line_files_give_one_row_per_line_whatever_the_bytes(name, data, split_bytes):
+def test_line_files_give_one_row_per_line_whatever_the_bytes(name, data, range_bytes):
     assume(compression_of(data) is None)  # those are decompressed: the test below
-    rows = check_rows(read_file(data, name, split_bytes))
+    rows = check_rows(read_file(data, name, range_bytes))
     assert len(rows) == lines_in(data)
     whole = check_rows(read_file(data, name, 1 << 20))
     # Splits change nothing (but where a rejection says the line was).
