@@ -30,13 +30,10 @@ Output layout under OUTPUT (a path or s3:// URI):
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
-import mlflow
 import ray.data
 from pydantic import model_validator
 
@@ -332,7 +329,7 @@ def curate(
     stats["seconds_by_phase"] = phases
     if run_id:
         stats["mlflow_run_id"] = run_id
-    storage.write_json(storage.join(output_uri, "stats.json"), without_samples(stats))
+    storage.write_json(storage.join(output_uri, "stats.json"), funnel.without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
     return stats
 
@@ -360,11 +357,6 @@ def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
     )
 
 
-def without_samples(stats: Mapping[str, Any]) -> dict[str, Any]:
-    """What stats.json holds: everything but the sample records (those go to MLflow)."""
-    return {k: v for k, v in stats.items() if k != "samples"}
-
-
 def _samples(final: ray.data.Dataset, n: int) -> dict[str, list[dict[str, Any]]]:
     """Before/after pairs of kept candidates, and up to three examples of each rejection."""
     if n <= 0:
@@ -378,56 +370,10 @@ def _samples(final: ray.data.Dataset, n: int) -> dict[str, list[dict[str, Any]]]
     return {"kept": kept, "rejected": [r for rows in rejected.values() for r in rows]}
 
 
-def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> None:
-    """Funnel counts as metrics; stats, the funnel plot and sample tables as artifacts."""
-    metrics = {
-        "input": stats["input"],
-        "kept": stats["kept"],
-        "kept_fraction": stats["kept"] / max(stats["input"], 1),
-    }
-    for row in stats["funnel"]:
-        metrics[tracking.metric_key("funnel", row["stage"], "leaving")] = row["leaving"]
-    for stage, reasons in stats["rejected"].items():
-        for reason, count in reasons.items():
-            metrics[tracking.metric_key("rejected", stage, reason)] = count
-    metrics.update({f"captions.{k}": v for k, v in stats["captions"].items()})
-    metrics.update({f"seconds.{k}": v for k, v in stats["seconds_by_phase"].items()})
-    mlflow.log_metrics(metrics)
-    mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
-    mlflow.log_dict(without_samples(stats), "stats.json")
-    mlflow.log_text(funnel.render(stats), "funnel.txt")
-    with tempfile.TemporaryDirectory() as tmp:
-        plot_path = Path(tmp) / "funnel.png"
-        funnel.plot(stats, plot_path)
-        mlflow.log_artifact(str(plot_path))
-        grid_path = Path(tmp) / "kept_images.png"
-        if funnel.plot_kept_samples(stats["samples"]["kept"], grid_path):
-            mlflow.log_artifact(str(grid_path), artifact_path="samples")
-    kept = stats["samples"]["kept"]
-    mlflow.log_table(
-        {
-            "alt_text": [r["alt_text"] for r in kept],
-            "caption": [r["caption"] for r in kept],
-            "entities": [
-                ", ".join(f"{e['text']}->{e['replacement'] or '-'}" for e in r["entities"])
-                for r in kept
-            ],
-            "labels": [", ".join(label["name"] for label in r["labels"]) for r in kept],
-            "matched": [", ".join(r["matched"]) for r in kept],
-        },
-        artifact_file="samples/kept.json",
-    )
-    rejected = stats["samples"]["rejected"]
-    mlflow.log_table(
-        {key: [r[key] for r in rejected] for key in ("stage", "reason", "detail", "alt_text")},
-        artifact_file="samples/rejected.json",
-    )
-
-
 def run(input_uri: str, output_uri: str, config: CurationConfig) -> tuple[dict[str, Any], str]:
     """The curation job: one MLflow run around the pipeline. Returns (stats, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": "curate"}) as active:
         tracking.log_config(config)
         stats = curate(input_uri, output_uri, config, run_id=active.info.run_id)
-        log_to_mlflow(stats, input_uri, output_uri)
+        funnel.log_to_mlflow(stats, input_uri, output_uri)
         return stats, active.info.run_id

@@ -4,11 +4,15 @@ the rest were dropped; checked so that `input == kept + all rejections` always h
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import mlflow
 import pyarrow as pa
+
+from conceptual import tracking
 
 
 class AccountingError(RuntimeError):
@@ -157,3 +161,55 @@ def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:
         "tokens_std": round(math.sqrt(var), 3),
         "tokens_median": median,
     }
+
+
+def without_samples(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """What stats.json holds: everything but the sample records (those go to MLflow)."""
+    return {k: v for k, v in stats.items() if k != "samples"}
+
+
+def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> None:
+    """Into the active MLflow run: the funnel's counts as metrics; stats, the funnel plot
+    and the sample tables as artifacts."""
+    metrics = {
+        "input": stats["input"],
+        "kept": stats["kept"],
+        "kept_fraction": stats["kept"] / max(stats["input"], 1),
+    }
+    for row in stats["funnel"]:
+        metrics[tracking.metric_key("funnel", row["stage"], "leaving")] = row["leaving"]
+    for stage, reasons in stats["rejected"].items():
+        for reason, count in reasons.items():
+            metrics[tracking.metric_key("rejected", stage, reason)] = count
+    metrics.update({f"captions.{k}": v for k, v in stats["captions"].items()})
+    metrics.update({f"seconds.{k}": v for k, v in stats["seconds_by_phase"].items()})
+    mlflow.log_metrics(metrics)
+    mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
+    mlflow.log_dict(without_samples(stats), "stats.json")
+    mlflow.log_text(render(stats), "funnel.txt")
+    with tempfile.TemporaryDirectory() as tmp:
+        plot_path = Path(tmp) / "funnel.png"
+        plot(stats, plot_path)
+        mlflow.log_artifact(str(plot_path))
+        grid_path = Path(tmp) / "kept_images.png"
+        if plot_kept_samples(stats["samples"]["kept"], grid_path):
+            mlflow.log_artifact(str(grid_path), artifact_path="samples")
+    kept = stats["samples"]["kept"]
+    mlflow.log_table(
+        {
+            "alt_text": [r["alt_text"] for r in kept],
+            "caption": [r["caption"] for r in kept],
+            "entities": [
+                ", ".join(f"{e['text']}->{e['replacement'] or '-'}" for e in r["entities"])
+                for r in kept
+            ],
+            "labels": [", ".join(label["name"] for label in r["labels"]) for r in kept],
+            "matched": [", ".join(r["matched"]) for r in kept],
+        },
+        artifact_file="samples/kept.json",
+    )
+    rejected = stats["samples"]["rejected"]
+    mlflow.log_table(
+        {key: [r[key] for r in rejected] for key in ("stage", "reason", "detail", "alt_text")},
+        artifact_file="samples/rejected.json",
+    )
