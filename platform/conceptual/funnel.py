@@ -1,5 +1,6 @@
 """The funnel of a curation run: how many candidates entered and left each stage, and why
-the rest were dropped; checked so that `input == kept + all rejections` always holds."""
+the rest were dropped; checked so that `input == kept + all rejections` always holds; its
+text, plot and sample tables, and its counts as MLflow metrics."""
 
 from __future__ import annotations
 
