@@ -1,11 +1,13 @@
-"""Run the stages in order as one resumable job: curate, features, train, register, evaluate.
+"""Run the stages in order as one resumable job: curate, features, train, register, evaluate
+and, when listed, speech, train_retriever and index.
 
     python -m conceptual.jobs.pipeline --config FILE [key=value ...]
 
-The config names the input and output and holds each stage's section (configs/pipeline.yaml
-shows them). A stage that finished before with the same inputs and config is skipped, so a
-rerun after a failure continues where it stopped. Every stage's MLflow run is a child of
-one pipeline run.
+The config names the input and output, the stages to run (in that order, each with the
+stages it reads: pipelines/pipeline.py's table) and holds each stage's section
+(configs/pipeline.yaml shows them). A stage that finished before with the same inputs and
+config is skipped, so a rerun after a failure continues where it stopped. Every stage's
+MLflow run is a child of one pipeline run.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.candidates import CandidateFormatError
     from conceptual.config import ConfigError, load
     from conceptual.paths import user_path
-    from conceptual.pipelines.pipeline import PipelineConfig, run
+    from conceptual.pipelines.pipeline import PipelineConfig, check_stages, run
     from conceptual.runtime import init_ray
     from conceptual.storage import StorageError
 
@@ -39,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = config.model_copy(
                     update={"input": user_path(config.input), "output": user_path(config.output)}
                 )
+            check_stages(config)  # before Ray starts
             init_ray()
             result = run(config)
         except (ConfigError, CandidateFormatError, StorageError, ValueError) as exc:

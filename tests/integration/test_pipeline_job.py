@@ -1,5 +1,6 @@
-"""The pipeline job: every stage in order, then a rerun that skips what is done, and a
-changed key that reruns its stage and those after it."""
+"""The pipeline job: the captioner's stages, then the retriever's (speech, train_retriever,
+index), each in order, then a rerun that skips what is done, and a changed key that reruns
+its stage and those that read it."""
 
 from __future__ import annotations
 
@@ -60,8 +61,6 @@ def run_job(capsys, args: list[str]) -> dict:
 def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
     ray_local, platform_home, candidates, tmp_path, capsys
 ):
-    import mlflow
-
     paths = (candidates, str(tmp_path / "out"))
     first = run_job(capsys, settings(paths))
     assert [s for s, r in first.items() if r["skipped"]] == []
@@ -80,14 +79,7 @@ def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
     assert str(changed["register"]["result"]["version"]) == "2"
 
     # Every stage's run is a child of its pipeline's run, in the pipeline's experiment.
-    client = mlflow.MlflowClient()
-    experiment = client.get_experiment_by_name("test-pipeline")
-    pipelines = client.search_runs([experiment.experiment_id], "tags.stage = 'pipeline'")
-    first_run = min(pipelines, key=lambda r: r.info.start_time)
-    children = client.search_runs(
-        [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{first_run.info.run_id}'"
-    )
-    assert {r.data.tags["stage"] for r in children} == {
+    assert stages_under_first_pipeline_run("test-pipeline") == {
         "curate",
         "features",
         "train_captioner",
@@ -95,9 +87,115 @@ def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
     }
 
 
-def test_a_stage_list_that_skips_a_stage_is_refused(candidates, tmp_path, capsys):
+def stages_under_first_pipeline_run(experiment_name: str) -> set[str]:
+    """The stages of the runs under the experiment's first pipeline run."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name(experiment_name)
+    pipelines = client.search_runs([experiment.experiment_id], "tags.stage = 'pipeline'")
+    first_run = min(pipelines, key=lambda r: r.info.start_time)
+    children = client.search_runs(
+        [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{first_run.info.run_id}'"
+    )
+    return {r.data.tags["stage"] for r in children}
+
+
+# A speech retriever as small as it gets, one epoch (test_train_retriever.py's settings).
+RETRIEVER = [
+    "stages=[curate,features,speech,train_retriever,index]",
+    "train_retriever.model.embed_dim=16",
+    "train_retriever.model.image_hidden=16",
+    "train_retriever.model.speech_channels=[8,16]",
+    "train_retriever.audio.seconds=1.0",
+    "train_retriever.audio.n_mfcc=32",
+    "train_retriever.audio.n_mels=32",
+    "train_retriever.audio.time_mask=10",
+    "train_retriever.audio.freq_mask=4",
+    "train_retriever.batch_size=8",
+    "train_retriever.epochs=1",
+    "train_retriever.cpus_per_worker=0.5",
+    "train_retriever.max_failures=0",
+    "speech.examples=1",
+]
+
+
+def run_retriever_stages(capsys, paths, name: str, *extra: str) -> dict:
+    """The retriever's stages in experiment `name`, registering versions of `name`; the
+    first run of an output runs them all."""
+    return run_job(
+        capsys, settings(paths, *RETRIEVER, f"retriever_name={name}", f"experiment={name}", *extra)
+    )
+
+
+def test_the_retriever_stages_run_once_and_an_index_key_reruns_only_the_index(
+    ray_local, platform_home, candidates, tmp_path, capsys
+):
+    import mlflow
+
+    from conceptual.retrieval_index import INDEX_TAG
+
+    out, name = tmp_path / "out", "retriever-pipeline-test"
+    paths = (candidates, str(out))
+    first = run_retriever_stages(capsys, paths, name)
+    assert list(first) == ["curate", "features", "speech", "train_retriever", "index"]
+    assert [s for s, r in first.items() if r["skipped"]] == []
+    assert first["speech"]["result"]["clips"] == first["curate"]["result"]["kept"]
+    registered = first["train_retriever"]["result"]["registered"]
+    assert (registered["name"], str(registered["version"])) == (name, "1")
+    index = first["index"]["result"]
+    assert index["registered"] == {"name": name, "version": "1"}
+    assert index["modality"] == "speech" and index["counts"]["clips"] > 0
+    for folder in ("curated", "features", "clips", "index"):
+        assert (out / folder / "_SUCCESS").exists(), folder
+    client = mlflow.MlflowClient()
+    assert client.get_model_version(name, "1").tags[INDEX_TAG] == str(out / "index")
+
+    again = run_retriever_stages(capsys, paths, name)
+    assert all(r["skipped"] for r in again.values())
+
+    changed = run_retriever_stages(capsys, paths, name, "index.splits=[test]")
+    assert [s for s, r in changed.items() if not r["skipped"]] == ["index"]
+    assert changed["index"]["result"]["counts"]["images"] < index["counts"]["images"]
+
+    assert stages_under_first_pipeline_run(name) == {
+        "curate",
+        "features",
+        "synthesize_speech",
+        "train_retriever",
+        "build_index",
+    }
+
+
+@pytest.mark.slow  # two trainings, over two minutes: the test above trains once
+def test_a_changed_retriever_key_reruns_it_and_the_index_only(
+    ray_local, platform_home, candidates, tmp_path, capsys
+):
+    name = "retriever-pipeline-slow-test"
+    paths = (candidates, str(tmp_path / "out"))
+    first = run_retriever_stages(capsys, paths, name)
+    assert [s for s, r in first.items() if r["skipped"]] == []
+
+    changed = run_retriever_stages(capsys, paths, name, "train_retriever.epochs=2")
+    assert [s for s, r in changed.items() if not r["skipped"]] == ["train_retriever", "index"]
+    assert str(changed["train_retriever"]["result"]["registered"]["version"]) == "2"
+    assert changed["index"]["result"]["registered"] == {"name": name, "version": "2"}
+
+
+@pytest.mark.parametrize(
+    "stages, message",
+    [
+        ("[curate,train]", "stage train reads the output of features: add it to stages="),
+        ("[features,curate]", "stages must be in pipeline order, each once: [curate,features]"),
+        ("[curate,features,train_retriever]", "stage train_retriever reads the output of speech"),
+    ],
+)
+def test_a_stage_list_missing_a_prerequisite_or_out_of_order_is_refused(
+    candidates, tmp_path, capsys, stages, message
+):
     from conceptual.jobs import pipeline
 
-    args = settings((candidates, str(tmp_path / "out")), "stages=[curate,train]")
+    args = settings((candidates, str(tmp_path / "out")), f"stages={stages}")
     assert pipeline.main(args) == 2
-    assert "prefix" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before any stage ran

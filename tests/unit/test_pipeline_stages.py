@@ -1,0 +1,136 @@
+"""The pipeline job's stage list (pipelines/pipeline.py): which lists it takes, what it says
+of those it refuses, and which stages a changed key reruns (their fingerprints). No Ray."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conceptual.config import load
+from conceptual.pipelines.pipeline import (
+    DEFAULT_STAGES,
+    STAGES,
+    TABLE,
+    PipelineConfig,
+    check_stages,
+    fingerprints,
+    prerequisites,
+)
+
+ALL = [*DEFAULT_STAGES, "speech", "train_retriever", "index"]
+RETRIEVER = ["curate", "features", "speech", "train_retriever", "index"]
+
+
+def config(stages: list[str], *overrides: str) -> PipelineConfig:
+    """The config the job would load from these overrides."""
+    return load(PipelineConfig, None, [f"stages=[{','.join(stages)}]", *overrides])
+
+
+def test_the_default_is_the_captioners_five_stages():
+    assert STAGES == tuple(ALL)
+    assert PipelineConfig().stages == ["curate", "features", "train", "register", "evaluate"]
+    check_stages(PipelineConfig())
+
+
+def test_each_stage_reads_only_stages_before_it():
+    for stage, row in TABLE.items():
+        assert all(STAGES.index(need) < STAGES.index(stage) for need in row.needs), stage
+
+
+@pytest.mark.parametrize(
+    "stages, overrides",
+    [
+        ([], ()),
+        (["curate", "features"], ()),
+        (["curate", "speech"], ()),
+        (RETRIEVER, ()),
+        (["curate", "features", "train_retriever", "index"], ("train_retriever.modality=text",)),
+        (ALL, ()),
+    ],
+)
+def test_lists_in_order_with_their_prerequisites_are_taken(stages, overrides):
+    check_stages(config(stages, *overrides))
+
+
+@pytest.mark.parametrize(
+    "stages, overrides, message",
+    [
+        (["curate", "train"], (), "stage train reads the output of features: add it to"),
+        (["features"], (), "stage features reads the output of curate: add it to"),
+        (["curate", "features", "evaluate"], (), "stage evaluate reads the output of train"),
+        (
+            ["curate", "features", "train_retriever"],
+            (),
+            "stage train_retriever reads the output of speech (train_retriever.modality=speech",
+        ),
+        (
+            ["curate", "features", "index"],
+            ("train_retriever.modality=text",),
+            "stage index reads the output of train_retriever: add it to stages=[",
+        ),
+        (
+            ["curate", "index"],
+            (),
+            "stage index reads the output of features and speech and train_retriever",
+        ),
+        (["features", "curate"], (), "pipeline order, each once: [curate,features], not"),
+        (["curate", "curate"], (), "pipeline order, each once: [curate], not [curate,curate]"),
+        (["curate", "speech", "features"], (), "[curate,features,speech], not"),
+        (["curate", "retrieve"], (), "unknown stage retrieve: the stages are curate, features"),
+    ],
+)
+def test_a_list_out_of_order_or_missing_a_prerequisite_says_what_is_wrong(
+    stages, overrides, message
+):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_stages(config(stages, *overrides))
+
+
+def test_only_a_speech_retriever_reads_the_clips():
+    speech, text = config(RETRIEVER), config(RETRIEVER, "train_retriever.modality=text")
+    assert prerequisites("train_retriever", speech) == ("features", "speech")
+    assert prerequisites("train_retriever", text) == ("features",)
+    assert prerequisites("index", speech) == ("features", "speech", "train_retriever")
+    assert prerequisites("index", text) == ("features", "train_retriever")
+
+
+def rerun(stages: list[str], *overrides: str) -> list[str]:
+    """The stages whose fingerprint the overrides change: those a rerun runs again."""
+    before = fingerprints(config(stages), "input")
+    after = fingerprints(config(stages, *overrides), "input")
+    return [stage for stage in stages if after[stage] != before[stage]]
+
+
+@pytest.mark.parametrize(
+    "override, stages",
+    [
+        ("train_retriever.epochs=2", ["train_retriever", "index"]),
+        ("retriever_name=retriever-x", ["train_retriever", "index"]),
+        ("index.approximate=true", ["index"]),
+        ("speech.max_seconds=20", ["speech", "train_retriever", "index"]),
+        ("train.epochs=2", ["train", "register", "evaluate"]),
+        ("model_name=captioner-x", ["register"]),
+        ("evaluate.beam=2", ["evaluate"]),
+        (
+            "features.seed=1",
+            ["features", "train", "register", "evaluate", "train_retriever", "index"],
+        ),
+        ("curate.samples=1", ALL),
+        ("experiment=elsewhere", []),
+    ],
+)
+def test_a_changed_key_reruns_its_stage_and_those_that_read_it(override, stages):
+    assert rerun(ALL, override) == stages
+
+
+def test_a_text_retriever_does_not_rerun_for_speech_keys():
+    text = "train_retriever.modality=text"
+    before = fingerprints(config(ALL, text), "input")
+    after = fingerprints(config(ALL, text, "speech.max_seconds=20"), "input")
+    assert [stage for stage in ALL if after[stage] != before[stage]] == ["speech"]
+
+
+def test_another_input_reruns_every_stage():
+    other = fingerprints(config(ALL), "another input")
+    assert set(other.values()).isdisjoint(fingerprints(config(ALL), "input").values())
