@@ -1,5 +1,5 @@
-"""Byte-range splits of line files: every line read exactly once, whole, whatever the
-split size (no Ray needed: the range reader works on any seekable file)."""
+"""Byte ranges of line files: every line read exactly once, whole, whatever the
+range size (no Ray needed: the range reader works on any seekable file)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptual.candidates import CandidateFormatError
-from conceptual.pipelines.readers import _read_splits, check_parquet, plan_splits, read_line_range
+from conceptual.pipelines.readers import _read_ranges, check_parquet, plan_ranges, read_line_range
 
 
-def split_all(data: bytes, step: int) -> list[bytes]:
+def cut_all(data: bytes, step: int) -> list[bytes]:
     f = io.BytesIO(data)
     return [
         read_line_range(f, start, min(start + step, len(data)), chunk=7)[1]
@@ -27,17 +27,17 @@ def split_all(data: bytes, step: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_splits_partition_the_lines(seed):
+def test_ranges_partition_the_lines(seed):
     rng = random.Random(seed)
     lines = [("x" * rng.randint(0, 40)).encode() for _ in range(rng.randint(0, 60))]
     data = b"\n".join(lines) + (b"\n" if rng.random() < 0.7 else b"")
     for step in (1, 2, 3, 5, 17, 64, 10_000):
-        pieces = split_all(data, step)
+        pieces = cut_all(data, step)
         assert b"".join(pieces) == data
         assert all(p == b"" or p.endswith(b"\n") or data.endswith(p) for p in pieces)
 
 
-def test_plan_splits_cuts_line_files_and_keeps_csv_whole(tmp_path):
+def test_plan_ranges_cuts_line_files_and_keeps_csv_whole(tmp_path):
     (tmp_path / "a.tsv").write_bytes(b"A dog\thttp://x.test/1.jpg\n" * 100)
     (tmp_path / "b.csv").write_bytes(b"alt_text,image_url\n" + b"A cat,http://x.test/2.jpg\n" * 100)
     (tmp_path / "c.tsv").write_bytes(
@@ -45,17 +45,17 @@ def test_plan_splits_cuts_line_files_and_keeps_csv_whole(tmp_path):
     )
     fs = pafs.LocalFileSystem()
     files = [str(tmp_path / n) for n in ("a.tsv", "b.csv", "c.tsv")]
-    splits = plan_splits(fs, files, "auto", split_bytes=500)
-    by_file = {f: [s for s in splits if s["path"] == f] for f in files}
+    ranges = plan_ranges(fs, files, "auto", range_bytes=500)
+    by_file = {f: [s for s in ranges if s["path"] == f] for f in files}
     assert len(by_file[files[0]]) == 6 and by_file[files[0]][0]["format"] == "cc_tsv"
     assert len(by_file[files[1]]) == 1 and by_file[files[1]][0]["format"] == "csv"
     assert by_file[files[2]][1]["header"] == b"alt_text\timage_url\n"
 
 
-def test_plan_splits_fails_fast_on_a_bad_header(tmp_path):
+def test_plan_ranges_fails_fast_on_a_bad_header(tmp_path):
     (tmp_path / "bad.csv").write_bytes(b"alt_text,width\nA,1\n")
     with pytest.raises(CandidateFormatError, match="image URL column"):
-        plan_splits(pafs.LocalFileSystem(), [str(tmp_path / "bad.csv")], "auto", 1 << 20)
+        plan_ranges(pafs.LocalFileSystem(), [str(tmp_path / "bad.csv")], "auto", 1 << 20)
 
 
 def write_compressed(path, data: bytes, codec: str) -> str:
@@ -64,11 +64,11 @@ def write_compressed(path, data: bytes, codec: str) -> str:
     return str(path)
 
 
-def read_all(files: list[str], split_bytes: int = 1 << 20) -> list[dict]:
+def read_all(files: list[str], range_bytes: int = 1 << 20) -> list[dict]:
     """What the read tasks of a run make of these files, without Ray."""
     fs = pafs.LocalFileSystem()
-    splits = plan_splits(fs, files, "auto", split_bytes)
-    return _read_splits(pa.Table.from_pylist(splits), fs).to_pylist()
+    ranges = plan_ranges(fs, files, "auto", range_bytes)
+    return _read_ranges(pa.Table.from_pylist(ranges), fs).to_pylist()
 
 
 @pytest.mark.parametrize("codec, name", [("gzip", "c.jsonl.gz"), ("zstd", "c.jsonl")])
@@ -79,9 +79,9 @@ def test_compressed_files_are_read_whole_and_decompressed(tmp_path, codec, name)
     ]
     data = "".join(json.dumps(r) + "\n" for r in records).encode()
     path = write_compressed(tmp_path / name, data, codec)
-    splits = plan_splits(pafs.LocalFileSystem(), [path], "auto", split_bytes=1000)
-    assert [(s["format"], s["compression"]) for s in splits] == [("jsonl", codec)]
-    out = read_all([path], split_bytes=1000)
+    ranges = plan_ranges(pafs.LocalFileSystem(), [path], "auto", range_bytes=1000)
+    assert [(s["format"], s["compression"]) for s in ranges] == [("jsonl", codec)]
+    out = read_all([path], range_bytes=1000)
     assert len(out) == 2000 and all(r["reason"] is None for r in out)
     assert out[1999]["alt_text"] == "A dog 1999"
 
@@ -89,7 +89,7 @@ def test_compressed_files_are_read_whole_and_decompressed(tmp_path, codec, name)
 def test_compressed_csv_header_is_checked_after_decompressing(tmp_path):
     path = write_compressed(tmp_path / "c.csv.gz", b"alt_text,width\nA,1\n", "gzip")
     with pytest.raises(CandidateFormatError, match="image URL column"):
-        plan_splits(pafs.LocalFileSystem(), [path], "auto", 1 << 20)
+        plan_ranges(pafs.LocalFileSystem(), [path], "auto", 1 << 20)
 
 
 def test_truncated_gzip_is_a_clear_error(tmp_path):
