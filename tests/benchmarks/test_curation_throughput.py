@@ -108,7 +108,9 @@ def test_curation_throughput(tmp_path, record):
         for path in sorted(input_dir.iterdir())
         for row in parse(path.read_bytes(), str(path), "cc_tsv")
     ]
-    survivors = [cleaned for cleaned, rejection in map(filters.check, texts) if rejection is None]
+    # What the pipeline parses: the text filters pass, rare names judged later on the caption.
+    checked = (filters.check(text, names_later=True) for text in texts)
+    survivors = [cleaned for cleaned, rejection in checked if rejection is None]
     list(nlp.pipe(survivors[:500]))  # warm-up
     all_seconds = time_spacy(nlp, texts) if RAW_BASELINE else None
     survivor_seconds = time_spacy(nlp, survivors)
@@ -127,7 +129,11 @@ def test_curation_throughput(tmp_path, record):
             )
     one_cpu, stats = runs[1, True]
     two_cpu = runs[2, True][0]
-    assert stats["funnel"][1]["leaving"] == len(survivors)  # the same texts reached spaCy
+    # The same texts reached spaCy: those leaving the text stage, and those it rejected later
+    # for a rare name hypernymization left in the caption (some of its out_of_vocabulary).
+    leaving_text = stats["funnel"][1]["leaving"]
+    late_at_most = stats["rejected"]["text"].get("out_of_vocabulary", 0)
+    assert leaving_text <= len(survivors) <= leaving_text + late_at_most
     figures = {
         "candidates": N,
         "machine_cores": len(os.sched_getaffinity(0)),
