@@ -57,8 +57,9 @@ from conceptual.storage import SUCCESS
 
 
 @dataclass(frozen=True)
-class Stage:
-    """One row of TABLE: what a stage reads, writes and is configured by, and its step."""
+class JobStage:
+    """One row of TABLE: what a stage of the pipeline job reads, writes and is configured by,
+    and its step (not a curation `stages.Stage`, which is a row of the funnel)."""
 
     needs: tuple[str, ...]  # the stages whose output it reads (listed before it)
     folder: str | None  # OUTPUT/<folder>, done when its _SUCCESS is there; None: no folder
@@ -133,22 +134,24 @@ def _index(c: Context) -> dict[str, Any]:
 
 
 # The stages in pipeline order (the module's docstring shows this table):
-# name: Stage(prerequisites, folder under OUTPUT, config keys, step[, reads_clips])
-TABLE: dict[str, Stage] = {
-    "curate": Stage((), "curated", ("curate",), _curate),
-    "features": Stage(("curate",), "features", ("features",), _features),
-    "train": Stage(("features",), None, ("train",), _train),
-    "register": Stage(("train",), None, ("model_name",), _register),
-    "evaluate": Stage(("features", "train"), None, ("evaluate",), _evaluate),
-    "speech": Stage(("curate",), "clips", ("speech",), _speech),
-    "train_retriever": Stage(
+# name: JobStage(prerequisites, folder under OUTPUT, config keys, step[, reads_clips])
+TABLE: dict[str, JobStage] = {
+    "curate": JobStage((), "curated", ("curate",), _curate),
+    "features": JobStage(("curate",), "features", ("features",), _features),
+    "train": JobStage(("features",), None, ("train",), _train),
+    "register": JobStage(("train",), None, ("model_name",), _register),
+    "evaluate": JobStage(("features", "train"), None, ("evaluate",), _evaluate),
+    "speech": JobStage(("curate",), "clips", ("speech",), _speech),
+    "train_retriever": JobStage(
         ("features",),
         None,
         ("train_retriever", "retriever_name"),
         _train_retriever,
         reads_clips=True,
     ),
-    "index": Stage(("features", "train_retriever"), "index", ("index",), _index, reads_clips=True),
+    "index": JobStage(
+        ("features", "train_retriever"), "index", ("index",), _index, reads_clips=True
+    ),
 }
 STAGES = tuple(TABLE)
 DEFAULT_STAGES = STAGES[:5]  # the captioner's; the retriever's when listed
