@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: setup demo test test-fast test-slow bench lint clean mlflow-ui
+.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean mlflow-ui
 
 setup:
 	@bash scripts/setup.sh
@@ -17,6 +17,14 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -m "slow" tests
+
+# A two-node Ray cluster on this machine, S3 and an MLflow server (minutes; part of test-slow).
+test-cluster: setup
+	$(PY) -m pytest -m cluster tests
+
+# Processes killed and services stopped mid-run (part of test-slow).
+test-faults: setup
+	$(PY) -m pytest -m faults tests
 
 test-fast: setup
 	$(PY) -m pytest -m "not integration and not e2e and not benchmark and not slow" tests

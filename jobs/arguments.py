@@ -55,10 +55,10 @@ def run_data_job(
     """A data job from its arguments to its result: the config, a line saying what goes
     where, Ray, the run, all with third-party output in the job's log. Returns (config, what
     `run` returned, the log's path), or exit code 2 after printing an error the user can fix
-    (a bad key, a missing input, ...)."""
+    (a bad key, a missing input, ...), or 1 after object storage failed for good."""
     from conceptual import storage
     from conceptual.config import ConfigError, load
-    from conceptual.runtime import init_ray
+    from conceptual.runtime import init_ray, require_shared
     from conceptual.storage import StorageError
 
     with job_output(job, args.verbose) as log:
@@ -68,10 +68,17 @@ def run_data_job(
                 raise StorageError(f"no input data at {source}")
             print(f"{job}: {source} -> {args.output}", flush=True)
             init_ray()
+            require_shared({"the input": source, "--output": args.output})
             return config, run(source, args.output, config), log
         except (ConfigError, StorageError, *user_errors) as exc:
             print(f"error: {exc}", file=stderr())
             return 2
+        except OSError as exc:  # a Ray task's error is also an instance of its cause's type
+            if (failure := storage.store_failure(exc)) is None:
+                raise
+            print(f"error: {failure}. {args.output} is incomplete (no {storage.SUCCESS} "
+                  "marker): run the job again once the store answers.", file=stderr())  # fmt: skip
+            return 1
 
 
 def add_training_arguments(

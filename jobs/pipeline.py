@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.config import ConfigError, load
     from conceptual.paths import user_path
     from conceptual.pipelines.pipeline import PipelineConfig, check_stages, run
-    from conceptual.runtime import init_ray
+    from conceptual.runtime import init_ray, require_shared
     from conceptual.storage import StorageError
 
     with job_output("pipeline", args.verbose) as log:
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             check_stages(config)  # before Ray starts
             init_ray()
+            require_shared({"input": config.input, "output": config.output})
             result = run(config)
         except (ConfigError, CandidateFormatError, StorageError, ValueError) as exc:
             print(f"error: {exc}", file=stderr())

@@ -125,7 +125,7 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
     eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
-    config = training.resolved(config)
+    config = training.resolved(config, {"--features": features_uri})
 
     run_tags = {"stage": "train_captioner", "variant": variant(config)}
     with tracking.start_run(config.experiment, tags=run_tags) as active:

@@ -109,7 +109,7 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
         for name in SPLITS
     }
     init_ray()
-    config = training.resolved(config)
+    config = training.resolved(config, {})  # rows are read here and sent to the workers
 
     with tracking.start_run(
         config.experiment, tags={"stage": "train_fluency", "variant": VARIANT}

@@ -139,7 +139,7 @@ def train(
         model_config.photo_size,
     )
     dev_inputs = query_inputs(dev, config.modality, vocab, config.audio, model_config.max_tokens)
-    config = training.resolved(config)
+    config = training.resolved(config, {"--features": features_uri, "--speech": speech_uri})
 
     with tracking.start_run(
         config.experiment, tags={"stage": "train_retriever", "variant": variant(config)}

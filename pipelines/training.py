@@ -40,7 +40,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -57,10 +57,11 @@ from pydantic import Field
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from conceptual import tracking
+from conceptual import storage, tracking
 from conceptual.config import Config
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
+from conceptual.runtime import require_shared
 
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
 # Fault injection for the resume test: a worker exits as it reads the second batch of this
@@ -90,12 +91,17 @@ class TrainingConfig(Config):
     epochs: int = 10
     grad_clip: float = 1.0  # max gradient norm; 0 turns clipping off
     workers: int = 1
+    # How workers spread over nodes (Ray's placement strategies): STRICT_SPREAD puts each
+    # worker on a node of its own, PACK fills one node first.
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     cpus_per_worker: float = 1.0  # below 1 on small machines, or Ray Data gets no CPU
     use_gpu: bool | None = None  # None: when the cluster has GPUs (bf16 autocast there)
     compile: bool | None = None  # torch.compile the step; None: on GPUs
     prefetch_batches: int = Field(default=2, ge=0)  # batches read and copied ahead of the step
     max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
-    storage: str | None = None  # Ray Train storage_path; None: <state dir>/train
+    # Ray Train's checkpoints and results: a path or s3:// URI; None: <state dir>/train, which
+    # a cluster of several nodes refuses (runtime.require_shared)
+    storage: str | None = None
     seed: int = 0
     experiment: str
 
@@ -120,16 +126,20 @@ class Task:
 # ---------------------------------------------------------------- the driver
 
 
-def resolved(config: TrainingConfig) -> TrainingConfig:
-    """The config with its defaults decided (GPUs, compilation, storage), as the run logs it."""
+def resolved(config: TrainingConfig, data: Mapping[str, str]) -> TrainingConfig:
+    """The config with its defaults decided (GPUs, compilation, storage), as the run logs it.
+    `data` names what the workers read (`{"--features": uri}`): like the storage, it must be
+    where every node of a cluster sees it."""
     use_gpu = config.use_gpu
     if use_gpu is None:
         use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    storage_uri = config.storage or str(state_dir() / "train")
+    require_shared({**data, "storage": storage_uri})
     return config.model_copy(
         update={
             "use_gpu": use_gpu,
             "compile": use_gpu if config.compile is None else config.compile,
-            "storage": config.storage or str(state_dir() / "train"),
+            "storage": storage_uri,
         }
     )
 
@@ -149,6 +159,9 @@ def fit(
     # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
     forwarded = {k: v for k, v in os.environ.items() if k.startswith(("CONCEPTUAL_", "MLFLOW_"))}
     use_gpu = bool(config.use_gpu)
+    storage_path, filesystem = config.storage, None
+    if storage.is_remote(storage_path):
+        filesystem, storage_path = storage.resolve(storage_path)
     trainer = ray.train.torch.TorchTrainer(
         train_loop,
         train_loop_config={
@@ -160,11 +173,14 @@ def fit(
         scaling_config=ray.train.ScalingConfig(
             num_workers=config.workers,
             use_gpu=use_gpu,
+            placement_strategy=config.placement_strategy,
             resources_per_worker={"CPU": config.cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
         ),
         run_config=ray.train.RunConfig(
             name=f"{config.experiment}-{run_id}",
-            storage_path=config.storage,
+            # the platform's S3 settings (endpoint, credentials), not Ray's guess from AWS
+            storage_path=storage_path,
+            storage_filesystem=filesystem,
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
             checkpoint_config=ray.train.CheckpointConfig(
                 num_to_keep=2,  # the best by the dev metric and the latest (to resume from)

@@ -1,15 +1,24 @@
 """Ray bootstrap: join the cluster in RAY_ADDRESS (as `ray job submit` sets it), or start a
-private local Ray on this machine (the embedded default)."""
+private local Ray on this machine (the embedded default); and the check that a job on a
+cluster of several nodes reads and writes where every node sees the same data."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from collections.abc import Mapping
 
 import ray
 
 from conceptual import logs
+from conceptual.storage import StorageError, is_remote
+from conceptual.tracking import tracking_uri
+from conceptual.uris import redact
+
+# Set to 1 on a cluster whose nodes all mount the same filesystem at the same paths (NFS, a
+# shared volume): local paths and a local MLflow database then mean one place for every node.
+SHARED_FILESYSTEM_ENV = "CONCEPTUAL_SHARED_FILESYSTEM"
 
 
 def init_ray(num_cpus: int | None = None) -> None:
@@ -42,3 +51,28 @@ def init_ray(num_cpus: int | None = None) -> None:
     ):
         ctx.enable_progress_bars = False
     ctx.verbose_stats_logs = False
+
+
+def alive_nodes() -> int:
+    """The nodes of the Ray this process joined that are up (1 for the embedded local Ray)."""
+    return sum(1 for node in ray.nodes() if node["Alive"])
+
+
+def require_shared(locations: Mapping[str, str | None]) -> None:
+    """On a cluster of more than one node, refuse local paths among `locations` (named as
+    the user gave them: `{"--output": uri}`) and a local MLflow database: each node would
+    read and write its own disk, so outputs would land in pieces on whichever nodes ran the
+    work. One node, or SHARED_FILESYSTEM_ENV=1, accepts them."""
+    if os.environ.get(SHARED_FILESYSTEM_ENV) == "1" or (nodes := alive_nodes()) < 2:
+        return
+    local = [f"{name} {uri}" for name, uri in locations.items() if uri and not is_remote(uri)]
+    if not tracking_uri().startswith(("http://", "https://", "databricks")):
+        local.append(f"MLflow tracking {redact(tracking_uri())}")
+    if local:
+        raise StorageError(
+            f"this Ray cluster has {nodes} nodes, and {'; '.join(local)} "
+            f"{'is' if len(local) == 1 else 'are'} on one machine's disk, which the other nodes "
+            "do not see. Use s3:// URIs (training: storage=s3://...) and an MLflow tracking "
+            f"server (MLFLOW_TRACKING_URI=http://...), or set {SHARED_FILESYSTEM_ENV}=1 when "
+            "every node mounts these paths."
+        )

@@ -7,6 +7,12 @@ AWS_SESSION_TOKEN (else the default credential chain), AWS_REGION or AWS_DEFAULT
 
 `resolve(uri)` returns a pyarrow filesystem and the path inside it; Ray Data readers and
 writers take both (`filesystem=`), so Ray never has to guess a region from real AWS.
+
+An S3 request that fails on the network (refused, reset, timed out), a 5xx or throttling is
+retried by the AWS SDK with exponential backoff from 25 ms: S3_ATTEMPTS (10, about 25 s of
+waiting; CONCEPTUAL_S3_ATTEMPTS changes it) rides out an endpoint that restarts. Ray Data
+retries a failed write again on top. A store that stays down fails the job, whose output
+then has no SUCCESS marker.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from conceptual.uris import redact
 SUCCESS = "_SUCCESS"
 
 
+S3_ATTEMPTS = int(os.environ.get("CONCEPTUAL_S3_ATTEMPTS", "10"))
+
+
 class StorageError(OSError):
     """A URI that cannot be used; the message names it."""
 
@@ -46,7 +55,8 @@ def s3_filesystem() -> pafs.S3FileSystem:
     options: dict[str, Any] = {
         "region": os.environ.get("AWS_REGION")
         or os.environ.get("AWS_DEFAULT_REGION")
-        or "us-east-1"
+        or "us-east-1",
+        "retry_strategy": pafs.AwsDefaultS3RetryStrategy(max_attempts=S3_ATTEMPTS),
     }
     if endpoint:
         parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
@@ -141,6 +151,13 @@ def write_bytes(uri: str, data: bytes) -> None:
         stream.write(data)
     if target != path:
         fs.move(target, path)
+
+
+def store_failure(exc: OSError) -> str | None:
+    """One line on an object-storage request that its retries did not save (the AWS error as
+    pyarrow reports it), or None when `exc` is another OSError."""
+    line = next((x.strip() for x in str(exc).splitlines() if "AWS Error" in x), None)
+    return line and f"object storage failed after {S3_ATTEMPTS} attempts of a request: {line}"
 
 
 def read_json(uri: str) -> Any:

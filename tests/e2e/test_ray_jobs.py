@@ -3,89 +3,27 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from ray_cli import REPO, output_of, ray_env, start_head
+from ray_cli import submit as submit_to
 
 pytestmark = pytest.mark.e2e
 
-BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory, platform_home, free_port):
-    """A head node started with `ray start --head --block`; stopping that process stops
-    the cluster it started (and only that one, unlike `ray stop`)."""
-    dashboard = free_port()
-    # As with an activated venv: the job's `python` is the one the platform is installed in.
-    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "PATH": path, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    log = open(tmp_path_factory.mktemp("ray") / "head.log", "w")
-    head = subprocess.Popen(
-        [
-            BIN / "ray",
-            "start",
-            "--head",
-            "--block",
-            f"--port={free_port()}",
-            "--num-cpus=2",
-            "--include-dashboard=true",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard}",
-            "--disable-usage-stats",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    address = f"http://127.0.0.1:{dashboard}"
-    deadline = time.monotonic() + 120
-    while subprocess.run(
-        [BIN / "ray", "job", "list", "--address", address], env=env, capture_output=True
-    ).returncode:
-        if head.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"ray head did not come up; see {log.name}")
-        time.sleep(2)
+def ray_cluster(tmp_path_factory, platform_home):
+    """A one-node cluster, as `ray start --head` makes it."""
+    env = ray_env()
+    head, address, _ = start_head(tmp_path_factory.mktemp("ray"), env, "--num-cpus=2")
     yield {"address": address, "env": env}
-    head.send_signal(signal.SIGTERM)
-    try:
-        head.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
-    log.close()
+    head.stop()
 
 
-def submit(
-    cluster, *args: str, timeout: int = 600, working_dir: Path = REPO
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            BIN / "ray",
-            "job",
-            "submit",
-            "--address",
-            cluster["address"],
-            "--working-dir",
-            str(working_dir),
-            "--",
-            "python",
-            "-m",
-            *args,
-        ],
-        env=cluster["env"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def submit(cluster, *args: str, **options) -> subprocess.CompletedProcess:
+    return submit_to(cluster["address"], cluster["env"], *args, **options)
 
 
 def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
@@ -110,7 +48,7 @@ def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
             "entity_frequency.more_than=1",
             *fetch_overrides(catalogue),
         )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert result.returncode == 0, output_of(result)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["input"] == 300 and 0 < stats["kept"] < 300
     assert {"fetch", "image", "overlap"} <= set(stats["rejected"])
@@ -125,7 +63,7 @@ def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
         "--output",
         str(tmp_path / "features"),
     )
-    assert features.returncode == 0, features.stdout[-4000:] + features.stderr[-4000:]
+    assert features.returncode == 0, output_of(features)
     summary = json.loads((tmp_path / "features" / "features.json").read_text())
     assert summary["images"] == stats["kept"] and summary["grid"] == 8
 
@@ -145,7 +83,7 @@ def test_relative_paths_of_a_submitted_job_mean_the_working_dir_itself(ray_clust
         "with_images=false",
         "entity_frequency.more_than=2",
     )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert result.returncode == 0, output_of(result)
     assert f"curate: {REPO / 'examples' / 'candidates.tsv'} -> {out}" in result.stdout
     assert json.loads((out / "stats.json").read_text())["kept"] > 0
 
@@ -171,7 +109,7 @@ def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):
     result = submit(
         ray_cluster, "conceptual.jobs.hypernymize", "--filters", str(tmp_path / "in.txt")
     )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert result.returncode == 0, output_of(result)
     out = [
         line
         for line in result.stdout.splitlines()
@@ -206,7 +144,7 @@ def test_captioning_jobs_submitted_to_a_cluster(
 
     def run(*args: str) -> str:
         result = submit(ray_cluster, *args)
-        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+        assert result.returncode == 0, output_of(result)
         return result.stdout
 
     data, features = str(tmp_path / "data"), str(tmp_path / "features")

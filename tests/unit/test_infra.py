@@ -30,6 +30,7 @@ THIRD_PARTY_VARIABLES = {
     "UV_COMPILE_BYTECODE": "uv",
     "PYTHONUNBUFFERED": "Python",
     "TORCH_INDEX": "infra/Dockerfile (a build argument)",
+    "STRICT_SPREAD": "Ray Train (a value of placement_strategy=, not a variable)",
 }
 # What the platform's jobs need on every Ray node of a cluster.
 PLATFORM_VARIABLES = {
@@ -82,11 +83,12 @@ def variables_the_code_reads() -> set[str]:
     read = re.compile(
         r"""(?:environ\.get|environ\.setdefault|getenv)\(\s*["']([A-Z][A-Z0-9_]*)["']"""
         r"""|environ\[\s*["']([A-Z][A-Z0-9_]*)["']\s*\]"""
+        r"""|_ENV\s*=\s*["']([A-Z][A-Z0-9_]*)["']"""  # a name kept in a constant: X_ENV = "..."
     )
     names = set()
     for folder in CODE_DIRS:
         for path in (REPO / folder).rglob("*.py"):
-            names.update(a or b for a, b in read.findall(path.read_text()))
+            names.update(a or b or c for a, b, c in read.findall(path.read_text()))
     return names
 
 

@@ -1,0 +1,142 @@
+"""Ray clusters on this machine as a user starts them (`ray start`), and jobs submitted to
+them with `ray job submit`: what the e2e tests share."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_env(**extra: str) -> dict[str, str]:
+    """This process's environment, as an activated venv has it (the job's `python` is the
+    one the platform is installed in), without a RAY_ADDRESS of its own."""
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    return {**env, **extra}
+
+
+class Node:
+    """One `ray start --block` process: stopping it stops that node (and, for a head, the
+    cluster it started), never another Ray on the machine (unlike `ray stop`)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path):
+        self.log = log
+        self._log = open(log, "w")
+        self.process = subprocess.Popen(
+            [BIN / "ray", "start", "--block", "--disable-usage-stats", *args],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self._log.close()
+
+
+def wait_until(ready: Callable[[], bool], timeout: float, what: str, step: float = 1.0) -> float:
+    """Seconds until `ready()` holds; AssertionError naming `what` after `timeout`."""
+    start = time.monotonic()
+    while not ready():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(step)
+    return time.monotonic() - start
+
+
+def start_head(tmp: Path, env: dict[str, str], *args: str) -> tuple[Node, str, int]:
+    """A head node with the dashboard on a free port. Returns it, the job submission address
+    and the GCS port other nodes join at."""
+    dashboard, gcs = free_port(), free_port()
+    head = Node(
+        [
+            "--head",
+            f"--port={gcs}",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            *args,
+        ],
+        env,
+        tmp / "head.log",
+    )
+    address = f"http://127.0.0.1:{dashboard}"
+
+    def answers() -> bool:
+        if not head.alive():
+            raise AssertionError(f"ray head exited; see {head.log}")
+        listed = subprocess.run(
+            [BIN / "ray", "job", "list", "--address", address], env=env, capture_output=True
+        )
+        return listed.returncode == 0
+
+    wait_until(answers, 120, f"ray head (log {head.log})", step=2)
+    return head, address, gcs
+
+
+def submit(
+    address: str,
+    env: dict[str, str],
+    *args: str,
+    timeout: int = 600,
+    working_dir: Path = REPO,
+    runtime_env: dict | None = None,
+    submission_id: str | None = None,
+    wait: bool = True,
+) -> subprocess.CompletedProcess:
+    """`ray job submit ... -- python -m ARGS`, under `submission_id` if given; `wait=False`
+    returns once the job is submitted."""
+    options = ["--runtime-env-json", json.dumps(runtime_env)] if runtime_env else []
+    options += ["--submission-id", submission_id] if submission_id else []
+    options += [] if wait else ["--no-wait"]
+    return subprocess.run(
+        [
+            BIN / "ray",
+            "job",
+            "submit",
+            "--address",
+            address,
+            "--working-dir",
+            str(working_dir),
+            *options,
+            "--",
+            "python",
+            "-m",
+            *args,
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def output_of(result: subprocess.CompletedProcess) -> str:
+    return result.stdout[-4000:] + result.stderr[-4000:]
