@@ -281,14 +281,29 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
 # ---------------------------------------------------------------- faults
 
 
-def finished(cluster, submission_id: str, timeout: float = 600) -> tuple[str, str]:
-    """Wait for a submitted job to end; its final status and its log."""
-    from ray.job_submission import JobStatus, JobSubmissionClient
+def status_of(cluster, submission_id: str) -> str:
+    from ray.job_submission import JobSubmissionClient
 
-    client = JobSubmissionClient(cluster["address"])
-    terminal = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
-    wait_until(lambda: client.get_job_status(submission_id) in terminal, timeout, submission_id)
-    return str(client.get_job_status(submission_id)), client.get_job_logs(submission_id)
+    return str(JobSubmissionClient(cluster["address"]).get_job_status(submission_id))
+
+
+def finished(
+    cluster, submission_id: str, fault: str | None = None, timeout: float = 600
+) -> tuple[str, str]:
+    """Wait for a submitted job to end (after `fault`: it must have been running then); its
+    final status and its log."""
+    from ray.job_submission import JobSubmissionClient
+
+    if fault:
+        assert status_of(cluster, submission_id) == "RUNNING", f"{fault} after the job ended"
+    seconds = wait_until(
+        lambda: status_of(cluster, submission_id) in {"SUCCEEDED", "FAILED", "STOPPED"},
+        timeout,
+        submission_id,
+    )
+    status = status_of(cluster, submission_id)
+    print(f"\n{fault or submission_id}: the job ended {status} {seconds:.0f} s later")
+    return status, JobSubmissionClient(cluster["address"]).get_job_logs(submission_id)
 
 
 def alive_actor(cluster, submission_id: str, class_name: str, node: str | None = None):
@@ -341,7 +356,7 @@ def test_a_killed_nlp_actor_loses_and_repeats_no_candidate(cluster, tmp_path):
     wait_until(nlp_running, 300, "an NLP actor", step=0.5)
     time.sleep(2)  # parsing its first batches
     os.kill(actor.pid, signal.SIGKILL)
-    status, log = finished(cluster, submission)
+    status, log = finished(cluster, submission, f"NLP actor (pid {actor.pid}) killed")
     assert status == "SUCCEEDED", log[-4000:]
     assert_each_candidate_once(output, expected)
 
@@ -416,7 +431,8 @@ def test_object_storage_stopped_mid_write_is_retried_to_a_complete_output(
     time.sleep(8)  # a store restarting
     before = endpoint.accepted
     endpoint.start()
-    status, log = finished(cluster, submission)
+    status, log = finished(cluster, submission, "S3 endpoint down for 8 s")
+    print(f"connections after the restart: {endpoint.accepted - before}")
     assert status == "SUCCEEDED", log[-4000:]
     assert endpoint.accepted > before  # the job did go on through the restarted endpoint
     assert storage.exists(f"{output}/_SUCCESS")
@@ -435,7 +451,8 @@ def test_object_storage_that_stays_down_fails_the_job_and_marks_nothing_complete
     submission, output, _ = text_job(cluster, tmp_path, "s3-down", 3000, env)
     wait_until(first_output_file(output), 300, "the first output file", step=0.1)
     endpoint.stop()
-    status, log = finished(cluster, submission)
+    status, log = finished(cluster, submission, "S3 endpoint down for good")
+    print(next(line for line in log.splitlines() if line.startswith("error:")))
     assert status == "FAILED"
     assert "error: object storage" in log, log[-4000:]
     assert not storage.exists(f"{output}/_SUCCESS")
@@ -444,8 +461,6 @@ def test_object_storage_that_stays_down_fails_the_job_and_marks_nothing_complete
 @pytest.mark.faults
 def test_the_second_node_dying_mid_run_loses_and_repeats_no_candidate(cluster, tmp_path):
     """Last in this module: node2 stays down."""
-    import psutil
-
     submission, output, expected = text_job(cluster, tmp_path, "node-kill", 6000)
     wait_until(
         lambda: alive_actor(cluster, submission, NLP_ACTOR, "node2") is not None,
@@ -454,17 +469,22 @@ def test_the_second_node_dying_mid_run_loses_and_repeats_no_candidate(cluster, t
         step=0.5,
     )
     time.sleep(2)
-    raylet = next(
-        p
-        for p in psutil.process_iter(["name", "cmdline"])
-        if "raylet" in (p.info["name"] or "")
-        and f"--node_manager_port={cluster['node2_port']}" in (p.info["cmdline"] or [])
-    )
-    raylet.kill()
-    status, log = finished(cluster, submission)
+    os.kill(raylet_pid(cluster["node2_port"]), signal.SIGKILL)
+    status, log = finished(cluster, submission, "node2's raylet killed")
     if status != "SUCCEEDED":  # the issue's bar: the job completes, or a rerun does
         print(f"the job ended {status}; rerunning it on the head alone")
         rerun = text_job(cluster, tmp_path, "node-kill", 6000)
         status, log = finished(cluster, rerun[0])
     assert status == "SUCCEEDED", log[-4000:]
     assert_each_candidate_once(output, expected)
+
+
+def raylet_pid(node_manager_port: int) -> int:
+    """The raylet serving that port, found in /proc (this machine's processes)."""
+    flag = f"--node_manager_port={node_manager_port}".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            args = cmdline.read_bytes().split(b"\0")
+            if args[0].endswith(b"raylet") and flag in args:
+                return int(cmdline.parent.name)
+    raise AssertionError(f"no raylet with {flag.decode()}")
