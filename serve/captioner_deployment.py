@@ -43,7 +43,12 @@ from conceptual.config import Config
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import CONFIG
 from conceptual.models.variants import model_name
-from conceptual.serve.champion import MODEL_AUTOSCALING, Champion, NotReady
+from conceptual.serve.champion import (
+    MODEL_AUTOSCALING,
+    MODEL_HEALTH_CHECK_PERIOD_S,
+    Champion,
+    NotReady,
+)
 from conceptual.serve.schema import ApiError, CaptionResponse, ModelStatus, image_error
 from conceptual.text.chinese import normalize
 from conceptual.vision.images import probe
@@ -189,6 +194,7 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
     # Enough for one batch running and the next one filling up.
     max_ongoing_requests=16,
     autoscaling_config=MODEL_AUTOSCALING,
+    health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
 )
 class CaptionerDeployment:
     """Captions in `language` with the champion of its registered model; `caption` is what

@@ -59,7 +59,13 @@ from conceptual.models.inference import ImageError, read_image
 from conceptual.models.saving import load_retriever
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
-from conceptual.serve.champion import MODEL_AUTOSCALING, Champion, NotReady, Served
+from conceptual.serve.champion import (
+    MODEL_AUTOSCALING,
+    MODEL_HEALTH_CHECK_PERIOD_S,
+    Champion,
+    NotReady,
+    Served,
+)
 from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
 from conceptual.speech.audio import decode, resample
 from conceptual.speech.features import AudioFeatureConfig, samples_features
@@ -291,6 +297,7 @@ def version_and_index(version: ModelVersion) -> str:
     ray_actor_options={"num_cpus": 0.2},  # fractional: both retrievers fit beside captioning
     max_ongoing_requests=16,
     autoscaling_config=MODEL_AUTOSCALING,
+    health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
 )
 class RetrieverDeployment:
     """Searches with the champion of one modality; the ingress calls `search_text`,

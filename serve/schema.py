@@ -16,8 +16,11 @@ Error codes are stable (clients and dashboards key on them):
 | 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers; a language the service does not know |
 | 501 | not_enabled | a caption language (or a search) this service does not run (ServeConfig.languages, .retrievers) |
 | 503 | busy | `max_concurrent_uploads` bodies are being received already; retry |
-| 503 | not_ready, model_unavailable | no model loaded yet; the model deployment did not answer |
+| 503 | not_ready, model_unavailable | no model loaded yet; the model deployment did not answer (its replica died mid-request, or Serve has none up) |
 | 500 | model_error, internal_error | a bug: the model or the service failed on a valid request |
+
+Every 503 carries `Retry-After` (seconds, RETRY_AFTER_S): Serve replaces a dead replica in
+seconds, and a model still loading takes longer.
 
 Messages are the service's own words: never a library's exception text, which can quote
 the request's bytes or the service's internals.
@@ -40,6 +43,10 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+# Seconds a client should wait before retrying a 503, by code.
+RETRY_AFTER_S = {"busy": 1, "model_unavailable": 1, "not_ready": 5}
+
+
 class ApiError(Exception):
     """A request answered with an error. The ingress raises it; a model deployment returns
     it instead, because an exception raised in a replica crosses Ray as a logged failure."""
@@ -50,7 +57,10 @@ class ApiError(Exception):
 
     def response(self) -> JSONResponse:
         body = ErrorResponse(error=ErrorDetail(code=self.code, message=self.message))
-        return JSONResponse(body.model_dump(), status_code=self.status)
+        headers = (
+            {"Retry-After": str(RETRY_AFTER_S.get(self.code, 1))} if self.status == 503 else None
+        )
+        return JSONResponse(body.model_dump(), status_code=self.status, headers=headers)
 
 
 # What a client is told for each decoder refusal; a code not listed here gets the generic

@@ -11,6 +11,7 @@ are marked slow (`make test-slow`).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import json
@@ -18,6 +19,7 @@ import math
 import os
 import re
 import select
+import signal
 import socket
 import threading
 import time
@@ -142,6 +144,7 @@ def test_not_ready_until_a_champion_is_promoted(client, versions, name, coffee):
     assert "champion" in readiness.json()["models"][0]["problem"]
     refused = client.post("/v1/captions", content=coffee)
     assert refused.status_code == 503 and error_code(refused) == "not_ready"
+    assert refused.headers["retry-after"] == "5"
 
     registry.promote_if_better(versions[0], 0.1, EVAL_SET, name=name)
     wait_until(lambda: client.get("/readyz").status_code == 200, "the champion to load")
@@ -672,3 +675,68 @@ def test_concurrent_huge_images_stay_within_a_replicas_memory_bound(ready):
     assert [response.status_code for response in responses] == [200] * 8
     growth = max(peak[pid] - baseline[pid] for pid in pids)
     assert growth < 0.5e9, f"a replica grew by {growth / 1e9:.2f} GB"
+
+
+def captioner_replicas() -> dict[str, int]:
+    """The Captioner replicas that are up: their Serve names and process ids."""
+    names = [
+        actor["name"]
+        for actor in ray.util.list_named_actors(all_namespaces=True)
+        if f"{APP_NAME}#{CaptionerDeployment.name}#" in actor["name"]
+    ]
+    replicas = {}
+    for replica_name in names:
+        with contextlib.suppress(ValueError, ray.exceptions.RayActorError):
+            replica = ray.get_actor(replica_name, namespace="serve")
+            replicas[replica_name] = ray.get(
+                replica.__ray_call__.remote(lambda _: os.getpid()), timeout=10
+            )
+    return replicas
+
+
+@pytest.mark.slow
+@pytest.mark.faults
+def test_a_replica_killed_under_load_costs_503s_with_retry_after_never_a_drop(ready, coffee):
+    """Three clients ask without pause; a Captioner replica's process is killed (SIGKILL, as
+    a crash). Every answer is a 200 or a 503 with Retry-After (no 500, no dropped
+    connection), and the replacement Serve starts serves within WAIT_S."""
+    answers: list[tuple[float, int | str, str | None]] = []  # time, status or error, Retry-After
+    stop = threading.Event()
+
+    def keep_asking() -> None:
+        with httpx.Client(base_url=str(ready.base_url), timeout=60) as http:
+            while not stop.is_set():
+                try:
+                    response = http.post("/v1/captions", content=coffee)
+                    answer = (response.status_code, response.headers.get("retry-after"))
+                except httpx.HTTPError as error:  # a dropped connection
+                    answer = (type(error).__name__, None)
+                answers.append((time.monotonic(), *answer))
+
+    clients = [threading.Thread(target=keep_asking) for _ in range(3)]
+    for thread in clients:
+        thread.start()
+    try:
+        wait_until(lambda: len(answers) >= 6, "answers before the crash")
+        before = captioner_replicas()
+        victim, pid = sorted(before.items())[0]
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until(lambda: set(captioner_replicas()) - set(before), "a replacement replica")
+        replaced_at = time.monotonic()
+        wait_until(lambda: answers[-1][0] > replaced_at and answers[-1][1] == 200, "a 200 after")
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join()
+    after = [a for a in answers if a[0] >= killed_at]
+    failed = [a for a in after if a[1] != 200]
+    served_again = min(t for t, status, _ in answers if t > replaced_at and status == 200)
+    print(
+        f"\n{len(before)} replica(s), {victim} killed: {len(failed)} of {len(after)} requests "
+        f"after the crash failed ({sorted({str(a[1]) for a in failed})}); replacement up "
+        f"{replaced_at - killed_at:.1f} s and serving {served_again - killed_at:.1f} s after it"
+    )
+    assert all(status == 200 or (status == 503 and retry) for _, status, retry in answers), {
+        (status, retry) for _, status, retry in answers
+    }
