@@ -16,7 +16,7 @@ from conceptual.records import Rejection, image_id
 from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual.vision.images import ImageFilterConfig, ImageFilters
-from conceptual.vision.labels import LabelMatcher, OverlapConfig
+from conceptual.vision.labels import LabelMatcher, OverlapConfig, caption_nouns
 
 FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
 
@@ -89,9 +89,11 @@ class VisionStage:
                 reject(row, IMAGE_STAGE, verdict.rejection)
             elif self.overlap.enabled:
                 # The original words and the hypernymized caption both count: "Labrador" in
-                # the alt-text or "dog" in the caption can each confirm a dog label.
+                # the alt-text or "dog" in the caption can each confirm a dog label; as
+                # nouns only ("stands" is no tripod's "stand").
                 words = f"{row['alt_text']} {row['caption'] or ''}"
-                match = self.matcher.match(words, verdict.labels)
+                nouns = caption_nouns(row["types"], row["entities"])
+                match = self.matcher.match(words, verdict.labels, nouns)
                 row["matched"] = match.words
                 if match.rejection:
                     reject(row, OVERLAP_STAGE, match.rejection)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conceptual.vision.cnn import imagenet_classes
-from conceptual.vision.labels import LabelMatcher, OverlapConfig, caption_words
+from conceptual.vision.labels import LabelMatcher, OverlapConfig, caption_nouns, caption_words
 
 ESPRESSO, TABBY, HOT_DOG, SEA_LION, JUNCO, COFFEE_MUG = (
     "n07920052",
@@ -15,6 +15,7 @@ ESPRESSO, TABBY, HOT_DOG, SEA_LION, JUNCO, COFFEE_MUG = (
     "n01534433",
     "n03063599",
 )
+TRIPOD, FLY, TUB = "n04485082", "n02190166", "n04493381"
 GENERIC = {"entity", "object", "whole", "organism", "artifact", "thing", "covering", "structure"}
 
 
@@ -93,3 +94,29 @@ def test_an_unsure_best_label_still_counts(matcher):
 
 def test_caption_words_drop_punctuation():
     assert caption_words("A hot-dog's bun!") == ["a", "hot", "dog", "s", "bun"]
+
+
+def test_a_verb_does_not_match_a_noun_label(matcher):
+    """ "stands" is no tripod's `stand`, "fly" the verb no insect, once the parse's nouns
+    are given; the same words used as nouns still match."""
+    verb = matcher.match("A camera stands on the table", [label(TRIPOD)], ["camera", "table"])
+    assert verb.words == [] and verb.rejection.reason == "no_label_overlap"
+    assert matcher.match("A camera stands on the table", [label(TRIPOD)]).words == ["stands"]
+    noun = matcher.match("A camera on a stand", [label(TRIPOD)], ["camera", "stand"])
+    assert noun.words == ["stand"] and noun.rejection is None
+
+    assert not matcher.match("Gulls fly over the harbour", [label(FLY)], ["gull", "harbour"]).words
+    assert matcher.match("A fly on a leaf", [label(FLY)], ["fly", "leaf"]).words == ["fly"]
+
+
+def test_a_word_that_is_only_a_noun_matches_whatever_its_tag(matcher):
+    """The small tagger calls "tub" an interjection in a list of things; WordNet knows it
+    as a noun only, so it matches."""
+    match = matcher.match("A bathroom with a sink, tub, mirror", [label(TUB)], ["sink", "mirror"])
+    assert match.words == ["tub"]
+
+
+def test_caption_nouns_are_the_types_and_the_names_replaced():
+    entities = [{"text": "Lake Como", "label": "LOC", "action": "removed"}]
+    assert caption_nouns(["dog", "lake"], entities) == ["dog", "lake", "Lake Como"]
+    assert caption_nouns(None, entities) is None  # not parsed: every word may match
