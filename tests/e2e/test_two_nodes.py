@@ -8,6 +8,7 @@ node's raylet killed) also run with `make test-faults`."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -197,7 +198,8 @@ TRAIN_WORKER = "RayTrainWorker"
 @pytest.fixture(scope="module")
 def curated(cluster, demo_images, tmp_path_factory):
     """The demo's candidates with their photos, curated from S3 to S3 by the cluster: the
-    output (which the training test reads) and the candidate ids."""
+    output (which the training test reads), the candidate ids, the input and the settings
+    that fetch from the demo's server."""
     from conceptual.demo.images import demo_candidates, fetch_overrides
 
     catalogue, url = demo_images
@@ -208,13 +210,13 @@ def curated(cluster, demo_images, tmp_path_factory):
                  "entity_frequency.more_than=1", *fetch_overrides(catalogue),
                  "split.train=0.6", "split.val=0.2", "split.test=0.2")  # fmt: skip
     assert result.returncode == 0, output_of(result)
-    return output, expected
+    return output, expected, source, fetch_overrides(catalogue)
 
 
 def test_curation_with_photos_from_s3_to_s3_writes_each_candidate_once(curated):
     from conceptual import storage
 
-    output, expected = curated
+    output, expected, _, _ = curated
     assert storage.read_json(f"{output}/_SUCCESS")["input"] == len(expected)
     assert_each_candidate_once(output, expected)
 
@@ -276,6 +278,44 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
     assert epochs.count(0) == 1 and sorted(set(epochs)) == [0, 1, 2]
     stored = storage.list_files(f"{BUCKET}/mlartifacts")
     assert any(f.endswith("model/model.safetensors") for f in stored)
+
+
+def test_the_pipeline_job_runs_on_the_cluster_and_a_resubmission_skips_every_stage(
+    cluster, curated, tracking_server
+):
+    """The captioner's stages as one submitted job, from S3 to S3, training on both nodes;
+    submitted again, every stage's manifest matches and nothing runs."""
+    import mlflow
+
+    _, _, source, fetching = curated
+    settings = [
+        "--config", "configs/pipeline.yaml", f"input={source}", f"output={BUCKET}/pipeline",
+        "model_name=captioner-cluster-pipeline", "experiment=cluster-pipeline",
+        "curate.entity_frequency.more_than=1", *(f"curate.{key}" for key in fetching),
+        "curate.split.train=0.6", "curate.split.val=0.2", "curate.split.test=0.2",
+        *(f"train.{key}" for key in TINY_MODEL), "train.epochs=1", "train.workers=2",
+        "train.placement_strategy=STRICT_SPREAD", f"train.storage={BUCKET}/train-pipeline",
+        "evaluate.metrics=[CIDEr]", "evaluate.beam=2",
+    ]  # fmt: skip
+
+    def stages() -> dict:
+        result = run(cluster, "conceptual.jobs.pipeline", *settings)
+        assert result.returncode == 0, output_of(result)
+        out = result.stdout
+        return json.loads(out[out.rindex("\n{\n") + 1 : out.rindex("}") + 1])
+
+    first = stages()
+    assert [stage for stage, r in first.items() if r["skipped"]] == []
+    assert str(first["register"]["result"]["version"]) == "1"
+    again = stages()
+    assert all(r["skipped"] for r in again.values()), again
+    client = mlflow.MlflowClient(tracking_server)
+    experiment = client.get_experiment_by_name("cluster-pipeline")
+    parents = client.search_runs([experiment.experiment_id], "tags.stage = 'pipeline'")
+    children = client.search_runs(
+        [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parents[-1].info.run_id}'"
+    )
+    assert {r.data.tags["stage"] for r in children} >= {"curate", "train_captioner"}
 
 
 # ---------------------------------------------------------------- faults
