@@ -16,6 +16,7 @@ ESPRESSO, TABBY, HOT_DOG, SEA_LION, JUNCO, COFFEE_MUG = (
     "n03063599",
 )
 TRIPOD, FLY, TUB = "n04485082", "n02190166", "n04493381"
+BARREL, CAROUSEL, SKI, CAN_OPENER = "n02795169", "n02966193", "n04228054", "n02951585"
 GENERIC = {"entity", "object", "whole", "organism", "artifact", "thing", "covering", "structure"}
 
 
@@ -120,3 +121,97 @@ def test_caption_nouns_are_the_types_and_the_names_replaced():
     entities = [{"text": "Lake Como", "label": "LOC", "action": "removed"}]
     assert caption_nouns(["dog", "lake"], entities) == ["dog", "lake", "Lake Como"]
     assert caption_nouns(None, entities) is None  # not parsed: every word may match
+
+
+@pytest.fixture(scope="module")
+def hypernymize(nlp):
+    """text -> what the NLP stage makes of it (caption, entities, types: the hypernymizer's
+    parse)."""
+    from conceptual.text.hypernymize import Hypernymizer
+
+    hypernymizer = Hypernymizer(nlp=nlp)
+    return lambda text: hypernymizer.transform([text])[0]
+
+
+def parsed_nouns(result) -> list[str] | None:
+    return caption_nouns(result.types, result.entities)
+
+
+@pytest.mark.parametrize(
+    ("wnid", "verb", "noun", "matched"),
+    [
+        # The Porter stemmer meets agent nouns and verbs: container and contains -> contain,
+        # opener and opening -> open; 65 of the 1,000 classes expand to `container`.
+        (
+            BARREL,
+            "A river that contains several boats.",
+            "Plastic containers on a shelf.",
+            "containers",
+        ),
+        (CAN_OPENER, "A man opening a bottle of wine.", "An opener on a counter.", "opener"),
+        (
+            CAROUSEL,
+            "Children ride their bikes in the park.",
+            "A girl on a ride at the fair.",
+            "ride",
+        ),
+        (SKI, "A woman skiing down a slope.", "A pair of skis against a wall.", "skis"),
+        (FLY, "Birds fly over the lake.", "A fly on a green leaf.", "fly"),
+    ],
+)
+def test_with_the_parse_a_verb_no_longer_matches_and_the_noun_still_does(
+    matcher, hypernymize, wnid, verb, noun, matched
+):
+    assert matcher.match(verb, [label(wnid)]).words  # every word: the verb matched
+    rejected = matcher.match(verb, [label(wnid)], parsed_nouns(hypernymize(verb)))
+    assert rejected.words == [] and rejected.rejection.reason == "no_label_overlap"
+    assert matcher.match(noun, [label(wnid)], parsed_nouns(hypernymize(noun))) == ([matched], None)
+
+
+def test_the_nouns_cover_the_alt_text_and_its_hypernymized_caption(matcher, hypernymize):
+    """As the vision stage matches them, the alt-text and the caption together: the names'
+    words and the concepts replacing them are nouns, the verb in either text is not."""
+    alt_text = "Tom Cruise rides a carousel in London."
+    result = hypernymize(alt_text)
+    assert result.caption == "person rides a carousel ."
+    words = f"{alt_text} {result.caption}"
+    assert matcher.match(words, [label(CAROUSEL)], parsed_nouns(result)).words == ["carousel"]
+    alt_text = "Tom Cruise rides a horse in London."
+    result = hypernymize(alt_text)
+    words = f"{alt_text} {result.caption}"
+    assert matcher.match(words, [label(CAROUSEL)]).words == ["rides"]
+    assert not matcher.match(words, [label(CAROUSEL)], parsed_nouns(result)).words
+
+
+def test_the_vision_stage_matches_the_nouns_the_nlp_stage_found(monkeypatch, hypernymize):
+    """The NLP stage's columns (caption, entities, types) reach the overlap rule: a verb is
+    rejected, a noun kept."""
+    from conceptual.pipelines import image_stages
+    from conceptual.pipelines.rows import table
+    from conceptual.records import IN_FLIGHT, image_id
+    from conceptual.vision.cnn import CnnConfig
+    from conceptual.vision.images import ImageFilterConfig
+
+    monkeypatch.setattr(image_stages, "ImageNetClassifier", lambda config: None)
+    stage = image_stages.VisionStage(ImageFilterConfig(), CnnConfig(), OverlapConfig())
+    image = b"never decoded: its verdict is known"
+    stage.verdicts[image_id(image)] = image_stages.ImageVerdict(640, 480, None, (label(SKI),))
+
+    def row(alt_text: str) -> dict:
+        result = hypernymize(alt_text)
+        return dict.fromkeys(IN_FLIGHT.names) | {
+            "id": alt_text,
+            "alt_text": alt_text,
+            "image": image,
+            "caption": result.caption,
+            "entities": result.entities,
+            "types": result.types,
+        }
+
+    verb, noun = "A woman skiing down a slope.", "A pair of skis against a wall."
+    out = stage(table([row(verb), row(noun)])).to_pylist()
+    assert [(r["reason"], r["matched"]) for r in out] == [
+        ("no_label_overlap", []),
+        (None, ["skis"]),
+    ]
+    assert out[0]["stage"] == image_stages.OVERLAP_STAGE

@@ -13,9 +13,13 @@ replaced names, plus the names' own words), a phrase counts only when its last w
 of them, or a word WordNet knows as a noun only (the small spaCy model tags "oven" a verb
 and "tub" an interjection in lists of things). "A camera stands on the table" no longer
 matches tripod's hypernym `stand`, nor "people working" a `work` label, nor "a skier skiing"
-`ski` (the skier still may), while "a fly on a leaf" still matches `fly`. The comparison is
-by word, not position: a word used both ways in one caption counts. Without nouns (a
-caller with no parse), every word may match.
+`ski` (the skier still may), while "a fly on a leaf" still matches `fly`. It matters most
+where the stemmer meets an agent noun and its verb: "contains" stems as `container` does
+(65 classes expand to it), "opening" as `can opener`'s "opener". The comparison is by word,
+not position: a word used both ways in one caption counts, and the nouns need no alignment
+with the text matched, the alt-text and its hypernymized caption together (the names' own
+words and the concepts replacing them are both among the nouns). Without nouns
+(`nouns=None`: a caller with no parse), every word may match.
 
 With the defaults, on coco_mini's 159 photos, 57.6% of their human captions pass (59.2%
 matching every word) and 4.7% of other photos' captions do (5.5%)
