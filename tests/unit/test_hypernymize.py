@@ -376,6 +376,62 @@ def test_places_resolve_offline_and_location_phrases_go_whole(hypernymizer):
     assert result.entities[0]["source"] == "gazetteer"
 
 
+def test_the_caption_is_the_first_sentence(hypernymizer):
+    # a second sentence says what no image shows; the released captions hold one sentence
+    assert caption(
+        hypernymizer,
+        "A red fox crossing a snowy meadow at dawn. The fox population has grown since 2010.",
+    ) == ("a red fox crossing a snowy meadow at dawn .")
+    # a short first sentence is no caption: the cut waits for a description
+    assert caption(hypernymizer, "Wow. A heron stands in shallow water.") == (
+        "wow . a heron stands in shallow water ."
+    )
+
+
+def test_stock_tags_start_the_second_sentence_even_unmarked(hypernymizer):
+    # a slug lost the tag sentence's mark; the caption ends where the description did
+    assert caption(
+        hypernymizer, "wooden rowing boat tied to a jetty on a calm lake vector illustration"
+    ) == ("wooden rowing boat tied to a jetty on a calm lake .")
+    assert caption(hypernymizer, "a stack of pancakes on a plate concept of breakfast") == (
+        "a stack of pancakes on a plate ."
+    )
+    assert caption(hypernymizer, "old fishing boats on a pebble beach photo by john smith") == (
+        "old fishing boats on a pebble beach ."
+    )
+    # the tag that names the image is its description, and stays
+    assert caption(hypernymizer, "vector illustration of a lighthouse on a rocky island") == (
+        "vector illustration of a lighthouse on a rocky island"
+    )
+    off = Hypernymizer(HypernymConfig(disabled_rules=["first_sentence"]), nlp=hypernymizer.nlp)
+    assert caption(off, "a stack of pancakes on a plate concept of breakfast") == (
+        "a stack of pancakes on a plate concept of breakfast"
+    )
+
+
+def test_titles_after_a_showing_go_in_caseless_text(hypernymizer):
+    # a title is a name whatever its words ("night falls on manhattan")
+    assert caption(
+        hypernymizer, "the actor attends the premiere of night falls on manhattan at the theatre"
+    ) == ("the actor attends the premiere at the theatre")
+    assert caption(hypernymizer, "Actor attends the premiere of The Quiet Harbour.") == (
+        "actor attends the premiere ."
+    )
+    # an article and common words describe the work instead
+    assert caption(hypernymizer, "a director at the premiere of the film") == (
+        "a director at the premiere of the film"
+    )
+
+
+def test_indefinite_articles_agree_with_the_next_word(hypernymizer):
+    assert caption(hypernymizer, "a apple and a orange on a old table") == (
+        "an apple and an orange on an old table"
+    )
+    assert caption(hypernymizer, "a university student under a umbrella") == (
+        "a university student under an umbrella"
+    )
+
+
 def test_each_rule_can_be_switched_off(nlp):
     text = "Singer Adele performs during the 2016 Glastonbury Festival."
     without = Hypernymizer(HypernymConfig(disabled_rules=["class_heads"]), nlp=nlp)

@@ -81,13 +81,27 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    left but articles, merge into one plural: "actor and actor" -> "actors" (WordNet's
    irregular plurals, or the most frequent of the regular and -men forms).
 9. Output in the released dataset's style: lowercase spaCy tokens joined by single
-   spaces, punctuation as separate tokens ("author : a life in photography"); an article
-   before a changed word agrees with it, and conjunctions and commas left dangling by
+   spaces, punctuation as separate tokens ("author : a life in photography"); an
+   indefinite article agrees with the word after it, as the released captions write it
+   ("a old table" -> "an old table"), and conjunctions and commas left dangling by
    removals go. `punctuation`: nothing else is left dangling either: a preposition whose
    objects went, an article of a removed noun, a mark after a mark (the stronger stays)
    or at the start, an article before another ("the the"), quotes around nothing or a
    lone replacement. `Hypernymizer.artifacts`
    finds any that remain (the quality tests require none).
+10. `first_sentence`: the caption is the alt-text's first sentence, as in the released
+   captions (14 of the 11,520 released validation captions hold a mark inside): "Old
+   tyres in an empty field. The end of the road for tires." -> "old tyres in an empty
+   field .". A stock-photo description's tags open a second sentence even where no mark
+   shows it (slugs lost theirs): "vector", "illustration", "eps", "concept" or "photo by"
+   after a description of at least `min_tokens` words ("a barn in the snow vector
+   illustration" -> "a barn in the snow ."; "vector illustration of a barn" stays). The
+   first sentence is parsed again alone, so the rules see its own parse.
+11. `work_titles`: a showing's title goes with its "of" ("the premiere of Night Falls on
+   Manhattan at the theatre" -> "the premiere at the theatre") [WORK_OF_ART]: caseless
+   text gives no capitals or quotes to find the title by, and its words may all be common.
+   It runs to a mark, a preposition or the end; an article with common words is a
+   description ("the premiere of the film" stays).
 
 Lowercase input (the dev set's URL slugs) defeats spaCy's NER, so `parse` (and with it
 `transform`) restores capitals in caseless texts first (`restore_case`): words and
@@ -129,6 +143,8 @@ RULES = (
     "numbers",  # 7
     "coordinations",  # 8
     "punctuation",  # 9
+    "first_sentence",  # 10
+    "work_titles",  # 11
 )
 
 
@@ -230,6 +246,17 @@ DERIVATIONAL_SUFFIXES = (
     ("less", "n"),
     ("ful", "n"),
 )
+# Rule 10: the words that open the tag sentence of a stock-photo description ("A barn in
+# the snow. Vector illustration."), and the word pairs that open a credit ("photo by").
+STOCK_TAGS = frozenset({"vector", "illustration", "eps", "concept"})
+CREDIT_OPENINGS = frozenset({("photo", "by")})
+SENTENCE_ENDS = frozenset({".", "!", "?"})
+# Doc.user_data key: the mark that ends a caption cut at a sentence boundary no mark showed.
+END_MARK = "conceptual.end_mark"
+# Rule 11: showings of a work, whose "of" takes the work's title ("the premiere of Speed
+# Racer"), and the words that end a title left unmarked in caseless text.
+SHOWINGS = frozenset({"premiere", "screening"})
+TITLE_ENDS = frozenset({"at", "in", "during", "on", "for", "with", "near", "held", "and"})
 # Doc.user_data key marking a doc parsed from restore_case's output.
 CASE_RESTORED = "conceptual.case_restored"
 # Irregular plurals WordNet's noun.exc lacks (it lists inflections, not suppletion).
@@ -259,7 +286,12 @@ class Hypernymizer:
         (`restore_case`): the docs `transform_doc` expects, for a caller who also reads them."""
         cased = [self.restore_case(t) for t in texts] if self.config.restore_case else texts
         for text, doc in zip(texts, self.nlp.pipe(cased, batch_size=self.config.batch_size)):
-            if doc.text != text:
+            restored = doc.text != text
+            if "first_sentence" in self.rules and (cut := self._second_sentence(doc)):
+                start, mark = cut
+                doc = self.nlp(doc[:start].text)  # the caption's sentence, parsed alone
+                doc.user_data[END_MARK] = mark
+            if restored:
                 doc.user_data[CASE_RESTORED] = True  # its capitals are guesses, not evidence
             yield doc
 
@@ -358,6 +390,8 @@ class Hypernymizer:
         for span in doc.ents if "dates" in self.rules else ():
             if span.label_ in TIME_LABELS and any(t.pos_ == "NUM" or t.is_digit for t in span):
                 self._remove_date(span, edits)
+        if "work_titles" in self.rules:
+            self._remove_work_titles(doc, edits)
         names = self._names(doc)
         for span, label in names:
             if not edits.touches(span):
@@ -368,9 +402,57 @@ class Hypernymizer:
             self._merge_coordinations(doc, edits)
         if "name_modifiers" in self.rules:
             self._remove_modifying_replacements(doc, edits)
+        edits.end_mark = doc.user_data.get(END_MARK)
         if "punctuation" in self.rules:
             edits.remove_orphans()
         return self._finish(edits)
+
+    def _remove_work_titles(self, doc, edits):
+        """Rule 11: the title after a showing's "of" goes with it ("the premiere of Speed
+        Racer at" -> "the premiere at"): a title is a name whatever its words, and caseless
+        text gives neither capitals nor quotes to find it by. It runs to a punctuation mark,
+        a preposition or the end; an article and common lowercase words are a description,
+        not a title ("the premiere of the film")."""
+        for of in doc[1:]:
+            if of.lower_ != "of" or doc[of.i - 1].lemma_.lower() not in SHOWINGS:
+                continue
+            end = of.i + 1
+            while end < len(doc) and not doc[end].is_punct:
+                if end > of.i + 1 and doc[end].lower_ in TITLE_ENDS:
+                    break
+                end += 1
+            title = doc[of.i + 1 : end]
+            if not len(title) or edits.touches(title):
+                continue
+            described = title[0].pos_ in ("DET", "PRON") and all(
+                t.is_lower and (t.pos_ in ("DET", "PRON", "ADJ") or self._is_common(t))
+                for t in title
+            )
+            if not described:
+                edits.remove([of, *title], "WORK_OF_ART", title.text)
+
+    def _second_sentence(self, doc) -> tuple[int, str | None] | None:
+        """Rule 10: where the text's second sentence starts, and the mark the caption then
+        ends with (None when its own mark stays): after a sentence's end mark, or, in a
+        stock-photo description, at a tag ("vector illustration", "concept", "photo by")
+        that follows a description of at least `min_tokens` words with a noun and no mark
+        (slugs lost it). None for a single sentence."""
+        words, noun = 0, False
+        for token in doc[1:]:
+            before = doc[token.i - 1]
+            words += before.is_alpha
+            noun = noun or before.pos_ in ("NOUN", "PROPN")
+            if words < self.config.min_tokens or not noun:
+                continue
+            if before.text in SENTENCE_ENDS:
+                return token.i, None
+            following = doc[token.i + 1].lower_ if token.i + 1 < len(doc) else ""
+            tag = token.lower_ in STOCK_TAGS or (token.lower_, following) in CREDIT_OPENINGS
+            described = before.pos_ in ("NOUN", "PROPN", "ADJ", "NUM")
+            inside_tag = before.lower_ in STOCK_TAGS  # "vector illustration" is one tag
+            if tag and described and not inside_tag and before.lower_ not in self.stop_words:
+                return token.i, "."
+        return None
 
     # --- rules ------------------------------------------------------------------------------
 
@@ -739,6 +821,7 @@ class Edits:
         self.replaced_by: dict[int, int] = {}  # token index -> start of the replaced name
         self.records: dict[int, dict] = {}  # root index of a replaced name -> its record
         self.merged: set[int] = set()  # heads pluralized by a merged coordination
+        self.end_mark: str | None = None  # the caption's last mark when a cut took its own
 
     def touches(self, span) -> bool:
         return any(i in self.dropped or i in self.words_at for i in range(span.start, span.end))
@@ -848,8 +931,8 @@ class Edits:
             word = self.words_at.get(token.i, token.lower_)
             if removed_before and token.text == "-" and not token.whitespace_:
                 continue  # the hyphen of a removed name's compound ("Gucci-style")
-            if (removed_before or replaced) and out and out[-1][0] in ("a", "an"):
-                out[-1] = ("an" if word[0] in "aeiou" else "a", out[-1][1])
+            if out and out[-1][0] in ("a", "an") and word.isalpha():
+                out[-1] = (indefinite_article(word, out[-1][0]), out[-1][1])
             if removed_before and is_joiner(token) and (not out or is_joiner(out[-1][1])):
                 if out and word == out[-1][0] == ",":
                     out.pop()  # the commas around a removed apposition
@@ -863,6 +946,8 @@ class Edits:
                 out.pop()
         if "punctuation" in rules:
             out = tidy_punctuation(out)
+        if self.end_mark and out and out[-1][0] not in MARKS:
+            out.append((self.end_mark, None))
         return [word for word, _ in out]
 
     def types(self, lemma) -> list[str]:
@@ -1077,6 +1162,22 @@ class PersonNames:
 
     def is_full_name(self, first: str, last: str) -> bool:
         return first in self.given and last in self.surnames
+
+
+# Words spelled with a vowel but said with a consonant ("a university", "a one-off").
+CONSONANT_SOUNDING = ("one", "once", "eu", "uni", "use", "usu", "ura", "ure", "uro", "uti", "uk")
+
+
+def indefinite_article(word: str, article: str) -> str:
+    """The indefinite article the next word takes, as the released captions write it ("a
+    aquarium" -> "an aquarium"; "a university"): "an" before a vowel, "a" before a
+    consonant, and the text's own choice before "h" and "u" words ("an hour", "a unicorn"),
+    which spelling does not settle."""
+    if word.startswith(CONSONANT_SOUNDING) or word in ("u", "us"):
+        return "a"
+    if word[0] in "aeio" or word.startswith(("un", "up", "ug", "um", "ul")):
+        return "an"
+    return article if word[0] in "hu" else "a"
 
 
 def ascii_folded(text: str) -> str:
