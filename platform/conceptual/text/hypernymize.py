@@ -281,19 +281,23 @@ class Hypernymizer:
     def transform(self, texts: Sequence[str]) -> list[Transformed]:
         return [self.transform_doc(doc) for doc in self.parse(texts)]
 
-    def parse(self, texts: Sequence[str]) -> Iterator:
+    def parse(self, texts: Sequence[str]) -> list:
         """spaCy docs of the texts, batched, caseless ones with capitals restored first
-        (`restore_case`): the docs `transform_doc` expects, for a caller who also reads them."""
+        (`restore_case`), each cut to its first sentence (rule 10): the docs `transform_doc`
+        expects, for a caller who also reads them."""
         cased = [self.restore_case(t) for t in texts] if self.config.restore_case else texts
-        for text, doc in zip(texts, self.nlp.pipe(cased, batch_size=self.config.batch_size)):
-            restored = doc.text != text
-            if "first_sentence" in self.rules and (cut := self._second_sentence(doc)):
-                start, mark = cut
-                doc = self.nlp(doc[:start].text)  # the caption's sentence, parsed alone
+        docs = list(self.nlp.pipe(cased, batch_size=self.config.batch_size))
+        if "first_sentence" in self.rules:
+            cuts = {i: cut for i, doc in enumerate(docs) if (cut := self._second_sentence(doc))}
+            # the first sentences parsed again alone, so the rules see their own parse
+            firsts = [docs[i][:start].text for i, (start, _) in cuts.items()]
+            for (i, (_, mark)), doc in zip(cuts.items(), self.nlp.pipe(firsts)):
                 doc.user_data[END_MARK] = mark
-            if restored:
+                docs[i] = doc
+        for text, source, doc in zip(texts, cased, docs):
+            if source != text:
                 doc.user_data[CASE_RESTORED] = True  # its capitals are guesses, not evidence
-            yield doc
+        return docs
 
     def restore_case(self, text: str) -> str:
         """A caseless text with likely names capitalized, so spaCy can see them: names
