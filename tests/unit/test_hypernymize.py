@@ -432,6 +432,31 @@ def test_indefinite_articles_agree_with_the_next_word(hypernymizer):
     )
 
 
+def test_stock_descriptions_end_on_their_background(hypernymizer):
+    assert caption(hypernymizer, "a black cat on a black background winks at the camera") == (
+        "a black cat on a black background ."
+    )
+    # a preposition or conjunction goes on with the same sentence
+    assert caption(hypernymizer, "a vase on a white background with a shadow") == (
+        "a vase on a white background with a shadow"
+    )
+
+
+def test_caseless_places_tagged_as_people(hypernymizer):
+    # nothing happens in a person: a name after "in" the census lists do not know is a place
+    assert caption(hypernymizer, "tourists visiting the white marble palace in agra uttar") == (
+        "tourists visiting the white marble palace"
+    )
+    # a place noun before the name says what it is, and its preposition keeps its object
+    assert caption(hypernymizer, "a kayak on the river itchen in a hot summer evening") == (
+        "a kayak on the river in a hot summer evening"
+    )
+    # with capitals, spaCy's person stands, and WordNet's
+    assert caption(hypernymizer, "A fisherman sits near John Smith on the pier") == (
+        "a fisherman sits near explorer on the pier"
+    )
+
+
 def test_each_rule_can_be_switched_off(nlp):
     text = "Singer Adele performs during the 2016 Glastonbury Festival."
     without = Hypernymizer(HypernymConfig(disabled_rules=["class_heads"]), nlp=nlp)

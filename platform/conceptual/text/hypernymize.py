@@ -42,12 +42,16 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    is a park). When the phrase has another common noun ("at sunset UK") the name alone
    goes. Not after the end of a multiword preposition
    ("in front of Tower Bridge": the name becomes its hypernym).
+   In caseless text, a "person" after "in" or "near" whom the census lists do not name is
+   a place the small model mislabelled ("tourists at the palace in agra uttar").
 4b. `stray_places`: a place no other word needs goes: an apposition or a tag ("boats on
-   the river Varanasi"), a dateline heading the text ("Rabat, Morocco - people at ...").
+   the river Varanasi"), a dateline heading the text ("Rabat, Morocco - people at ...");
+   so does an unlabelled name nothing knows there, rather than becoming "person".
 5. `titles`: a name beside a common noun of its kind goes and the noun stays: "actor Colin
    Farrell" -> "actor", "the singer, Adele," and "Jamie Foxx, the singer," -> "the
    singer", "the village Manang" -> "the village", "her book 'The Long Road'" -> "her
-   book" (any noun names a quoted work's kind); a plural title takes its coordinated names
+   book" (any noun names a quoted work's kind), "the river itchen" (caseless,
+   tagged PERSON, no census name, after a place noun) -> "the river"; a plural title takes its coordinated names
    along ("actors Tommy Lee Jones and Faye Dunaway" -> "actors"). People without a WordNet
    entry are mostly named by such a role when the text gives one; a female form is named
    by its role, as the released captions do ("actress" -> "actor": WordNet's hypernym of
@@ -95,8 +99,10 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    field .". A stock-photo description's tags open a second sentence even where no mark
    shows it (slugs lost theirs): "vector", "illustration", "eps", "concept" or "photo by"
    after a description of at least `min_tokens` words ("a barn in the snow vector
-   illustration" -> "a barn in the snow ."; "vector illustration of a barn" stays). The
-   first sentence is parsed again alone, so the rules see its own parse.
+   illustration" -> "a barn in the snow ."; "vector illustration of a barn" stays), and
+   so do words that go on after "on a white background" with no preposition or
+   conjunction ("a black cat on a black background winks"). The first sentence is
+   parsed again alone, so the rules see its own parse.
 11. `work_titles`: a showing's title goes with its "of" ("the premiere of Night Falls on
    Manhattan at the theatre" -> "the premiere at the theatre") [WORK_OF_ART]: caseless
    text gives no capitals or quotes to find the title by, and its words may all be common.
@@ -233,6 +239,8 @@ MEASURE_LABELS = {"QUANTITY", "MONEY", "PERCENT"}
 NUMBER_LABELS = {"CARDINAL", "ORDINAL", *MEASURE_LABELS}
 MODIFIER_DEPS = {"compound", "nmod", "amod", "poss", "npadvmod"}
 TITLE_DEPS = {"compound", "nmod", "amod", "appos"}
+# How a common noun attaches to the name it classes ("the river Itchen", "Luton airport").
+NAME_NOUN_DEPS = {"compound", "nmod", "appos"}
 # A quoted title is a few words; longer quotes are speech.
 MAX_TITLE_WORDS = 8
 # Suffixes that derive words from words of a part of speech ("colorful" -> "colorfully").
@@ -250,6 +258,8 @@ DERIVATIONAL_SUFFIXES = (
 # the snow. Vector illustration."), and the word pairs that open a credit ("photo by").
 STOCK_TAGS = frozenset({"vector", "illustration", "eps", "concept"})
 CREDIT_OPENINGS = frozenset({("photo", "by")})
+BACKGROUNDS = frozenset({"background", "backgrounds", "backdrop"})
+BACKGROUND_PREPOSITIONS = frozenset({"on", "against", "over"})
 SENTENCE_ENDS = frozenset({".", "!", "?"})
 # Doc.user_data key: the mark that ends a caption cut at a sentence boundary no mark showed.
 END_MARK = "conceptual.end_mark"
@@ -435,12 +445,27 @@ class Hypernymizer:
             if not described:
                 edits.remove([of, *title], "WORK_OF_ART", title.text)
 
+    @staticmethod
+    def _closes_on_background(token) -> bool:
+        """Whether the token ends "on a white background" (or against, over): where a
+        stock-photo description ends."""
+        if token.lower_ not in BACKGROUNDS:
+            return False
+        doc = token.doc
+        for i in range(token.i - 1, max(token.i - 5, -1), -1):
+            if doc[i].lower_ in BACKGROUND_PREPOSITIONS:
+                return True
+            if doc[i].pos_ not in ("DET", "ADJ", "NOUN", "PROPN"):
+                return False
+        return False
+
     def _second_sentence(self, doc) -> tuple[int, str | None] | None:
         """Rule 10: where the text's second sentence starts, and the mark the caption then
         ends with (None when its own mark stays): after a sentence's end mark, or, in a
         stock-photo description, at a tag ("vector illustration", "concept", "photo by")
         that follows a description of at least `min_tokens` words with a noun and no mark
-        (slugs lost it). None for a single sentence."""
+        (slugs lost it), or after the description's closing "on a white background" where
+        no preposition or conjunction goes on. None for a single sentence."""
         words, noun = 0, False
         for token in doc[1:]:
             before = doc[token.i - 1]
@@ -456,6 +481,9 @@ class Hypernymizer:
             inside_tag = before.lower_ in STOCK_TAGS  # "vector illustration" is one tag
             if tag and described and not inside_tag and before.lower_ not in self.stop_words:
                 return token.i, "."
+            joined = token.is_punct or token.pos_ in ("ADP", "CCONJ", "PART")
+            if self._closes_on_background(before) and not joined:
+                return token.i, "."  # "black cat on a black background winks"
         return None
 
     # --- rules ------------------------------------------------------------------------------
@@ -620,7 +648,7 @@ class Hypernymizer:
             remove_phrase(edits, sorted(phrase, key=lambda t: t.i), label)
         elif (
             on("location_phrases")
-            and self._is_place(label, head)
+            and self._is_place(span, label, head)
             and prepositional
             and not ends_complex_preposition(head)
         ):
@@ -628,6 +656,9 @@ class Hypernymizer:
             # "at sunset UK": the place alone goes; other names ("in Pilton, England") go along
             if any(t.pos_ == "NOUN" and t not in span for t in phrase):
                 edits.remove(span, label, span.text)
+                # "on the river Itchen": the name's own noun is the object "on" keeps
+                if own := [t for t in phrase if t.head == root and t.dep_ in NAME_NOUN_DEPS]:
+                    edits.stand_in(span, own[-1])
             else:
                 remove_phrase(edits, phrase, "LOCATION_PP")
         elif on("stray_places") and is_stray_place(span, label):
@@ -677,13 +708,18 @@ class Hypernymizer:
             and any(self.lexicon.place_senses(noun.lemma_.lower()))
         )
 
-    @staticmethod
-    def _is_place(label: str, preposition) -> bool:
+    def _is_place(self, span, label: str, preposition) -> bool:
         """Whether a name after this preposition is a place: a place or organization label,
-        or an unlabelled name after "in", "at", "near"."""
-        return label in PLACE_LABELS or (
-            label == "PROPN" and preposition.lower_ in PLACE_PREPOSITIONS
-        )
+        an unlabelled name after "in", "at", "near", or, in caseless text, a "person" after
+        "in" or "near" whom the census lists do not name: nothing happens in a person, and
+        the small model calls many caseless places people ("in agra uttar")."""
+        if label in PLACE_LABELS:
+            return True
+        if label == "PROPN":
+            return preposition.lower_ in PLACE_PREPOSITIONS
+        guessed = span.doc.user_data.get(CASE_RESTORED) and label == "PERSON"
+        in_person = guessed and preposition.lower_ in ("in", "near")
+        return bool(in_person) and self._census_label(span, label) != "PERSON"
 
     def _class_noun(self, span, label: str):
         """Rule 6a: the common noun ending the name of a thing, which says what it is:
@@ -721,6 +757,10 @@ class Hypernymizer:
             kinds = {KINDS.get(lb, lb) for lb in self.lexicon.noun_labels(noun.lemma_.lower())}
             if kind in kinds or (kind == "PROPN" and kinds & {"agent", "place"}):
                 return noun
+            guessed = span.doc.user_data.get(CASE_RESTORED) and label == "PERSON"
+            if guessed and kinds == {"place"} and noun.i < span.start:
+                if self._census_label(span, label) != "PERSON":
+                    return noun  # "loch Lomond", "the river Itchen" tagged PERSON
         return None
 
     def _hypernym(self, span, label) -> tuple[str, str]:
@@ -1247,10 +1287,11 @@ def remove_phrase(edits, phrase: list, label: str):
 
 
 def is_stray_place(span, label: str) -> bool:
-    """Rule 4b: a place name that no other word needs: an apposition or loose tag
-    ("Kericho, Kenya", "boats on the river Varanasi") or a dateline heading the text with
-    the caption hanging off it ("Rabat, Morocco - people at a market")."""
-    if label not in ("GPE", "LOC"):
+    """Rule 4b: a place name (or an unlabelled name) that no other word needs: an
+    apposition or loose tag ("Kericho, Kenya", "boats on the river Varanasi") or a dateline
+    heading the text with the caption hanging off it ("Rabat, Morocco - people at a
+    market")."""
+    if label not in ("GPE", "LOC", "PROPN"):
         return False
     root = span.root
     if root.dep_ != "ROOT":
