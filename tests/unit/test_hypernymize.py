@@ -457,6 +457,28 @@ def test_caseless_places_tagged_as_people(hypernymizer):
     )
 
 
+def test_datelines_go(hypernymizer):
+    news = (
+        "LOS ANGELES, CA - JANUARY 10: Actress Jane Doe arrives at the premiere at the"
+        " Chinese Theatre on January 10, 2017 in Hollywood, California."
+    )
+    assert caption(hypernymizer, news) == "actor arrives at the premiere at the theatre ."
+    # a slug's places around a date, and a date that ends a sentence
+    assert caption(
+        hypernymizer, "june 4 2015 denver colorado usa a cyclist rides past a mural"
+    ) == ("a cyclist rides past a mural")
+    assert caption(
+        hypernymizer, "a boat is stranded on a beach in galveston texas sept 14 2008 a storm surge"
+    ) == ("a boat is stranded on a beach .")
+    # "may" alone is no month, and a date inside a phrase is rule 2's
+    assert caption(hypernymizer, "may the force be with you on a poster in a shop window") == (
+        "may the force be with you on a poster in a shop window"
+    )
+    assert caption(hypernymizer, "a car covered in snow during the february 2012 snowstorm") == (
+        "a car covered in snow during the snowstorm"
+    )
+
+
 def test_each_rule_can_be_switched_off(nlp):
     text = "Singer Adele performs during the 2016 Glastonbury Festival."
     without = Hypernymizer(HypernymConfig(disabled_rules=["class_heads"]), nlp=nlp)

@@ -108,6 +108,13 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    text gives no capitals or quotes to find the title by, and its words may all be common.
    It runs to a mark, a preposition or the end; an article with common words is a
    description ("the premiere of the film" stays).
+12. `datelines`: a news photo's dateline goes before the parse: "LOS ANGELES, CA -
+   JANUARY 10: Actress ..." (a date before a colon early in the text), or a slug's places
+   around a date ("march 10 2012 las vegas nevada us the big crowd ..." -> "the big crowd
+   ..."; places are entities, the gazetteer's, WordNet's, and state and country codes). A
+   date that follows a clause with a verb, with no preposition before it, ends the first
+   sentence ("a car pinned to a tree in moore okla may 22 2013 a tornado ..." -> "a car
+   pinned to a tree ."). Dates inside a sentence are rule 2's.
 
 Lowercase input (the dev set's URL slugs) defeats spaCy's NER, so `parse` (and with it
 `transform`) restores capitals in caseless texts first (`restore_case`): words and
@@ -126,6 +133,7 @@ Rejections (`Transformed.rejection.reason`, stable metric names):
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -151,6 +159,7 @@ RULES = (
     "punctuation",  # 9
     "first_sentence",  # 10
     "work_titles",  # 11
+    "datelines",  # 12
 )
 
 
@@ -260,6 +269,13 @@ STOCK_TAGS = frozenset({"vector", "illustration", "eps", "concept"})
 CREDIT_OPENINGS = frozenset({("photo", "by")})
 BACKGROUNDS = frozenset({"background", "backgrounds", "backdrop"})
 BACKGROUND_PREPOSITIONS = frozenset({"on", "against", "over"})
+# Rule 12: a dateline's months, its days and years, and how far into a text it may reach.
+MONTHS = frozenset(
+    "january february march april may june july august september october november december"
+    " jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+DAY_OR_YEAR = re.compile(r"\d{1,2}(?:st|nd|rd|th)?|\d{4}")
+MAX_DATELINE = 16
 SENTENCE_ENDS = frozenset({".", "!", "?"})
 # Doc.user_data key: the mark that ends a caption cut at a sentence boundary no mark showed.
 END_MARK = "conceptual.end_mark"
@@ -293,17 +309,16 @@ class Hypernymizer:
 
     def parse(self, texts: Sequence[str]) -> list:
         """spaCy docs of the texts, batched, caseless ones with capitals restored first
-        (`restore_case`), each cut to its first sentence (rule 10): the docs `transform_doc`
-        expects, for a caller who also reads them."""
+        (`restore_case`), each cut to its first sentence without its dateline (rules 10 and
+        12): the docs `transform_doc` expects, for a caller who also reads them."""
         cased = [self.restore_case(t) for t in texts] if self.config.restore_case else texts
         docs = list(self.nlp.pipe(cased, batch_size=self.config.batch_size))
-        if "first_sentence" in self.rules:
-            cuts = {i: cut for i, doc in enumerate(docs) if (cut := self._second_sentence(doc))}
-            # the first sentences parsed again alone, so the rules see their own parse
-            firsts = [docs[i][:start].text for i, (start, _) in cuts.items()]
-            for (i, (_, mark)), doc in zip(cuts.items(), self.nlp.pipe(firsts)):
-                doc.user_data[END_MARK] = mark
-                docs[i] = doc
+        cuts = {i: cut for i, doc in enumerate(docs) if (cut := self._caption_bounds(doc))}
+        # the captions' sentences parsed again alone, so the rules see their own parse
+        sentences = [docs[i][start:end].text for i, (start, end, _) in cuts.items()]
+        for (i, (_, _, mark)), doc in zip(cuts.items(), self.nlp.pipe(sentences)):
+            doc.user_data[END_MARK] = mark
+            docs[i] = doc
         for text, source, doc in zip(texts, cased, docs):
             if source != text:
                 doc.user_data[CASE_RESTORED] = True  # its capitals are guesses, not evidence
@@ -459,7 +474,50 @@ class Hypernymizer:
                 return False
         return False
 
-    def _second_sentence(self, doc) -> tuple[int, str | None] | None:
+    def _caption_bounds(self, doc) -> tuple[int, int, str | None] | None:
+        """(start, end, mark): the tokens of the caption's sentence and the mark it then ends
+        with, when that is not the whole doc (rules 10 and 12)."""
+        start = self._dateline_end(doc) if "datelines" in self.rules else 0
+        cut = self._second_sentence(doc, start) if "first_sentence" in self.rules else None
+        if not start and cut is None:
+            return None
+        end, mark = cut or (len(doc), None)
+        return start, end, mark
+
+    def _dateline_end(self, doc) -> int:
+        """Rule 12: where the text starts after its dateline, else 0. A news photo's
+        dateline ends in a colon after a date ("LOS ANGELES, CA - JANUARY 10: Actress ...");
+        a slug's is places around a date ("washington dc may 3 2017 usa members of ...")."""
+        for colon in (t for t in doc[:MAX_DATELINE] if t.text == ":"):
+            if any(date_run_end(t) for t in doc[: colon.i]):
+                return colon.i + 1
+        i = self._skip_places(doc, 0)
+        if not (end := date_run_end(doc[i]) if i < len(doc) else None):
+            return 0
+        start = self._skip_places(doc, end)
+        rest = sum(t.is_alpha for t in doc[start:])
+        return start if rest >= self.config.min_tokens else 0
+
+    def _skip_places(self, doc, i: int) -> int:
+        """The index after the place names and codes from i on ("Las Vegas Nevada US")."""
+        codes = self.gazetteer.codes if self.gazetteer else frozenset()
+        for token in doc[i : i + MAX_DATELINE]:
+            place = token.ent_type_ in ("GPE", "LOC") or self.place_kind(token.text)
+            known = self.lexicon.instance(token.lower_)
+            if not (token.is_punct or token.lower_ in codes or place or known):
+                return token.i
+        return min(i + MAX_DATELINE, len(doc))
+
+    @staticmethod
+    def _ends_clause(token) -> bool:
+        """Whether a clause can end at the token: it is no article, adjective, number or
+        preposition waiting for its noun ("during the February 2012 snowstorm"), and a verb
+        came before it (a run of place names is a dateline, not a sentence)."""
+        if token.pos_ in ("ADP", "DET", "ADJ", "NUM"):
+            return False
+        return any(t.pos_ in ("VERB", "AUX") for t in token.doc[: token.i])
+
+    def _second_sentence(self, doc, start: int = 0) -> tuple[int, str | None] | None:
         """Rule 10: where the text's second sentence starts, and the mark the caption then
         ends with (None when its own mark stays): after a sentence's end mark, or, in a
         stock-photo description, at a tag ("vector illustration", "concept", "photo by")
@@ -467,7 +525,7 @@ class Hypernymizer:
         (slugs lost it), or after the description's closing "on a white background" where
         no preposition or conjunction goes on. None for a single sentence."""
         words, noun = 0, False
-        for token in doc[1:]:
+        for token in doc[start + 1 :]:
             before = doc[token.i - 1]
             words += before.is_alpha
             noun = noun or before.pos_ in ("NOUN", "PROPN")
@@ -475,6 +533,8 @@ class Hypernymizer:
                 continue
             if before.text in SENTENCE_ENDS:
                 return token.i, None
+            if "datelines" in self.rules and date_run_end(token) and self._ends_clause(before):
+                return token.i, "."  # "a tree in Moore, Okla., May 22, 2013. A tornado ..."
             following = doc[token.i + 1].lower_ if token.i + 1 < len(doc) else ""
             tag = token.lower_ in STOCK_TAGS or (token.lower_, following) in CREDIT_OPENINGS
             described = before.pos_ in ("NOUN", "PROPN", "ADJ", "NUM")
@@ -1185,6 +1245,14 @@ class Gazetteer:
             for place in places.values():
                 for name in (place["name"], ascii_folded(place["name"])):
                     self.kinds[name.lower()] = kind
+        # Codes stand for places in datelines only ("Miami, FL", "USA"): elsewhere most
+        # are words ("in", "me", "or").
+        self.codes = frozenset(
+            code.lower()
+            for place in (*cache.get_us_states().values(), *cache.get_countries().values())
+            for code in (place.get("code"), place.get("iso"), place.get("iso3"))
+            if code
+        ) | {"uk"}
 
     def kind(self, name: str) -> str | None:
         return self.kinds.get(name.lower())
@@ -1222,6 +1290,25 @@ def indefinite_article(word: str, article: str) -> str:
     if word[0] in "aeio" or word.startswith(("un", "up", "ug", "um", "ul")):
         return "an"
     return article if word[0] in "hu" else "a"
+
+
+def date_run_end(token) -> int | None:
+    """Where a date that starts at the token ends: a month and a day or year beside it
+    ("may 3 2017", "1st december", "March 1971", "JANUARY 10, 2017"); None if no date
+    starts there (a lone "may" is a verb)."""
+    doc, end, month, number = token.doc, token.i, False, False
+    while end < len(doc) and end - token.i < 5:
+        word = doc[end].lower_
+        if word in MONTHS and not month:
+            month = True
+        elif DAY_OR_YEAR.fullmatch(word):
+            number = True
+        elif word != "," or not (month or number):
+            break
+        end += 1
+    while end > token.i and doc[end - 1].text == ",":
+        end -= 1
+    return end if month and number and doc[token.i].text != "," else None
 
 
 def ascii_folded(text: str) -> str:
