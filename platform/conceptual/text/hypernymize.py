@@ -50,12 +50,12 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
 5. `titles`: a name beside a common noun of its kind goes and the noun stays: "actor Colin
    Farrell" -> "actor", "the singer, Adele," and "Jamie Foxx, the singer," -> "the
    singer", "the village Manang" -> "the village", "her book 'The Long Road'" -> "her
-   book" (any noun names a quoted work's kind), "the river itchen" (caseless,
-   tagged PERSON, no census name, after a place noun) -> "the river"; a plural title takes its coordinated names
-   along ("actors Tommy Lee Jones and Faye Dunaway" -> "actors"). People without a WordNet
-   entry are mostly named by such a role when the text gives one; a female form is named
-   by its role, as the released captions do ("actress" -> "actor": WordNet's hypernym of
-   the same stem) [ROLE].
+   book" (any noun names a quoted work's kind), "the river itchen" (caseless, tagged
+   PERSON, no census name, after a place noun) -> "the river"; a plural title takes its
+   coordinated names along ("actors Tommy Lee Jones and Faye Dunaway" -> "actors").
+   People without a WordNet entry are mostly named by such a role when the text gives
+   one; a female form is named by its role, as the released captions do ("actress" ->
+   "actor": WordNet's hypernym of the same stem) [ROLE].
 6a. `class_heads`: a name of a thing that ends in a common noun becomes that noun, which
    says what it is: "the 2016 Glastonbury Festival" -> "the festival", "the Grammy
    Awards" -> "the awards", "Worthy Farm" -> "farm". An event is no place, so this comes
