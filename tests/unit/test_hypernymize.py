@@ -550,6 +550,16 @@ NEWS_AND_STOCK_ALT_TEXTS = [
     "A couple walks their dog in Central Park, New York, in autumn.",
     "Workers at the Ford plant in Dearborn, Michigan, assemble trucks.",
     "A Buddhist monk walks past a temple in Luang Prabang, Laos.",
+    "NEW YORK, NY - MAY 02: Model Jane Roe attends the Met Gala at the Metropolitan Museum"
+    " of Art on May 2, 2016 in New York City.",
+    "LONDON, ENGLAND - JUNE 21: Fans watch the match on a big screen in Hyde Park.",
+    "Young woman doing yoga on a mat at home. Healthy lifestyle concept.",
+    "Coffee cup with latte art on a wooden table, top view. Copy space.",
+    "Seamless pattern with lemons and leaves. Vector illustration for fabric",
+    "Businessman climbing a ladder to success concept of growth",
+    "Portrait of a golden retriever on a blue background studio shot",
+    "Actor John Doe arrives at the premiere of Midnight Garden at the Odeon in Leicester"
+    " Square.",
 ]
 
 

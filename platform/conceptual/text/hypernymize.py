@@ -782,11 +782,13 @@ class Hypernymizer:
         return bool(in_person) and self._census_label(span, label) != "PERSON"
 
     def _class_noun(self, span, label: str):
-        """Rule 6a: the common noun ending the name of a thing, which says what it is:
+        """Rule 6a: the common noun heading the name of a thing, which says what it is:
         "Glastonbury Festival" -> "festival", "Grammy Awards" -> "awards", "Worthy Farm" ->
-        "farm". None for people, whose surnames can be words ("Tom Hope"), and for names
-        WordNet knows as a whole ("Eiffel Tower": its own hypernym)."""
-        last = span[-1]
+        "farm", "the Museum of Modern Art" -> "museum" (its head, not its last word). None
+        for people, whose surnames can be words ("Tom Hope"), and for names WordNet knows
+        as a whole ("Eiffel Tower": its own hypernym)."""
+        of = next((t for t in span[1:] if t.lower_ == "of"), None)
+        last = span[of.i - span.start - 1] if of is not None else span[-1]
         if label in ("PERSON", "WORK_OF_ART") or len(span) < 2 or not last.is_alpha:
             return None
         if self.lexicon.instance(wordnet_key(span)):
