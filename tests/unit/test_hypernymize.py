@@ -558,8 +558,7 @@ NEWS_AND_STOCK_ALT_TEXTS = [
     "Seamless pattern with lemons and leaves. Vector illustration for fabric",
     "Businessman climbing a ladder to success concept of growth",
     "Portrait of a golden retriever on a blue background studio shot",
-    "Actor John Doe arrives at the premiere of Midnight Garden at the Odeon in Leicester"
-    " Square.",
+    "Actor John Doe arrives at the premiere of Midnight Garden at the Odeon in Leicester Square.",
 ]
 
 
