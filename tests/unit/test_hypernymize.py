@@ -318,6 +318,15 @@ def test_named_events_and_works_become_their_class(hypernymizer):
     )
 
 
+def test_a_names_class_is_its_head_noun(hypernymizer):
+    assert caption(hypernymizer, "The Museum of Modern Art reopened its doors to visitors.") == (
+        "the museum reopened its doors to visitors ."
+    )
+    assert caption(hypernymizer, "Crowds gather for the Festival of Lights.") == (
+        "crowds gather for the festival ."
+    )
+
+
 def test_brand_and_organization_modifiers_go(hypernymizer):
     assert caption(hypernymizer, "A woman in a Gucci-style dress on a street.") == (
         "a woman in a style dress on a street ."
