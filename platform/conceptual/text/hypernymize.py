@@ -431,7 +431,6 @@ class Hypernymizer:
             self._merge_coordinations(doc, edits)
         if "name_modifiers" in self.rules:
             self._remove_modifying_replacements(doc, edits)
-        edits.end_mark = doc.user_data.get(END_MARK)
         if "punctuation" in self.rules:
             edits.remove_orphans()
         return self._finish(edits)
@@ -517,7 +516,7 @@ class Hypernymizer:
             return False
         return any(t.pos_ in ("VERB", "AUX") for t in token.doc[: token.i])
 
-    def _second_sentence(self, doc, start: int = 0) -> tuple[int, str | None] | None:
+    def _second_sentence(self, doc, start: int) -> tuple[int, str | None] | None:
         """Rule 10: where the text's second sentence starts, and the mark the caption then
         ends with (None when its own mark stays): after a sentence's end mark, or, in a
         stock-photo description, at a tag ("vector illustration", "concept", "photo by")
@@ -777,9 +776,15 @@ class Hypernymizer:
             return True
         if label == "PROPN":
             return preposition.lower_ in PLACE_PREPOSITIONS
-        guessed = span.doc.user_data.get(CASE_RESTORED) and label == "PERSON"
-        in_person = guessed and preposition.lower_ in ("in", "near")
-        return bool(in_person) and self._census_label(span, label) != "PERSON"
+        return preposition.lower_ in ("in", "near") and self._is_guessed_person(span, label)
+
+    def _is_guessed_person(self, span, label: str) -> bool:
+        """Whether a PERSON label is only the small model's guess: in caseless text, for a
+        name the census lists do not know as a person's (rules 4 and 5 may then read it as
+        a place)."""
+        if label != "PERSON" or not span.doc.user_data.get(CASE_RESTORED):
+            return False
+        return self._census_label(span, label) != "PERSON"
 
     def _class_noun(self, span, label: str):
         """Rule 6a: the common noun heading the name of a thing, which says what it is:
@@ -819,10 +824,8 @@ class Hypernymizer:
             kinds = {KINDS.get(lb, lb) for lb in self.lexicon.noun_labels(noun.lemma_.lower())}
             if kind in kinds or (kind == "PROPN" and kinds & {"agent", "place"}):
                 return noun
-            guessed = span.doc.user_data.get(CASE_RESTORED) and label == "PERSON"
-            if guessed and kinds == {"place"} and noun.i < span.start:
-                if self._census_label(span, label) != "PERSON":
-                    return noun  # "loch Lomond", "the river Itchen" tagged PERSON
+            if kinds == {"place"} and noun.i < span.start and self._is_guessed_person(span, label):
+                return noun  # "loch lomond", "the river itchen" tagged PERSON
         return None
 
     def _hypernym(self, span, label) -> tuple[str, str]:
@@ -927,7 +930,6 @@ class Edits:
         self.replaced_by: dict[int, int] = {}  # token index -> start of the replaced name
         self.records: dict[int, dict] = {}  # root index of a replaced name -> its record
         self.merged: set[int] = set()  # heads pluralized by a merged coordination
-        self.end_mark: str | None = None  # the caption's last mark when a cut took its own
 
     def touches(self, span) -> bool:
         return any(i in self.dropped or i in self.words_at for i in range(span.start, span.end))
@@ -1052,8 +1054,9 @@ class Edits:
                 out.pop()
         if "punctuation" in rules:
             out = tidy_punctuation(out)
-        if self.end_mark and out and out[-1][0] not in MARKS:
-            out.append((self.end_mark, None))
+        # the caption's last mark, when the cut to its first sentence took its own
+        if (mark := self.doc.user_data.get(END_MARK)) and out and out[-1][0] not in MARKS:
+            out.append((mark, None))
         return [word for word, _ in out]
 
     def types(self, lemma) -> list[str]:
