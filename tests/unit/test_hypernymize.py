@@ -318,6 +318,44 @@ def test_named_events_and_works_become_their_class(hypernymizer):
     )
 
 
+def test_caseless_ceremonies_and_festivals_lose_their_names(hypernymizer):
+    # no capitals tell the name from a description: what modifies the event goes
+    assert caption(hypernymizer, "singer arrives at the 2012 mtv video music awards at") == (
+        "singer arrives at the awards at"
+    )
+    assert caption(hypernymizer, "a band performs at the riverside rock festival") == (
+        "a band performs at the festival"
+    )
+    # a festival that modifies a noun is no event, and cased text keeps a lowercase kind
+    assert caption(hypernymizer, "a music festival poster on a brick wall") == (
+        "a music festival poster on a brick wall"
+    )
+    assert caption(hypernymizer, "Crowds dance at a music festival.") == (
+        "crowds dance at a music festival ."
+    )
+
+
+def test_asides_in_brackets_go(hypernymizer):
+    assert caption(
+        hypernymizer, "Actor John Doe (L) and his wife Jane Roe attend the premiere."
+    ) == ("actor and his wife attend the premiere .")
+    assert caption(
+        hypernymizer, "A bowl of pho (Vietnamese noodle soup [with beef]) on a wooden table."
+    ) == ("a bowl of pho on a wooden table .")
+    # a bracket nothing closes goes alone; an emoticon is no bracket
+    assert caption(hypernymizer, "A red barn (built in 1890 in a snowy field.") == (
+        "a red barn built in a snowy field ."
+    )
+    assert caption(hypernymizer, "my dog sleeping on the new sofa :)") == (
+        "my dog sleeping on the new sofa :)"
+    )
+    assert hypernymizer.artifacts("a man ( ) on a bench") == ["brackets around nothing"]
+    without = Hypernymizer(HypernymConfig(disabled_rules=["asides"]), nlp=hypernymizer.nlp)
+    assert caption(without, "A bowl of pho (noodle soup) on a table.") == (
+        "a bowl of pho ( noodle soup ) on a table ."
+    )
+
+
 def test_a_names_class_is_its_head_noun(hypernymizer):
     assert caption(hypernymizer, "The Museum of Modern Art reopened its doors to visitors.") == (
         "the museum reopened its doors to visitors ."
@@ -568,6 +606,10 @@ NEWS_AND_STOCK_ALT_TEXTS = [
     "Businessman climbing a ladder to success concept of growth",
     "Portrait of a golden retriever on a blue background studio shot",
     "Actor John Doe arrives at the premiere of Midnight Garden at the Odeon in Leicester Square.",
+    "England head coach Tom Brown (R) talks with captain Sam Green during a nets session.",
+    "(L-R) Actors Jane Roe and John Doe arrive at the premiere of Quiet Streets in London.",
+    "A plate of jollof rice (a West African dish) at a street market in Lagos, Nigeria.",
+    "Fans of Manchester United (in red) celebrate at Old Trafford [file photo].",
 ]
 
 

@@ -61,7 +61,10 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    Awards" -> "the awards", "Worthy Farm" -> "farm". An event is no place, so this comes
    before rule 4 for event nouns (WordNet: under event.n.01): "at the London Marathon" ->
    "at the marathon". A quoted title after a preposition goes with it ('the premiere of
-   "Sully"' -> "the premiere").
+   "Sully"' -> "the premiere"). In caseless text nothing sets a name apart from a
+   description, but awards are always some ceremony's and the released captions write
+   festivals bare, so what modifies "awards" or "festival" goes: "the mtv video music
+   awards" -> "the awards" [EVENT].
 6. Other names are replaced by a hypernym, from WordNet first: the name's most frequent
    sense must be a named instance (a person by full name only: a lone "Jones" or
    "Thomas" is mostly someone else), and it is named by the nearest single common word
@@ -90,8 +93,8 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    ("a old table" -> "an old table"), and conjunctions and commas left dangling by
    removals go. `punctuation`: nothing else is left dangling either: a preposition whose
    objects went, an article of a removed noun, a mark after a mark (the stronger stays)
-   or at the start, an article before another ("the the"), quotes around nothing or a
-   lone replacement. `Hypernymizer.artifacts`
+   or at the start, an article before another ("the the"), quotes or brackets around
+   nothing or a lone replacement. `Hypernymizer.artifacts`
    finds any that remain (the quality tests require none).
 10. `first_sentence`: the caption is the alt-text's first sentence, as in the released
    captions (14 of the 11,520 released validation captions hold a mark inside): "Old
@@ -115,6 +118,9 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
    date that follows a clause with a verb, with no preposition before it, ends the first
    sentence ("a car pinned to a tree in moore okla may 22 2013 a tornado ..." -> "a car
    pinned to a tree ."). Dates inside a sentence are rule 2's.
+13. `asides`: what is in brackets goes with them, as no released caption keeps any:
+   "Actor Michael Shannon (L) and his wife" -> "actor and his wife", "a bowl of pho
+   (Vietnamese noodle soup)" -> "a bowl of pho" [ASIDE]; so does a bracket nothing closes.
 
 Lowercase input (the dev set's URL slugs) defeats spaCy's NER, so `parse` (and with it
 `transform`) restores capitals in caseless texts first (`restore_case`): words and
@@ -160,6 +166,7 @@ RULES = (
     "first_sentence",  # 10
     "work_titles",  # 11
     "datelines",  # 12
+    "asides",  # 13
 )
 
 
@@ -283,6 +290,11 @@ END_MARK = "conceptual.end_mark"
 # Racer"), and the words that end a title left unmarked in caseless text.
 SHOWINGS = frozenset({"premiere", "screening"})
 TITLE_ENDS = frozenset({"at", "in", "during", "on", "for", "with", "near", "held", "and"})
+# Rule 6a: events whose modifiers, in caseless text, are their name ("the peoples choice
+# awards"): awards are always some ceremony's, and the released captions write festivals
+# bare ("at festival"), not as a kind ("a music festival"); "concert", "race" or "party"
+# are as often kinds ("a rock concert", "a birthday party").
+NAMED_EVENTS = frozenset({"awards", "festival"})
 # Doc.user_data key marking a doc parsed from restore_case's output.
 CASE_RESTORED = "conceptual.case_restored"
 # Irregular plurals WordNet's noun.exc lacks (it lists inflections, not suppletion).
@@ -392,10 +404,10 @@ class Hypernymizer:
                 found.append(f"{before!r} before {word!r}")
             elif word in ARTICLES and before in ARTICLES:
                 found.append(f"{before!r} before {word!r}")
-            elif word in QUOTES and i >= 1 and before in QUOTES:
-                found.append("quotes around nothing")
-            elif word in QUOTES and i >= 2 and words[i - 2] in QUOTES:
-                found.append(f"quotes around a lone {before!r}")
+            elif i >= 1 and before in openers(word):
+                found.append(f"{enclosure(word)} around nothing")
+            elif i >= 2 and words[i - 2] in openers(word):
+                found.append(f"{enclosure(word)} around a lone {before!r}")
             elif before == "person" and self._is_noun_only(word):
                 found.append(f"'person' modifying {word!r}")
         return found
@@ -416,6 +428,11 @@ class Hypernymizer:
     def transform_doc(self, doc) -> Transformed:
         """The rules applied to a doc parsed by `self.nlp` (by `parse` for caseless texts)."""
         edits = Edits(doc)
+        if "asides" in self.rules:
+            for aside in bracketed(doc):
+                edits.remove(aside, "ASIDE", aside.text)
+            # and a bracket nothing closes or opened ("a barn (built in 1890")
+            edits.remove([t for t in doc if t.text in BRACKETS or t.text in OPENING_BRACKETS])
         for span in doc.ents if "dates" in self.rules else ():
             if span.label_ in TIME_LABELS and any(t.pos_ == "NUM" or t.is_digit for t in span):
                 self._remove_date(span, edits)
@@ -425,6 +442,8 @@ class Hypernymizer:
         for span, label in names:
             if not edits.touches(span):
                 self._resolve_name(span, label, edits)
+        if "class_heads" in self.rules and is_caseless(doc):
+            self._remove_event_names(doc, edits)
         if "numbers" in self.rules:
             self._remove_numbers(doc, edits)
         if "coordinations" in self.rules:
@@ -458,6 +477,21 @@ class Hypernymizer:
             )
             if not described:
                 edits.remove([of, *title], "WORK_OF_ART", title.text)
+
+    @staticmethod
+    def _remove_event_names(doc, edits):
+        """Rule 6a in caseless text: a ceremony's awards and a festival are named by what
+        modifies them ("the mtv video music awards", "the subway picnic rocks festival"),
+        and with no capitals to tell the name apart, all of it goes: "the awards" [EVENT].
+        Not where the noun itself modifies ("a music festival logo")."""
+        for head in doc:
+            if head.lower_ not in NAMED_EVENTS or head.dep_ in MODIFIER_DEPS | {"nummod"}:
+                continue
+            name = [
+                t for c in head.lefts if c.dep_ in MODIFIER_DEPS | {"nummod"} for t in c.subtree
+            ]
+            if name and not all(t.i in edits.dropped for t in name):
+                edits.remove(name, "EVENT", " ".join(t.text for t in [*name, head]))
 
     @staticmethod
     def _closes_on_background(token) -> bool:
@@ -1333,6 +1367,35 @@ DANGLING_BEFORE_MARK = frozenset(
 )
 ARTICLES = frozenset({"a", "an", "the"})
 QUOTES = frozenset({'"', "'", "`", "``", "''", "\u2018", "\u2019", "\u201c", "\u201d"})
+BRACKETS = {"(": ")", "[": "]", "{": "}"}
+OPENING_BRACKETS = {closing: opening for opening, closing in BRACKETS.items()}
+
+
+def enclosure(word: str) -> str:
+    return "quotes" if word in QUOTES else "brackets"
+
+
+def openers(word: str) -> frozenset:
+    """The words that open what `word` closes: quotes for a quote, its bracket for a
+    closing bracket, none for other words."""
+    if word in QUOTES:
+        return QUOTES
+    return frozenset(OPENING_BRACKETS.get(word, ""))
+
+
+def bracketed(doc) -> Iterator:
+    """The spans in brackets, brackets included, outermost only; an unclosed bracket
+    opens none."""
+    depth = start = 0
+    for token in doc:
+        if depth == 0 and token.text in BRACKETS:
+            start, opener, depth = token.i, token.text, 1
+        elif depth and token.text == opener:
+            depth += 1
+        elif depth and token.text == BRACKETS[opener]:
+            depth -= 1
+            if depth == 0:
+                yield doc[start : token.i + 1]
 
 
 def tidy_punctuation(out: list) -> list:
@@ -1359,11 +1422,11 @@ def tidy_punctuation(out: list) -> list:
     unquoted: list = []
     for word, token in tidy:
         unquoted.append((word, token))
-        if word not in QUOTES:
+        if not (opening := openers(word)):
             continue
-        if len(unquoted) >= 2 and unquoted[-2][0] in QUOTES:
-            del unquoted[-2:]  # '" "': quotes around nothing
-        elif len(unquoted) >= 3 and unquoted[-3][0] in QUOTES and unquoted[-2][1] is None:
+        if len(unquoted) >= 2 and unquoted[-2][0] in opening:
+            del unquoted[-2:]  # '" "', "( )": quotes or brackets around nothing
+        elif len(unquoted) >= 3 and unquoted[-3][0] in opening and unquoted[-2][1] is None:
             unquoted[-3:] = [unquoted[-2]]  # "' person '": around a lone replacement
     return unquoted
 
@@ -1411,6 +1474,11 @@ def is_joiner(token) -> bool:
     if token is None or token.is_quote or token.is_bracket:
         return False
     return token.is_punct or token.dep_ == "cc"
+
+
+def is_caseless(doc) -> bool:
+    """Whether the text came without capitals (`restore_case` may have added guesses)."""
+    return bool(doc.user_data.get(CASE_RESTORED)) or doc.text == doc.text.lower()
 
 
 def capitals_mark_names(doc) -> bool:
