@@ -492,6 +492,8 @@ class Hypernymizer:
             ]
             if name and not all(t.i in edits.dropped for t in name):
                 edits.remove(name, "EVENT", " ".join(t.text for t in [*name, head]))
+                for root in {t.i for t in name} & edits.concepts.keys():
+                    edits.unreplace(root)  # "the grammy awards": no "person" counted
 
     @staticmethod
     def _closes_on_background(token) -> bool:
