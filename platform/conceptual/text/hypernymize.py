@@ -254,6 +254,8 @@ TIME_LABELS = {"DATE", "TIME"}
 MEASURE_LABELS = {"QUANTITY", "MONEY", "PERCENT"}
 NUMBER_LABELS = {"CARDINAL", "ORDINAL", *MEASURE_LABELS}
 MODIFIER_DEPS = {"compound", "nmod", "amod", "poss", "npadvmod"}
+# ... and numbers: everything before a noun that says which or how many of it.
+NOUN_MODIFIER_DEPS = MODIFIER_DEPS | {"nummod"}
 TITLE_DEPS = {"compound", "nmod", "amod", "appos"}
 # How a common noun attaches to the name it classes ("the river Itchen", "Luton airport").
 NAME_NOUN_DEPS = {"compound", "nmod", "appos"}
@@ -485,11 +487,9 @@ class Hypernymizer:
         and with no capitals to tell the name apart, all of it goes: "the awards" [EVENT].
         Not where the noun itself modifies ("a music festival logo")."""
         for head in doc:
-            if head.lower_ not in NAMED_EVENTS or head.dep_ in MODIFIER_DEPS | {"nummod"}:
+            if head.lower_ not in NAMED_EVENTS or head.dep_ in NOUN_MODIFIER_DEPS:
                 continue
-            name = [
-                t for c in head.lefts if c.dep_ in MODIFIER_DEPS | {"nummod"} for t in c.subtree
-            ]
+            name = [t for c in head.lefts if c.dep_ in NOUN_MODIFIER_DEPS for t in c.subtree]
             if name and not all(t.i in edits.dropped for t in name):
                 edits.remove(name, "EVENT", " ".join(t.text for t in [*name, head]))
                 for root in {t.i for t in name} & edits.concepts.keys():
@@ -890,7 +890,7 @@ class Hypernymizer:
         PERCENT spans; "a 15 m circle") and counts ("two sculptures", "a dozen roses")."""
         for span in doc.ents:
             head = span.root.head
-            is_modifier = span.root.dep_ in MODIFIER_DEPS | {"nummod"} and head.i >= span.end
+            is_modifier = span.root.dep_ in NOUN_MODIFIER_DEPS and head.i >= span.end
             if span.label_ in MEASURE_LABELS and is_modifier and head.pos_ == "NOUN":
                 edits.remove(span, span.label_, span.text)
         for token in doc:
@@ -1047,7 +1047,7 @@ class Edits:
         """Whether no modifier of the token is left but articles and determiners."""
         span = self.span_of(token)
         return not any(
-            c.i not in self.dropped and c.i not in span and c.dep_ in MODIFIER_DEPS | {"nummod"}
+            c.i not in self.dropped and c.i not in span and c.dep_ in NOUN_MODIFIER_DEPS
             for i in span
             for c in self.doc[i].children
         )
