@@ -9,19 +9,23 @@ import socketserver
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from PIL import Image
 
 from conceptual.config import ConfigError, load
 from conceptual.records import Rejection
+from conceptual.vision import fetch
 from conceptual.vision.fetch import (
     AddressPolicy,
     FetchConfig,
     Fetcher,
     address_kind,
+    agent_token,
+    opt_out_directive,
     retry_delay,
     sniff_image_format,
 )
@@ -81,14 +85,20 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, JPEG[:100], {"Content-Length": "1000"})
         if route == "/slow":
             time.sleep(1.0)
+        if route == "/robots":  # a JPEG with one X-Robots-Tag header per `tag` parameter
+            tags = parse_qs(url.query).get("tag", [])
+            return self.reply(200, JPEG, [("X-Robots-Tag", tag) for tag in tags])
         if route in BODIES:
             return self.reply(200, BODIES[route], {"Content-Type": "text/html"})
         return self.reply(404, b"not here")
 
-    def reply(self, status: int, body: bytes, headers: dict | None = None):
+    def reply(self, status: int, body: bytes, headers: dict | list | None = None):
+        """`headers` as a dict, or as (name, value) pairs where a name repeats."""
         self.send_response(status)
-        headers = {"Content-Length": str(len(body)), **(headers or {})}
-        for name, value in headers.items():
+        pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+        if not any(name == "Content-Length" for name, _ in pairs):
+            pairs.insert(0, ("Content-Length", str(len(body))))
+        for name, value in pairs:
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
@@ -310,7 +320,9 @@ def test_many_trickling_servers_cannot_stall_a_batch(trickler, monkeypatch):
     monkeypatch.setattr(Trickle, "interval", 0.5)
     urls = [f"{trickler}{part}" for part in Trickle.trickled for _ in range(22)][:64]
     started = time.monotonic()
-    results = local(timeout_s=10.0, total_timeout_s=3.0, threads=64).fetch_many(urls)
+    # 64 servers in the issue; here one address plays them all, so no per-host limit
+    fetcher = local(timeout_s=10.0, total_timeout_s=3.0, threads=64, per_host=64)
+    results = fetcher.fetch_many(urls)
     assert time.monotonic() - started < 4.5
     assert {reason(fetched) for fetched in results} == {"timeout"}
 
@@ -630,3 +642,198 @@ def test_fetch_many_keeps_order_and_handles_none(server):
     assert [r.data for r in results] == [JPEG, None, PNG, None, None]
     assert [reason(r) for r in results] == [None, "invalid_url", None, "http_status", "invalid_url"]
     assert local().fetch_many([]) == []
+
+
+# --- manners: X-Robots-Tag opt-outs ----------------------------------------------------------
+
+
+def robots(server: str, *tags: str) -> str:
+    """The URL of a JPEG served with one X-Robots-Tag header per tag."""
+    return f"{server}/robots?" + urlencode([("tag", tag) for tag in tags])
+
+
+@pytest.mark.parametrize(
+    "tags, directive",
+    [
+        (["noai"], "noai"),
+        (["noimageai"], "noimageai"),
+        (["NoImageIndex"], "noimageindex"),
+        (["noindex, nofollow"], "noindex"),
+        (["nofollow", "noarchive, noai"], "noai"),  # several headers
+        (["tester: noai"], "tester: noai"),  # our product token (user agent "tester/1")
+        (["Tester: NOINDEX"], "tester: noindex"),
+        (["otherbot: nofollow, tester: noindex"], "tester: noindex"),
+        (["otherbot: noai", "noimageai"], "noimageai"),
+    ],
+)
+def test_opted_out_images_are_rejected(server, monkeypatch, tags, directive):
+    def no_body(*args):
+        raise AssertionError("read the body of an opted-out image")
+
+    monkeypatch.setattr(fetch, "_read_body", no_body)
+    fetched = local(user_agent="tester/1").fetch(robots(server, *tags))
+    assert fetched.rejection == Rejection("opted_out", f"X-Robots-Tag: {directive}")
+    assert fetched.data is None
+    assert fetched.attempts == 1  # it would opt out again
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        [],
+        ["otherbot: noai"],  # another crawler's business
+        ["otherbot: noindex, noimageai"],  # the whole list is for otherbot
+        ["otherbot: noai", "tester: nofollow"],
+        ["nofollow, noarchive"],
+        ["none"],
+        ["max-snippet: 20, unavailable_after: 25 Jun 2010 15:00:00 PST"],
+        ["testerbot: noai"],  # another product token, not ours
+    ],
+)
+def test_other_directives_and_other_agents_do_not_opt_out(server, tags):
+    assert local(user_agent="tester/1").fetch(robots(server, *tags)).data == JPEG
+
+
+def test_the_default_user_agent_answers_to_conceptual(server):
+    assert agent_token(FetchConfig().user_agent) == "conceptual"
+    fetched = local().fetch(robots(server, "conceptual: noai"))
+    assert fetched.rejection == Rejection("opted_out", "X-Robots-Tag: conceptual: noai")
+
+
+def test_opt_out_can_be_ignored_or_narrowed(server):
+    url = robots(server, "noindex")
+    assert local(respect_opt_out=False).fetch(url).data == JPEG
+    assert local(opt_out_directives=["noai"]).fetch(url).data == JPEG
+    assert local(opt_out_directives=[]).fetch(robots(server, "noai")).data == JPEG
+    assert reason(local(opt_out_directives=["NoIndex"]).fetch(url)) == "opted_out"
+
+
+def test_an_opted_out_image_behind_a_redirect(server):
+    fetched = local().fetch(f"{server}/redirect?" + urlencode({"to": robots(server, "noai")}))
+    assert reason(fetched) == "opted_out"
+    assert fetched.final_url == robots(server, "noai")
+
+
+def test_opt_out_directive_parsing():
+    directives = ["noai", "noindex"]
+    assert opt_out_directive(["noai"], "me", directives) == "noai"
+    assert opt_out_directive(["me: noindex"], "me", directives) == "me: noindex"
+    assert opt_out_directive(["you: noindex"], "me", directives) is None
+    assert opt_out_directive(["you: noindex, me: noai"], "me", directives) == "me: noai"
+    assert opt_out_directive(["noai, you: noindex"], "you", []) is None
+    assert opt_out_directive(["unavailable_after: 1 Jan 2000 00:00:00 GMT"], "me", []) is None
+    assert agent_token("Mozilla/5.0 (compatible)") == "mozilla"
+    assert agent_token("Tester") == "tester"
+
+
+def test_config_rejects_a_per_host_limit_below_one():
+    with pytest.raises(ConfigError, match="per_host"):
+        load(FetchConfig, overrides=["per_host=0"])
+
+
+# --- manners: requests per host --------------------------------------------------------------
+
+
+@pytest.fixture
+def counting():
+    """A server that counts the requests in flight per Host name (127.0.0.1, localhost) and
+    keeps the most seen at once. /image waits 50 ms; /redirect/x redirects to
+    http://127.0.0.1:port/x; /meet answers only when another /meet
+    request is in flight too (within 3 s), and 503 otherwise."""
+    state = {"lock": threading.Lock(), "now": Counter(), "most": Counter()}
+    meeting = threading.Barrier(2, timeout=3)
+
+    class Counting(BaseHTTPRequestHandler):
+        def do_GET(self):
+            host = self.headers["Host"].rsplit(":", 1)[0]
+            with state["lock"]:
+                state["now"][host] += 1
+                state["most"][host] = max(state["most"][host], state["now"][host])
+            try:
+                if self.path.startswith("/redirect"):  # to the same path on 127.0.0.1
+                    port = self.server.server_address[1]
+                    target = f"http://127.0.0.1:{port}{self.path.removeprefix('/redirect')}"
+                    status, body, headers = 302, b"", {"Location": target}
+                else:
+                    status, body, headers = 200, JPEG, {}
+                    if self.path.startswith("/meet"):
+                        meeting.wait()
+                    else:
+                        time.sleep(0.05)
+            except threading.BrokenBarrierError:
+                status, body = 503, b"nobody came"
+            finally:
+                with state["lock"]:
+                    state["now"][host] -= 1
+            self.send_response(status)
+            for name, value in {"Content-Length": str(len(body)), **headers}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    class Server(QuietServer):
+        request_queue_size = 64
+
+    httpd = Server(("127.0.0.1", 0), Counting)
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    port = httpd.server_address[1]
+    yield port, state["most"]
+    meeting.abort()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def polite(**overrides) -> Fetcher:
+    settings = {"allow_hosts": ["127.0.0.1", "localhost"], "retries": 0, **overrides}
+    return local(**settings)
+
+
+def test_fetch_many_keeps_to_per_host(counting):
+    port, most = counting
+    urls = [f"http://127.0.0.1:{port}/image/{i}" for i in range(12)]
+    results = polite(threads=8, per_host=2).fetch_many(urls)
+    assert [r.data for r in results] == [JPEG] * 12
+    assert 1 <= most["127.0.0.1"] <= 2
+
+
+def test_per_host_counts_redirect_targets(counting):
+    port, most = counting
+    direct = [f"http://127.0.0.1:{port}/image/{i}" for i in range(6)]
+    redirected = [f"http://localhost:{port}/redirect/image/{i}" for i in range(6)]
+    results = polite(threads=8, per_host=2).fetch_many(direct + redirected)
+    assert all(r.data == JPEG for r in results)
+    # 12 requests reached 127.0.0.1 (6 of them redirected from localhost), 2 at a time
+    assert most["127.0.0.1"] <= 2
+    assert most["localhost"] <= 2
+    assert results[6].final_url == f"http://127.0.0.1:{port}/image/0"
+
+
+def test_per_host_holds_for_threads_sharing_a_fetcher(counting):
+    """The limit is the Fetcher's, not only fetch_many's: callers on their own threads."""
+    port, most = counting
+    fetcher = polite(per_host=2)
+    with ThreadPoolExecutor(6) as callers:
+        results = list(callers.map(fetcher.fetch, [f"http://127.0.0.1:{port}/image"] * 6))
+    assert all(r.data == JPEG for r in results)
+    assert most["127.0.0.1"] <= 2
+
+
+def test_different_hosts_go_ahead_in_parallel(counting):
+    """per_host=1, and each /meet request answers only while the other is in flight."""
+    port, _ = counting
+    urls = [f"http://127.0.0.1:{port}/meet", f"http://localhost:{port}/meet"]
+    results = polite(threads=2, per_host=1).fetch_many(urls)
+    assert [reason(r) for r in results] == [None, None]
+
+
+def test_a_busy_host_does_not_hold_up_the_pool(counting):
+    """Two threads, one host's URLs first: its further URLs wait while the other host's
+    URL takes the second thread (were it to wait on the busy host, /meet would fail)."""
+    port, most = counting
+    busy = [f"http://127.0.0.1:{port}/meet"] + [f"http://127.0.0.1:{port}/image"] * 3
+    results = polite(threads=2, per_host=1).fetch_many([*busy, f"http://localhost:{port}/meet"])
+    assert [reason(r) for r in results] == [None] * 5
+    assert most["127.0.0.1"] == 1

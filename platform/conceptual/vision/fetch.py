@@ -12,9 +12,19 @@ resolves each host once and connects to the vetted address itself, so a second D
 cannot point it elsewhere (DNS rebinding); the Host header and TLS still use the name.
 Bodies stream in chunks and stop at `max_bytes`; they are never decompressed.
 
+Manners: an image whose response carries an `X-Robots-Tag` opt-out (`opt_out_directives`,
+by default noai, noimageai, noindex and noimageindex) for every agent or for ours is
+rejected before its body is read, as img2dataset does (`respect_opt_out`). A directive
+list may name the agent it is for: `X-Robots-Tag: otherbot: noindex` is another
+crawler's business; `X-Robots-Tag: conceptual: noai` (our User-Agent's product token,
+any case) and a bare `noai` are ours. And no host gets more than `per_host` requests at
+once from one Fetcher, redirect hops included: `fetch_many` holds a host's further URLs
+back and starts other hosts' meanwhile, so the pool stays busy when hosts differ.
+
 An attempt ends within `total_timeout_s` whatever the server does: the DNS lookup, the
 connection and every read (status line, headers, chunk sizes, body) wait at most the time
-left, so a server trickling a byte at a time is cut at the deadline, not per read.
+left, so a server trickling a byte at a time is cut at the deadline, not per read. Waiting
+for a turn at a busy host (`per_host`) is not the server's doing and does not count.
 
 Reasons (metric names, stage "fetch"; never reword one). Details never contain the URL,
 which may carry credentials.
@@ -33,6 +43,7 @@ which may carry credentials.
 | too_large | over `max_bytes`, by Content-Length or by counting the body |
 | empty | a zero-byte body |
 | not_an_image | the first bytes are no JPEG, PNG, GIF, WebP, BMP or TIFF signature |
+| opted_out | an `X-Robots-Tag` directive for us in `opt_out_directives`: "X-Robots-Tag: noai" |
 
 Timeouts of one connect or read, temporary DNS failures (EAI_AGAIN, no answer in time),
 connection errors (but refused connections and failed TLS handshakes), 429 and 5xx are
@@ -50,10 +61,13 @@ import random
 import re
 import socket
 import ssl
+import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as LookupTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, urljoin, urlsplit
@@ -77,10 +91,16 @@ FETCH_REASONS = (
     "too_large",
     "empty",
     "not_an_image",
+    "opted_out",
 )
 MAX_URL_CHARS = 2048
 CHUNK_BYTES = 64 << 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# X-Robots-Tag directives that carry a value after a colon ("max-snippet: 20"): the name
+# before their colon is no user agent.
+VALUED_DIRECTIVES = frozenset(
+    {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
+)
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # Lookups run here so that a resolver that does not answer costs a thread, not the attempt
@@ -107,6 +127,13 @@ class FetchConfig(Config):
         "+https://github.com/conceptual-captions/conceptual)"
     )
     threads: int = 16  # the bounded thread pool of one fetch_many call
+    # at most this many requests to one host (the URL's host name) at once per Fetcher,
+    # redirect hops included; other hosts' URLs go ahead meanwhile, up to `threads`
+    per_host: int = 4
+    respect_opt_out: bool = True  # reject images whose X-Robots-Tag opts out for us
+    # X-Robots-Tag directives that opt an image out, for every agent or for our User-Agent's
+    # product token ("conceptual"); compared in any case
+    opt_out_directives: list[str] = ["noai", "noimageai", "noindex", "noimageindex"]
     allow_private: bool = False  # fetch from loopback/private/link-local/... addresses
     allow_hosts: list[str] = []  # allowed even when private, on any port: IPs, CIDRs, names
     allow_ports: list[int] = [80, 443]  # other ports are refused, but on `allow_hosts`
@@ -118,6 +145,13 @@ class FetchConfig(Config):
             if "/" in entry:
                 ipaddress.ip_network(entry, strict=False)  # ValueError says what is wrong
         return entries
+
+    @field_validator("per_host")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"must be at least 1, got {value}")
+        return value
 
     @field_validator("allow_ports")
     @classmethod
@@ -452,6 +486,72 @@ def _seconds_until(retry_after: str) -> float:
         return 0.0  # unreadable: the backoff decides
 
 
+# --- manners ------------------------------------------------------------------------------
+
+
+def agent_token(user_agent: str) -> str:
+    """The product token of a User-Agent, lowercased: "conceptual/0.1 (...)" -> "conceptual"."""
+    product = user_agent.split(maxsplit=1)[0] if user_agent.strip() else ""
+    return product.split("/", 1)[0].lower()
+
+
+def opt_out_directive(
+    header_values: Sequence[str], agent: str, directives: Sequence[str]
+) -> str | None:
+    """The first of `directives` that the X-Robots-Tag header values (one per header) give
+    every agent or `agent` (a lowercased product token), as "noai" or "agent: noai"; None
+    when there is none. In a value, "name: d1, d2" gives the directives after the name to
+    that agent only, up to the next name ("otherbot: noindex, conceptual: noai")."""
+    wanted = {directive.strip().lower() for directive in directives}
+    for value in header_values:
+        scope: str | None = None  # a bare directive is for every agent
+        for item in value.split(","):
+            name, colon, rest = item.partition(":")
+            name = name.strip().lower()
+            if colon and name not in VALUED_DIRECTIVES:
+                scope, item = name, rest
+            directive = item.strip().lower()
+            if directive in wanted and scope in (None, agent):
+                return directive if scope is None else f"{scope}: {directive}"
+    return None
+
+
+class _HostSlots:
+    """At most `limit` holders per host at once. A thread holds one slot at a time and
+    never waits while holding one, and every holder lets go within its attempt's deadline,
+    so a waiter always gets its turn."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.busy: Counter[str] = Counter()
+        self.freed = threading.Condition()
+
+    @contextmanager
+    def hold(self, host: str, deadline: _Deadline) -> Iterator[None]:
+        started = time.monotonic()
+        with self.freed:
+            while self.busy[host] >= self.limit:
+                self.freed.wait()
+            self.busy[host] += 1
+        deadline.end += time.monotonic() - started  # our own queue is not the server's time
+        try:
+            yield
+        finally:
+            with self.freed:
+                self.busy[host] -= 1
+                if not self.busy[host]:
+                    del self.busy[host]  # hosts come and go: the table stays small
+                self.freed.notify_all()
+
+
+def _host_of(url: str | None) -> str | None:
+    """The host a URL's first request goes to, as the slots count it; None when unusable."""
+    try:
+        return _parse(url).host
+    except _Failure:
+        return None
+
+
 # --- the fetcher -------------------------------------------------------------------------
 
 
@@ -464,13 +564,54 @@ class Fetcher:
             self.config.allow_private, self.config.allow_hosts, self.config.allow_ports
         )
         self.tls = ssl.create_default_context()
+        self.agent = agent_token(self.config.user_agent)
+        self.slots = _HostSlots(self.config.per_host)
 
     def fetch_many(self, urls: Sequence[str | None]) -> list[Fetched]:
-        """`fetch` for each URL on a bounded thread pool; results in the same order."""
+        """`fetch` for each URL on a bounded thread pool; results in the same order.
+
+        URLs start in order, but for a host that already has `per_host` of them under
+        way: those wait for one of its URLs to end, while later URLs of other hosts
+        start, so that `threads` threads stay busy rather than waiting on one host."""
         if not urls:
             return []
-        with ThreadPoolExecutor(min(self.config.threads, len(urls))) as pool:
-            return list(pool.map(self.fetch, urls))
+        threads, per_host = self.config.threads, self.config.per_host
+        hosts = [_host_of(url) for url in urls]
+        results: list[Fetched | None] = [None] * len(urls)
+        queued = deque(range(len(urls)))
+        held: dict[str, deque[int]] = {}  # per host, the URLs waiting for its turn
+        active: Counter[str] = Counter()  # per host, its URLs under way
+        running: dict[Future[Fetched], int] = {}
+        with ThreadPoolExecutor(min(threads, len(urls))) as pool:
+
+            def start(i: int) -> None:
+                if hosts[i] is not None:
+                    active[hosts[i]] += 1
+                running[pool.submit(self.fetch, urls[i])] = i
+
+            while queued or running:
+                while queued and len(running) < threads:
+                    i = queued.popleft()
+                    host = hosts[i]
+                    if host is None or active[host] < per_host:
+                        start(i)
+                    else:
+                        held.setdefault(host, deque()).append(i)
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    i = running.pop(future)
+                    results[i] = future.result()
+                    host = hosts[i]
+                    if host is None:
+                        continue
+                    active[host] -= 1
+                    if held.get(host):
+                        start(held[host].popleft())  # in the place of the one that ended
+                    else:
+                        held.pop(host, None)
+                        if not active[host]:
+                            del active[host]
+        return results  # type: ignore[return-value]  # every one filled
 
     def fetch(self, url: str | None) -> Fetched:
         """The image at `url`, or why not; never raises for anything the URL or server does."""
@@ -510,6 +651,12 @@ class Fetcher:
         refusal = self.policy.refusal(target.host, addresses)
         if refusal:
             raise _Failure(refusal.reason, refusal.detail)
+        with self.slots.hold(target.host, deadline):
+            return self._connect_and_exchange(target, addresses, deadline)
+
+    def _connect_and_exchange(
+        self, target: _Target, addresses: Sequence[IPAddress], deadline: _Deadline
+    ) -> tuple[str | None, bytes]:
         try:
             connection = self._open(target, addresses, deadline)
         except TimeoutError as exc:
@@ -575,6 +722,11 @@ class Fetcher:
             )
         if not 200 <= response.status < 300:
             raise _Failure("http_status", status)
+        if self.config.respect_opt_out:  # before a byte of the body is read
+            tags = response.msg.get_all("X-Robots-Tag") or []
+            directive = opt_out_directive(tags, self.agent, self.config.opt_out_directives)
+            if directive:
+                raise _Failure("opted_out", f"X-Robots-Tag: {directive}")
         return None, _check_image(_read_body(response, self.config.max_bytes))
 
 
