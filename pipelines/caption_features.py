@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conceptual import storage
+from conceptual.splits import split_names
 
 TRAIN_SPLIT = "train"
 SUMMARY = "features.json"  # written by the features job beside features/
@@ -53,7 +54,7 @@ def features_summary(features_uri: str) -> dict[str, Any]:
 def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:
     """One split's centre-crop rows, read on the driver (vocabularies and eval sets are small)."""
     fs, _ = storage.resolve(uri)
-    wanted = (pc.field("split") == split) & (pc.field("crop") == 0)
+    wanted = pc.field("split").isin(split_names(split)) & (pc.field("crop") == 0)
     tables = []
     for path in files:
         with fs.open_input_file(path) as f:

@@ -55,6 +55,7 @@ from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.caption_features import feature_files, source_images
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
 from conceptual.speech.features import AudioFeatureConfig, clip_features
+from conceptual.splits import split_names
 from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
 from conceptual.vision.images import ImageFilterConfig, decode
 
@@ -125,7 +126,9 @@ def split_images(features_uri: str, files: list[str], split: str) -> SplitImages
     with fs.open_input_file(files[0]) as f:
         has_image_ids = "image_id" in pq.read_schema(f).names
     table = (
-        _read(features_uri, files, columns, pc.field("split") == split) if has_image_ids else None
+        _read(features_uri, files, columns, pc.field("split").isin(split_names(split)))
+        if has_image_ids
+        else None
     )
     if table is not None and table.num_rows == 0:
         raise ValueError(f"no {split!r} rows in the features at {features_uri}")

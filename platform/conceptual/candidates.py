@@ -18,7 +18,8 @@ import csv
 import io
 import json
 import posixpath
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from conceptual.records import Rejection, candidate_id
@@ -28,6 +29,14 @@ ALT_TEXT_COLUMNS = ("alt_text", "caption", "text")
 IMAGE_URL_COLUMNS = ("image_url", "url")
 PAGE_URL_COLUMNS = ("page_url",)
 IMAGE_COLUMNS = ("image",)  # image bytes (Parquet only), e.g. from conceptual.jobs.import_coco
+# The released Conceptual Captions: the splits its files hold, which their names say
+# (Google's Train_GCC-training.tsv and Validation_GCC-1.1.0-Validation.tsv, Hugging Face's
+# train-00000-of-00004.parquet), or a `split` column; and the columns of the Hugging Face
+# `labeled` config (its card: labels list<string>, MIDs list<string>, confidence_scores
+# list<float64>), lowercased.
+RELEASED_SPLITS = ("train", "validation")
+SPLIT_COLUMNS = ("split",)
+LABEL_COLUMNS = ("labels", "mids", "confidence_scores")
 READ_STAGE = "read"
 READ_REASONS = ("malformed_row", "invalid_utf8", "invalid_json", "missing_image_url", "too_long")
 # The longest alt-text or URL a candidate may have, and how much of a longer one (or of an
@@ -92,6 +101,40 @@ def candidate(
     elif not (row["image_url"] or "").strip() and row["image"] is None:
         row.update(stage=READ_STAGE, reason="missing_image_url", detail="no image URL")
     return row
+
+
+def split_of_name(path: str) -> str | None:
+    """The split of RELEASED_SPLITS a file's name says it holds, by the name's first word
+    ("Train_GCC-training.tsv", "validation-00000-of-00001.parquet"), else by its folder's
+    ("train/part-0.parquet"); None when neither says one ("train0/" is no split)."""
+    folder, name = posixpath.split(path.rstrip("/"))
+    for part in (name, posixpath.basename(folder)):
+        word = re.match(r"([a-z]+)(?![a-z0-9])", part.lower())
+        if word and word.group(1) in RELEASED_SPLITS:
+            return word.group(1)
+    return None
+
+
+def dataset_labels(
+    names: Sequence[str | None] | None,
+    mids: Sequence[str | None] | None,
+    scores: Sequence[float | None] | None,
+) -> tuple[list[dict[str, Any]], Rejection | None]:
+    """One row's labels as records.LABEL dicts (the dataset's order; `mid` set, `wnid`
+    null), from the `labeled` config's three parallel lists; a Rejection when they differ in
+    length, which leaves no way to tell which MID or score is whose."""
+    names, mids, scores = names or [], mids or [], scores or []
+    if not len(names) == len(mids) == len(scores):
+        detail = (
+            f"labels, MIDs and confidence_scores differ in length: "
+            f"{len(names)}, {len(mids)}, {len(scores)}"
+        )
+        return [], Rejection("malformed_row", detail)
+    labels = [
+        {"wnid": None, "name": name, "score": score, "mid": mid}
+        for name, mid, score in zip(names, mids, scores)
+    ]
+    return labels, None
 
 
 def unstorable(texts: dict[str, str | None]) -> Rejection | None:

@@ -23,6 +23,9 @@ from conceptual.config import Config
 from conceptual.vision.images import decode
 
 SPLITS = ("train", "val", "test")
+# Other names of a split: the released Conceptual Captions names its dev split "validation"
+# (conceptual.jobs.import_conceptual keeps it so), and asking for either finds both.
+ALIASES = {"val": ("val", "validation"), "validation": ("validation", "val")}
 
 # The key's grid: 4 x 4 comparisons of neighbouring cells, 16 bits. Measured on 798
 # Flickr8k photos (500 px), see `perceptual_key`.
@@ -42,6 +45,11 @@ class SplitConfig(Config):
         if any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
             raise ValueError(f"split fractions must be >= 0 and sum to 1, got {fractions}")
         return self
+
+
+def split_names(split: str) -> list[str]:
+    """The names rows of `split` may carry: ["val", "validation"] for either, else [split]."""
+    return list(ALIASES.get(split, (split,)))
 
 
 def perceptual_key(data: bytes) -> bytes | None:

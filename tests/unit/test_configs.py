@@ -14,6 +14,7 @@ CONFIG_FILES = {
     "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
     "curation.yaml": "conceptual.pipelines.curation:CurationConfig",
     "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
+    "import_conceptual.yaml": "conceptual.pipelines.curation:ImportConceptualConfig",
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
     "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",

@@ -45,6 +45,7 @@ from pydantic import Field
 from conceptual.config import Config
 from conceptual.records import Rejection
 from conceptual.vision.jpeg import JpegStructureError, count_scans
+from conceptual.vision.resize import ResizeConfig
 from conceptual.vision.unsafe import UnsafeConfig, UnsafeDetector, load_detector
 
 # The reasons of the table above, in its order.
@@ -90,6 +91,8 @@ class ImageFilterConfig(Config):
     # images over its own Image.MAX_IMAGE_PIXELS (about 89M) whatever this says.
     max_pixels: int = Field(50_000_000, gt=0)
     unsafe: UnsafeConfig = UnsafeConfig()
+    # What becomes of an image once accepted: resized, re-encoded (vision/resize.py).
+    resize: ResizeConfig = ResizeConfig()
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,18 @@ With the defaults, on coco_mini's 159 photos, 57.6% of their human captions pass
 matching every word) and 4.7% of other photos' captions do (5.5%)
 (tests/integration/test_overlap_realdata.py); most of the human captions lost are verbs
 ("skiing" 6, "working" 3, "contains", "drink") and one mis-tagged noun ("stove").
+
+Labels the dataset carries (`labels.source=dataset`: the released `labeled` config, Google's
+own labels such as "dog", "sky", "sports car", with a Freebase MID and no wnid) are names, not
+synsets: a name stands for itself and, when WordNet knows it as a noun, for its first noun
+sense expanded as above (the most frequent sense: "dog" is the animal, not the andiron).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from nltk.stem import PorterStemmer
 from nltk.tokenize import wordpunct_tokenize
@@ -64,6 +69,14 @@ class OverlapConfig(Config):
     # A multi-word name also matches its last word when WordNet says the label is one:
     # "tandem bicycle" -> bicycle, "oscine bird" -> bird (never "hot dog" -> dog).
     head_words: bool = True
+
+
+class LabelSourceConfig(Config):
+    """Where an image's labels come from: the ImageNet classifier (vision/cnn.py), or the
+    dataset itself (the released `labeled` config: its `labels`, `MIDs` and
+    `confidence_scores`, read into the `labels` column; no classifier is loaded)."""
+
+    source: Literal["classifier", "dataset"] = "classifier"
 
 
 class LabelMatcher:
@@ -102,8 +115,8 @@ class LabelMatcher:
         `nouns` (words or phrases), a match must end in one of their words."""
         usable = self.usable_labels(labels)
         if not usable:
-            return LabelMatch([], Rejection("no_labels", "the image has no classifier labels"))
-        keys = frozenset().union(*(self._label_keys(label["wnid"]) for label in usable))
+            return LabelMatch([], Rejection("no_labels", "the image has no labels"))
+        keys = frozenset().union(*map(self._keys_of, usable))
         matched = self._longest_matches(caption_words(caption), keys)
         if nouns is not None:
             noun_stems = {self._stem(word) for noun in nouns for word in caption_words(noun)}
@@ -116,10 +129,9 @@ class LabelMatcher:
     def usable_labels(self, labels: Sequence[Mapping]) -> list[Mapping]:
         """The best `top_k` labels scoring at least `min_score`; the best label always counts,
         so an image the classifier is unsure of is still judged on its best guess."""
-        ranked = sorted(labels, key=lambda label: label["score"], reverse=True)[: self.config.top_k]
-        return ranked[:1] + [
-            label for label in ranked[1:] if label["score"] >= self.config.min_score
-        ]
+        score = lambda label: label["score"] or 0.0  # noqa: E731 - a dataset label may have none
+        ranked = sorted(labels, key=score, reverse=True)[: self.config.top_k]
+        return ranked[:1] + [label for label in ranked[1:] if score(label) >= self.config.min_score]
 
     def _expansions(self, synset) -> Iterator:
         """The synset, then its (instance) hypernyms level by level, up to `hypernym_depth`
@@ -152,7 +164,7 @@ class LabelMatcher:
         """Caption phrases whose stems are label keys, scanning left to right and taking the
         longest at each word: "a coffee mug" -> ["coffee mug"], not also "mug"."""
         stems = [self._stem(word) for word in words]
-        longest = max(map(len, keys))
+        longest = max(map(len, keys), default=0)
         matched, start = [], 0
         while start < len(words):
             ends = range(min(start + longest, len(words)), start, -1)
@@ -170,6 +182,31 @@ class LabelMatcher:
 
     def _noun_only_word(self, word: str) -> bool:
         return not any(self._wordnet.synsets(word, pos) for pos in "vasr")
+
+    def name_terms(self, name: str) -> frozenset[str]:
+        """A dataset label's terms: its name, lowercase, and when WordNet knows the name as
+        a noun, the terms of its first noun sense: "dog" -> {"dog", "domestic dog", "canine",
+        ...}; "dog breed" (no synset) -> {"dog breed"}."""
+        key = f"name:{name}"
+        if key not in self._terms:
+            names = {" ".join(caption_words(name))} - {""}
+            senses = self._wordnet.synsets("_".join(caption_words(name)), "n")
+            if senses:
+                names |= self.terms(f"n{senses[0].offset():08d}")
+            self._terms[key] = frozenset(names)
+        return self._terms[key]
+
+    def _keys_of(self, label: Mapping) -> frozenset[Key]:
+        """The label's terms as stems: by its WordNet id, else (a dataset label) its name."""
+        if label.get("wnid"):
+            return self._label_keys(label["wnid"])
+        key = f"name:{label['name']}"
+        if key not in self._keys:
+            self._keys[key] = frozenset(
+                tuple(map(self._stem, caption_words(term)))
+                for term in self.name_terms(label["name"])
+            )
+        return self._keys[key]
 
     def _label_keys(self, wnid: str) -> frozenset[Key]:
         if wnid not in self._keys:
@@ -190,8 +227,10 @@ def caption_nouns(
 ) -> list[str] | None:
     """What the NLP stage found a candidate's nouns to be: its `types` (the kept nouns'
     lemmas and the concepts that replaced names) and the names removed or replaced, whose
-    words the alt-text still holds. None when the text was not parsed (no `types`)."""
-    if types is None:
+    words the alt-text still holds. None when the text was not parsed (no `types`, or none
+    at all: a released caption, which no parse looked at; a parsed caption that is kept
+    always has a noun)."""
+    if types is None or not (types or entities):
         return None
     return [*types, *(entity["text"] for entity in entities or ())]
 

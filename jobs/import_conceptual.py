@@ -1,0 +1,92 @@
+"""Import the released Conceptual Captions: the captions exactly as released, the images
+fetched, checked and written as curated records.
+
+    python -m conceptual.jobs.import_conceptual --input URI --output URI
+        [--split train|validation] [--config FILE] [key=value ...]
+
+The input (a file or folder; a path, file:// or s3://; gzip or zstd or not) is the released
+TSV (`caption<TAB>url`, no header: Train_GCC-training.tsv, Validation_GCC-1.1.0-Validation.tsv)
+or the Hugging Face Parquet files of either config (`unlabeled`: image_url, caption;
+`labeled`: also labels, MIDs, confidence_scores). Each row's split is --split, else the one
+its file holds (its name, or a Parquet `split` column). The output is what curate writes
+(curated/, rejected/, stats.json; shards/ with webdataset.enabled=true), so the features,
+training and speech jobs read it as they read a curation's. README: "Importing the released
+Conceptual Captions" has the settings, e.g. image.resize.short_side=256 labels.source=dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conceptual.jobs.arguments import add_data_arguments, report_run, run_data_job
+
+SPLITS = ("train", "validation")  # conceptual.candidates.RELEASED_SPLITS, without importing it
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m conceptual.jobs.import_conceptual", description=__doc__.split("\n\n")[0]
+    )
+    add_data_arguments(
+        parser,
+        "--input",
+        "the released TSV or Hugging Face Parquet files: a file or folder",
+        "where curated/, rejected/ and stats.json go",
+        "import_conceptual.yaml",
+    )
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        help="every row's split (default: the one each file's name or split column says)",
+    )
+    args = parser.parse_intermixed_args(argv)  # overrides before or after --split
+    if args.split:
+        args.overrides.append(f"released.split={args.split}")
+    # Imported here, so that --help and argument errors answer at once.
+    from conceptual import funnel, storage
+    from conceptual.candidates import CandidateFormatError
+    from conceptual.pipelines.curation import ImportConceptualConfig, nothing_kept_hint, run
+    from conceptual.pipelines.released import ReleasedInputError, check_input, summary
+
+    def run_import(source: str, output: str, config: ImportConceptualConfig):
+        if config.captions == "released":
+            dataset_labels = config.overlap.enabled and config.labels.source == "dataset"
+            split = config.released.split
+            if named := check_input(source, config.input_format, split, dataset_labels):
+                # The input's one split, said by its files' names: logged with the config.
+                config.released = config.released.model_copy(update={"split": named})
+        return run(source, output, config)
+
+    outcome = run_data_job(
+        "import_conceptual",
+        args,
+        args.input,
+        ImportConceptualConfig,
+        run_import,
+        (CandidateFormatError, ReleasedInputError),
+    )
+    if isinstance(outcome, int):
+        return outcome
+    config, (stats, run_id), log = outcome
+    print(funnel.render(stats))
+    print(summary(stats))
+    curated = storage.join(args.output, "curated")
+    if stats["kept"]:
+        splits = ", ".join(f"{name} {n}" for name, n in stats.get("splits", {}).items())
+        print(f"curated:  {curated}  ({stats['kept']} records: {splits})")
+    else:
+        print(f"curated:  nothing kept, so nothing written to {curated}")
+        print(f"          {nothing_kept_hint(stats, config)}")
+    if stats["input"] > stats["kept"]:
+        print(
+            f"rejected: {storage.join(args.output, 'rejected')}  "
+            f"({stats['input'] - stats['kept']} records, with reasons)"
+        )
+    print(f"stats:    {storage.join(args.output, 'stats.json')}")
+    report_run(run_id, config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
