@@ -58,6 +58,7 @@ def run_data_job(
     (a bad key, a missing input, ...), or 1 after object storage failed for good."""
     from conceptual import storage
     from conceptual.config import ConfigError, load
+    from conceptual.errors import TooManyErrors
     from conceptual.runtime import init_ray, require_shared
     from conceptual.storage import StorageError
 
@@ -73,6 +74,10 @@ def run_data_job(
         except (ConfigError, StorageError, *user_errors) as exc:
             print(f"error: {exc}", file=stderr())
             return 2
+        except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
+            print(f"error: {exc}. {args.output} is incomplete (no {storage.SUCCESS} marker).",
+                  file=stderr())  # fmt: skip
+            return 1
         except OSError as exc:  # a Ray task's error is also an instance of its cause's type
             if (failure := storage.store_failure(exc)) is None:
                 raise

@@ -34,12 +34,16 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
+import numpy as np
+import pyarrow as pa
+import ray
 import ray.data
 from pydantic import model_validator
 
-from conceptual import funnel, storage, tracking
+from conceptual import errors, funnel, storage, tracking
 from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
 from conceptual.config import Config
+from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.funnel import length_statistics, tally
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_stages import (
@@ -49,12 +53,25 @@ from conceptual.pipelines.image_stages import (
     VisionStage,
     fetch_images,
 )
+from conceptual.pipelines.journal import RESUME, Journal, fingerprint
 from conceptual.pipelines.nlp_stage import NlpStage
 from conceptual.pipelines.readers import read_candidates
+from conceptual.pipelines.released import (
+    CAPTION_REASONS,
+    CAPTION_STAGE,
+    RESIZE_STAGE,
+    ReleasedConfig,
+    released_captions,
+    resize_images,
+)
 from conceptual.pipelines.rows import (
+    DEDUPLICATE_STAGE,
+    DUPLICATE,
     ENTITY_FREQUENCY_STAGE,
     RARE_TYPE,
     concept_tally,
+    duplicate_keys,
+    duplicates,
     finalize,
     outcome_tally,
     to_curated,
@@ -62,6 +79,7 @@ from conceptual.pipelines.rows import (
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
 from conceptual.pipelines.stages import Stage, Step, run_steps
+from conceptual.records import PROCESSED
 from conceptual.splits import SplitConfig
 from conceptual.storage import SUCCESS, StorageError
 from conceptual.text.curate import (
@@ -76,7 +94,7 @@ from conceptual.text.curate import (
 from conceptual.vision.cnn import CnnConfig
 from conceptual.vision.fetch import FETCH_REASONS, FetchConfig
 from conceptual.vision.images import IMAGE_REASONS, ImageFilterConfig
-from conceptual.vision.labels import OVERLAP_REASONS, OverlapConfig
+from conceptual.vision.labels import OVERLAP_REASONS, LabelSourceConfig, OverlapConfig
 
 
 class EntityFrequencyConfig(Config):
@@ -85,6 +103,14 @@ class EntityFrequencyConfig(Config):
 
     enabled: bool = True
     more_than: int = 100
+
+
+class DedupConfig(Config):
+    """Exact duplicates are kept once, the first in input order: the same image URL, and
+    (when the images are fetched) the same image bytes under another URL."""
+
+    by_url: bool = True
+    by_image: bool = True
 
 
 class ResourcesConfig(Config):
@@ -113,13 +139,26 @@ class CurationConfig(Config):
     # False: the text stages only (caption corpora without images); curated records then
     # carry no image, and the split hashes the image URL.
     with_images: bool = True
+    # "released": the alt-texts are captions already (the released Conceptual Captions,
+    # conceptual.jobs.import_conceptual), kept exactly as they are in place of the text
+    # stages, with their split (`released`; pipelines/released.py).
+    captions: Literal["curated", "released"] = "curated"
+    released: ReleasedConfig = ReleasedConfig()
     text: TextCurationConfig = TextCurationConfig()
     fetch: FetchConfig = FetchConfig()
     image: ImageFilterConfig = ImageFilterConfig()
     overlap: OverlapConfig = OverlapConfig()
+    # The labels the overlap rule matches: the classifier's, or those the rows bring
+    # (`dataset`: the released `labeled` config's; no classifier is loaded then).
+    labels: LabelSourceConfig = LabelSourceConfig()
     cnn: CnnConfig = CnnConfig()
+    dedup: DedupConfig = DedupConfig()
     entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig()
     split: SplitConfig = SplitConfig()
+    errors: ErrorsConfig = ErrorsConfig()
+    # A killed run started again with the same command goes on where it stopped
+    # (pipelines/journal.py); false starts over.
+    resume: bool = True
     webdataset: WebDatasetConfig = WebDatasetConfig()
     resources: ResourcesConfig = ResourcesConfig()
     samples: int = 50  # before/after pairs logged to MLflow
@@ -130,6 +169,32 @@ class CurationConfig(Config):
         if self.webdataset.enabled and not self.with_images:
             raise ValueError("webdataset shards hold images: they need with_images=true")
         return self
+
+
+class ImportConceptualConfig(CurationConfig):
+    """conceptual.jobs.import_conceptual's settings: the curation's, with the defaults of an
+    import of the released dataset (configs/import_conceptual.yaml).
+
+    The released pairs passed the paper's filters, its image&text rule with Google's own
+    labels among them; the rule run again with another classifier's labels would drop pairs
+    for that classifier's misses, not the captions', so it is off (on, it can match the
+    `labeled` config's own labels: labels.source=dataset). The entity-frequency rule counts
+    the concepts of a parse that released captions never get: off. Exact duplicates (one
+    image URL on several rows, one photo under several URLs) are kept once, as in a
+    curation: a model trained on the import should not see one photo twice. The image
+    filters stay on, since the web has changed since the
+    release: what a URL serves now may be a placeholder, a thumbnail, an HTML page or
+    broken. They tell that by the paper's thresholds (JPEG, both sides > 400 px, decodable,
+    safe), all but the aspect ratio: a photo's shape was the paper's choice among the crawl,
+    made before the release and not a sign of a gone image (image.max_aspect=2 makes it
+    again). A local mirror of the images (127.0.0.1, any port) may be fetched; every other
+    private address stays refused."""
+
+    captions: Literal["curated", "released"] = "released"
+    fetch: FetchConfig = FetchConfig(allow_hosts=["127.0.0.1", "::1", "localhost"])
+    image: ImageFilterConfig = ImageFilterConfig(max_aspect=float("inf"))
+    overlap: OverlapConfig = OverlapConfig(enabled=False)
+    entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig(enabled=False)
 
 
 # --- the stages --------------------------------------------------------------------------
@@ -148,6 +213,11 @@ SYNTAX = Stage(
     "text.filters.max_noun_ratio, or text.filters.disabled=[reason, ...]",
 )
 HYPERNYMIZE = Stage(HYPERNYMIZE_STAGE, HYPERNYMIZE_REASONS, "text.hypernym.*")
+RELEASED = Stage(
+    CAPTION_STAGE,
+    CAPTION_REASONS,
+    "text.filters.max_chars (released captions are kept as they are)",
+)
 FETCH = Stage(
     FETCH_STAGE, FETCH_REASONS, "fetch.* (fetch.allow_hosts for addresses on a private network)"
 )
@@ -155,6 +225,8 @@ IMAGE = Stage(IMAGE_STAGE, IMAGE_REASONS, "image.*")
 OVERLAP = Stage(
     OVERLAP_STAGE, OVERLAP_REASONS, "overlap.* (overlap.enabled=false turns the rule off)"
 )
+RESIZE = Stage(RESIZE_STAGE, (), "image.resize.* (image.resize.short_side=null turns it off)")
+DEDUPLICATE = Stage(DEDUPLICATE_STAGE, (DUPLICATE,), "dedup.by_url, dedup.by_image")
 ENTITY_FREQUENCY = Stage(
     ENTITY_FREQUENCY_STAGE,
     (RARE_TYPE,),
@@ -167,7 +239,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
     """The per-candidate stages as operators, in order: `read` (the readers) comes before
     them, `entity_frequency` (a global count, in `curate`) after."""
     resources = config.resources
-    nlp = Step(
+    text = Step(
         (TEXT, SYNTAX, HYPERNYMIZE),
         NlpStage,
         {"text": config.text},
@@ -176,8 +248,18 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
         adds=("caption", "entities", "types"),
         materialize=True,  # the NLP pool is gone before the vision pool, which gets every CPU
     )
+    if config.captions == "released":
+        text = Step(
+            (RELEASED,),
+            released_captions,
+            {"max_chars": config.text.filters.max_chars, "split": config.released.split},
+            # As light as reading: no CPU reserved (the vision pool may hold every CPU), and
+            # so a bounded number of tasks.
+            Resources(resources.batch_size, resources.fetch_tasks, cpus=0, tasks=True),
+            adds=("caption", "entities", "types", "split"),
+        )
     if not config.with_images:
-        return (nlp,)
+        return (text,)
     fetching = Step(
         (FETCH,),
         fetch_images,
@@ -190,22 +272,39 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
     vision = Step(
         (IMAGE, OVERLAP),
         VisionStage,
-        {"image": config.image, "cnn": config.cnn, "overlap": config.overlap},
+        {
+            "image": config.image,
+            "cnn": config.cnn,
+            "overlap": config.overlap,
+            "labels": config.labels,
+        },
         Resources(
             resources.vision_batch_size,
             resources.vision_actors,
             resources.cpus_per_actor,
             cnn=config.cnn,
         ),
-        adds=("width", "height", "labels", "matched"),
+        adds=("width", "height", "labels", "matched", "image_id"),
         materialize=True,
     )
-    return (nlp, fetching, vision)
+    if not config.image.resize.enabled:
+        return (text, fetching, vision)
+    resize = Step(
+        (RESIZE,),
+        resize_images,
+        {"resize": config.image.resize, "max_pixels": config.image.max_pixels},
+        # After the vision pool is gone (it materialized): a CPU per task.
+        Resources(resources.vision_batch_size, None, resources.cpus_per_actor, tasks=True),
+        adds=("image", "width", "height", "image_id"),
+        materialize=True,
+    )
+    return (text, fetching, vision, resize)
 
 
 def funnel_stages(config: CurationConfig) -> tuple[Stage, ...]:
     """Every stage a candidate can be rejected at, in funnel order."""
-    return (READ, *(stage for step in steps(config) for stage in step.stages), ENTITY_FREQUENCY)
+    per_candidate = (stage for step in steps(config) for stage in step.stages)
+    return (READ, *per_candidate, DEDUPLICATE, ENTITY_FREQUENCY)
 
 
 def stages(config: CurationConfig) -> tuple[str, ...]:
@@ -224,10 +323,19 @@ def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
     print(f"  {phase:<18}{phases[phase]:>7.1f} s", flush=True)
 
 
-def process(candidates: ray.data.Dataset, config: CurationConfig) -> ray.data.Dataset:
-    """Every per-candidate stage, materialized (its last step is): the entity-frequency count
-    needs it all."""
-    return run_steps(candidates, steps(config))
+def process(
+    candidates: ray.data.Dataset, config: CurationConfig, journal: Journal | None = None
+) -> ray.data.Dataset:
+    """Every per-candidate stage, materialized (its last step is): the global rules need it
+    all."""
+    return run_steps(candidates, steps(config), journal)
+
+
+def resume_settings(config: CurationConfig) -> dict[str, Any]:
+    """The settings a resumed run must share with the one it resumes: all that decides a
+    row's outcome or its position (not how many workers ran it, nor what is logged)."""
+    settings = config.model_dump(mode="json", exclude={"resources", "samples", "experiment"})
+    return {**settings, "range_bytes": config.resources.range_bytes}
 
 
 def curate(
@@ -244,18 +352,55 @@ def curate(
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
-    for part in ("curated", "rejected", "shards", "stats.json"):
+    for part in (
+        "curated",
+        "rejected",
+        "shards",
+        "stats.json",
+        *(() if config.resume else (RESUME,)),
+    ):
         storage.delete(storage.join(output_uri, part))
+    journal = None
+    if config.resume:
+        identity = fingerprint(input_uri, resume_settings(config))
+        journal = Journal.open(output_uri, identity, len(steps(config)))
+        if journal.resumed_rows:
+            print(f"  resuming: {journal.resumed_rows} candidates done before", flush=True)
 
     phases: dict[str, float] = {}  # wall seconds of each phase, for stats.json
     with timed(phases, "read_and_process"):
-        candidates = read_candidates(input_uri, config.input_format, config.resources.range_bytes)
-        processed = process(candidates, config)
+        candidates = read_candidates(
+            input_uri,
+            config.input_format,
+            config.resources.range_bytes,
+            journal,
+            splits=config.captions == "released",
+        )
+        processed = process(candidates, config, journal)
 
-    ef = config.entity_frequency
+    ef, dedup = config.entity_frequency, config.dedup
     per_task = config.resources.rows_per_pass_task(config.with_images)
-    with timed(phases, "entity_frequency"):
-        type_count = tally(processed, concept_tally, per_task).get("type", {})
+    with timed(phases, "global_rules"):
+        same_url, same_image = None, None
+        if dedup.by_url or (dedup.by_image and config.with_images):
+            keys = processed.map_batches(
+                duplicate_keys, batch_format="pyarrow", batch_size=per_task
+            )
+            found = duplicates(_collect(keys), dedup.by_url, dedup.by_image and config.with_images)
+            same_url, same_image = (ray.put(positions) for positions in found)
+            repeats = ray.put(np.union1d(*found))
+        else:
+            repeats = None
+        type_count = tally(
+            processed.map_batches(
+                concept_tally,
+                fn_kwargs={"duplicates": repeats},
+                batch_format="pyarrow",
+                batch_size=per_task,
+            ),
+            _as_is,
+            per_task,
+        ).get("type", {})
         rare = (
             frozenset(t for t, n in type_count.items() if n <= ef.more_than)
             if ef.enabled
@@ -263,7 +408,13 @@ def curate(
         )
         final = processed.map_batches(
             finalize,
-            fn_kwargs={"rare": rare, "more_than": ef.more_than, "split": config.split},
+            fn_kwargs={
+                "rare": rare,
+                "more_than": ef.more_than,
+                "split": config.split,
+                "same_url": same_url,
+                "same_image": same_image,
+            },
             batch_format="pyarrow",
             batch_size=per_task,
         ).materialize()
@@ -294,6 +445,9 @@ def curate(
             rejected.setdefault(stage, {})[reason] = n
     input_count = sum(tallies.get("outcome", {}).values())
     kept = tallies.get("outcome", {}).get("\t", 0)
+    failed = {s: r[INTERNAL_ERROR] for s, r in rejected.items() if INTERNAL_ERROR in r}
+    if sum(failed.values()) > config.errors.budget(input_count):
+        errors.check(failed, input_count, config.errors, _failed_ids(final))
     stats = funnel.build(input_count, kept, rejected, stages(config))
 
     if on_disk != {"curated": kept, "rejected": input_count - kept}:
@@ -325,13 +479,40 @@ def curate(
         stats["shards"] = shards
     with timed(phases, "samples"):
         stats["samples"] = _samples(final, config.samples)
+    # candidates an earlier attempt of this run had finished (pipelines/journal.py)
+    stats["resumed"] = journal.resumed_rows if journal is not None else 0
     stats["seconds"] = round(time.monotonic() - started, 2)
     stats["seconds_by_phase"] = phases
     if run_id:
         stats["mlflow_run_id"] = run_id
     storage.write_json(storage.join(output_uri, "stats.json"), funnel.without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
+    if journal is not None:
+        journal.delete()  # the output is complete: nothing left to resume
     return stats
+
+
+def _as_is(batch: pa.Table) -> pa.Table:
+    return batch
+
+
+def _collect(dataset: ray.data.Dataset) -> pa.Table:
+    """A small dataset's rows on the driver as one table."""
+    tables = [t for t in dataset.iter_batches(batch_size=None, batch_format="pyarrow")]
+    return pa.concat_tables(tables) if tables else duplicate_keys(PROCESSED.empty_table())
+
+
+def _failed_ids(final: ray.data.Dataset) -> dict[str, list[str]]:
+    """Up to three ids of the rows that failed in each stage, for the error line."""
+    failed = final.filter(lambda row: row["reason"] == INTERNAL_ERROR).select_columns(
+        ["id", "stage"]
+    )
+    samples: dict[str, list[str]] = {}
+    for row in failed.take(1000):
+        ids = samples.setdefault(row["stage"], [])
+        if len(ids) < 3:
+            ids.append(row["id"])
+    return samples
 
 
 def overlapping(a: str, b: str) -> bool:

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from conceptual.errors import failing_as
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import Rejection, image_id
 from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual.vision.images import ImageFilterConfig, ImageFilters
-from conceptual.vision.labels import LabelMatcher, OverlapConfig, caption_nouns
+from conceptual.vision.labels import LabelMatcher, LabelSourceConfig, OverlapConfig, caption_nouns
 
 FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
 
@@ -52,12 +53,22 @@ class VisionStage:
     """
 
     def __init__(
-        self, image: ImageFilterConfig, cnn: CnnConfig, overlap: OverlapConfig, cache: int = 4096
+        self,
+        image: ImageFilterConfig,
+        cnn: CnnConfig,
+        overlap: OverlapConfig,
+        labels: LabelSourceConfig | None = None,
+        cache: int = 4096,
     ):
         self.filters = ImageFilters(image)
         self.overlap = overlap
-        if overlap.enabled:
+        # With labels.source=dataset, the rows bring their labels (the released `labeled`
+        # config) and no classifier is loaded; a row's labels are replaced only by its own.
+        source = (labels or LabelSourceConfig()).source
+        self.classifies = overlap.enabled and source == "classifier"
+        if self.classifies:
             self.classifier = ImageNetClassifier(cnn)
+        if overlap.enabled:
             self.matcher = LabelMatcher(overlap)
         self.verdicts: OrderedDict[str, ImageVerdict] = OrderedDict()
         self.cache = cache
@@ -65,12 +76,16 @@ class VisionStage:
     def judge(self, images: dict[str, bytes]) -> None:
         """Verdicts for the images (by image_id) not judged before."""
         new = [key for key in images if key not in self.verdicts]
-        checked = self.filters.check_many([images[key] for key in new])
+        with failing_as(IMAGE_STAGE):
+            checked = self.filters.check_many([images[key] for key in new])
         decoded = [(key, check.image) for key, check in zip(new, checked) if not check.rejection]
         labels = {}
-        if self.overlap.enabled and decoded:
+        if self.classifies and decoded:
             # min_score is the matcher's to apply: it still judges a photo on its best guess.
-            found = self.classifier.classify([image for _, image in decoded], self.overlap.top_k)
+            with failing_as(OVERLAP_STAGE):
+                found = self.classifier.classify(
+                    [image for _, image in decoded], self.overlap.top_k
+                )
             labels = {key: tuple(image_labels) for (key, _), image_labels in zip(decoded, found)}
         for key, (info, _, rejection) in zip(new, checked):
             size = (info.width, info.height) if info is not None else (None, None)
@@ -84,7 +99,9 @@ class VisionStage:
         self.judge({key: rows[i]["image"] for i, key in keys.items()})
         for i, key in keys.items():
             row, verdict = rows[i], self.verdicts[key]
-            row.update(width=verdict.width, height=verdict.height, labels=list(verdict.labels))
+            row.update(image_id=key, width=verdict.width, height=verdict.height)
+            if self.classifies:
+                row["labels"] = list(verdict.labels)
             if verdict.rejection:
                 reject(row, IMAGE_STAGE, verdict.rejection)
             elif self.overlap.enabled:
@@ -92,8 +109,9 @@ class VisionStage:
                 # the alt-text or "dog" in the caption can each confirm a dog label; as
                 # nouns only ("stands" is no tripod's "stand").
                 words = f"{row['alt_text']} {row['caption'] or ''}"
-                nouns = caption_nouns(row["types"], row["entities"])
-                match = self.matcher.match(words, verdict.labels, nouns)
+                with failing_as(OVERLAP_STAGE):
+                    nouns = caption_nouns(row["types"], row["entities"])
+                    match = self.matcher.match(words, row["labels"], nouns)
                 row["matched"] = match.words
                 if match.rejection:
                     reject(row, OVERLAP_STAGE, match.rejection)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import posixpath
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import ray
 import ray.data
 
 from conceptual import storage
@@ -24,19 +26,27 @@ from conceptual.candidates import (
     ALT_TEXT_COLUMNS,
     IMAGE_COLUMNS,
     IMAGE_URL_COLUMNS,
+    LABEL_COLUMNS,
     PAGE_URL_COLUMNS,
+    READ_STAGE,
+    SPLIT_COLUMNS,
     CandidateFormatError,
     candidate,
     check_header,
     column_index,
     compression_of,
+    dataset_labels,
     detect_format,
     header_columns,
     parse,
+    split_of_name,
 )
 from conceptual.records import IN_FLIGHT
 
 HEAD_BYTES = 65536
+# A row's `position`: its read unit (a byte range or a row group) in the high bits, its row
+# there in the low ones. Stable across runs of the same input and settings.
+ROW_BITS = 32
 SPLITTABLE = ("cc_tsv", "tsv", "jsonl")
 # Reading and parsing are light streaming work; they must not wait for CPUs that the
 # stages downstream hold. With a CPU reserved per task, a pool of NLP actors holding every
@@ -60,36 +70,59 @@ def candidate_files(uri: str) -> list[str]:
     return files
 
 
-def read_candidates(uri: str, fmt: str = "auto", range_bytes: int = 1 << 20) -> ray.data.Dataset:
+def read_candidates(
+    uri: str, fmt: str = "auto", range_bytes: int = 1 << 20, journal=None, splits: bool = False
+) -> ray.data.Dataset:
+    """Every row of the input, each with its `position`. With a `journal`
+    (pipelines/journal.py), the rows it holds are left out: a byte range all of whose rows
+    it holds is not read at all, the rest are dropped as they are read. With `splits` (the
+    released dataset), each row's `split` is the one its file holds: a Parquet file's
+    `split` column, else what the file's name says (candidates.split_of_name), else null.
+    A Parquet file of the Hugging Face `labeled` config has its labels read into `labels`
+    (candidates.dataset_labels) either way."""
     fs, _ = storage.resolve(uri)
     files = candidate_files(uri)
     is_parquet = [
         fmt == "parquet" or (fmt == "auto" and detect_format(f, b"") == "parquet") for f in files
     ]
+    done = journal.all_done() if journal is not None else np.empty(0, np.int64)
+    skip = ray.put(done) if len(done) else None
     parts = []
     line_files = [f for f, pq_file in zip(files, is_parquet) if not pq_file]
-    if line_files:
-        ranges = plan_ranges(fs, line_files, fmt, range_bytes)
-        items = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+    ranges = plan_ranges(fs, line_files, fmt, range_bytes) if line_files else []
+    finished = journal.skipped_units([r["unit"] for r in ranges]) if journal is not None else ()
+    to_read = [r for r in ranges if r["unit"] not in finished]
+    if to_read:
+        items = ray.data.from_items(to_read, override_num_blocks=len(to_read))
+        units = journal.units_target() if journal is not None else None
         parts.append(
             items.map_batches(
                 _read_ranges,
-                fn_kwargs={"filesystem": fs},
+                fn_kwargs={"filesystem": fs, "skip": skip, "units": units, "splits": splits},
                 batch_size=1,
                 batch_format="pyarrow",
                 num_cpus=READ_CPUS,
-                compute=read_tasks(len(ranges)),
+                compute=read_tasks(len(to_read)),
             )
         )
     parquet_files = [f for f, pq_file in zip(files, is_parquet) if pq_file]
     if parquet_files:
         for path in parquet_files:
             check_parquet(fs, path)
-        parts.append(
-            read_row_groups(fs, parquet_files).map_batches(
-                _parquet_candidates, batch_format="pyarrow", num_cpus=READ_CPUS
-            )
+        named = unit_splits(fs, parquet_files, len(ranges)) if splits else None
+        rows = read_row_groups(fs, parquet_files, first_unit=len(ranges)).map_batches(
+            _parquet_candidates,
+            fn_kwargs={"splits": named},
+            batch_format="pyarrow",
+            num_cpus=READ_CPUS,
         )
+        if skip is not None:
+            rows = rows.map_batches(
+                without_positions, fn_kwargs={"skip": skip}, batch_format="pyarrow", num_cpus=0
+            )
+        parts.append(rows)
+    if not parts:  # every row is in the journal
+        return ray.data.from_arrow(IN_FLIGHT.empty_table())
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
@@ -110,6 +143,7 @@ def plan_ranges(fs, files: list[str], fmt: str, range_bytes: int) -> list[dict]:
         for start in range(0, max(size, 1), step):
             ranges.append(
                 {
+                    "unit": len(ranges),
                     "path": path,
                     "format": file_format,
                     "compression": compression,
@@ -164,7 +198,10 @@ def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int,
     return begin, b"".join(data)
 
 
-def _read_ranges(batch: pa.Table, filesystem) -> pa.Table:
+def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=False) -> pa.Table:
+    """The candidates of some byte ranges (or whole files); with `units`, (filesystem,
+    directory), each range's row count is recorded there for a later resume; rows whose
+    position is in `skip` are left out; with `splits`, each row's split is its file's."""
     rows = []
     for part in batch.to_pylist():  # one byte range of a file, or a whole file
         if part["compression"]:
@@ -176,12 +213,52 @@ def _read_ranges(batch: pa.Table, filesystem) -> pa.Table:
             name = part["path"]
         else:  # line numbers count from the range's first line; the header is line 1 if any
             name, data = f"{part['path']} (from byte {offset})", part["header"] + data
-        rows.extend(parse(data, name, part["format"]))
-    return pa.Table.from_pylist(rows, schema=IN_FLIGHT)
+        unit_rows = positioned(parse(data, name, part["format"]), part["unit"])
+        if splits:
+            split = split_of_name(part["path"])
+            for row in unit_rows:
+                row["split"] = split
+        if units is not None:
+            record_unit(*units, part["unit"], len(unit_rows))
+        rows.extend(unit_rows)
+    table = pa.Table.from_pylist(rows, schema=IN_FLIGHT)
+    return table if skip is None else without_positions(table, skip)
 
 
-def read_row_groups(fs, files: list[str], columns: list[str] | None = None) -> ray.data.Dataset:
-    """Parquet files as one block per row group, read by tasks that reserve no CPU.
+def record_unit(filesystem, directory: str, unit: int, rows: int) -> None:
+    """How many rows read unit `unit` holds (pipelines/journal.py reads it back)."""
+    storage.write_atomic(filesystem, posixpath.join(directory, str(unit)), str(rows).encode())
+
+
+def without_positions(batch: pa.Table, skip) -> pa.Table:
+    """The rows whose position is not in `skip` (a sorted int64 array, or a reference to one):
+    what a resumed run does not read again (pipelines/journal.py)."""
+    skip = ray.get(skip) if isinstance(skip, ray.ObjectRef) else skip
+    if not len(skip) or not batch.num_rows:
+        return batch
+    positions = batch["position"].to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = ~np.isin(positions, skip)
+    return batch if keep.all() else batch.filter(pa.array(keep))
+
+
+def positioned(rows, unit: int) -> list[dict]:
+    """The rows of one read unit, each with its `position`."""
+    rows = list(rows)
+    for row, position in zip(rows, unit_positions(unit, len(rows))):
+        row["position"] = position
+    return rows
+
+
+def unit_positions(unit: int, rows: int) -> range:
+    return range(unit << ROW_BITS, (unit << ROW_BITS) + rows)
+
+
+def read_row_groups(
+    fs, files: list[str], columns: list[str] | None = None, first_unit: int | None = None
+) -> ray.data.Dataset:
+    """Parquet files as one block per row group, read by tasks that reserve no CPU. With
+    `first_unit`, each row group is a read unit numbered from it, and its rows carry their
+    `position` in a column `__position`.
 
     Not ray.data.read_parquet: its file-listing step reserves a CPU that a fixed actor pool
     downstream may already hold, and the run hangs (seen with Ray 2.60 on 2 CPUs)."""
@@ -189,11 +266,13 @@ def read_row_groups(fs, files: list[str], columns: list[str] | None = None) -> r
     for path in files:
         with fs.open_input_file(path) as f:
             groups = pq.ParquetFile(f).metadata.num_row_groups
-        units.extend({"path": path, "row_group": g} for g in range(groups))
+        units += [{"path": path, "row_group": g} for g in range(groups)]
+    for number, unit in enumerate(units, start=first_unit or 0):
+        unit["unit"] = number
     items = ray.data.from_items(units, override_num_blocks=max(len(units), 1))
     return items.map_batches(
         _read_row_group,
-        fn_kwargs={"filesystem": fs, "columns": columns},
+        fn_kwargs={"filesystem": fs, "columns": columns, "positions": first_unit is not None},
         batch_size=1,
         batch_format="pyarrow",
         num_cpus=READ_CPUS,
@@ -201,10 +280,16 @@ def read_row_groups(fs, files: list[str], columns: list[str] | None = None) -> r
     )
 
 
-def _read_row_group(batch: pa.Table, filesystem, columns: list[str] | None) -> pa.Table:
+def _read_row_group(
+    batch: pa.Table, filesystem, columns: list[str] | None, positions: bool
+) -> pa.Table:
     unit = batch.to_pylist()[0]
     with filesystem.open_input_file(unit["path"]) as f:
-        return pq.ParquetFile(f).read_row_group(unit["row_group"], columns=columns)
+        group = pq.ParquetFile(f).read_row_group(unit["row_group"], columns=columns)
+    if not positions:
+        return group
+    positions = unit_positions(unit["unit"], group.num_rows)
+    return group.append_column("__position", pa.array(positions, pa.int64()))
 
 
 def check_parquet(fs, path: str) -> None:
@@ -238,19 +323,62 @@ def _holds(column_type: pa.DataType, kind: str) -> bool:
     return pa.types.is_binary(column_type) or pa.types.is_large_binary(column_type)
 
 
-def _parquet_candidates(batch: pa.Table) -> pa.Table:
+def unit_splits(fs, files: list[str], first_unit: int) -> dict[int, str | None]:
+    """The split each Parquet read unit's file name says (candidates.split_of_name), by the
+    unit's number as read_row_groups numbers them: a row's unit is its position's high bits."""
+    named, unit = {}, first_unit
+    for path in files:
+        with fs.open_input_file(path) as f:
+            groups = pq.ParquetFile(f).metadata.num_row_groups
+        named.update(dict.fromkeys(range(unit, unit + groups), split_of_name(path)))
+        unit += groups
+    return named
+
+
+def _parquet_candidates(batch: pa.Table, splits: dict[int, str | None] | None = None) -> pa.Table:
+    positions = [None] * batch.num_rows  # a Parquet batch not read by read_row_groups
+    if "__position" in batch.column_names:
+        positions = batch["__position"].to_pylist()
+        batch = batch.drop_columns(["__position"])
     columns = {name.lower(): batch.column(name).to_pylist() for name in batch.column_names}
 
     def pick(names: tuple[str, ...]) -> list:
         return next((columns[n] for n in names if n in columns), [None] * batch.num_rows)
 
     rows = [
-        candidate(*fields)
-        for fields in zip(
+        {**candidate(*fields), "position": position}
+        for position, *fields in zip(
+            positions,
             pick(ALT_TEXT_COLUMNS),
             pick(IMAGE_URL_COLUMNS),
             pick(PAGE_URL_COLUMNS),
             pick(IMAGE_COLUMNS),
         )
     ]
+    if is_labeled(batch.schema):
+        for row, *lists in zip(rows, *(columns[n] for n in LABEL_COLUMNS)):
+            row["labels"], problem = dataset_labels(*lists)
+            if problem and row["reason"] is None:
+                row.update(stage=READ_STAGE, reason=problem.reason, detail=problem.detail)
+    if splits is not None:
+        stated = next((columns[n] for n in SPLIT_COLUMNS if n in columns), [None] * len(rows))
+        for row, split in zip(rows, stated):
+            row["split"] = str(split) if split else splits.get(row["position"] >> ROW_BITS)
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)
+
+
+def is_labeled(schema: pa.Schema) -> bool:
+    """Whether a Parquet batch has the `labeled` config's columns with its card's types: the
+    labels are read only then (a `labels` column of another dataset means something else)."""
+    types = {field.name.lower(): field.type for field in schema}
+    wanted = dict(zip(LABEL_COLUMNS, (pa.string(), pa.string(), None)))
+    for name, value_type in wanted.items():
+        column = types.get(name)
+        if column is None or not (pa.types.is_list(column) or pa.types.is_large_list(column)):
+            return False
+        inner = column.value_type
+        if value_type is None and not (pa.types.is_floating(inner) or pa.types.is_null(inner)):
+            return False
+        if value_type is not None and not (_holds(inner, "string")):
+            return False
+    return True

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import ray
 
-from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection
+from conceptual.errors import INTERNAL_ERROR
+from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection, image_id
 from conceptual.splits import SplitConfig, assign_split
 
 ENTITY_FREQUENCY_STAGE, RARE_TYPE = "entity_frequency", "rare_type"
+DEDUPLICATE_STAGE, DUPLICATE = "deduplicate", "duplicate"
 # The list columns of a row, [] until a stage fills them (the others are null until then).
 _LISTS = tuple(field.name for field in PROCESSED if pa.types.is_list(field.type))
 
@@ -34,6 +39,14 @@ def reject(row: dict[str, Any], stage: str, rejection: Rejection) -> None:
     # of every rejected image through the remaining stages would only cost memory.
     row.update(stage=stage, reason=rejection.reason, detail=rejection.detail, image=None)
     row["caption"] = None
+
+
+def quarantine(row: pa.Table, stage: str, detail: str) -> pa.Table:
+    """One row whose processing raised, rejected as `internal_error` with what it raised,
+    kept whole otherwise so that it can be replayed after a fix."""
+    (record,) = row.to_pylist()
+    reject(record, stage, Rejection(INTERNAL_ERROR, detail))
+    return table([record])
 
 
 def table(rows: list[dict[str, Any]]) -> pa.Table:
@@ -66,9 +79,68 @@ def counted(kind: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
     )
 
 
-def concept_tally(batch: pa.Table) -> pa.Table:
-    """The concepts of the captions still in the running, for the entity-frequency rule."""
-    return counted("type", pc.list_flatten(batch.filter(is_kept(batch))["types"]))
+def concept_tally(batch: pa.Table, duplicates=None) -> pa.Table:
+    """The concepts of the captions still in the running (duplicates aside), for the
+    entity-frequency rule."""
+    kept = batch.filter(pc.and_(is_kept(batch), pc.invert(among(batch, duplicates))))
+    return counted("type", pc.list_flatten(kept["types"]))
+
+
+def among(batch: pa.Table, positions) -> pa.ChunkedArray | pa.Array:
+    """Whether each row's position is in `positions` (a sorted int64 array or a reference to
+    one; None: no row is)."""
+    if positions is None:
+        return pa.array([False] * batch.num_rows)
+    positions = ray.get(positions) if isinstance(positions, ray.ObjectRef) else positions
+    mine = batch["position"].to_numpy(zero_copy_only=False).astype(np.int64)
+    return pa.array(np.isin(mine, positions))
+
+
+def duplicate_keys(batch: pa.Table) -> pa.Table:
+    """(position, url, image) of the rows still in the running, the URL and image id as
+    64-bit hashes (0: no image id), for `duplicates`."""
+    kept = batch.filter(is_kept(batch))
+
+    def hashed(column: str) -> np.ndarray:
+        values = np.array(kept[column].to_pylist(), dtype=object)
+        present = values != None  # noqa: E711 - elementwise over an object array
+        hashes = np.zeros(len(values), np.uint64)
+        if present.any():
+            hashes[present] = pd.util.hash_array(values[present].astype(str)) | np.uint64(1)
+        return hashes
+
+    return pa.table(
+        {
+            "position": kept["position"],
+            "url": pa.array(hashed("image_url")),
+            "image": pa.array(hashed("image_id")),
+        }
+    )
+
+
+def duplicates(keys: pa.Table, by_url: bool, by_image: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the rows that repeat an earlier row's image URL, and of those (of the
+    rest) that repeat its image bytes: the first in input order is kept, so the choice does
+    not depend on how the rows were batched."""
+    order = np.argsort(keys["position"].to_numpy(), kind="stable")
+    positions = keys["position"].to_numpy()[order]
+    url, image = keys["url"].to_numpy()[order], keys["image"].to_numpy()[order]
+    repeats = np.zeros(len(positions), bool)
+    if by_url:
+        repeats[~first_of_each(url)] = True
+    same_image = np.zeros(len(positions), bool)
+    if by_image:
+        rest = np.flatnonzero(~repeats & (image != 0))
+        same_image[rest[~first_of_each(image[rest])]] = True
+    return np.sort(positions[repeats]), np.sort(positions[same_image])
+
+
+def first_of_each(keys: np.ndarray) -> np.ndarray:
+    """Whether each entry is the first with its key (0 is no key: always first)."""
+    first = np.zeros(len(keys), bool)
+    _, index = np.unique(keys, return_index=True)
+    first[index] = True
+    return first | (keys == 0)
 
 
 def outcome_tally(batch: pa.Table) -> pa.Table:
@@ -86,14 +158,32 @@ def outcome_tally(batch: pa.Table) -> pa.Table:
     )
 
 
-def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: SplitConfig) -> pa.Table:
-    """The entity-frequency rule, then the split of each caption kept. Column by column:
-    only the columns it reads or changes become Python values (converting whole rows, with
-    their entities, cost more than everything else in this pass)."""
-    stage, reason, detail, splits = (
-        batch[c].to_pylist() for c in ("stage", "reason", "detail", "split")
+def finalize(
+    batch: pa.Table,
+    rare: frozenset[str],
+    more_than: int,
+    split: SplitConfig,
+    same_url=None,
+    same_image=None,
+) -> pa.Table:
+    """The global rules, then the split of each caption kept: duplicates (`same_url`,
+    `same_image`: positions from `duplicates`), then the entity-frequency rule. A row that
+    came with its split (the released dataset) keeps it. Column by column: only the columns
+    it reads or changes become Python values (converting whole rows, with their entities,
+    cost more than everything else in this pass)."""
+    stage, reason, detail, splits, image_ids = (
+        batch[c].to_pylist() for c in ("stage", "reason", "detail", "split", "image_id")
     )
     rejected_here = [False] * batch.num_rows
+    repeats = (among(batch, same_url).to_pylist(), among(batch, same_image).to_pylist())
+    for i, (url_repeat, image_repeat) in enumerate(zip(*repeats)):
+        if reason[i] is None and (url_repeat or image_repeat):
+            stage[i], reason[i], rejected_here[i] = DEDUPLICATE_STAGE, DUPLICATE, True
+            detail[i] = (
+                "the same image URL as an earlier candidate"
+                if url_repeat
+                else f"the same image bytes as an earlier candidate (image_id {image_ids[i]})"
+            )
     for i, types in enumerate(batch["types"].to_pylist()):
         if reason[i] is None and (below := sorted(set(types) & rare)):
             stage[i], reason[i] = ENTITY_FREQUENCY_STAGE, RARE_TYPE
@@ -104,7 +194,10 @@ def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: Split
     images = batch["image"].take(indices).to_pylist()
     urls = batch["image_url"].take(indices).to_pylist()
     for i, image, url in zip(kept, images, urls):
-        splits[i] = assign_split(image if image is not None else url.encode(), split)
+        if image is not None and image_ids[i] is None:
+            image_ids[i] = image_id(image)
+        if splits[i] is None:
+            splits[i] = assign_split(image if image is not None else url.encode(), split)
     # As reject() does for one row: a rejected candidate loses its caption and image.
     dropped = pa.array(rejected_here)
     columns = {
@@ -112,6 +205,7 @@ def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: Split
         "reason": pa.array(reason, pa.string()),
         "detail": pa.array(detail, pa.string()),
         "split": pa.array(splits, pa.string()),
+        "image_id": pa.array(image_ids, pa.string()),
         "caption": pc.if_else(dropped, pa.scalar(None, pa.string()), batch["caption"]),
         "image": pc.if_else(dropped, pa.scalar(None, pa.binary()), batch["image"]),
     }

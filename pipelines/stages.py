@@ -8,13 +8,25 @@ from them, and `run_steps` runs them.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import ray.data
 
+from conceptual.errors import describe, stage_of
 from conceptual.pipelines.executors import Resources
+from conceptual.pipelines.journal import write_batch
+from conceptual.pipelines.rows import quarantine
+
+log = logging.getLogger(__name__)
+
+# What becomes of one row whose processing raised: (the row as a one-row batch, the stage,
+# the detail) -> the row as the step would have output it, rejected.
+Quarantine = Callable[[pa.Table, str, str], pa.Table]
 
 
 @dataclass(frozen=True)
@@ -38,18 +50,85 @@ class Step:
     resources: Resources
     adds: tuple[str, ...] = ()  # the columns it fills
     materialize: bool = False  # all its output before the next step starts
+    quarantine: Quarantine = quarantine
 
 
-def run_steps(dataset: ray.data.Dataset, steps: Iterable[Step]) -> ray.data.Dataset:
-    for step in steps:
-        arguments = "fn_constructor_kwargs" if isinstance(step.operator, type) else "fn_kwargs"
+def run_steps(dataset: ray.data.Dataset, steps: Iterable[Step], journal=None) -> ray.data.Dataset:
+    """Each step as a guarded operator (`guarded`): no row that raises ends the run. With a
+    `journal` (pipelines/journal.py), each step writes the batches it finishes there, and the
+    rows an earlier attempt of the run wrote join after the step that wrote them."""
+    for number, step in enumerate(steps):
+        target = journal.target(number) if journal is not None else None
+        fn, arguments = guarded(
+            step.operator, step.kwargs, step.stages[0].name, step.quarantine, target
+        )
         dataset = dataset.map_batches(
-            step.operator,
-            **{arguments: dict(step.kwargs)},
+            fn,
+            **arguments,
             batch_size=step.resources.batch_size,
             batch_format="pyarrow",
             **step.resources.placement(),
         )
+        if journal is not None and (resumed := journal.resumed(number)) is not None:
+            dataset = dataset.union(resumed)
         if step.materialize:
             dataset = dataset.materialize()
     return dataset
+
+
+def guarded(
+    operator: Callable,
+    kwargs: Mapping[str, Any],
+    stage: str,
+    quarantine: Quarantine,
+    journal: tuple[Any, str] | None = None,
+) -> tuple[Callable, dict[str, Any]]:
+    """(fn, map_batches arguments) running `operator` so that a row whose processing raises
+    is quarantined (`isolate`) instead of failing its batch and the run, and each finished
+    batch is written to `journal` ((filesystem, directory)) when given. A class is built once
+    per actor, outside the guard: a model or asset that will not load fails the run at
+    startup, as it should, rather than every row."""
+    settings = {"kwargs": dict(kwargs), "stage": stage, "quarantine": quarantine}
+    settings["journal"] = journal
+    if isinstance(operator, type):
+        return GuardedActor, {"fn_constructor_kwargs": {"operator": operator, **settings}}
+    return guarded_call, {"fn_kwargs": {"operator": operator, **settings}}
+
+
+class GuardedActor:
+    def __init__(self, operator: type, kwargs, stage: str, quarantine, journal=None):
+        self.call = operator(**kwargs)
+        self.stage, self.quarantine, self.journal = stage, quarantine, journal
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return finished(isolate(self.call, batch, self.stage, self.quarantine), self.journal)
+
+
+def guarded_call(
+    batch: pa.Table, operator: Callable, kwargs, stage: str, quarantine, journal=None
+) -> pa.Table:
+    call = functools.partial(operator, **kwargs)
+    return finished(isolate(call, batch, stage, quarantine), journal)
+
+
+def finished(batch: pa.Table, journal: tuple[Any, str] | None) -> pa.Table:
+    if journal is not None:
+        write_batch(batch, *journal)
+    return batch
+
+
+def isolate(
+    call: Callable[[pa.Table], pa.Table], batch: pa.Table, stage: str, quarantine: Quarantine
+) -> pa.Table:
+    """`call(batch)`; if it raises, the batch again row by row, so that only the rows that
+    raise on their own are quarantined and every other row is processed as it would be."""
+    try:
+        return call(batch)
+    except Exception as exc:  # noqa: BLE001 - any row's failure is that row's, not the run's
+        if batch.num_rows == 0:
+            raise
+        if batch.num_rows == 1:
+            return quarantine(batch, stage_of(exc, stage), describe(exc))
+        log.warning("stage %s: a batch of %d raised %s; row by row", stage, batch.num_rows, exc)
+    parts = [isolate(call, batch.slice(i, 1), stage, quarantine) for i in range(batch.num_rows)]
+    return pa.concat_tables(parts, promote_options="default")

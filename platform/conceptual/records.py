@@ -47,7 +47,10 @@ LABEL = pa.struct(
     [
         ("wnid", pa.string()),  # WordNet id, "n" + 8-digit offset: n07920052
         ("name", pa.string()),  # human name of the class: "espresso"
-        ("score", pa.float32()),  # softmax probability
+        ("score", pa.float32()),  # softmax probability; the rater's confidence for a dataset label
+        # A label the dataset itself carries (the released `labeled` config: Google's labels)
+        # has a Freebase MID here and no wnid; a classifier's label has a wnid and no MID.
+        ("mid", pa.string()),
     ]
 )
 
@@ -63,11 +66,16 @@ CANDIDATE = pa.schema(
 
 # A candidate on its way through curation (pipelines/readers.py reads it): the input fields
 # and, once something rejects it, the stage, reason and detail (null while it is still in
-# the running).
+# the running); `position`, where it stood in the input (its read unit and row there), the
+# one key that tells two identical input rows apart, which a resumed run skips by; `split`
+# and `labels` when the input carries them (the released dataset), null or [] otherwise.
 IN_FLIGHT = (
     CANDIDATE.append(pa.field("stage", pa.string()))
     .append(pa.field("reason", pa.string()))
     .append(pa.field("detail", pa.string()))
+    .append(pa.field("position", pa.int64()))
+    .append(pa.field("split", pa.string()))
+    .append(pa.field("labels", pa.list_(LABEL)))
 )
 
 # ...and from the first stage on (pipelines/rows.py): what the stages add, filled as they
@@ -76,11 +84,10 @@ PROCESSED = (
     IN_FLIGHT.append(pa.field("caption", pa.string()))
     .append(pa.field("entities", pa.list_(ENTITY)))
     .append(pa.field("types", pa.list_(pa.string())))
-    .append(pa.field("labels", pa.list_(LABEL)))
     .append(pa.field("matched", pa.list_(pa.string())))
     .append(pa.field("width", pa.int32()))
     .append(pa.field("height", pa.int32()))
-    .append(pa.field("split", pa.string()))
+    .append(pa.field("image_id", pa.string()))
 )
 
 CURATED = pa.schema(
@@ -98,6 +105,7 @@ CURATED = pa.schema(
         ("width", pa.int32()),
         ("height", pa.int32()),
         ("split", pa.string()),  # "train", "val" or "test", by a stable hash of the image
+        ("image_id", pa.string()),  # image_id() of `image`; null without one (text-only runs)
     ]
 )
 
@@ -132,6 +140,26 @@ REJECTED = pa.schema(
         ("alt_text", pa.string()),
     ]
 )
+
+# A record that a job after curation (features, score_fluency, build_index) failed to
+# process (reason `internal_error`): the rejection, then the record's own columns as that
+# job read it, its image or audio bytes included (such rows are rare, and the job replays
+# them from its rejected/ folder once the cause is fixed). REJECTED is this shape too, over
+# the candidate's fields less its image.
+REJECTION = pa.schema(
+    [
+        ("id", pa.string()),
+        ("stage", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+
+def rejected_records(schema: pa.Schema) -> pa.Schema:
+    """The rejected rows of records of `schema`: REJECTION's fields, then `schema`'s others."""
+    return pa.schema([*REJECTION, *(f for f in schema if f.name not in REJECTION.names)])
+
 
 # CNN features of one curated image (one row per crop when augmented crops are asked for).
 FEATURES = pa.schema(

@@ -142,11 +142,15 @@ def read_bytes(uri: str) -> bytes:
 def write_bytes(uri: str, data: bytes) -> None:
     """Write a whole object. Locally via a temporary file and a rename, so a reader never sees
     half a file; an S3 PUT is atomic by itself."""
-    fs, path = resolve(uri)
+    write_atomic(*resolve(uri), data)
+
+
+def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    """write_bytes for a filesystem and a path in it (what a Ray task is handed)."""
     parent = posixpath.dirname(path)
     if parent:
         fs.create_dir(parent, recursive=True)
-    target = path if is_remote(os.fspath(uri)) else f"{path}.{uuid.uuid4().hex}.tmp"
+    target = path if fs.type_name == "s3" else f"{path}.{uuid.uuid4().hex}.tmp"
     with fs.open_output_stream(target) as stream:
         stream.write(data)
     if target != path:

@@ -111,7 +111,7 @@ def test_stats_and_success_marker_written(curated_run):
     phases = stats["seconds_by_phase"]
     assert list(phases) == [
         "read_and_process",
-        "entity_frequency",
+        "global_rules",
         "write",
         "statistics",
         "samples",

@@ -103,8 +103,13 @@ def test_kept_records_are_real_jpegs_with_fitting_labels(funnel_run):
         assert row["labels"] and row["matched"], row
         assert row["split"] in ("train", "val", "test")
         assert row["caption"] == row["caption"].lower()
-    # The imported candidate kept its own bytes: its URL could never have been fetched.
-    assert any(row["image_url"].startswith("file://") for row in curated)
+    # The imported candidate kept its own bytes (its URL could never have been fetched):
+    # they passed every image check, and the web candidates that carry the same photo
+    # come first in the input, so it is their duplicate.
+    rejected = read_rows(storage.join(funnel_run["out"], "rejected"))
+    (imported,) = [row for row in rejected if row["image_url"].startswith("file://")]
+    assert (imported["stage"], imported["reason"]) == ("deduplicate", "duplicate")
+    assert imported["detail"].startswith("the same image bytes as an earlier candidate")
     assert funnel_run["stats"]["image"]["unsafe_detector"] == "none"
     assert sum(funnel_run["stats"]["splits"].values()) == len(curated)
 
@@ -122,7 +127,10 @@ def test_webdataset_shards_hold_every_kept_sample(funnel_run):
 
 def test_mlflow_has_every_stage(funnel_run):
     metrics = mlflow.get_run(funnel_run["run_id"]).data.metrics
-    assert metrics["funnel.overlap.leaving"] == funnel_run["stats"]["funnel"][-2]["leaving"]
+    leaving = {row["stage"]: row["leaving"] for row in funnel_run["stats"]["funnel"]}
+    assert metrics["funnel.overlap.leaving"] == leaving["overlap"]
+    # the demo's few photos stand behind many candidates: each photo is kept once
+    assert metrics["rejected.deduplicate.duplicate"] > 0
     assert metrics["rejected.fetch.http_status"] > 0
     samples = mlflow.MlflowClient().list_artifacts(funnel_run["run_id"], "samples")
     assert "samples/kept_images.png" in {a.path for a in samples}

@@ -309,7 +309,7 @@ def test_the_import_defaults():
     config, curation = ImportConceptualConfig(), CurationConfig()
     assert config.captions == "released" and curation.captions == "curated"
     assert not config.overlap.enabled and not config.entity_frequency.enabled
-    assert not config.dedup.by_url and not config.dedup.by_image
+    assert config.dedup.by_url and config.dedup.by_image  # kept once, as in a curation
     # The paper's image thresholds (but the aspect ratio: see ImportConceptualConfig).
     assert config.image.jpeg_only and config.image.min_side == 400
     assert config.image.model_copy(update={"max_aspect": 2.0}) == curation.image

@@ -16,7 +16,17 @@ from conceptual.text import hypernymize
 from conceptual.text.filters import FILTER_NAMES
 from conceptual.vision import fetch, images
 
-ALL = ("read", "text", "syntax", "hypernymize", "fetch", "image", "overlap", "entity_frequency")
+ALL = (
+    "read",
+    "text",
+    "syntax",
+    "hypernymize",
+    "fetch",
+    "image",
+    "overlap",
+    "deduplicate",
+    "entity_frequency",
+)
 
 
 def test_the_funnel_follows_the_steps():
@@ -27,6 +37,7 @@ def test_the_funnel_follows_the_steps():
         "text",
         "syntax",
         "hypernymize",
+        "deduplicate",
         "entity_frequency",
     )
     assert len(steps(without_images)) == 1
@@ -53,8 +64,8 @@ def test_declared_reasons_are_the_documented_ones():
 
 def test_the_steps_fill_every_column_a_stage_adds():
     added = {column for step in steps(CurationConfig()) for column in step.adds}
-    # the split comes after the steps, with the entity-frequency rule (rows.finalize)
-    assert added | {"split"} == set(PROCESSED.names) - set(IN_FLIGHT.names) | {"image"}
+    # the split and labels of the released dataset come with the input (IN_FLIGHT)
+    assert added == set(PROCESSED.names) - set(IN_FLIGHT.names) | {"image", "labels"}
 
 
 def test_a_column_no_stage_filled_is_empty():

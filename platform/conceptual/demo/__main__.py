@@ -108,6 +108,11 @@ def curate_demo(catalogue: Catalogue, root: Path, n: int, seed: int) -> int:
                 "--output",
                 str(root / "curated"),
                 "entity_frequency.more_than=3",
+                # The demo's few dozen photos stand behind thousands of candidates on purpose
+                # (it has no crawl to draw from): keeping each photo once would leave too few
+                # captions to train on. A crawl keeps the default, duplicates kept once.
+                "dedup.by_image=false",
+                "dedup.by_url=false",
                 "webdataset.enabled=true",
                 *SPLITS,
                 *fetch_overrides(catalogue),

@@ -357,10 +357,13 @@ def build_images(directory: str | Path) -> Catalogue:
 
 def fetch_overrides(catalogue: Catalogue) -> list[str]:
     """The curation config overrides the demo's server needs: fetching from 127.0.0.1 (a
-    private address, refused by default), a timeout well under the server's slow reply, one
+    private address, refused by default) as from many hosts, a timeout well under the server's slow reply, one
     retry, and the size limit the "large" variants exceed."""
     return [
         "fetch.allow_hosts=[127.0.0.1]",
+        # The one local server stands for the many hosts of a crawl: no per-host cap below
+        # the thread pool.
+        "fetch.per_host=16",
         f"fetch.timeout_s={FETCH_TIMEOUT_S:g}",
         "fetch.retries=1",
         f"fetch.max_bytes={catalogue.max_bytes}",

@@ -23,6 +23,7 @@ import functools
 import sys
 import threading
 import time
+from collections import Counter
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,6 +44,8 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
+        with self.server.lock:
+            self.server.requests[path] += 1
         if path.startswith(STATUS_PREFIX):
             self._status(path.removeprefix(STATUS_PREFIX))
         elif path == REDIRECT_LOOP:
@@ -82,6 +85,8 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], directory: Path, slow_s: float):
         super().__init__(address, functools.partial(_Handler, directory=str(directory)))
         self.slow_s = slow_s
+        self.requests: Counter[str] = Counter()  # GETs by path: what a client fetched twice
+        self.lock = threading.Lock()
 
     def handle_error(self, request, client_address) -> None:
         # Clients that time out (on /slow, by design) or stop reading (a file over their size
@@ -100,6 +105,12 @@ class DemoServer:
             target=self._httpd.serve_forever, name="demo-image-server", daemon=True
         )
         self._thread.start()
+
+    @property
+    def requests(self) -> Counter[str]:
+        """How often each path was asked for so far."""
+        with self._httpd.lock:
+            return Counter(self._httpd.requests)
 
     def stop(self) -> None:
         self._httpd.shutdown()

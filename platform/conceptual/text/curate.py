@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from conceptual.config import Config
+from conceptual.errors import failing_as
 from conceptual.records import Rejection
 from conceptual.text.filters import CHEAP_FILTERS, DOC_FILTERS, TextFilterConfig, TextFilters
 from conceptual.text.hypernymize import HypernymConfig, Hypernymizer
@@ -69,7 +70,8 @@ class TextCurator:
         to_parse: list[int] = []
         for i, raw in enumerate(texts):
             if apply_filters:
-                cleaned, rejection = self.filters.check(raw, names_later=True)
+                with failing_as(TEXT_STAGE):
+                    cleaned, rejection = self.filters.check(raw, names_later=True)
                 if rejection:
                     outcomes[i] = Outcome(cleaned, stage=TEXT_STAGE, rejection=rejection)
                     continue
@@ -78,13 +80,17 @@ class TextCurator:
             outcomes[i] = Outcome(cleaned)
             to_parse.append(i)
 
-        docs = self.hypernymizer.parse([outcomes[i].text for i in to_parse])
+        with failing_as(SYNTAX_STAGE):
+            docs = self.hypernymizer.parse([outcomes[i].text for i in to_parse])
         for i, doc in zip(to_parse, docs):
             outcome = outcomes[i]
-            if apply_filters and (rejection := self.filters.check_doc(doc)):
+            with failing_as(SYNTAX_STAGE):
+                rejection = self.filters.check_doc(doc) if apply_filters else None
+            if rejection:
                 outcome.reject(SYNTAX_STAGE, rejection)
                 continue
-            result = self.hypernymizer.transform_doc(doc)
+            with failing_as(HYPERNYMIZE_STAGE):
+                result = self.hypernymizer.transform_doc(doc)
             outcome.entities, outcome.types = result.entities, result.types
             if result.rejection:
                 outcome.reject(HYPERNYMIZE_STAGE, result.rejection)
