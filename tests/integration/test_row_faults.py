@@ -14,8 +14,7 @@ from collections import Counter
 import mlflow
 import pytest
 import ray.cloudpickle
-from curated_rows import outputs, scores_rounded
-from PIL import Image
+from curated_rows import outputs, own_files, scores_rounded
 
 from conceptual import storage
 from conceptual.config import load
@@ -190,27 +189,6 @@ def test_past_the_error_budget_the_job_fails_with_one_line(text_input, monkeypat
 
 
 # --- the image stages --------------------------------------------------------------------
-
-
-def own_files(rows: list[dict], catalogue, base_url: str) -> list[dict]:
-    """Each row's image as a file of its own, with bytes of its own where it is a JPEG that
-    decodes (a comment names the row), so that a fault on one URL or one image's bytes hits
-    one row."""
-    for i, row in enumerate(rows):
-        if not row["image_url"].startswith(base_url):
-            continue
-        name = row["image_url"].removeprefix(f"{base_url}/").split("?")[0]
-        source, copy = catalogue.directory / name, catalogue.directory / f"row{i}-{name}"
-        if not source.is_file():  # the server's special paths (/status/500, /slow, ...)
-            continue
-        try:
-            with Image.open(source) as image:
-                image.load()
-                image.save(copy, "JPEG", quality=92, comment=f"row {i}".encode())
-        except (OSError, ValueError, Image.DecompressionBombError):  # the same bytes will do
-            copy.write_bytes(source.read_bytes())
-        row["image_url"] = f"{base_url}/{copy.name}"
-    return rows
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from conceptual import errors
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, TooManyErrors, failing_as
 from conceptual.pipelines.rows import pending, quarantine, reject, table
-from conceptual.pipelines.stages import isolate
+from conceptual.pipelines.stages import guarded, isolate
 from conceptual.records import IN_FLIGHT, Rejection
 
 
@@ -118,3 +118,13 @@ def test_past_the_budget_the_job_fails_with_one_line():
     assert "\n" not in message
     assert "9 of 1000 rows failed" in message and "stage hypernymize failed 7" in message
     assert "a1, b2, c3" in message and "d4" not in message
+
+
+def test_a_stage_that_cannot_load_fails_at_startup_not_row_by_row():
+    class NeedsWeights:
+        def __init__(self, path: str):
+            raise FileNotFoundError(f"no CNN weights at {path}")
+
+    fn, arguments = guarded(NeedsWeights, {"path": "/nowhere"}, "overlap", quarantine)
+    with pytest.raises(FileNotFoundError):
+        fn(**arguments["fn_constructor_kwargs"])

@@ -1,0 +1,157 @@
+"""Text curation at scale: 1,000,000 candidates beside 100,000 on the same machine, in one
+run: wall time, candidates/s per core, and the peak memory of the driver and of the Ray
+workers (does it grow with the input?).
+
+    BENCHMARK_SCALES=100000,1000000 .venv/bin/pytest -m benchmark \
+        tests/benchmarks/test_curation_scale.py -s
+
+The candidates are real text recombined with the demo generator's web noise: every row the
+generator meant as a caption ("descriptive", "named_entities") gets a real alt-text
+instead, in turn a Conceptual Captions caption (../shared/data/cc_val_captions.tsv,
+detokenized and capitalized as alt-text is) and an image description slug
+(cc_val_slug_pairs_dev.tsv, capitalized); the junk rows (placeholders, hashtags, file
+names, huge texts, other languages, ...) stay the generator's. Each run is end to end on a
+fresh local Ray with every core (actor start-up, every pass, the writes, the journal that
+makes a run resumable); the 100,000 run is also timed with resume=false, which writes no
+journal, to show what resuming costs.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import ray
+
+from conceptual.demo.corpus import generate_candidates, write_candidates
+from conceptual.pipelines.curation import CurationConfig, curate
+from conceptual.runtime import init_ray
+
+SCALES = [int(n) for n in os.environ.get("BENCHMARK_SCALES", "100000,1000000").split(",")]
+CAPTION_KINDS = {"descriptive", "named_entities"}
+
+
+def real_texts(data: Path) -> list[str]:
+    """The shared data's real captions and slugs, as alt-text reads."""
+    texts = []
+    with open(data / "cc_val_captions.tsv", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            text = re.sub(r" ([.,!?;:'])", r"\1", row["caption"].strip())
+            texts.append(text[:1].upper() + text[1:])
+    with open(data / "cc_val_slug_pairs_dev.tsv", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            slug = row["description_slug"].strip()
+            texts.append(slug[:1].upper() + slug[1:])
+    return texts
+
+
+def candidates(n: int, texts: list[str]) -> list[dict]:
+    rows = generate_candidates(n, seed=30)
+    turn = 0
+    for row in rows:
+        if row["kind"] in CAPTION_KINDS:
+            row["alt_text"] = texts[turn % len(texts)]
+            turn += 1
+    return rows
+
+
+class PeakMemory:
+    """The largest resident memory of this process (the driver) and of the Ray worker
+    processes (each, and all together), sampled every 0.2 s while it runs."""
+
+    def __init__(self):
+        self.driver = self.worker = self.workers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            self.driver = max(self.driver, me.memory_info().rss)
+            sizes = []
+            for process in psutil.process_iter(["name", "cmdline"]):
+                try:
+                    name = " ".join(process.info["cmdline"] or [process.info["name"] or ""])
+                    if name.startswith("ray::") or "default_worker.py" in name:
+                        sizes.append(process.memory_info().rss)
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            self.worker = max([self.worker, *sizes])
+            self.workers = max(self.workers, sum(sizes))
+            time.sleep(0.2)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self) -> dict[str, float]:
+        mib = 1 << 20
+        return {
+            "driver_peak_mib": round(self.driver / mib),
+            "largest_worker_peak_mib": round(self.worker / mib),
+            "all_workers_peak_mib": round(self.workers / mib),
+        }
+
+
+def timed_run(input_dir: Path, output: Path, resume: bool) -> dict:
+    config = CurationConfig.model_validate(
+        {
+            "with_images": False,
+            "entity_frequency": {"more_than": 3},
+            "samples": 0,
+            "resume": resume,
+        }
+    )
+    cores = len(os.sched_getaffinity(0))
+    ray.shutdown()
+    init_ray(num_cpus=cores)
+    with PeakMemory() as memory:
+        started = time.perf_counter()
+        stats = curate(str(input_dir), str(output), config)
+        seconds = time.perf_counter() - started
+    ray.shutdown()
+    return {
+        "candidates": stats["input"],
+        "kept": stats["kept"],
+        "internal_errors": sum(r.get("internal_error", 0) for r in stats["rejected"].values()),
+        "seconds": round(seconds, 1),
+        "candidates_per_s": round(stats["input"] / seconds),
+        "candidates_per_s_per_core": round(stats["input"] / seconds / cores),
+        "seconds_by_phase": stats["seconds_by_phase"],
+        **memory.figures(),
+    }
+
+
+@pytest.mark.timeout(10800)
+def test_curation_scale(tmp_path, real_data, record):
+    texts = real_texts(real_data)
+    results = {"cores": len(os.sched_getaffinity(0)), "real_texts": len(texts), "runs": []}
+    for n in SCALES:
+        input_dir = tmp_path / f"in-{n}"
+        input_dir.mkdir()
+        rows = candidates(n, texts)
+        for part in range(4):  # a crawl's shards
+            write_candidates(rows[part::4], str(input_dir / f"part-{part}.tsv"), fmt="cc_tsv")
+        del rows
+        for resume in (True, False) if n == min(SCALES) else (True,):
+            run = timed_run(input_dir, tmp_path / f"out-{n}-{resume}", resume)
+            results["runs"].append({"n": n, "resume": resume, **run})
+            print(f"{n:>9} candidates, resume={resume}: {run}", flush=True)
+            assert run["candidates"] == n and run["internal_errors"] == 0
+    base = next(r for r in results["runs"] if r["n"] == min(SCALES) and r["resume"])
+    for run in results["runs"]:
+        run["throughput_vs_smallest"] = round(run["candidates_per_s"] / base["candidates_per_s"], 3)
+        run["driver_memory_vs_smallest"] = round(
+            run["driver_peak_mib"] / base["driver_peak_mib"], 3
+        )
+    record("curation_scale", results)
