@@ -530,6 +530,43 @@ def test_datelines_go(hypernymizer):
     )
 
 
+def test_a_carriers_or_makers_model_is_what_they_make(hypernymizer, lenient):
+    # real alt-texts that raised IndexError in _without_titles: "747" labelled PRODUCT
+    # left no word of a name once its number was trimmed (issue 30)
+    [result] = hypernymizer.transform(["A Lufthansa 747 landing at Frankfurt"])
+    assert result.caption == "an airliner landing"
+    assert [(e["text"], e["label"], e["replacement"]) for e in result.entities] == [
+        ("Lufthansa 747", "PRODUCT", "airliner"),
+        ("at Frankfurt", "LOCATION_PP", None),
+    ]
+    assert result.types == ["airliner", "landing"]
+    assert caption(hypernymizer, "a delta 767 parked at the gate in atlanta") == (
+        "an airliner parked at the gate"
+    )
+    assert caption(hypernymizer, "A Delta 767 parked at the gate in Atlanta.") == (
+        "an airliner parked at the gate ."
+    )
+    # codes with letters and series, makers of several words, carriers before makers
+    assert caption(hypernymizer, "An Airbus A380 taking off") == "an airliner taking off"
+    assert caption(hypernymizer, "a Boeing 737-800 on the runway") == "an aircraft on the runway"
+    assert caption(hypernymizer, "A red Ferrari F40 parked on the street") == (
+        "a red car parked on the street"
+    )
+    assert caption(
+        hypernymizer, "A Lufthansa Boeing 747-400 landing at Frankfurt airport, Germany."
+    ) == ("an airliner landing .")
+    # a model modifying a noun goes, as names do; plural codes are plural
+    assert caption(lenient, "A Boeing 747 cockpit") == "a cockpit"
+    assert caption(hypernymizer, "two Delta 747s at the gate") == "airliners at the gate"
+    # a number nothing in the list makes is a number, even labelled a product
+    assert caption(hypernymizer, "A 747 landing at sunset") == "a landing at sunset"
+    assert caption(hypernymizer, "Silver and blue car marked 104 raises dust on road") == (
+        "silver and blue car marked 104 raises dust on road"
+    )
+    off = Hypernymizer(HypernymConfig(disabled_rules=["models"]), nlp=hypernymizer.nlp)
+    assert "airliner" not in caption(off, "A Delta 767 parked at the gate")
+
+
 def test_each_rule_can_be_switched_off(nlp):
     text = "Singer Adele performs during the 2016 Glastonbury Festival."
     without = Hypernymizer(HypernymConfig(disabled_rules=["class_heads"]), nlp=nlp)

@@ -121,6 +121,17 @@ switched off by (`disabled_rules`, for ablations; all on by default) in backquot
 13. `asides`: what is in brackets goes with them, as no released caption keeps any:
    "Actor Michael Shannon (L) and his wife" -> "actor and his wife", "a bowl of pho
    (Vietnamese noodle soup)" -> "a bowl of pho" [ASIDE]; so does a bracket nothing closes.
+14. `models`: a carrier's or maker's model is named by what they make, as the released
+   captions do ("airline goes airliner", for "Emirates goes all A380"): a model code
+   (digits with a few letters or a series: "747", "A380", "737-800", "F40", "777-300ER")
+   after a name of `MAKER_CLASSES` becomes its class with the names before it: "A
+   Lufthansa 747 landing at Frankfurt" -> "an airliner landing", "a Ferrari F40 parked
+   on the street" -> "a car parked on the street" [PRODUCT]; where it modifies a noun it
+   goes, as other names do (rule 3: "a Boeing 747 cockpit" -> "a cockpit"). The small
+   model reads an "-ing" word after a model as a noun it modifies ("landing"); that is its
+   verb. A model code nothing in the list makes stays a number (rule 7 drops its count:
+   "A 747 landing at sunset" -> "a landing at sunset"), and a number spaCy labelled a
+   name is none (a name needs a word).
 
 Lowercase input (the dev set's URL slugs) defeats spaCy's NER, so `parse` (and with it
 `transform`) restores capitals in caseless texts first (`restore_case`): words and
@@ -167,6 +178,7 @@ RULES = (
     "work_titles",  # 11
     "datelines",  # 12
     "asides",  # 13
+    "models",  # 14
 )
 
 
@@ -297,10 +309,61 @@ TITLE_ENDS = frozenset({"at", "in", "during", "on", "for", "with", "near", "held
 # bare ("at festival"), not as a kind ("a music festival"); "concert", "race" or "party"
 # are as often kinds ("a rock concert", "a birthday party").
 NAMED_EVENTS = frozenset({"awards", "festival"})
+# Code points that are no characters: surrogates outside a pair.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The most of a text `parse` reads (spaCy's max_length is 1,000,000): 20 times the longest
+# alt-text the filters let through (TextFilterConfig.max_chars); the caption is its first
+# sentence.
+MAX_PARSE_CHARS = 10_000
 # Doc.user_data key marking a doc parsed from restore_case's output.
 CASE_RESTORED = "conceptual.case_restored"
 # Irregular plurals WordNet's noun.exc lacks (it lists inflections, not suppletion).
 SUPPLETIVE_PLURALS = {"person": "people"}
+# Rule 14: model codes, digits with a few letters around them or a series after a hyphen
+# ("747", "A380", "F40", "Su-27", "2CV", "777-300ER" in three tokens); not ordinals or years.
+MODEL_CODE = re.compile(r"[A-Za-z]{0,3}-?\d{1,4}[A-Za-z]{0,4}")
+NOT_MODEL_CODE = re.compile(r"\d+(?:st|nd|rd|th)|(?:1[89]|20)\d\d|(?:1[89]|20)?\d0s", re.I)
+PLURAL_MODEL_CODE = re.compile(r"\d+s")  # "two Delta 747s"
+MAX_MAKER_WORDS = 3
+# ... and who makes or flies them, by lowercase name: the class noun their models are.
+# Carriers fly airliners, and Airbus and Embraer make them; the other aircraft makers make
+# fighters and bombers as well ("Boeing B-17"). Names that are mostly something else before
+# a number are left out ("seat 12", "lot 5", "an American 10 year old").
+MAKER_CLASSES = {
+    **dict.fromkeys(
+        "aer lingus,aeroflot,air canada,air china,air france,air india,air new zealand,airbus,"
+        "alaska airlines,alitalia,american airlines,austrian airlines,avianca,british"
+        " airways,cathay pacific,china airlines,china eastern,china southern,delta,delta"
+        " air lines,easyjet,el al,embraer,emirates,etihad,eva air,finnair,iberia,japan airlines,"
+        "jal,jetblue,klm,korean air,lufthansa,malaysia airlines,pan am,qantas,qatar airways,"
+        "ryanair,singapore airlines,southwest,thai airways,turkish airlines,twa,united"
+        " airlines,us airways,virgin atlantic,westjet,wizz air".split(","),
+        "airliner",
+    ),
+    **dict.fromkeys(
+        "antonov,avro,beechcraft,boeing,bombardier,cessna,de havilland,"
+        "dassault,douglas,eurofighter,fokker,grumman,ilyushin,junkers,lockheed,"
+        "lockheed martin,mcdonnell douglas,messerschmitt,mig,mikoyan,northrop,piper,"
+        "sikorsky,sukhoi,supermarine,tupolev".split(","),
+        "aircraft",
+    ),
+    **dict.fromkeys(
+        "alfa romeo,aston martin,audi,bentley,bmw,bugatti,buick,cadillac,chevrolet,chevy,"
+        "chrysler,citroen,citroën,datsun,dodge,ferrari,fiat,ford,holden,honda,hyundai,jaguar,"
+        "jeep,kia,lada,lamborghini,lancia,land rover,lexus,lotus,maserati,mazda,mclaren,"
+        "mercedes,mercedes-benz,mitsubishi,nissan,oldsmobile,opel,peugeot,pontiac,porsche,"
+        "renault,rolls-royce,saab,skoda,subaru,suzuki,tesla,toyota,trabant,vauxhall,"
+        "volkswagen,volvo,vw".split(","),
+        "car",
+    ),
+    **dict.fromkeys(
+        "aprilia,bmw motorrad,bsa,ducati,harley-davidson,husqvarna,kawasaki,ktm,moto guzzi,"
+        "mv agusta,royal enfield,yamaha".split(","),
+        "motorcycle",
+    ),
+    **dict.fromkeys("canon,hasselblad,leica,nikon,olympus,pentax,rolleiflex".split(","), "camera"),
+    **dict.fromkeys("iphone,motorola,nokia".split(","), "phone"),
+}
 
 
 class Hypernymizer:
@@ -324,7 +387,13 @@ class Hypernymizer:
     def parse(self, texts: Sequence[str]) -> list:
         """spaCy docs of the texts, batched, caseless ones with capitals restored first
         (`restore_case`), each cut to its first sentence without its dateline (rules 10 and
-        12): the docs `transform_doc` expects, for a caller who also reads them."""
+        12): the docs `transform_doc` expects, for a caller who also reads them.
+
+        What spaCy cannot take is made parseable first (`parseable`): lone surrogates, which
+        UTF-8 cannot encode (JSON can escape them), and text past `MAX_PARSE_CHARS`, cut at
+        a space: spaCy refuses texts past its `max_length` and wants a gigabyte of memory
+        per 100,000 characters, and the caption is the first sentence (rule 10)."""
+        texts = [parseable(text) for text in texts]
         cased = [self.restore_case(t) for t in texts] if self.config.restore_case else texts
         docs = list(self.nlp.pipe(cased, batch_size=self.config.batch_size))
         cuts = {i: cut for i, doc in enumerate(docs) if (cut := self._caption_bounds(doc))}
@@ -440,6 +509,8 @@ class Hypernymizer:
                 self._remove_date(span, edits)
         if "work_titles" in self.rules:
             self._remove_work_titles(doc, edits)
+        if "models" in self.rules:
+            self._replace_models(doc, edits)
         names = self._names(doc)
         for span, label in names:
             if not edits.touches(span):
@@ -479,6 +550,59 @@ class Hypernymizer:
             )
             if not described:
                 edits.remove([of, *title], "WORK_OF_ART", title.text)
+
+    def _replace_models(self, doc, edits):
+        """Rule 14: a carrier's or maker's model becomes what they make, the names before
+        its code included ("a Lufthansa Boeing 747-400" -> "an airliner"), or goes where it
+        modifies a noun ("a Boeing 747 cockpit" -> "a cockpit") [PRODUCT]."""
+        for span, kind in self._models(doc):
+            if edits.touches(span):
+                continue
+            root, head = span.root, span.root.head
+            modifies = (
+                head.i >= span.end
+                and head.pos_ == "NOUN"
+                and root.dep_ in NOUN_MODIFIER_DEPS
+                and not self._is_participle(head)
+            )
+            if modifies:
+                edits.remove(span, "PRODUCT", span.text)
+            else:
+                plural = PLURAL_MODEL_CODE.fullmatch(span[-1].text)
+                word = self.lexicon.plural(kind) if plural else kind
+                edits.replace(span, word, kind, "PRODUCT", "rule")
+
+    @staticmethod
+    def _models(doc) -> Iterator[tuple]:
+        """(span, class) for the models named in the doc: the names of `MAKER_CLASSES` right
+        before a model code and the code, which may run on ("737-800", "911 GT3"); the
+        first name says what the model is (a carrier's Boeing is an airliner)."""
+        end = 0
+        for token in doc:
+            if token.i < end or not is_model_code(token):
+                continue
+            start, kind = token.i, None
+            while maker := maker_before(doc, start):
+                start, kind = maker
+            end = token.i + 1
+            while end < len(doc):
+                hyphen = doc[end].text == "-" and not doc[end - 1].whitespace_
+                if is_model_code(doc[end]):
+                    end += 1
+                elif hyphen and end + 1 < len(doc) and not doc[end].whitespace_:
+                    if not is_model_code(doc[end + 1]):
+                        break
+                    end += 2
+                else:
+                    break
+            if kind is not None:
+                yield doc[start:end], kind
+
+    def _is_participle(self, token) -> bool:
+        """An "-ing" form of a verb, which the small model may read as a noun after a name
+        ("a Lufthansa 747 landing at Frankfurt"); not a noun in "-ing" ("wing")."""
+        word = token.lower_
+        return word.endswith("ing") and self.wn.morphy(word, "v") not in (None, word)
 
     @staticmethod
     def _remove_event_names(doc, edits):
@@ -593,8 +717,10 @@ class Hypernymizer:
         candidates = []
         for ent in doc.ents:
             covered.update(range(ent.start, ent.end))
-            if ent.label_ not in TIME_LABELS | NUMBER_LABELS:
-                candidates.append((trim(ent), ent.label_))
+            # a name needs a word: numbers alone ("747" labelled PRODUCT) are counts or
+            # model codes (rules 7 and 14), and trim leaves nothing of them
+            if ent.label_ not in TIME_LABELS | NUMBER_LABELS and len(name := trim(ent)):
+                candidates.append((name, ent.label_))
         for title in quoted_titles(doc):
             if not covered.intersection(range(title.start, title.end)):
                 covered.update(range(title.start, title.end))
@@ -1352,6 +1478,38 @@ def date_run_end(token) -> int | None:
     return end if month and number and doc[token.i].text != "," else None
 
 
+def parseable(text: str, max_chars: int = MAX_PARSE_CHARS) -> str:
+    """The text as spaCy can parse it: lone surrogates (no character; UTF-8 cannot encode
+    them) replaced as a decoder replaces bytes it cannot read, and cut to at most
+    `max_chars` characters, at the last space before them if there is one."""
+    text = LONE_SURROGATE.sub("\ufffd", text)
+    if len(text) <= max_chars:
+        return text
+    cut = text.rfind(" ", 0, max_chars + 1)
+    return text[: cut if cut > 0 else max_chars]
+
+
+def is_model_code(token) -> bool:
+    """Whether a token can be a model's code (rule 14: "747", "A380", "F40", "Su-27"): a
+    few digits with a few letters, no ordinal, year or decade, nor part of a date, time or
+    measure spaCy found."""
+    return (
+        MODEL_CODE.fullmatch(token.text) is not None
+        and NOT_MODEL_CODE.fullmatch(token.text) is None
+        and token.ent_type_ not in TIME_LABELS | MEASURE_LABELS
+    )
+
+
+def maker_before(doc, end: int) -> tuple[int, str] | None:
+    """(start, class) of a name of `MAKER_CLASSES` ending right before token `end` ("Delta
+    Air Lines", "Mercedes-Benz", "delta"), the longest; None if none ends there."""
+    for size in range(min(MAX_MAKER_WORDS, end), 0, -1):
+        words = doc[end - size : end]
+        if kind := MAKER_CLASSES.get(words.text.lower()):
+            return words.start, kind
+    return None
+
+
 def ascii_folded(text: str) -> str:
     """The text without accents: "Zürich" -> "Zurich", as English alt-text spells it."""
     decomposed = unicodedata.normalize("NFKD", text)
@@ -1462,7 +1620,8 @@ def is_stray_place(span, label: str) -> bool:
 def trim(span):
     """The span without leading determiners, numbers or punctuation and trailing
     possessives: "the Jardin Majorelle" -> "Jardin Majorelle", "the 2016 Glastonbury
-    Festival" -> "Glastonbury Festival" (its number is a count or date of its own)."""
+    Festival" -> "Glastonbury Festival" (its number is a count or date of its own); empty
+    when nothing else is in it ("747")."""
     start, end = span.start, span.end
     while start < end and (span.doc[start].pos_ in ("DET", "PUNCT", "NUM")):
         start += 1
