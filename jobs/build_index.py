@@ -10,7 +10,9 @@ splits=[train,val]); SPEECH (speech models) the clips to index besides the image
 gets index.json, images/captions(/clips) .parquet and .npy files and, with
 approximate=true, a FAISS index per target and its recall@10 against exact search
 (faiss.kind=ivf|hnsw, faiss.nprobe=..., recall_queries=...). A registered version is tagged
-index=OUTPUT: the search service serves the champion with the index its tag names.
+index=OUTPUT: the search service serves the champion with the index its tag names. A row
+whose embedding raises goes to OUTPUT/rejected/*.parquet (reason internal_error); more than
+errors.max_rate of the rows (or errors.max_count) fails the job (exit 1), without an index.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.config import ConfigError, load
+    from conceptual.errors import TooManyErrors
     from conceptual.pipelines.build_index import BuildIndexConfig, run
     from conceptual.storage import StorageError
 
@@ -50,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, StorageError, ValueError) as exc:  # unknown model, bad data
             print(f"error: {exc}", file=stderr())
             return 2
+        except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
+            print(f"error: {exc}. {args.output} holds no index.", file=stderr())
+            return 1
     print(json.dumps(result, indent=2))
     report_run(result["run_id"], config.experiment, log)
     return 0

@@ -3,7 +3,9 @@
     python -m conceptual.jobs.features --data URI --output URI [--config FILE] [key=value ...]
 
 DATA is a curation output (or its curated/ folder). OUTPUT gets features/*.parquet (one row
-per image and crop: id, split, caption, pooled, grid), features.json and _SUCCESS.
+per image and crop: id, split, caption, pooled, grid), features.json and _SUCCESS, and
+rejected/*.parquet with the records whose processing raised (reason internal_error; more
+than errors.max_rate of them, or errors.max_count, fails the job).
 Overrides use the config's dotted keys, e.g. crops=4 image_size=256 cnn.precision=bf16.
 """
 
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             f"features: none: no record of {args.data} carries an image "
             "(a text-only curation, with_images=false, has none)"
         )
+    if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):
+        print(f"rejected: {storage.join(args.output, 'rejected')}  ({failed} internal errors)")
     report_run(run_id, config.experiment, log)
     return 0
 

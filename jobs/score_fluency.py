@@ -8,7 +8,9 @@ local model directory (conceptual.jobs.train_fluency makes them). DATA is an
 import_flickr8k_cn output (or its curated/ folder). OUTPUT gets the same records with
 `fluency` set (curated/*.parquet, which the features job reads like any curated data),
 fluency.json (records scored, the share fluent by source, the rate in sentences per
-second) and _SUCCESS. Overrides: actors=2 cpus_per_actor=1 batch_size=256.
+second) and _SUCCESS, and rejected/*.parquet with the records whose scoring raised (reason
+internal_error; more than errors.max_rate of them, or errors.max_count, fails the job).
+Overrides: actors=2 cpus_per_actor=1 batch_size=256 errors.max_rate=0.01.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     config, (summary, run_id), log = outcome
     print(json.dumps(summary, indent=2))
     print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['scored']} scored)")
+    if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):
+        print(f"rejected: {storage.join(args.output, 'rejected')}  ({failed} internal errors)")
     report_run(run_id, config.experiment, log)
     return 0
 

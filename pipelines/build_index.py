@@ -27,13 +27,22 @@ fine-tuned CNN: their JPEGs and 150 KB of pixels each at 224 px). On CPUs the te
 is the cost (~1-2 ms a caption; a fine-tuned CNN's photo ~110 ms at 224 px), a clip's
 MFCCs another ~5 ms; Ray Data would spread these over a cluster, which this job does not
 do yet.
+
+A row whose embedding raises (a feature row, a clip, a fine-tuned CNN's photo) is rejected
+(pipelines/set_aside.py): stage `build_index`, reason `internal_error`, the row as read in
+OUTPUT/rejected/*.parquet (REJECTED_ROWS); the other rows of its batch are indexed as they
+would have been, and the counts go to index.json (`rejected`) and MLflow. Past
+`errors.max_rate` of the rows (or `errors.max_count`) the job fails instead, before it
+writes the index. A model or features that do not fit (another CNN's vectors, no image ids)
+fail the job at once, as before.
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,12 +56,15 @@ from pydantic import Field
 
 from conceptual import registry, storage, tracking
 from conceptual.config import Config
+from conceptual.errors import ErrorsConfig
 from conceptual.models.retriever import MAX_SCALE, DualEncoder
 from conceptual.models.saving import load_retriever
 from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines import set_aside
 from conceptual.pipelines.caption_features import feature_files, features_summary
 from conceptual.pipelines.evaluate_retriever import embed
 from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
+from conceptual.records import CLIP, CURATED, FEATURES, rejected_records
 from conceptual.retrieval_index import (
     INDEX_TAG,
     ApproximateSettings,
@@ -68,6 +80,17 @@ FEATURE_COLUMNS = ["id", "image_id", "split", "caption", "crop", "pooled"]
 CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "split", "audio"]
 RECALL_K = 10
 RECALL_KEY = f"recall@{RECALL_K}"
+# A rejected row: a feature row, a clip, or a curated record's photo (a fine-tuned CNN's).
+REJECTED_ROWS = rejected_records(
+    pa.schema(
+        [
+            *(FEATURES.field(c) for c in FEATURE_COLUMNS),
+            CLIP.field("caption_id"),
+            CLIP.field("audio"),
+            CURATED.field("image"),
+        ]
+    )
+)
 
 
 class BuildIndexConfig(Config):
@@ -80,6 +103,7 @@ class BuildIndexConfig(Config):
     seconds: float | None = Field(None, gt=0)  # speech: seconds heard; None: as trained
     experiment: str = "retrieval"
     allow_incomplete: bool = False  # read features or clips without their _SUCCESS
+    errors: ErrorsConfig = ErrorsConfig()  # rows that may fail before the job does
 
 
 class VectorSink:
@@ -117,7 +141,8 @@ def split_filter(batch: pa.RecordBatch, splits: list[str] | None) -> pa.Array:
 
 
 class Embedded:
-    """What the loop over the features gathers: the images' and captions' rows and sinks."""
+    """What the loop over the features gathers: the images' and captions' rows and sinks,
+    and the rows that failed (set_aside.reject_row each) out of `rows` embedded."""
 
     def __init__(self, staging: str, dim: int, text: bool):
         self.image_rows: dict[str, int] = {}
@@ -126,6 +151,74 @@ class Embedded:
         self.image_vectors = VectorSink(staging, "images", dim)
         self.caption_vectors = VectorSink(staging, "captions", dim) if text else None
         self.splits_seen: set[str] = set()
+        self.rows = 0  # feature rows and clips to index (the error budget's input)
+        self.rejected: list[pa.Table] = []
+
+
+def numbered(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """The batch's rows with their position in it (`row`), for `isolated`: what comes out
+    of it names the rows it is of."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    return table.append_column("row", pa.array(np.arange(table.num_rows), pa.int64()))
+
+
+def reject(row: pa.Table, stage: str, detail: str) -> pa.Table:
+    return set_aside.reject_row(row.drop_columns(["row"]), stage, detail)
+
+
+def as_column(vectors: np.ndarray, present: np.ndarray) -> pa.FixedSizeListArray:
+    """(k, dim) vectors as a column of len(present) rows: the rows where `present` hold
+    them in order, the others null."""
+    dim = vectors.shape[1] if vectors.ndim == 2 else 1
+    full = np.zeros((len(present), dim), np.float32)
+    full[present] = vectors
+    return pa.FixedSizeListArray.from_arrays(pa.array(full.ravel()), dim, mask=pa.array(~present))
+
+
+def vectors_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """The vectors of a column's rows that hold one, (k, dim) float32."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    column = column.filter(column.is_valid())
+    return column.flatten().to_numpy().reshape(len(column), column.type.list_size)
+
+
+def pooled_vectors(column: pa.ChunkedArray, dim: int) -> np.ndarray:
+    """(rows, dim) pooled CNN vectors; ValueError for a row that has none of that size."""
+    lengths = pc.list_value_length(column)
+    wrong = [n for n in lengths.to_pylist() if n != dim]
+    if wrong:
+        raise ValueError(f"a pooled vector of {wrong[0]} values, not {dim}")
+    return np.array(pc.list_flatten(column).to_numpy().reshape(len(column), dim))  # writable
+
+
+def embed_records(
+    model: DualEncoder,
+    vocab: Vocabulary | None,
+    known: Mapping[str, int],
+    device: Any,
+    rows: pa.Table,
+) -> pa.Table:
+    """Feature rows (`numbered`) embedded: `row`; `new`, whether the row is its image's
+    first (the image is not in `known`, nor in an earlier row); `image`, the image's
+    embedding of a new row's pooled vector (null otherwise; no column when the model reads
+    photos); `caption`, the caption's embedding (text models)."""
+    new, seen = np.zeros(rows.num_rows, bool), set()
+    for row, image in enumerate(rows["image_id"].to_pylist()):
+        if image not in known and image not in seen:
+            new[row] = True
+            seen.add(image)
+    columns = {"row": rows["row"], "new": pa.array(new)}
+    if model.config.photo_size is None:
+        vectors = np.zeros((0, model.config.embed_dim), np.float32)
+        if new.any():
+            pooled = pooled_vectors(rows["pooled"].filter(pa.array(new)), model.config.image_dim)
+            vectors = embed(model.embed_images, pooled, device).cpu().numpy()
+        columns["image"] = as_column(vectors, new)
+    if model.config.modality == "text":
+        tokens = vocab.encode_array(rows["caption"].to_pylist(), model.config.max_tokens)
+        vectors = embed(model.embed_queries, tokens, device).cpu().numpy()
+        columns["caption"] = as_column(vectors, np.ones(rows.num_rows, bool))
+    return pa.table(columns)
 
 
 def embed_features(
@@ -137,7 +230,8 @@ def embed_features(
     device: Any,
 ) -> Embedded:
     """The features' images and captions; the images embedded from their pooled vectors,
-    unless the model reads photos (embed_photos then embeds them)."""
+    unless the model reads photos (embed_photos then embeds them). A row whose embedding
+    raises is rejected (Embedded.rejected)."""
     files = feature_files(features_uri, config.allow_incomplete)
     text = model.config.modality == "text"
     pooled_images = model.config.photo_size is None
@@ -148,34 +242,23 @@ def embed_features(
         batch = batch.filter(split_filter(batch, config.splits))
         if batch.num_rows == 0:
             continue
-        ids, image_ids, splits, captions = (
-            batch[c].to_pylist() for c in ("id", "image_id", "split", "caption")
-        )
-        if None in image_ids:
+        if batch["image_id"].null_count:
             raise ValueError(
                 f"the features at {features_uri} have no image ids (made by an older features "
                 "job): run the features job again"
             )
-        new = []
-        for row, image in enumerate(image_ids):
-            if image not in out.image_rows:  # the records of an image share its crop 0
-                out.image_rows[image] = len(out.image_rows)
-                new.append(row)
-                for column, value in zip(out.images, (image, ids[row], captions[row], splits[row])):
-                    out.images[column].append(value)
-        if new and pooled_images:
-            pooled = pc.list_flatten(batch["pooled"]).to_numpy().reshape(batch.num_rows, -1)
-            if pooled.shape[1] != model.config.image_dim:
-                raise ValueError(
-                    f"the model reads {model.config.image_dim}-d image features; the features "
-                    f"at {features_uri} are {pooled.shape[1]}-d (another CNN?)"
-                )
-            out.image_vectors.append(embed(model.embed_images, pooled[new], device).cpu().numpy())
-        for column, values in zip(out.captions, (ids, image_ids, captions, splits)):
-            out.captions[column].extend(values)
-        if out.caption_vectors is not None:
-            tokens = vocab.encode_array(captions, model.config.max_tokens)
-            out.caption_vectors.append(embed(model.embed_queries, tokens, device).cpu().numpy())
+        lengths = pc.list_value_length(batch["pooled"]) if pooled_images else None
+        if pooled_images and not pc.any(pc.equal(lengths, model.config.image_dim)).as_py():
+            raise ValueError(
+                f"the model reads {model.config.image_dim}-d image features; the features "
+                f"at {features_uri} are {lengths[0].as_py()}-d (another CNN?)"
+            )
+        out.rows += batch.num_rows
+        call = functools.partial(embed_records, model, vocab, out.image_rows, device)
+        embedded, rejected = set_aside.isolated(call, numbered(batch), STAGE, reject)
+        out.rejected += rejected
+        if embedded is not None:
+            gather(out, batch, embedded)
     missing = sorted(set(config.splits or ()) - out.splits_seen)
     if missing:
         raise ValueError(
@@ -187,6 +270,34 @@ def embed_features(
     return out
 
 
+def gather(out: Embedded, batch: pa.RecordBatch, embedded: pa.Table) -> None:
+    """The rows `embed_records` embedded, into `out`: each new image, each caption."""
+    ids, image_ids, splits, captions = (
+        batch[c].to_pylist() for c in ("id", "image_id", "split", "caption")
+    )
+    new_images = []  # the rows of `embedded` that index an image
+    for k, (row, new) in enumerate(zip(embedded["row"].to_pylist(), embedded["new"].to_pylist())):
+        image = image_ids[row]
+        if new and image not in out.image_rows:  # the records of an image share its crop 0
+            out.image_rows[image] = len(out.image_rows)
+            new_images.append(k)
+            for column, value in zip(out.images, (image, ids[row], captions[row], splits[row])):
+                out.images[column].append(value)
+        for column, value in zip(out.captions, (ids[row], image, captions[row], splits[row])):
+            out.captions[column].append(value)
+    if new_images and "image" in embedded.column_names:
+        out.image_vectors.append(vectors_of(embedded["image"].take(new_images)))
+    if out.caption_vectors is not None:
+        out.caption_vectors.append(vectors_of(embedded["caption"]))
+
+
+def embed_photo_rows(model: DualEncoder, device: Any, rows: pa.Table) -> pa.Table:
+    """Curated records (`numbered`: id, image) embedded from their photos: `row`, `image`."""
+    pixels = photo_pixels(rows["image"].to_pylist(), model.config.image_size)
+    vectors = embed(model.embed_images, pixels, device).cpu().numpy()
+    return pa.table({"row": rows["row"], "image": as_column(vectors, np.ones(len(pixels), bool))})
+
+
 def embed_photos(
     model: DualEncoder,
     curated_uri: str | None,
@@ -196,7 +307,8 @@ def embed_photos(
 ) -> None:
     """A fine-tuned CNN's image embeddings, of each image's photo (the centre square), read
     with its record id from the curated data in one pass; the image rows are put in the
-    order the photos come. ValueError when the data or a photo is not there."""
+    order the photos come. ValueError when the data or a photo is not there; a photo whose
+    embedding raises is rejected, and its image not indexed."""
     if not curated_uri or not storage.exists(curated_uri):
         raise ValueError(
             f"the curated data {curated_uri} the features were made from is not reachable from "
@@ -209,9 +321,15 @@ def embed_photos(
         batch = batch.filter(pc.is_in(batch["id"], ids))
         if batch.num_rows == 0:
             continue
-        order += [wanted.pop(record) for record in batch["id"].to_pylist()]
-        pixels = photo_pixels(batch["image"].to_pylist(), model.config.image_size)
-        embedded.image_vectors.append(embed(model.embed_images, pixels, device).cpu().numpy())
+        call = functools.partial(embed_photo_rows, model, device)
+        photos, rejected = set_aside.isolated(call, numbered(batch), STAGE, reject)
+        embedded.rejected += rejected
+        for failed in rejected:  # its image is not indexed
+            wanted.pop(failed["id"][0].as_py())
+        if photos is not None:
+            records = batch["id"].to_pylist()
+            order += [wanted.pop(records[row]) for row in photos["row"].to_pylist()]
+            embedded.image_vectors.append(vectors_of(photos["image"]))
     if wanted:
         raise ValueError(f"{len(wanted)} indexed images have no photo in {curated_uri}")
     embedded.images = {column: [v[row] for row in order] for column, v in embedded.images.items()}
@@ -231,6 +349,15 @@ def image_urls(curated_uri: str | None, record_ids: list[str]) -> list[str | Non
     return [found.get(record) for record in record_ids]
 
 
+def embed_clip_rows(
+    model: DualEncoder, audio: AudioFeatureConfig, device: Any, rows: pa.Table
+) -> pa.Table:
+    """Clips (`numbered`) embedded from their audio: `row`, `clip`."""
+    inputs = np.stack([clip_features(clip, audio) for clip in rows["audio"].to_pylist()])
+    vectors = embed(model.embed_queries, inputs, device).cpu().numpy()
+    return pa.table({"row": rows["row"], "clip": as_column(vectors, np.ones(len(inputs), bool))})
+
+
 def embed_clips(
     model: DualEncoder,
     audio: AudioFeatureConfig,
@@ -241,28 +368,38 @@ def embed_clips(
     device: Any,
 ) -> tuple[dict[str, list], np.ndarray, int]:
     """The clips whose caption (else own image) is indexed: (their rows, their embeddings,
-    how many clips were left out for speaking no indexed caption or image)."""
+    how many clips were left out for speaking no indexed caption or image). A clip whose
+    embedding raises is rejected (Embedded.rejected)."""
     caption_image = dict(zip(embedded.captions["id"], embedded.captions["image_id"]))
     rows: dict[str, list] = {"id": [], "caption_id": [], "image_id": [], "caption": [], "split": []}
     sink, skipped = VectorSink(staging, "clips", model.config.embed_dim), 0
     files = clip_files(speech_uri, config.allow_incomplete)
     for batch in batches(speech_uri, files, CLIP_COLUMNS, config.read_rows):
-        kept, inputs = [], []
+        indexed: dict[int, str] = {}  # the batch's rows to index -> the image each speaks of
         columns = [batch[c].to_pylist() for c in ("id", "caption_id", "image_id", "caption")]
-        for row, (clip, caption_id, image, caption) in enumerate(zip(*columns)):
+        for row, (_, caption_id, image, _) in enumerate(zip(*columns)):
             image = caption_image.get(caption_id) or (
                 image if image in embedded.image_rows else None
             )
             if image is None:
                 skipped += 1
-                continue
-            kept.append(row)
-            inputs.append(clip_features(batch["audio"][row].as_py(), audio))
-            for column, value in zip(rows, (clip, caption_id, image, caption)):
+            else:
+                indexed[row] = image
+        if not indexed:
+            continue
+        embedded.rows += len(indexed)
+        table = numbered(batch).take(list(indexed))
+        call = functools.partial(embed_clip_rows, model, audio, device)
+        clips, rejected = set_aside.isolated(call, table, STAGE, reject)
+        embedded.rejected += rejected
+        if clips is None:
+            continue
+        splits = batch["split"].to_pylist()
+        for row in clips["row"].to_pylist():
+            clip, caption_id, _, caption = (column[row] for column in columns)
+            for column, value in zip(rows, (clip, caption_id, indexed[row], caption, splits[row])):
                 rows[column].append(value)
-            rows["split"].append(batch["split"][row].as_py())
-        if inputs:
-            sink.append(embed(model.embed_queries, np.stack(inputs), device).cpu().numpy())
+        sink.append(vectors_of(clips["clip"]))
     return rows, sink.array(), skipped
 
 
@@ -303,6 +440,8 @@ def build(
         raise ValueError(f"the text model at {model_uri} was saved without its vocabulary")
     summary = features_summary(features_uri)
     storage.delete(storage.join(output_uri, storage.SUCCESS))
+    rejected_uri = storage.join(output_uri, set_aside.REJECTED)
+    storage.delete(rejected_uri)
 
     with tempfile.TemporaryDirectory(prefix="build-index-") as staging:
         embedded = embed_features(model, vocab, features_uri, config, staging, device)
@@ -325,6 +464,10 @@ def build(
                 model, audio, speech_uri, embedded, config, staging, device
             )
             tables["clips"] = pa.table(clips)
+        if embedded.rejected:
+            set_aside.write_rejected(embedded.rejected, rejected_uri, REJECTED_ROWS)
+        rejected, samples = set_aside.counted(embedded.rejected)
+        set_aside.check(rejected, embedded.rows, config.errors, samples)
 
         approximate, settings = {}, None
         if config.approximate:
@@ -371,7 +514,9 @@ def build(
                 "captions": len(embedded.captions["id"]),
                 "clips": tables["clips"].num_rows if "clips" in tables else 0,
                 "clips_skipped": skipped_clips,
+                "rejected": set_aside.total(rejected),
             },
+            "rejected": rejected,  # {stage: {reason: n}}: the rows in rejected/
             "approximate": settings,
             "seconds": round(time.monotonic() - started, 2),
         }
@@ -401,11 +546,13 @@ def run(
         manifest = build(model_uri, features_uri, output_uri, config, speech_uri)
         mlflow.set_tag("modality", manifest["modality"])
         metrics = {**manifest["counts"], "seconds": manifest["seconds"]}
+        metrics.update(set_aside.metrics(manifest["rejected"]))
         result = {
             "output": output_uri,
             "modality": manifest["modality"],
             "registered": manifest["registered"],
             "counts": manifest["counts"],
+            "rejected": manifest["rejected"],
             "seconds": manifest["seconds"],
         }
         if manifest["approximate"]:

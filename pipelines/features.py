@@ -2,11 +2,17 @@
 "image features"): for every curated record, the pooled (1x1) vector and the 8x8 grid of
 the pretrained EfficientNet-lite's last feature map, optionally for several augmented crops.
 
-    DATA/curated/*.parquet (records.CURATED)  ->  OUTPUT/*.parquet (records.FEATURES)
+    DATA/curated/*.parquet (records.CURATED)  ->  OUTPUT/features/*.parquet (records.FEATURES)
+                                                  OUTPUT/rejected/*.parquet, when a record
+                                                  failed (pipelines/set_aside.py)
                                                   OUTPUT/features.json, OUTPUT/_SUCCESS
 
 Actors hold the CNN (one per GPU when the cluster has GPUs, else one per CPU). Records
 without an image (a text-only curation) cannot have features and are counted as skipped.
+A record whose processing raises (a photo that will not decode, say) is rejected as
+`internal_error` of stage `features`, with the columns read (its image included): the
+job replays such rows with `--data OUTPUT/rejected allow_incomplete=true`. Past
+`errors.max_rate` of the records (or `errors.max_count`) the job fails instead.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from PIL import Image
 
 from conceptual import storage, tracking
 from conceptual.config import Config
+from conceptual.errors import ErrorsConfig
+from conceptual.pipelines import set_aside
 from conceptual.pipelines.executors import cnn_actors
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import FEATURES, image_id
@@ -33,6 +41,7 @@ from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 # What a caption in another language brings along (records.LANGUAGE_FIELDS): its language
 # and its fluency score, which captioner training reads.
 CARRIED = ["language", "fluency"]
+STAGE = "features"
 
 
 class FeaturesConfig(Config):
@@ -45,6 +54,7 @@ class FeaturesConfig(Config):
     batch_size: int = 32
     experiment: str = "features"
     allow_incomplete: bool = False  # read a curation output without its _SUCCESS marker
+    errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
 
 
 def open_image(data: bytes, size: int) -> Image.Image:
@@ -87,6 +97,11 @@ class FeatureStage:
         return pa.Table.from_pylist(rows, schema=FEATURES)
 
 
+def operator(config: FeaturesConfig) -> tuple[type, dict[str, Any]]:
+    """The operator extracting the features, and its constructor's arguments."""
+    return FeatureStage, {"config": config}
+
+
 def schema_names(fs, files: list[str]) -> list[str]:
     """The columns of a dataset's files (the first file's: they share one schema)."""
     if not files:
@@ -101,17 +116,22 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
     # DATA may be a curation output (with curated/ inside) or the curated folder itself.
     data = storage.output_part(data_uri, "curated", config.allow_incomplete)
     features_uri = storage.join(output_uri, "features")
+    rejected_uri = storage.join(output_uri, set_aside.REJECTED)
+    if rejected_uri.rstrip("/") == data.rstrip("/"):  # replaying rejected rows into their output
+        raise storage.StorageError(f"--output {output_uri} would overwrite its input {data}")
     storage.delete(storage.join(output_uri, SUCCESS))
     storage.delete(features_uri)
+    storage.delete(rejected_uri)
 
     fs, _ = storage.resolve(data)
     files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
     carried = [column for column in CARRIED if column in schema_names(fs, files)]
     records = read_row_groups(fs, files, columns=["id", "split", "caption", "image", *carried])
     total = storage.written_rows(data)
+    cls, kwargs = operator(config)
     features = records.map_batches(
-        FeatureStage,
-        fn_constructor_kwargs={"config": config},
+        set_aside.Guarded,
+        **set_aside.guarded(cls, kwargs, STAGE, rejected_uri, FEATURES),
         batch_size=config.batch_size,
         batch_format="pyarrow",
         **cnn_actors(config.cnn, config.actors, config.cpus_per_actor),
@@ -122,11 +142,14 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
 
     rows = storage.written_rows(features_uri)
     images = rows // (config.crops + 1)
+    rejected, samples = set_aside.tally(rejected_uri)
+    set_aside.check(rejected, total, config.errors, samples)
     summary = {
         "curated": data,  # where the photos are, for sample grids beside generated captions
         "records": total,
         "images": images,
-        "skipped_without_image": total - images,
+        "skipped_without_image": total - images - set_aside.total(rejected),
+        "rejected": rejected,  # {stage: {reason: n}}: the rows in rejected/
         "rows": rows,
         "crops_per_image": config.crops + 1,
         "model": config.cnn.model,
@@ -145,8 +168,7 @@ def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[st
         tracking.log_config(config)
         mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri})
         summary = extract(data_uri, output_uri, config)
-        mlflow.log_metrics(
-            {k: v for k, v in summary.items() if isinstance(v, (int, float)) and k != "grid"}
-        )
+        metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and k != "grid"}
+        mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
         mlflow.log_dict(summary, "features.json")
         return summary, active.info.run_id

@@ -3,6 +3,8 @@ every curated Chinese record gets the fluency classifier's score in its `fluency
 
     DATA/curated/*.parquet (records.CURATED_LANGUAGE)  ->  OUTPUT/curated/*.parquet (the same
                                                            records, `fluency` set)
+                                                           OUTPUT/rejected/*.parquet, when a
+                                                           record failed
                                                            OUTPUT/fluency.json, OUTPUT/_SUCCESS
 
 OUTPUT is curated data like DATA (the features job and the captioner read it the same way).
@@ -13,6 +15,12 @@ Chinese views, and a record without a Chinese text on its English ones
 (conceptual.models.fluency says why). fluency.json counts the records scored, the share
 fluent (score > 0.5) by source, and the rate: sentences scored per second of the whole
 run (reading, scoring and writing, the actors' loading included) with the actors it had.
+
+A record whose scoring raises is rejected (pipelines/set_aside.py): stage `score_fluency`,
+reason `internal_error`, the whole record in OUTPUT/rejected (the job replays it from there
+with `--data OUTPUT/rejected allow_incomplete=true`); the other records of its batch are
+scored as they would have been. Past `errors.max_rate` of the records (or
+`errors.max_count`) the job fails instead.
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ import pyarrow.parquet as pq
 
 from conceptual import registry, storage, tracking
 from conceptual.config import Config
+from conceptual.errors import ErrorsConfig
 from conceptual.models.fluency import FLUENT_ABOVE
 from conceptual.models.saving import load_fluency
+from conceptual.pipelines import set_aside
 from conceptual.pipelines.executors import actor_pool
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import CURATED_LANGUAGE
@@ -36,6 +46,7 @@ from conceptual.storage import SUCCESS
 from conceptual.text.fluency import FluencyScorer
 
 SUMMARY = "fluency.json"
+STAGE = "score_fluency"
 
 
 class ScoreConfig(Config):
@@ -44,6 +55,7 @@ class ScoreConfig(Config):
     batch_size: int = 256
     experiment: str = "fluency"
     allow_incomplete: bool = False  # read an import without its _SUCCESS marker
+    errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
 
 
 class FluencyStage:
@@ -61,12 +73,18 @@ class FluencyStage:
         return batch.select(CURATED_LANGUAGE.names).cast(CURATED_LANGUAGE)
 
 
+def operator(model_uri: str) -> tuple[type, dict[str, Any]]:
+    """The operator scoring the records, and its constructor's arguments."""
+    return FluencyStage, {"model_uri": model_uri}
+
+
 def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -> dict[str, Any]:
     """Write every record of DATA with its fluency under OUTPUT/curated; return the summary."""
     started = time.monotonic()
     data = storage.output_part(data_uri, "curated", config.allow_incomplete)
     curated_uri = storage.join(output_uri, "curated")
-    if curated_uri.rstrip("/") == data.rstrip("/"):
+    rejected_uri = storage.join(output_uri, set_aside.REJECTED)
+    if data.rstrip("/") in (curated_uri.rstrip("/"), rejected_uri.rstrip("/")):
         raise ValueError(f"--output {output_uri} would overwrite its input: write elsewhere")
     fs, _ = storage.resolve(data)
     files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
@@ -74,10 +92,12 @@ def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -
     load_fluency(registry.resolve(model_uri))  # a URI that is no fluency classifier fails here
     storage.delete(storage.join(output_uri, SUCCESS))
     storage.delete(curated_uri)
+    storage.delete(rejected_uri)
 
+    cls, kwargs = operator(model_uri)
     scored = read_row_groups(fs, files).map_batches(
-        FluencyStage,
-        fn_constructor_kwargs={"model_uri": model_uri},
+        set_aside.Guarded,
+        **set_aside.guarded(cls, kwargs, STAGE, rejected_uri, CURATED_LANGUAGE),
         batch_size=config.batch_size,
         batch_format="pyarrow",
         compute=(pool := actor_pool(config.actors, config.cpus_per_actor)),
@@ -87,11 +107,16 @@ def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -
     # Writing, like reading, must not wait for the CPUs the actors hold.
     scored.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
     seconds = time.monotonic() - started
+    rejected, samples = set_aside.tally(rejected_uri)
+    records = storage.written_rows(data)
+    set_aside.check(rejected, records, config.errors, samples)
 
     summary = {
         "data": data,
         "model": model_uri,
+        "input": records,
         **counts(curated_uri),
+        "rejected": rejected,  # {stage: {reason: n}}: the records in rejected/
         "actors": pool.min_size,
         "seconds": round(seconds, 2),
     }
@@ -151,8 +176,7 @@ def run(
         tracking.log_config(config)
         mlflow.log_params({"model_uri": model_uri, "data_uri": data_uri, "output_uri": output_uri})
         summary = score(model_uri, data_uri, output_uri, config)
-        mlflow.log_metrics(
-            {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
-        )
+        metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+        mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
         mlflow.log_dict(summary, SUMMARY)
         return summary, active.info.run_id

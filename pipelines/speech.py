@@ -22,6 +22,12 @@ INPUT must be a finished output (its _SUCCESS marker), unless allow_incomplete=t
 
 Accounting as in curation: records in = clips + rejections, checked against the files
 written before `_SUCCESS`. A features output has a row per crop: only crop 0 is a caption.
+
+A record whose synthesis raises (rather than failing as espeak-ng can: synthesis_failed) is
+rejected as `internal_error` with the exception as its detail, and its shard goes on. A
+rerun into the same OUTPUT redoes the shards that had such rows (after a fix, they are
+replayed), and only those. Past `errors.max_rate` of the records (or `errors.max_count`)
+the job fails instead, without its `_SUCCESS` marker.
 """
 
 from __future__ import annotations
@@ -41,8 +47,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray.data
 
-from conceptual import funnel, storage, tracking
+from conceptual import errors, funnel, storage, tracking
 from conceptual.config import Config
+from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, describe
 from conceptual.pipelines.readers import candidate_files
 from conceptual.pipelines.shards import add_member
 from conceptual.records import CLIP, REJECTED, Rejection
@@ -52,10 +59,17 @@ from conceptual.speech.synthesis import SynthesisConfig, SynthesisError, draw_pa
 from conceptual.storage import SUCCESS
 
 STAGE = "synthesize"
-REASONS = ("empty_text", "too_long", "synthesis_failed")
+REASONS = ("empty_text", "too_long", "synthesis_failed", INTERNAL_ERROR)
 # Caption records, in the order they are looked for under INPUT.
 RECORD_FOLDERS = ("curated", "features", "candidates")
 COLUMNS = ("id", "caption", "alt_text", "split", "image", "image_url", "image_id", "crop")
+# The files a shard writes, by folder.
+SHARD_FILES = (
+    ("done", ".json"),
+    ("clips", ".parquet"),
+    ("rejected", ".parquet"),
+    ("shards", ".tar"),
+)
 
 
 class SpeechConfig(Config):
@@ -68,6 +82,7 @@ class SpeechConfig(Config):
     examples: int = 4  # clips logged to MLflow as audio files
     experiment: str = "speech"
     allow_incomplete: bool = False  # read an input whose job left no _SUCCESS marker
+    errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
 
 
 def records_uri(input_uri: str, allow_incomplete: bool = False) -> str:
@@ -174,13 +189,19 @@ def tar_bytes(clips: list[dict[str, Any]]) -> bytes:
     return buffer.getvalue()
 
 
-def synthesize_shard(shard: dict[str, Any], fs, output_uri: str, config: SpeechConfig) -> dict:
-    """Synthesize one shard and write its files, the done/ marker last; return its counts."""
+def synthesize_shard(
+    shard: dict[str, Any], fs, output_uri: str, config: SpeechConfig, speak=speak
+) -> dict:
+    """Synthesize one shard and write its files, the done/ marker last; return its counts.
+    A record whose `speak` raises is rejected as internal_error; the shard goes on."""
     started = time.monotonic()
     clips, rejected = [], []
     records = read_shard(fs, shard)
     for record in records:
-        outcome = speak(record, config)
+        try:
+            outcome = speak(record, config)
+        except Exception as exc:  # noqa: BLE001 - one record's failure is that record's
+            outcome = Rejection(INTERNAL_ERROR, describe(exc))
         if isinstance(outcome, Rejection):
             rejected.append(rejected_row(record, outcome))
         else:
@@ -213,20 +234,33 @@ def synthesize_shard(shard: dict[str, Any], fs, output_uri: str, config: SpeechC
     return counts
 
 
-def _synthesize_batch(batch: pa.Table, fs, output_uri: str, config: SpeechConfig) -> pa.Table:
-    done = [synthesize_shard(shard, fs, output_uri, config) for shard in batch.to_pylist()]
+def _synthesize_batch(
+    batch: pa.Table, fs, output_uri: str, config: SpeechConfig, speak=speak
+) -> pa.Table:
+    done = [synthesize_shard(shard, fs, output_uri, config, speak) for shard in batch.to_pylist()]
     return pa.table({"shard": [d["shard"] for d in done]})
 
 
 def start_or_resume(output_uri: str, plan: dict[str, Any]) -> set[str]:
     """The shards already done in OUTPUT when its plan is this one; otherwise OUTPUT is
-    cleared and the plan written. `_SUCCESS` goes first either way."""
+    cleared and the plan written. `_SUCCESS` goes first either way. A shard done with a
+    record that failed (internal_error) is not done: its files go, and it is done again."""
     storage.delete(storage.join(output_uri, SUCCESS))
     plan_uri = storage.join(output_uri, "plan.json")
     if storage.exists(plan_uri) and storage.read_json(plan_uri) == plan:
         done_uri = storage.join(output_uri, "done")
-        names = storage.list_files(done_uri) if storage.exists(done_uri) else []
-        return {posixpath.basename(n).removesuffix(".json") for n in names}
+        fs, _ = storage.resolve(done_uri)
+        done = set()
+        for path in storage.list_files(done_uri) if storage.exists(done_uri) else []:
+            name = posixpath.basename(path).removesuffix(".json")
+            with fs.open_input_stream(path) as f:
+                failed = json.loads(f.read())["rejected"].get(INTERNAL_ERROR)
+            if not failed:
+                done.add(name)
+                continue
+            for part, suffix in SHARD_FILES:  # done/ first: a crash here leaves it to redo
+                storage.delete(storage.join(output_uri, part, f"{name}{suffix}"))
+        return done
     for part in ("clips", "rejected", "shards", "done", "stats.json", "plan.json"):
         storage.delete(storage.join(output_uri, part))
     storage.write_json(plan_uri, plan)
@@ -242,7 +276,8 @@ def synthesize(input_uri: str, output_uri: str, config: SpeechConfig) -> dict[st
         "input": records,
         "shards": [s["name"] for s in shards],
         "config": config.model_dump(
-            mode="json", exclude={"examples", "experiment", "cpus_per_task", "allow_incomplete"}
+            mode="json",
+            exclude={"examples", "experiment", "cpus_per_task", "allow_incomplete", "errors"},
         ),
     }
     done = start_or_resume(output_uri, plan)
@@ -252,12 +287,16 @@ def synthesize(input_uri: str, output_uri: str, config: SpeechConfig) -> dict[st
         fs, _ = storage.resolve(input_uri)
         ray.data.from_items(todo, override_num_blocks=len(todo)).map_batches(
             _synthesize_batch,
-            fn_kwargs={"fs": fs, "output_uri": output_uri, "config": config},
+            fn_kwargs={"fs": fs, "output_uri": output_uri, "config": config, "speak": speak},
             batch_size=1,
             batch_format="pyarrow",
             num_cpus=config.cpus_per_task,
         ).materialize()
     stats = account(output_uri, shards)
+    failed = stats["rejected"].get(STAGE, {}).get(INTERNAL_ERROR, 0)
+    if failed > config.errors.budget(stats["input"]):
+        samples = {STAGE: failed_ids(output_uri)}
+        errors.check({STAGE: failed}, stats["input"], config.errors, samples)
     stats["resumed_shards"] = len(done)
     stats["seconds"] = round(time.monotonic() - started, 2)
     storage.write_json(storage.join(output_uri, "stats.json"), stats)
@@ -297,6 +336,20 @@ def account(output_uri: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
     }
     stats["parameters"] = parameter_statistics(output_uri) if clips else {}
     return stats
+
+
+def failed_ids(output_uri: str, n: int = 3) -> list[str]:
+    """The ids of up to `n` records rejected as internal_error, for the error line."""
+    fs, _ = storage.resolve(output_uri)
+    ids: list[str] = []
+    for path in storage.list_files(storage.join(output_uri, "rejected")):
+        with fs.open_input_file(path) as f:
+            table = pq.read_table(f, columns=["id", "reason"])
+        ids += [i for i, r in zip(*(table[c].to_pylist() for c in ("id", "reason")))
+                if r == INTERNAL_ERROR]  # fmt: skip
+        if len(ids) >= n:
+            break
+    return ids[:n]
 
 
 def parameter_statistics(output_uri: str) -> dict[str, Any]:

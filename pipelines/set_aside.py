@@ -1,0 +1,194 @@
+"""Records a job after curation failed to process, set aside (platform/conceptual/errors.py).
+
+The features, score_fluency and build_index jobs run a model over batches of records. A
+record whose processing raises becomes a rejection of that record: its stage, reason
+`internal_error`, the exception as its detail, then the record's columns as the job read
+them (records.rejected_records), in OUTPUT/rejected/*.parquet, so that the job replays it
+from there once the cause is fixed (`--data OUTPUT/rejected allow_incomplete=true`, into
+another output). The job counts them in its summary and in MLflow
+(`rejected.<stage>.internal_error`) and fails past `errors.*` (`check`).
+
+`isolated` is stages.isolate with one more step. A batch that raises is run again row by
+row to find the rows that raise on their own; then the other rows run again together, as
+one batch, rather than each alone: a batched model's output for a row can depend, in its
+last bits, on whether the row was alone (on two threads, a CNN's features of one photo
+alone differ from its features among several), so every row but the culprits comes out
+exactly as it does in a run without the fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conceptual import errors, storage, tracking
+from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, describe
+from conceptual.records import rejected_records
+
+log = logging.getLogger(__name__)
+
+REJECTED = "rejected"  # the folder of OUTPUT the rejected rows go to
+# (one row that raised, the stage, the detail) -> its rejected row, as stages.Quarantine
+Reject = Callable[[pa.Table, str, str], pa.Table]
+
+
+def reject_row(row: pa.Table, stage: str, detail: str) -> pa.Table:
+    """One record that raised, as its rejected row (records.rejected_records of its schema)."""
+    schema = rejected_records(row.schema)
+    given = {"stage": stage, "reason": INTERNAL_ERROR, "detail": detail}
+    columns = [
+        pa.array([given[f.name]], f.type) if f.name in given else row[f.name] for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def isolated(
+    call: Callable[[pa.Table], pa.Table],
+    batch: pa.Table,
+    stage: str,
+    reject: Reject = reject_row,
+) -> tuple[pa.Table | None, list[pa.Table]]:
+    """`call(batch)`, and the rows rejected for raising: (the output of the other rows, or
+    None when every row raised; the rejected rows, `reject(row, stage, detail)` each).
+    Every row of a job after curation belongs to the job's one stage."""
+    try:
+        return call(batch), []
+    except Exception as exc:  # noqa: BLE001 - any row's failure is that row's, not the run's
+        if batch.num_rows == 0:
+            raise
+        if batch.num_rows == 1:
+            return None, [reject(batch, stage, describe(exc))]
+        log.warning("stage %s: a batch of %d raised %s; row by row", stage, batch.num_rows, exc)
+    alone, rejected, failed = [], [], np.zeros(batch.num_rows, bool)
+    for i in range(batch.num_rows):
+        row = batch.slice(i, 1)
+        try:
+            alone.append(call(row))
+        except Exception as exc:  # noqa: BLE001
+            failed[i] = True
+            rejected.append(reject(row, stage, describe(exc)))
+    if failed.all():
+        return None, rejected
+    if failed.any():
+        try:
+            return call(batch.filter(pa.array(~failed))), rejected
+        except Exception as exc:  # noqa: BLE001 - they raise only together: as they came alone
+            log.warning("stage %s: the rows that pass alone raised together: %s", stage, exc)
+    return pa.concat_tables(alone, promote_options="default"), rejected
+
+
+def write_rejected(
+    rejected: Sequence[pa.Table], folder: str, schema: pa.Schema | None = None
+) -> str:
+    """One Parquet file of rejected rows under `folder`, named by its content: a batch run
+    again (a retried task) writes the same file again. `schema`: the file's, where the rows
+    come in several shapes (a column a row lacks is null). Returns the file's URI."""
+    table = pa.concat_tables(rejected, promote_options="permissive")
+    if schema is not None:
+        table = conform(table, schema)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    data = buffer.getvalue()
+    uri = storage.join(folder, f"{hashlib.sha1(data).hexdigest()[:20]}.parquet")
+    storage.write_bytes(uri, data)
+    return uri
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` as `schema`: its columns cast, the ones it lacks null."""
+    columns = [
+        table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+class Guarded:
+    """A Ray Data operator (a class: `operator(**kwargs)` is built once per actor, outside
+    the guard, so that a model or asset that will not load fails the job at its start rather
+    than every row) run with `isolated`: its output rows go on, `schema` (an empty table of
+    it when every row raised); the rows that raised are written to `rejected_uri`."""
+
+    def __init__(
+        self,
+        operator: type,
+        kwargs: Mapping[str, Any],
+        stage: str,
+        rejected_uri: str,
+        schema: pa.Schema,
+    ):
+        self.call = operator(**kwargs)
+        self.stage, self.rejected_uri, self.schema = stage, rejected_uri, schema
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        output, rejected = isolated(self.call, batch, self.stage)
+        if rejected:
+            write_rejected(rejected, self.rejected_uri)
+        return output if output is not None else self.schema.empty_table()
+
+
+def guarded(
+    operator: type, kwargs: Mapping[str, Any], stage: str, rejected_uri: str, schema: pa.Schema
+) -> dict[str, Any]:
+    """map_batches arguments running `operator` as a `Guarded` actor."""
+    arguments = {"operator": operator, "kwargs": dict(kwargs), "stage": stage}
+    arguments |= {"rejected_uri": rejected_uri, "schema": schema}
+    return {"fn_constructor_kwargs": arguments}
+
+
+def tally(folder: str) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+    """The rejected rows under `folder`: ({stage: {reason: n}}, {stage: up to three ids of
+    its internal errors})."""
+    tables = []
+    if storage.exists(folder):
+        fs, _ = storage.resolve(folder)
+        for path in storage.list_files(folder):
+            if path.endswith(".parquet"):
+                with fs.open_input_file(path) as f:
+                    tables.append(pq.read_table(f, columns=["id", "stage", "reason"]))
+    return counted(tables)
+
+
+def counted(rejected: Sequence[pa.Table]) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+    """`tally` of rejected rows in memory."""
+    counts: dict[str, dict[str, int]] = {}
+    samples: dict[str, list[str]] = {}
+    for table in rejected:
+        for id_, stage, reason in zip(*(table[c].to_pylist() for c in ("id", "stage", "reason"))):
+            reasons = counts.setdefault(stage, {})
+            reasons[reason] = reasons.get(reason, 0) + 1
+            ids = samples.setdefault(stage, [])
+            if reason == INTERNAL_ERROR and len(ids) < 3:
+                ids.append(id_)
+    return counts, samples
+
+
+def total(counts: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(sum(reasons.values()) for reasons in counts.values())
+
+
+def check(
+    counts: Mapping[str, Mapping[str, int]],
+    rows: int,
+    config: ErrorsConfig,
+    samples: Mapping[str, Sequence[str]],
+) -> None:
+    """errors.check over the internal errors among `counts` (TooManyErrors, one line)."""
+    failed = {stage: r[INTERNAL_ERROR] for stage, r in counts.items() if INTERNAL_ERROR in r}
+    errors.check(failed, rows, config, samples)
+
+
+def metrics(counts: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """`rejected.<stage>.<reason>` metrics, as funnel.log_to_mlflow names them."""
+    return {
+        tracking.metric_key("rejected", stage, reason): n
+        for stage, reasons in counts.items()
+        for reason, n in reasons.items()
+    }
