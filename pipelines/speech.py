@@ -55,14 +55,35 @@ from conceptual.pipelines.shards import add_member
 from conceptual.records import CLIP, REJECTED, Rejection
 from conceptual.speech.audio import duration
 from conceptual.speech.clips import synthesized_clip
-from conceptual.speech.synthesis import SynthesisConfig, SynthesisError, draw_parameters, render
+from conceptual.speech.synthesis import (
+    SynthesisConfig,
+    SynthesisError,
+    draw_parameters,
+    render,
+    speakable,
+)
 from conceptual.storage import SUCCESS
 
 STAGE = "synthesize"
-REASONS = ("empty_text", "too_long", "synthesis_failed", INTERNAL_ERROR)
+REASONS = ("empty_text", "too_long", "unsupported_language", "synthesis_failed", INTERNAL_ERROR)
+# The voices (SynthesisConfig.voices) are English: a record of another language (its
+# `language` column, records.LANGUAGE_FIELDS) is refused, not spelled out letter by letter.
+# espeak-ng's Mandarin voice (cmn) exists, but as commonly packaged (without the extended
+# dictionary) it reads hanzi as pinyin with the tone digits spoken as English numbers.
+LANGUAGES = ("en",)
 # Caption records, in the order they are looked for under INPUT.
 RECORD_FOLDERS = ("curated", "features", "candidates")
-COLUMNS = ("id", "caption", "alt_text", "split", "image", "image_url", "image_id", "crop")
+COLUMNS = (
+    "id",
+    "caption",
+    "alt_text",
+    "language",
+    "split",
+    "image",
+    "image_url",
+    "image_id",
+    "crop",
+)
 # The files a shard writes, by folder.
 SHARD_FILES = (
     ("done", ".json"),
@@ -135,17 +156,25 @@ def read_shard(fs, shard: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def text_rejection(caption: str | None, config: SpeechConfig) -> Rejection | None:
-    if not caption or not caption.strip():
+def text_rejection(
+    caption: str | None, config: SpeechConfig, language: str | None = None
+) -> Rejection | None:
+    """Why a caption gets no clip before synthesis: nothing speakable once espeak-ng's
+    commands and control characters are removed (synthesis.speakable), too long, or in a
+    language the voices do not speak (a record without `language` is English)."""
+    if not caption or not speakable(caption):
         return Rejection("empty_text", "no text to speak")
     if len(caption) > config.max_chars:
         return Rejection("too_long", f"{len(caption)} characters > max_chars={config.max_chars}")
+    if language and language.lower().split("-")[0] not in LANGUAGES:
+        detail = f"language {language[:20]!r}: the voices speak {', '.join(LANGUAGES)}"
+        return Rejection("unsupported_language", detail)
     return None
 
 
 def speak(record: dict[str, Any], config: SpeechConfig) -> dict[str, Any] | Rejection:
     """The clip record of a caption, or why there is none."""
-    rejection = text_rejection(record["caption"], config)
+    rejection = text_rejection(record["caption"], config, record.get("language"))
     if rejection:
         return rejection
     parameters = draw_parameters(record["id"], config.synthesis)

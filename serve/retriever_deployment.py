@@ -66,7 +66,13 @@ from conceptual.serve.champion import (
     NotReady,
     Served,
 )
-from conceptual.serve.schema import ApiError, ModelRef, ModelStatus, image_error
+from conceptual.serve.schema import (
+    ApiError,
+    ModelRef,
+    ModelStatus,
+    image_error,
+    image_reference,
+)
 from conceptual.speech.audio import decode, resample
 from conceptual.speech.features import AudioFeatureConfig, samples_features
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
@@ -111,7 +117,11 @@ class RetrievalSettings(Config):
 
 class ImageHit(BaseModel):
     image_id: str = Field(description="SHA-1 of the image's bytes")
-    image_url: str | None = Field(description="where the image came from, when known")
+    image_url: str | None = Field(description="the image's public (http or https) URL, when known")
+    image_path: str | None = Field(
+        description="for an image without a public URL, its path in the imported dataset "
+        "(`val2017/000000000139.jpg`); never a path on the service's machines"
+    )
     caption: str | None = Field(description="one of the image's captions")
     score: float = Field(description="inner product of the embeddings (cosine if normalized)")
 
@@ -236,11 +246,13 @@ class Searcher:
         return [
             ImageHit(
                 image_id=record["image_id"],
-                image_url=record.get("image_url"),
+                image_url=url,
+                image_path=path,
                 caption=record.get("caption"),
                 score=score,
             )
             for record, score in hits
+            for url, path in [image_reference(record.get("image_url"))]
         ], approximate
 
     def captions(self, query: np.ndarray, k: int) -> tuple[list[CaptionHit], bool]:

@@ -28,10 +28,31 @@ the request's bytes or the service's internals.
 
 from __future__ import annotations
 
+import posixpath
+from urllib.parse import unquote, urlsplit
+
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from conceptual.models.inference import ImageError
+
+
+def image_reference(image_url: str | None) -> tuple[str | None, str | None]:
+    """(image_url, image_path) of an indexed image, as answers show it: an http(s) URL as it
+    is; a path in its dataset (`val2017/000000000139.jpg`, importers.dataset_path) as
+    image_path; a location on the service's machines (a `file://` URI or an absolute path, as
+    imports before dataset paths stored them; `s3://`...) by its file name only: answers
+    never tell the server's folders."""
+    if not image_url:
+        return None, None
+    scheme = urlsplit(image_url).scheme.lower() if "://" in image_url else ""
+    if scheme in ("http", "https"):
+        return image_url, None
+    if scheme:
+        return None, posixpath.basename(unquote(urlsplit(image_url).path)) or None
+    if image_url.startswith(("/", "\\")) or image_url[1:3] in (":/", ":\\"):
+        return None, posixpath.basename(image_url.replace("\\", "/")) or None
+    return None, image_url
 
 
 class ErrorDetail(BaseModel):

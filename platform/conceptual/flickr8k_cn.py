@@ -28,10 +28,13 @@ and `text` normalized. Splits: a stable hash of each photo, as import_captions d
 photo has the same split in the English and the Chinese import), or with split=official the
 split files, where a photo in none of them is skipped as `outside_split`. import.json counts
 skipped sentences by reason (a line that does not parse: `malformed_row`, `invalid_utf8`,
-`too_long`), and, under "flickr8k_cn", what concerns images rather than sentences: photos of
-the folder without a sentence of the source (`no_sentence` where Flickr8k-CN knows the photo,
-`unknown_image` where it does not), and the lines of photos not in the folder; so
-`lines = input_captions + lines_of_other_images`.
+`too_long`; the sentences of a photo that is a link leading out of the images folder:
+`outside_dataset`, import_captions' own check), and, under "flickr8k_cn", what concerns
+images rather than sentences: photos of the folder without a sentence of the source
+(`no_sentence` where Flickr8k-CN knows the photo, `unknown_image` where it does not), and the
+lines of photos not in the folder; so `lines = input_captions + lines_of_other_images`.
+A record's `image_url` is the photo's path under the folder holding the images folder
+(`Flicker8k_Dataset/1000268201_693b08cb0e.jpg`), so ids do not depend on where it lies.
 """
 
 from __future__ import annotations
@@ -50,8 +53,11 @@ from conceptual.importers import (
     ImportConfig,
     ImportSourceError,
     Pair,
+    _absolute,
     _existing_dir,
     _existing_file,
+    dataset_path,
+    image_in,
     released_style,
     summary,
     write_import,
@@ -188,11 +194,11 @@ def flickr8k_cn_pairs(
             if len(listed) < LISTED_SKIPS:
                 listed.append({"image": name, "reason": reason})
             continue
-        path = images_dir / name
-        url = path.resolve().as_uri()
+        # The check import_captions makes: a link in the folder may lead anywhere.
+        path, outside = image_in(images_dir, name)
+        url = "" if outside else dataset_path(path, _absolute(images_dir).parent)
         split = splits.get(stem) if official else None
-        outside = None
-        if official and split is None:
+        if official and split is None and outside is None:
             outside = Rejection("outside_split", f"{stem} is in no {SPLIT_FILE.format('*')}")
         for line in sorted(image_lines, key=lambda line: line.n):
             original = english.get((name, line.n)) if source in TRANSLATED else None

@@ -12,6 +12,12 @@ image's bytes once and holding at most one part in memory:
     OUTPUT/_SUCCESS                   written last; its absence means the output is incomplete
 
 Nothing is dropped silently: every input caption is imported or skipped with a reason.
+
+A record's `image_url` is the image's public URL when the source has one (COCO's
+`coco_url`), else its path under the dataset's folder (`val2017/000000000139.jpg`,
+`images/x.jpg`; `dataset_path`), never a local absolute path: ids (a hash of `image_url` and
+the caption), the voices drawn from them, and what search answers show are the same wherever
+the folder lies.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import csv
 import functools
 import io
 import json
+import os
 import posixpath
 import re
 import sys
@@ -45,6 +52,7 @@ SKIP_REASONS = (
     "missing_image",
     "unreadable_image",
     "outside_dataset",  # an image path that leaves the dataset's folder: ../, /etc/...
+    "invalid_file_name",  # an image name no file can have: a NUL byte, not text
     "malformed_row",  # a captions CSV row that cannot be parsed
     "invalid_utf8",  # a captions CSV row holding bytes that are not UTF-8
     "too_long",  # a captions CSV field over MAX_STORED_CHARS
@@ -66,7 +74,7 @@ class ImportSourceError(ValueError):
 @dataclass(frozen=True)
 class Pair:
     image_path: Path | None  # None: the source names no image for this caption
-    image_url: str  # a stable locator of the image: its public URL or a file:// URI
+    image_url: str  # a stable locator of the image: its public URL or its dataset_path
     caption: str
     source_split: str | None  # "train", "val" or "test" as the source splits it, if it does
     source_id: str  # where the caption came from, for the report: "captions_val2017.json#9"
@@ -96,7 +104,9 @@ def coco_pairs(annotations: Path | str, images_dir: Path | str) -> Iterator[Pair
 def _coco_pairs(annotations: Path, images_dir: Path) -> Iterator[Pair]:
     data = _read_coco(annotations)
     # Keep only what the pairs need: the full train2017 JSON holds 590k captions.
-    files = {image["id"]: (image["file_name"], image.get("coco_url")) for image in data["images"]}
+    files = {
+        image["id"]: (image.get("file_name"), image.get("coco_url")) for image in data["images"]
+    }
     captions_of: dict[Any, list[tuple[Any, str]]] = {}
     for caption in data.pop("annotations"):
         text = (caption.get("caption") or "").strip()
@@ -108,7 +118,8 @@ def _coco_pairs(annotations: Path, images_dir: Path) -> Iterator[Pair]:
         if image_id in files:
             file_name, coco_url = files[image_id]
             path, problem = image_in(images_dir, file_name)
-            url = coco_url or path.resolve().as_uri()
+            if not problem:
+                url = coco_url or dataset_path(path, _absolute(images_dir).parent)
         for caption_id, text in captions:
             yield Pair(path, url, text, split, f"{annotations.name}#{caption_id}", problem)
 
@@ -201,19 +212,44 @@ def _csv_pairs(
         by_image.setdefault(image, []).append((line, caption, problem))
     for image, captions in by_image.items():
         path, outside = image_in(images_dir, image) if image else (None, None)
-        url = path.resolve().as_uri() if path else ""
+        url = dataset_path(path, _absolute(images_dir).parent) if path and not outside else ""
         for line, caption, problem in captions:
             yield Pair(path, url, caption, None, f"{name}:{line}", problem or outside)
 
 
-def image_in(images_dir: Path, name: str) -> tuple[Path, Rejection | None]:
+def image_in(images_dir: Path, name: Any) -> tuple[Path | None, Rejection | None]:
     """The path of an image a source names, and a problem when it leads out of the images
-    folder (`../`, an absolute path, a link to elsewhere): a dataset may name only its own
-    files, or a captions file could have any file the job can read imported."""
+    folder (`../`, an absolute path, a link to elsewhere: `outside_dataset`), or names no
+    file at all (a NUL byte, a lone surrogate, not text: `invalid_file_name`). A dataset may
+    name only its own files, or a captions file could have any file the job can read
+    imported. Every importer checks the images it opens here (and speech.human its clips)."""
+    if not isinstance(name, str) or not name:
+        return None, Rejection("invalid_file_name", f"{name!r} is not a file name")
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        return None, Rejection("invalid_file_name", f"{name!r} cannot be a file name")
+    if "\x00" in name:
+        return None, Rejection("invalid_file_name", f"{name!r} holds a NUL byte")
     path = images_dir / name
     if not path.resolve().is_relative_to(images_dir.resolve()):
         return path, Rejection("outside_dataset", f"{name!r} is not inside {images_dir}")
     return path, None
+
+
+def dataset_path(path: Path, root: Path) -> str:
+    """The `image_url` of a local image without a public URL: its path under the dataset's
+    folder `root` (the folder holding the images folder), POSIX, normalized:
+    `val2017/000000000139.jpg`. `path` must be inside `root` (image_in checked it)."""
+    try:
+        return _absolute(path).relative_to(root).as_posix()
+    except ValueError:  # `..` after a link inside: as the file system resolves it
+        return path.resolve().relative_to(root.resolve()).as_posix()
+
+
+def _absolute(path: Path) -> Path:
+    """`path` made absolute without resolving links: "." is the folder's own name."""
+    return Path(os.path.abspath(path))
 
 
 def _existing_file(path: Path | str) -> Path:

@@ -107,7 +107,7 @@ def test_kept_records_are_real_jpegs_with_fitting_labels(funnel_run):
     # they passed every image check, and the web candidates that carry the same photo
     # come first in the input, so it is their duplicate.
     rejected = read_rows(storage.join(funnel_run["out"], "rejected"))
-    (imported,) = [row for row in rejected if row["image_url"].startswith("file://")]
+    (imported,) = [row for row in rejected if row["image_url"] == "images/espresso.jpg"]
     assert (imported["stage"], imported["reason"]) == ("deduplicate", "duplicate")
     assert imported["detail"].startswith("the same image bytes as an earlier candidate")
     assert funnel_run["stats"]["image"]["unsafe_detector"] == "none"

@@ -122,7 +122,7 @@ def test_every_line_and_photo_is_counted(dataset, tmp_path):
     )
     # The hash split of import_captions: a photo's split is the same in every language.
     a_split = assign_split((images / "a.jpg").read_bytes(), SplitConfig())
-    assert dog["split"] == a_split and dog["image_url"] == (images / "a.jpg").resolve().as_uri()
+    assert dog["split"] == a_split and dog["image_url"] == "images/a.jpg"
 
 
 def test_official_split_and_native_sentences(dataset, tmp_path):

@@ -54,7 +54,7 @@ def test_import_coco_job_curates_both_splits(real_data, tmp_path):
     assert table.schema == CURATED and table.num_rows == 795
     sizes = {}
     for row in table.select(["image_url", "width", "height", "split"]).to_pylist():
-        split_folder = row["image_url"].rsplit("/", 2)[1]  # .../val2017/000000000139.jpg
+        split_folder = row["image_url"].split("/")[-2]  # .../val2017/000000000139.jpg
         assert row["split"] == split_folder.removesuffix("2017")
         sizes[row["image_url"]] = (row["width"], row["height"])
     name = "000000000139.jpg"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ import pytest
 from PIL import Image
 
 from conceptual import importers
+from conceptual.flickr8k_cn import flickr8k_cn_pairs
 from conceptual.importers import ImportConfig, ImportSourceError, released_style, write_import
 from conceptual.records import CANDIDATE, CURATED, candidate_id
 from conceptual.splits import SplitConfig, assign_split
@@ -129,7 +131,7 @@ def test_coco_candidates_carry_their_image_and_a_stable_locator(coco, tmp_path):
     }
     coco_hosted, local = by_text["A man riding a horse."], by_text["Two dogs play in the snow."]
     assert coco_hosted["image_url"] == "http://images.cocodataset.org/val2017/a.jpg"
-    assert local["image_url"] == (images / "b.jpg").resolve().as_uri()
+    assert local["image_url"] == "val2017/b.jpg"  # its path in the dataset, not on this machine
     assert local["image"] == (images / "b.jpg").read_bytes()
     assert all(row["id"] == candidate_id(row["image_url"], row["alt_text"]) for row in rows)
 
@@ -169,7 +171,7 @@ def test_csv_pairs_read_quoted_captions_and_group_by_image(captions_folder):
         ("y.jpg", "A white wall .", "captions.csv:3"),
         ("y.jpg", "A blank white picture", "captions.csv:5"),
     ]
-    assert pairs[0].image_url == (captions_folder / "images" / "x.jpg").resolve().as_uri()
+    assert pairs[0].image_url == "images/x.jpg"
     assert {p.source_split for p in pairs} == {None}
 
 
@@ -328,3 +330,68 @@ def test_unreadable_csv_rows_are_skipped_and_counted(captions_folder, tmp_path):
     assert report["captions"] == 5 and report["input_captions"] == 8
     listed = {s["source_id"]: s["reason"] for s in report["skipped_captions"]}
     assert listed["captions.csv:6"] == "invalid_utf8" and listed["captions.csv:7"] == "too_long"
+
+
+def test_a_nul_byte_in_a_coco_file_name_skips_that_row_only(coco, tmp_path):
+    annotations, images = coco
+    data = json.loads(annotations.read_text())
+    data["images"][1]["file_name"] = "b.jpg\x00.txt"  # b: "Two dogs play in the snow."
+    data["images"].append({"id": 5, "file_name": 5})  # not text either
+    data["annotations"].append({"id": 200, "image_id": 5, "caption": "A number for a name."})
+    annotations.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    report = write_import(importers.coco_pairs(annotations, images), str(out))
+
+    assert report["skipped_by_reason"]["invalid_file_name"] == 2
+    assert (report["captions"], report["input_captions"]) == (2, 8)
+    listed = {s["source_id"]: s["reason"] for s in report["skipped_captions"]}
+    assert (
+        listed["captions_val2017.json#101"]
+        == listed["captions_val2017.json#200"]
+        == ("invalid_file_name")
+    )
+    assert "skipped:  6 captions" in importers.summary(report)
+    assert json.loads((out / "import.json").read_text()) == report  # NUL escaped in the JSON
+
+
+def test_ids_and_locators_do_not_depend_on_where_the_dataset_lies(
+    captions_folder, coco, tmp_path, monkeypatch
+):
+    moved = shutil.copytree(captions_folder, tmp_path / "elsewhere" / "deeper" / "flickr")
+    monkeypatch.chdir(captions_folder)  # "." names the folder as well as its absolute path
+    ids = {}
+    for name, folder in [("here", captions_folder), ("moved", moved), ("relative", Path("."))]:
+        write_import(importers.csv_pairs(folder), str(tmp_path / name))
+        _, rows = read_rows(tmp_path / name / "candidates")
+        ids[name] = sorted((row["id"], row["image_url"]) for row in rows)
+    assert ids["here"] == ids["moved"] == ids["relative"]
+    assert {url for _, url in ids["here"]} == {"images/x.jpg", "images/y.jpg"}
+
+    annotations, images = coco
+    coco_moved = shutil.copytree(images, tmp_path / "coco" / "val2017")
+    urls = [
+        sorted(p.image_url for p in importers.coco_pairs(annotations, folder) if not p.problem)
+        for folder in (images, coco_moved)
+    ]
+    assert urls[0] == urls[1]
+    assert not any(url.startswith(("/", "file:")) or str(tmp_path) in url for url in urls[0])
+
+
+def test_a_flickr8k_cn_photo_that_links_outside_its_folder_is_skipped(tmp_path):
+    """The check import_captions makes (importers.image_in), not a copy of it."""
+    images, cn = tmp_path / "images", tmp_path / "cn"
+    images.mkdir()
+    cn.mkdir()
+    (images / "a.jpg").write_bytes(jpeg(20, 20, "red"))
+    secret = tmp_path / "secret.jpg"
+    secret.write_bytes(jpeg(20, 20, "black"))
+    (images / "link.jpg").symlink_to(secret)
+    (cn / "flickr8kzhc.caption.txt").write_text(
+        "a.jpg#zhc#0 一只狗在草地上跑。\nlink.jpg#zhc#0 一张别人的照片。\n", encoding="utf-8"
+    )
+    pairs, _ = flickr8k_cn_pairs(images, cn, "native")
+    by_name = {pair.caption: pair for pair in pairs}
+    good, link = by_name["一只狗在草地上跑。"], by_name["一张别人的照片。"]
+    assert good.problem is None and good.image_url == "images/a.jpg"
+    assert link.problem is not None and link.problem.reason == "outside_dataset"
+    assert link.image_url == ""

@@ -18,6 +18,7 @@ from conceptual.speech.synthesis import (
     SynthesisError,
     draw_parameters,
     render,
+    speakable,
 )
 
 CAPTION = "a dog runs across the grassy field with a ball in its mouth"
@@ -130,3 +131,47 @@ def test_an_engine_failure_is_a_synthesis_error():
     config = SynthesisConfig(voices=["xx-no-such-voice"])
     with pytest.raises(SynthesisError):
         render(CAPTION, draw_parameters("a", config))
+
+
+@pytest.mark.parametrize(
+    "dirty",
+    [
+        "a dog runs \x0130S across the grassy field \x01200A with a ball in its mouth",
+        "a dog runs across the grassy field\x00 with a ball in its mouth",
+        "a dog runs\t across the\n grassy field with a ball in its \x01-5P mouth\x00",
+    ],
+)
+def test_espeak_commands_and_control_characters_change_nothing_in_the_clip(dirty):
+    """\\x01 commands would change the rate and volume the clip's draws describe, and a NUL
+    would end the text: the clip is the clip of the caption without them."""
+    assert speakable(dirty) == CAPTION
+    clip = speak({"id": "same-id", "caption": dirty}, SpeechConfig())
+    clean = speak({"id": "same-id", "caption": CAPTION}, SpeechConfig())
+    assert clip["duration"] == clean["duration"] and clip["audio"] == clean["audio"]
+    assert clip["caption"] == dirty  # the record's caption, as the caption record has it
+
+
+def test_phoneme_brackets_are_read_as_text():
+    assert speakable("a dog [[h@l@U]] runs") == "a dog [h@l@U] runs"
+    assert speakable("[[[ a ]]]] [\x00[x]\x01]") == "[ a ] [ [x] ]"
+    assert "[[" not in speakable("[\x01[") and "]]" not in speakable("]\x01S]")
+
+
+@pytest.mark.parametrize("caption", ["\x00", "\x01\x0130S\x00 \t", "\ud800"])
+def test_a_caption_of_control_characters_only_is_empty(caption):
+    outcome = speak({"id": "c", "caption": caption}, SpeechConfig())
+    assert isinstance(outcome, Rejection) and outcome.reason == "empty_text"
+
+
+@pytest.mark.parametrize("language", ["zh", "zh-CN", "cmn", "de"])
+def test_a_record_in_another_language_is_refused_not_spelled_out(language):
+    record = {"id": "zh", "caption": "一只 狗 在 草地 上 跑", "language": language}
+    outcome = speak(record, SpeechConfig())
+    assert isinstance(outcome, Rejection) and outcome.reason == "unsupported_language"
+    assert language in outcome.detail
+
+
+def test_english_records_are_spoken_whatever_their_language_tag_looks_like():
+    for language in (None, "en", "en-GB", "EN"):
+        record = {"id": "en", "caption": "a dog", "language": language}
+        assert not isinstance(speak(record, SpeechConfig()), Rejection)

@@ -13,7 +13,7 @@ This is the "voice never heard" evaluation set: the model trains on espeak-ng's 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -42,12 +42,19 @@ def first_records(output_uri: str) -> list[dict[str, Any]]:
     return list(firsts.values())
 
 
+def image_stem(image_url: str) -> str:
+    """The file name, without its suffix, of an imported image: `image_url` is its path in
+    the dataset (importers.dataset_path), or a URL (a file:// URI of older imports)."""
+    path = unquote(urlparse(image_url).path) if "://" in image_url else image_url
+    return PurePosixPath(path).stem
+
+
 def attach_speech(speech_dir: Path, output_uri: str, rows_per_part: int = 512) -> dict[str, Any]:
     """Write a clip for each imported image that has one in `speech_dir`; count the rest."""
     clips = PartWriter(storage.join(output_uri, "clips"), CLIP, rows_per_part)
     counts = {"clips": 0, "missing_clip": 0, "unreadable_clip": 0, "outside_dataset": 0}
     for record in first_records(output_uri):
-        image_name = Path(unquote(urlparse(record["image_url"]).path)).stem
+        image_name = image_stem(record["image_url"])
         mp3, outside = image_in(speech_dir, f"{image_name}.mp3")  # a link may lead elsewhere
         if outside:
             counts["outside_dataset"] += 1

@@ -25,6 +25,16 @@ How a draw maps onto the engine:
   usually stays below full scale; should a clip still exceed it, the gain is lowered to put its
   peak at full scale rather than clipping (`gain_applied` records the gain used).
 
+What espeak-ng reads is the caption as text only (`speakable`). espeak-ng obeys commands
+embedded in its input even without `-m` (SSML, not used here): U+0001 (Ctrl-A), a number
+and a letter change the rate, volume or pitch from there on (the stored draws would then
+lie about the audio), `[[...]]` is read as phoneme mnemonics, and a NUL ends the input (the
+clip stops short). So each U+0001 command is removed whole, every other control character
+(NUL, tabs, line ends) and lone surrogate becomes a space, `[[` and `]]` lose a bracket (a
+single bracket is punctuation: a pause, not a word), and runs of spaces become one: a
+caption with such sequences sounds exactly as the caption without them. The clip keeps the
+caption record's own text.
+
 One espeak-ng process per clip. Measured (BENCHMARKS.md): calling libespeak-ng through a
 binding in a long-lived worker takes 4.5 ms per caption against 14 ms for a process, but
 the library keeps state between utterances (the same text after another caption gives
@@ -34,6 +44,7 @@ different samples), which would make a clip depend on the clips its worker made 
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -119,9 +130,27 @@ def engine_wpm(parameters: Parameters) -> int:
     return round(NORMAL_WPM * parameters.rate / 2 ** (parameters.pitch / 12))
 
 
+# espeak-ng's embedded command: \x01, a value (optionally signed), a command letter.
+EMBEDDED_COMMAND = re.compile(r"\x01[+-]?[0-9]*[A-Za-z]?")
+# Other control characters (C0, DEL, C1) and lone surrogates, which cannot be encoded.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+PHONEME_BRACKETS = re.compile(r"\[{2,}|\]{2,}")
+
+
+def speakable(text: str) -> str:
+    """`text` as espeak-ng must read it: words, nothing it would obey (module docstring)."""
+    text = CONTROL.sub(" ", EMBEDDED_COMMAND.sub(" ", text))
+    text = PHONEME_BRACKETS.sub(lambda m: m.group()[0], text)
+    return " ".join(text.split())
+
+
 def espeak(text: str, voice: str, wpm: int, timeout: float) -> np.ndarray:
     """espeak-ng's samples (int16 at 22,050 Hz) for `text`, read from standard input (a
-    caption starting with "-" is text, not an option; no markup is interpreted)."""
+    caption starting with "-" is text, not an option; no markup is interpreted, and
+    `speakable` removes the commands espeak-ng would obey)."""
+    text = speakable(text)
+    if not text:
+        raise SynthesisError("no words to speak once control characters are removed")
     command = ["espeak-ng", "-b", "1", "-v", voice, "-s", str(wpm), "-a", str(AMPLITUDE)]
     try:
         done = subprocess.run(
