@@ -64,6 +64,7 @@ from conceptual.pipelines import set_aside
 from conceptual.pipelines.caption_features import feature_files, features_summary
 from conceptual.pipelines.evaluate_retriever import embed
 from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
+from conceptual.pipelines.stages import isolated
 from conceptual.records import CLIP, CURATED, FEATURES, rejected_records
 from conceptual.retrieval_index import (
     INDEX_TAG,
@@ -255,7 +256,7 @@ def embed_features(
             )
         out.rows += batch.num_rows
         call = functools.partial(embed_records, model, vocab, out.image_rows, device)
-        embedded, rejected = set_aside.isolated(call, numbered(batch), STAGE, reject)
+        embedded, rejected = isolated(call, numbered(batch), STAGE, reject)
         out.rejected += rejected
         if embedded is not None:
             gather(out, batch, embedded)
@@ -322,7 +323,7 @@ def embed_photos(
         if batch.num_rows == 0:
             continue
         call = functools.partial(embed_photo_rows, model, device)
-        photos, rejected = set_aside.isolated(call, numbered(batch), STAGE, reject)
+        photos, rejected = isolated(call, numbered(batch), STAGE, reject)
         embedded.rejected += rejected
         for failed in rejected:  # its image is not indexed
             wanted.pop(failed["id"][0].as_py())
@@ -390,7 +391,7 @@ def embed_clips(
         embedded.rows += len(indexed)
         table = numbered(batch).take(list(indexed))
         call = functools.partial(embed_clip_rows, model, audio, device)
-        clips, rejected = set_aside.isolated(call, table, STAGE, reject)
+        clips, rejected = isolated(call, table, STAGE, reject)
         embedded.rejected += rejected
         if clips is None:
             continue

@@ -268,6 +268,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
         # behind the vision actors otherwise) and their number is capped instead.
         Resources(resources.fetch_batch_size, resources.fetch_tasks, cpus=0, tasks=True),
         adds=("image",),
+        journals_itself=True,
     )
     vision = Step(
         (IMAGE, OVERLAP),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from conceptual.errors import failing_as
+from conceptual.pipelines.journal import write_batch
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import Rejection, image_id
 from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
@@ -22,15 +23,29 @@ from conceptual.vision.labels import LabelMatcher, LabelSourceConfig, OverlapCon
 FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
 
 
-def fetch_images(batch: pa.Table, fetch: FetchConfig) -> pa.Table:
-    """Download the images of the candidates still in the running that came without one."""
+def fetch_images(batch: pa.Table, fetch: FetchConfig, journal=None) -> pa.Table:
+    """Download the images of the candidates still in the running that came without one.
+    With a `journal` ((filesystem, directory): pipelines/journal.py), the fetched rows are
+    written there a thread pool's worth at a time, as they come: a run killed meanwhile
+    fetches again only the images that were in flight."""
     rows = batch.to_pylist()
     todo = [i for i in pending(rows) if rows[i]["image"] is None]
-    for i, fetched in zip(todo, Fetcher(fetch).fetch_many([rows[i]["image_url"] for i in todo])):
-        if fetched.rejection:
-            reject(rows[i], FETCH_STAGE, fetched.rejection)
+    finished: list[int] = []
+
+    def fetched(k: int, result) -> None:
+        row = rows[todo[k]]
+        if result.rejection:
+            reject(row, FETCH_STAGE, result.rejection)
         else:
-            rows[i]["image"] = fetched.data
+            row["image"] = result.data
+        finished.append(todo[k])
+        if journal is not None and len(finished) >= fetch.threads:
+            write_batch(table([rows[i] for i in finished]), *journal)
+            finished.clear()
+
+    Fetcher(fetch).fetch_many([rows[i]["image_url"] for i in todo], on_done=fetched)
+    if journal is not None and finished:
+        write_batch(table([rows[i] for i in finished]), *journal)
     return table(rows)
 
 

@@ -8,31 +8,24 @@ from there once the cause is fixed (`--data OUTPUT/rejected allow_incomplete=tru
 another output). The job counts them in its summary and in MLflow
 (`rejected.<stage>.internal_error`) and fails past `errors.*` (`check`).
 
-`isolated` is stages.isolate with one more step. A batch that raises is run again row by
-row to find the rows that raise on their own; then the other rows run again together, as
-one batch, rather than each alone: a batched model's output for a row can depend, in its
-last bits, on whether the row was alone (on two threads, a CNN's features of one photo
-alone differ from its features among several), so every row but the culprits comes out
-exactly as it does in a run without the fault.
+A batch that raises is run again as pipelines/stages.py `isolated` runs it, as every
+guarded stage's is: row by row to find the culprits, then the other rows together.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conceptual import errors, storage, tracking
-from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, describe
+from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
+from conceptual.pipelines.stages import isolated
 from conceptual.records import rejected_records
-
-log = logging.getLogger(__name__)
 
 REJECTED = "rejected"  # the folder of OUTPUT the rejected rows go to
 # (one row that raised, the stage, the detail) -> its rejected row, as stages.Quarantine
@@ -47,41 +40,6 @@ def reject_row(row: pa.Table, stage: str, detail: str) -> pa.Table:
         pa.array([given[f.name]], f.type) if f.name in given else row[f.name] for f in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def isolated(
-    call: Callable[[pa.Table], pa.Table],
-    batch: pa.Table,
-    stage: str,
-    reject: Reject = reject_row,
-) -> tuple[pa.Table | None, list[pa.Table]]:
-    """`call(batch)`, and the rows rejected for raising: (the output of the other rows, or
-    None when every row raised; the rejected rows, `reject(row, stage, detail)` each).
-    Every row of a job after curation belongs to the job's one stage."""
-    try:
-        return call(batch), []
-    except Exception as exc:  # noqa: BLE001 - any row's failure is that row's, not the run's
-        if batch.num_rows == 0:
-            raise
-        if batch.num_rows == 1:
-            return None, [reject(batch, stage, describe(exc))]
-        log.warning("stage %s: a batch of %d raised %s; row by row", stage, batch.num_rows, exc)
-    alone, rejected, failed = [], [], np.zeros(batch.num_rows, bool)
-    for i in range(batch.num_rows):
-        row = batch.slice(i, 1)
-        try:
-            alone.append(call(row))
-        except Exception as exc:  # noqa: BLE001
-            failed[i] = True
-            rejected.append(reject(row, stage, describe(exc)))
-    if failed.all():
-        return None, rejected
-    if failed.any():
-        try:
-            return call(batch.filter(pa.array(~failed))), rejected
-        except Exception as exc:  # noqa: BLE001 - they raise only together: as they came alone
-            log.warning("stage %s: the rows that pass alone raised together: %s", stage, exc)
-    return pa.concat_tables(alone, promote_options="default"), rejected
 
 
 def write_rejected(
@@ -128,7 +86,7 @@ class Guarded:
         self.stage, self.rejected_uri, self.schema = stage, rejected_uri, schema
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        output, rejected = isolated(self.call, batch, self.stage)
+        output, rejected = isolated(self.call, batch, self.stage, reject_row)
         if rejected:
             write_rejected(rejected, self.rejected_uri)
         return output if output is not None else self.schema.empty_table()

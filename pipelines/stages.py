@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import ray.data
 
@@ -51,6 +52,9 @@ class Step:
     adds: tuple[str, ...] = ()  # the columns it fills
     materialize: bool = False  # all its output before the next step starts
     quarantine: Quarantine = quarantine
+    # The operator takes `journal` and writes its rows there as each is done, rather than
+    # the whole batch at its end (fetching: a kill then loses only what was in flight).
+    journals_itself: bool = False
 
 
 def run_steps(dataset: ray.data.Dataset, steps: Iterable[Step], journal=None) -> ray.data.Dataset:
@@ -59,8 +63,13 @@ def run_steps(dataset: ray.data.Dataset, steps: Iterable[Step], journal=None) ->
     rows an earlier attempt of the run wrote join after the step that wrote them."""
     for number, step in enumerate(steps):
         target = journal.target(number) if journal is not None else None
+        kwargs = {**step.kwargs, "journal": target} if step.journals_itself else step.kwargs
         fn, arguments = guarded(
-            step.operator, step.kwargs, step.stages[0].name, step.quarantine, target
+            step.operator,
+            kwargs,
+            step.stages[0].name,
+            step.quarantine,
+            None if step.journals_itself else target,
         )
         dataset = dataset.map_batches(
             fn,
@@ -120,15 +129,45 @@ def finished(batch: pa.Table, journal: tuple[Any, str] | None) -> pa.Table:
 def isolate(
     call: Callable[[pa.Table], pa.Table], batch: pa.Table, stage: str, quarantine: Quarantine
 ) -> pa.Table:
-    """`call(batch)`; if it raises, the batch again row by row, so that only the rows that
-    raise on their own are quarantined and every other row is processed as it would be."""
+    """`isolated`, with the quarantined rows in the output beside the others (curation's
+    rejected rows travel with the kept ones)."""
+    output, failed = isolated(call, batch, stage, quarantine)
+    parts = [*([output] if output is not None else []), *failed]
+    return pa.concat_tables(parts, promote_options="default")
+
+
+def isolated(
+    call: Callable[[pa.Table], pa.Table], batch: pa.Table, stage: str, reject: Quarantine
+) -> tuple[pa.Table | None, list[pa.Table]]:
+    """`call(batch)`, and the rows it failed on: (the other rows' output, or None when every
+    row raised; `reject(row, stage, detail)` of each row that raised). A batch that raises
+    runs again row by row to find the rows that raise on their own; then the other rows run
+    again together, not each alone: a batched model's output for a row can depend, in its
+    last bits, on its batch (on two threads, a CNN's features of a photo alone differ from
+    its features among others), so they come out as close as can be to a run without the
+    fault. The stage is the code's own name for where it raised (errors.failing_as), else
+    `stage`."""
     try:
-        return call(batch)
+        return call(batch), []
     except Exception as exc:  # noqa: BLE001 - any row's failure is that row's, not the run's
         if batch.num_rows == 0:
             raise
         if batch.num_rows == 1:
-            return quarantine(batch, stage_of(exc, stage), describe(exc))
+            return None, [reject(batch, stage_of(exc, stage), describe(exc))]
         log.warning("stage %s: a batch of %d raised %s; row by row", stage, batch.num_rows, exc)
-    parts = [isolate(call, batch.slice(i, 1), stage, quarantine) for i in range(batch.num_rows)]
-    return pa.concat_tables(parts, promote_options="default")
+    alone, rejected, failed = [], [], np.zeros(batch.num_rows, bool)
+    for i in range(batch.num_rows):
+        row = batch.slice(i, 1)
+        try:
+            alone.append(call(row))
+        except Exception as exc:  # noqa: BLE001
+            failed[i] = True
+            rejected.append(reject(row, stage_of(exc, stage), describe(exc)))
+    if failed.all():
+        return None, rejected
+    if failed.any():
+        try:
+            return call(batch.filter(pa.array(~failed))), rejected
+        except Exception as exc:  # noqa: BLE001 - they raise only together: as they came alone
+            log.warning("stage %s: the rows that pass alone raised together: %s", stage, exc)
+    return pa.concat_tables(alone, promote_options="default"), rejected

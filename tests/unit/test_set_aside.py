@@ -9,6 +9,7 @@ import pytest
 
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, TooManyErrors
 from conceptual.pipelines import set_aside
+from conceptual.pipelines.stages import isolated
 from conceptual.records import REJECTED, REJECTION, rejected_records
 
 BATCH = pa.table({"id": ["a", "b", "c", "d"], "text": ["fine", "bad", "fine", "fine"]})
@@ -23,7 +24,7 @@ def sized(batch: pa.Table) -> pa.Table:
 
 
 def test_only_the_row_that_raises_is_rejected_and_the_others_run_together():
-    output, rejected = set_aside.isolated(sized, BATCH, "stage")
+    output, rejected = isolated(sized, BATCH, "stage", set_aside.reject_row)
     assert output.to_pylist() == [{"id": i, "batch": 3} for i in ("a", "c", "d")]
     (row,) = rejected
     assert row.schema == rejected_records(BATCH.schema)
@@ -40,12 +41,12 @@ def test_a_batch_without_a_fault_is_run_once():
         calls.append(batch.num_rows)
         return sized(batch)
 
-    output, rejected = set_aside.isolated(call, BATCH.slice(2), "stage")
+    output, rejected = isolated(call, BATCH.slice(2), "stage", set_aside.reject_row)
     assert (calls, rejected, output["batch"].to_pylist()) == ([2], [], [2, 2])
 
 
 def test_every_row_raising_leaves_no_output():
-    output, rejected = set_aside.isolated(sized, BATCH.slice(1, 1), "stage")
+    output, rejected = isolated(sized, BATCH.slice(1, 1), "stage", set_aside.reject_row)
     assert output is None and len(rejected) == 1
 
 
@@ -55,12 +56,12 @@ def test_rows_that_raise_only_together_come_out_as_they_did_alone():
             raise MemoryError("too many at once")
         return pa.table({"id": batch["id"]})
 
-    output, rejected = set_aside.isolated(together, BATCH, "stage")
+    output, rejected = isolated(together, BATCH, "stage", set_aside.reject_row)
     assert output["id"].to_pylist() == ["a", "b", "c", "d"] and rejected == []
 
 
 def test_rejected_rows_are_written_counted_and_checked(tmp_path):
-    _, rejected = set_aside.isolated(sized, BATCH, "stage")
+    _, rejected = isolated(sized, BATCH, "stage", set_aside.reject_row)
     folder = str(tmp_path / "rejected")
     first = set_aside.write_rejected(rejected, folder)
     assert set_aside.write_rejected(rejected, folder) == first  # a retried batch: the same file

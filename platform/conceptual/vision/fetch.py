@@ -64,7 +64,7 @@ import ssl
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as LookupTimeout
 from contextlib import contextmanager
@@ -567,8 +567,13 @@ class Fetcher:
         self.agent = agent_token(self.config.user_agent)
         self.slots = _HostSlots(self.config.per_host)
 
-    def fetch_many(self, urls: Sequence[str | None]) -> list[Fetched]:
-        """`fetch` for each URL on a bounded thread pool; results in the same order.
+    def fetch_many(
+        self,
+        urls: Sequence[str | None],
+        on_done: Callable[[int, Fetched], None] | None = None,
+    ) -> list[Fetched]:
+        """`fetch` for each URL on a bounded thread pool; results in the same order, and
+        each also handed to `on_done(index, result)` as soon as it is there.
 
         URLs start in order, but for a host that already has `per_host` of them under
         way: those wait for one of its URLs to end, while later URLs of other hosts
@@ -601,6 +606,8 @@ class Fetcher:
                 for future in done:
                     i = running.pop(future)
                     results[i] = future.result()
+                    if on_done is not None:
+                        on_done(i, results[i])
                     host = hosts[i]
                     if host is None:
                         continue
