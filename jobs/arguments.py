@@ -1,5 +1,15 @@
 """What every job's command line shares: local paths made absolute the way the user meant them
-(conceptual.paths.user_path), `key=value` overrides, and `--verbose`."""
+(conceptual.paths.user_path), `key=value` overrides, `--verbose`, and the guarantees every
+job gives its data, here once so that a new job cannot forget them:
+
+- JobParser (every job's parser) refuses an output (`type=output`) that is, holds or lies
+  inside an input (`type=location`), with an `error:` line and exit code 2, before anything
+  is read, deleted or started;
+- errors are printed by conceptual.logs.error (`error: ...`, credentials redacted), and
+  conceptual.logs.job_output redacts every other line the job prints or logs;
+- the config is loaded and its keys checked before Ray starts (conceptual.config.load says
+  `did you mean epochs?`).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +19,51 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conceptual.logs import job_output, stderr
+from conceptual.logs import error, job_output
 from conceptual.paths import LocationError, user_path
 
 
 def location(value: str) -> str:
-    """argparse type for an input or output: a URI, or a local path made absolute."""
+    """argparse type for what a job reads: a URI, or a local path made absolute."""
     try:
         return user_path(value)
     except LocationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def output(value: str) -> str:
+    """argparse type for where a job writes (a folder it clears and fills): as `location`,
+    and JobParser keeps it apart from every input."""
+    return location(value)
+
+
+class JobParser(argparse.ArgumentParser):
+    """Every job's parser. Besides parsing, it refuses an output that overlaps an input (the
+    same folder or bucket prefix, or one inside the other): a job clears and rewrites its
+    output, so the data it reads would be deleted or replaced. `--config` is not data."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        namespace, extra = super().parse_known_args(args, namespace)
+        outputs: dict[str, str] = {}
+        inputs: dict[str, str] = {}
+        for action in self._actions:
+            if action.type not in (output, location) or action.dest == "config":
+                continue
+            value = getattr(namespace, action.dest, None)
+            name = action.option_strings[-1] if action.option_strings else action.dest
+            values = value if isinstance(value, list) else [value]
+            for i, one in enumerate(v for v in values if isinstance(v, str)):
+                key = name if len(values) == 1 else f"{name} #{i + 1}"
+                (outputs if action.type is output else inputs)[key] = one
+        if outputs and inputs:
+            from conceptual.storage import StorageError, refuse_overlap
+
+            try:
+                refuse_overlap(outputs, inputs)
+            except StorageError as exc:
+                error(exc)
+                raise SystemExit(2) from None
+        return namespace, extra
 
 
 def add_common(parser: argparse.ArgumentParser, overrides_help: str | None = None) -> None:
@@ -37,7 +82,7 @@ def add_data_arguments(
     """What a data job reads (`--input`, `--data`), where it writes, its config file, and the
     common arguments."""
     parser.add_argument(source, required=True, type=location, help=source_help)
-    parser.add_argument("--output", required=True, type=location, help=output_help)
+    parser.add_argument("--output", required=True, type=output, help=output_help)
     parser.add_argument(
         "--config", type=location, help=f"YAML file (configs/{config} shows every key)"
     )
@@ -72,17 +117,16 @@ def run_data_job(
             require_shared({"the input": source, "--output": args.output})
             return config, run(source, args.output, config), log
         except (ConfigError, StorageError, *user_errors) as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
         except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
-            print(f"error: {exc}. {args.output} is incomplete (no {storage.SUCCESS} marker).",
-                  file=stderr())  # fmt: skip
+            error(f"{exc}. {args.output} is incomplete (no {storage.SUCCESS} marker).")
             return 1
         except OSError as exc:  # a Ray task's error is also an instance of its cause's type
             if (failure := storage.store_failure(exc)) is None:
                 raise
-            print(f"error: {failure}. {args.output} is incomplete (no {storage.SUCCESS} "
-                  "marker): run the job again once the store answers.", file=stderr())  # fmt: skip
+            error(f"{failure}. {args.output} is incomplete (no {storage.SUCCESS} marker): "
+                  "run the job again once the store answers.")  # fmt: skip
             return 1
 
 
@@ -118,7 +162,7 @@ def run_training_job(
             config = load(config_class, args.config, args.overrides)
             result = train(config)
         except (ConfigError, StorageError, ValueError) as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
         decision = None if args.no_register else publish(result, config, args.model_name)
     print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))

@@ -14,16 +14,15 @@ by name, or --peak-tflops).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.benchmark_training",
         description=__doc__.split("\n\n")[0],
     )
@@ -47,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load(TrainConfig, args.config, args.overrides)
             rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
         except (ConfigError, StorageError, ValueError) as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
         with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
             tracking.log_config(config)

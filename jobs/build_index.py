@@ -17,21 +17,20 @@ errors.max_rate of the rows (or errors.max_count) fails the job (exit 1), withou
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, output, report_run
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.build_index", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
     parser.add_argument("--data", required=True, type=location, help="a features job's output")
-    parser.add_argument("--output", required=True, type=location, help="where the index goes")
+    parser.add_argument("--output", required=True, type=output, help="where the index goes")
     parser.add_argument("--speech", type=location, help="clips to index (speech models)")
     parser.add_argument("--config", type=location, help="YAML file of BuildIndexConfig keys")
     add_common(parser, "BuildIndexConfig keys, e.g. approximate=true splits=[test]")
@@ -51,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"build_index: {args.model} over {args.data} -> {args.output}", flush=True)
             result = run(args.model, args.data, args.output, config, args.speech)
         except (ConfigError, StorageError, ValueError) as exc:  # unknown model, bad data
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
         except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
-            print(f"error: {exc}. {args.output} holds no index.", file=stderr())
+            error(f"{exc}. {args.output} holds no index.")
             return 1
     print(json.dumps(result, indent=2))
     report_run(result["run_id"], config.experiment, log)

@@ -9,16 +9,15 @@ Prints one line per image: the file name, a tab, the caption.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from conceptual.jobs.arguments import location
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, location
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.caption", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
@@ -40,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             captions = captioner.caption_bytes([p.read_bytes() for p in args.images])
         except ValueError as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     for path, caption in zip(args.images, captions):
         print(f"{path}\t{caption}")

@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.logs import error, job_output
 from conceptual.models.variants import MODEL_NAME, VARIANTS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.compare_captioners",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load(TrainConfig, args.config, args.overrides)
             result = compare(args.features, config, variants, args.register, args.model_name)
         except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     print(markdown_table(result["rows"]))
     for row in result["rows"]:

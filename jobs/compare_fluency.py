@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.logs import error, job_output
 
 
 def reference(value: str) -> tuple[str, str]:
@@ -31,7 +31,7 @@ def reference(value: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.compare_fluency", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
             result = compare(args.features, references, config, args.english_features, translator)
         except (ConfigError, StorageError, ImportSourceError, ValueError, OSError) as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     print(markdown_table(result["rows"], list(references)))
     report_run(result["run_id"], config.experiment, log, "comparison run")

@@ -15,15 +15,14 @@ hear 8 s of each evaluation clip. Nothing is registered unless --register says s
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.compare_retrievers", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--features", required=True, type=location, help="training features")
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.register,
             )
         except (ConfigError, StorageError, ValueError) as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     print(markdown_table(result["rows"]))
     report_run(result["run_id"], config.experiment, log, what="comparison run")

@@ -8,14 +8,13 @@ dotted keys, e.g. entity_frequency.more_than=5 text.filters.max_chars=300.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from conceptual.jobs.arguments import add_data_arguments, report_run, run_data_job
+from conceptual.jobs.arguments import JobParser, add_data_arguments, report_run, run_data_job
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.curate", description=__doc__.split("\n\n")[0]
     )
     add_data_arguments(

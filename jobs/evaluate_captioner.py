@@ -17,16 +17,15 @@ fluency of its captions too.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.evaluate_captioner", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load(EvalConfig, args.config, overrides)
             result = evaluate(args.model, args.features, config, args.baseline_features)
         except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     print(json.dumps(result, indent=2))
     report_run(result["run_id"], config.experiment, log)

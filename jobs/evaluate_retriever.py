@@ -14,16 +14,15 @@ which the champion rule compares. seconds=8 lets a speech model hear 8 s of each
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.evaluate_retriever", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             config = load(EvalConfig, args.config, overrides)
             result = evaluate(args.model, args.features, config, args.speech)
         except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     print(result.pop("table"))
     print(json.dumps(result, indent=2))

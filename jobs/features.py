@@ -11,15 +11,14 @@ Overrides use the config's dotted keys, e.g. crops=4 image_size=256 cnn.precisio
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_data_arguments, report_run, run_data_job
+from conceptual.jobs.arguments import JobParser, add_data_arguments, report_run, run_data_job
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.features", description=__doc__.split("\n\n")[0]
     )
     add_data_arguments(

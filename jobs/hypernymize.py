@@ -16,7 +16,8 @@ import sys
 from typing import TextIO
 
 from conceptual.config import ConfigError, load
-from conceptual.jobs.arguments import location
+from conceptual.jobs.arguments import JobParser, location
+from conceptual.logs import error
 from conceptual.pipelines.curation import CurationConfig
 from conceptual.text.curate import TextCurator
 
@@ -37,7 +38,7 @@ def transform_stream(curator: TextCurator, lines: TextIO, out: TextIO, apply_fil
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.hypernymize", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("file", nargs="?", help="input file (default: standard input)")
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load(CurationConfig, args.config, overrides)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(exc)
         return 2
     curator = TextCurator(config.text)
     if files:

@@ -12,21 +12,20 @@ OUTPUT/clips/ as 16 kHz FLAC clip records (conceptual.speech.human).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from conceptual.importers import csv_pairs, import_job
-from conceptual.jobs.arguments import location
+from conceptual.jobs.arguments import JobParser, location, output
 from conceptual.speech.human import speech_step
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.import_captions", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--folder", required=True, type=location, help="the dataset's folder")
     parser.add_argument(
-        "--output", required=True, type=location, help="where the Parquet and import.json go"
+        "--output", required=True, type=output, help="where the Parquet and import.json go"
     )
     parser.add_argument(
         "--curated", action="store_true", help="write curated records, not candidates"

@@ -16,11 +16,11 @@ import sys
 from itertools import chain
 
 from conceptual.importers import ImportSourceError, coco_pairs, coco_sources, import_job
-from conceptual.jobs.arguments import location
+from conceptual.jobs.arguments import JobParser, location, output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.import_coco", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         help="its image folder (repeatable, in order)",
     )
     parser.add_argument(
-        "--output", required=True, type=location, help="where the Parquet and import.json go"
+        "--output", required=True, type=output, help="where the Parquet and import.json go"
     )
     parser.add_argument(
         "--curated", action="store_true", help="write curated records, not candidates"

@@ -16,16 +16,15 @@ Conceptual Captions" has the settings, e.g. image.resize.short_side=256 labels.s
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from conceptual.jobs.arguments import add_data_arguments, report_run, run_data_job
+from conceptual.jobs.arguments import JobParser, add_data_arguments, report_run, run_data_job
 
 SPLITS = ("train", "validation")  # conceptual.candidates.RELEASED_SPLITS, without importing it
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.import_conceptual", description=__doc__.split("\n\n")[0]
     )
     add_data_arguments(

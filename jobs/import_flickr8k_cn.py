@@ -16,24 +16,23 @@ Splits: a stable hash of each photo (the fractions are ImportConfig keys), or sp
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from conceptual.config import load
 from conceptual.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
 from conceptual.importers import run_import
-from conceptual.jobs.arguments import location
+from conceptual.jobs.arguments import JobParser, location, output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.import_flickr8k_cn",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("--images", required=True, type=location, help="a folder of photos")
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
     parser.add_argument(
-        "--output", required=True, type=location, help="where the Parquet and import.json go"
+        "--output", required=True, type=output, help="where the Parquet and import.json go"
     )
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="source=..., split=..., ImportConfig keys"

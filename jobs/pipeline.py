@@ -12,16 +12,15 @@ MLflow run is a child of one pipeline run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from conceptual.jobs.arguments import add_common, location, report_run
-from conceptual.logs import job_output, stderr
+from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.logs import error, job_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.pipeline", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--config", type=location, help="YAML (configs/pipeline.yaml)")
@@ -32,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.paths import user_path
     from conceptual.pipelines.pipeline import PipelineConfig, check_stages, run
     from conceptual.runtime import init_ray, require_shared
-    from conceptual.storage import StorageError
+    from conceptual.storage import StorageError, refuse_overlap
 
     with job_output("pipeline", args.verbose) as log:
         try:
@@ -42,11 +41,13 @@ def main(argv: list[str] | None = None) -> int:
                     update={"input": user_path(config.input), "output": user_path(config.output)}
                 )
             check_stages(config)  # before Ray starts
+            # Each stage clears and rewrites its folder under output: not the input's.
+            refuse_overlap({"output": config.output}, {"input": config.input})
             init_ray()
             require_shared({"input": config.input, "output": config.output})
             result = run(config)
         except (ConfigError, CandidateFormatError, StorageError, ValueError) as exc:
-            print(f"error: {exc}", file=stderr())
+            error(exc)
             return 2
     print(json.dumps(result["stages"], indent=2))
     report_run(result["run_id"], config.experiment, log, "pipeline run")

@@ -15,21 +15,27 @@ Overrides: actors=2 cpus_per_actor=1 batch_size=256 errors.max_rate=0.01.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from functools import partial
 
-from conceptual.jobs.arguments import add_common, location, report_run, run_data_job
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    location,
+    output,
+    report_run,
+    run_data_job,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.score_fluency", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
     parser.add_argument("--data", required=True, type=location, help="a Chinese import's output")
-    parser.add_argument("--output", required=True, type=location, help="where curated/ goes")
+    parser.add_argument("--output", required=True, type=output, help="where curated/ goes")
     parser.add_argument("--config", type=location, help="YAML file of ScoreConfig keys")
     add_common(parser, "ScoreConfig keys, e.g. actors=2 batch_size=256")
     args = parser.parse_args(argv)

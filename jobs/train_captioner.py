@@ -16,14 +16,13 @@ fluency=only|rejection|weighted lets the translations' fluency scores steer trai
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from conceptual.jobs.arguments import add_training_arguments, location, run_training_job
+from conceptual.jobs.arguments import JobParser, add_training_arguments, location, run_training_job
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.train_captioner", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")

@@ -17,14 +17,13 @@ same labels.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from conceptual.jobs.arguments import add_training_arguments, location, run_training_job
+from conceptual.jobs.arguments import JobParser, add_training_arguments, location, run_training_job
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = JobParser(
         prog="python -m conceptual.jobs.train_fluency", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")

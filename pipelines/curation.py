@@ -81,7 +81,7 @@ from conceptual.pipelines.shards import WebDatasetConfig, write_shards
 from conceptual.pipelines.stages import Stage, Step, run_steps
 from conceptual.records import PROCESSED
 from conceptual.splits import SplitConfig
-from conceptual.storage import SUCCESS, StorageError
+from conceptual.storage import SUCCESS
 from conceptual.text.curate import (
     HYPERNYMIZE_REASONS,
     HYPERNYMIZE_STAGE,
@@ -344,12 +344,9 @@ def curate(
 ) -> dict[str, Any]:
     """Run the pipeline; return the stats that were written to OUTPUT/stats.json (with the
     MLflow run id when the run is tracked)."""
-    if overlapping(input_uri, output_uri):
-        # A rerun clears the output first: an input inside it would be deleted.
-        raise StorageError(
-            f"the output {output_uri} and the input {input_uri} overlap: choose an output "
-            "folder that neither holds nor lies inside the input"
-        )
+    # A rerun clears the output first: an input inside it would be deleted. (The jobs refuse
+    # this as they read their arguments, jobs/arguments.py; this guards a direct call.)
+    storage.refuse_overlap({"the output": output_uri}, {"the input": input_uri})
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
@@ -514,15 +511,6 @@ def _failed_ids(final: ray.data.Dataset) -> dict[str, list[str]]:
         if len(ids) < 3:
             ids.append(row["id"])
     return samples
-
-
-def overlapping(a: str, b: str) -> bool:
-    """Whether one location is, or lies inside, the other (on the same file system)."""
-    (fs_a, path_a), (fs_b, path_b) = storage.resolve(a), storage.resolve(b)
-    if fs_a.type_name != fs_b.type_name:
-        return False
-    path_a, path_b = path_a.rstrip("/") + "/", path_b.rstrip("/") + "/"
-    return path_a.startswith(path_b) or path_b.startswith(path_a)
 
 
 def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:

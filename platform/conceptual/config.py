@@ -2,13 +2,17 @@
 
     cfg = load(CurationConfig, "configs/curation.yaml", ["text.filters.max_chars=500"])
 
-Unknown keys are errors (a typo must not silently fall back to a default), override values
+Unknown keys are errors (a typo must not silently fall back to a default; the error names
+the closest key: `epoch: unknown key, did you mean epochs?`), override values
 are parsed as YAML scalars (`true`, `3`, `0.5`, `[a, b]`), and `flatten` gives the dotted
 view that MLflow logs as params.
 """
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,11 +81,48 @@ def load(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] 
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = "; ".join(_problem(cls, err) for err in exc.errors())
         raise ConfigError(f"invalid {cls.__name__}: {problems}") from exc
+
+
+def _problem(cls: type[BaseModel], err: Any) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "<root>"
+    if err["type"] != "extra_forbidden":
+        return f"{key}: {err['msg']}"
+    keys = dotted_keys(cls)
+    parent = key.rpartition(".")[0]
+    # A sibling first (model.hiden -> model.hidden), then any key (hidden -> model.hidden).
+    siblings = [k for k in keys if k.rpartition(".")[0] == parent]
+    match = difflib.get_close_matches(key, siblings, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key, keys, n=1, cutoff=0.6
+    )
+    if not match:  # the right name in the wrong section: hidden -> model.hidden
+        match = [k for k in keys if k.rpartition(".")[2] == key.rpartition(".")[2]][:1]
+    return f"{key}: unknown key" + (f", did you mean {match[0]}?" if match else "")
+
+
+def dotted_keys(cls: type[BaseModel]) -> list[str]:
+    """Every key a config class takes, sections and their keys, dotted (`model.hidden`)."""
+    out: list[str] = []
+
+    def walk(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            key = f"{prefix}{name}"
+            out.append(key)
+            for sub in _models_in(field.annotation):
+                walk(f"{key}.", sub)
+
+    walk("", cls)
+    return list(dict.fromkeys(out))
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation names (`Section`, `Section | None`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []
 
 
 def flatten(cfg: Config) -> dict[str, Any]:

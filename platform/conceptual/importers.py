@@ -29,7 +29,6 @@ import json
 import os
 import posixpath
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 from pydantic import Field
 
-from conceptual import storage
+from conceptual import logs, storage
 from conceptual.candidates import MAX_STORED_CHARS, storable
 from conceptual.config import Config, ConfigError, load
 from conceptual.records import CANDIDATE, CURATED, Rejection, candidate_id
@@ -538,7 +537,7 @@ def run_import(
     try:
         report = write()
     except (ConfigError, ImportSourceError, storage.StorageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        logs.error(exc)
         return 2
     print(describe(report))
     if "speech" in report:

@@ -50,8 +50,39 @@ def is_remote(uri: str) -> bool:
     return uri.startswith("s3://")
 
 
+# Where the AWS SDK may find credentials besides AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY: a
+# profile, a web identity (EKS, KubeRay), a container's credentials endpoint (ECS), or the EC2
+# instance's role (AWS_EC2_METADATA_DISABLED=false says to ask it). With none of them and no
+# endpoint, the SDK probes the instance metadata service for about 40 s before failing.
+_CREDENTIAL_SOURCES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_EC2_METADATA_DISABLED",
+)
+
+
+def _has_credentials() -> bool:
+    if any(os.environ.get(name) for name in _CREDENTIAL_SOURCES):
+        return True
+    aws = Path("~/.aws").expanduser()
+    return (aws / "credentials").is_file() or (aws / "config").is_file()
+
+
 def s3_filesystem() -> pafs.S3FileSystem:
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint and not _has_credentials():
+        raise StorageError(
+            "s3:// needs credentials or an endpoint, and neither is set: for AWS set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials; "
+            "on EC2 with an instance role, AWS_EC2_METADATA_DISABLED=false); for MinIO or "
+            "another S3-compatible store also AWS_ENDPOINT_URL=http://host:port"
+        )
     options: dict[str, Any] = {
         "region": os.environ.get("AWS_REGION")
         or os.environ.get("AWS_DEFAULT_REGION")
@@ -85,6 +116,41 @@ def resolve(uri: str | os.PathLike) -> tuple[pafs.FileSystem, str]:
     elif "://" in uri:
         raise StorageError(f"unsupported URI scheme in {uri!r}: use a path, file:// or s3://")
     return pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
+
+
+def _location(uri: str) -> tuple[str, str] | None:
+    """(file system, normalized path ending in "/") of a storage URI, without reaching the
+    store; None for what is no storage location (models:/..., runs:/...)."""
+    if is_remote(uri):
+        return "s3", posixpath.normpath("/" + uri[len("s3://") :]).rstrip("/") + "/"
+    if uri.startswith("file://"):
+        uri = urlparse(uri).path
+    elif "://" in uri or uri.startswith(("models:/", "runs:/")):
+        return None
+    return "local", str(Path(uri).expanduser().resolve()).rstrip("/") + "/"
+
+
+def overlapping(a: str, b: str) -> bool:
+    """Whether one location is, or lies inside, the other: the same bucket and prefix, or
+    the same local folder (symbolic links followed). Nothing is read from the store."""
+    where_a, where_b = _location(os.fspath(a)), _location(os.fspath(b))
+    if where_a is None or where_b is None or where_a[0] != where_b[0]:
+        return False
+    path_a, path_b = where_a[1], where_b[1]
+    return path_a.startswith(path_b) or path_b.startswith(path_a)
+
+
+def refuse_overlap(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
+    """StorageError when an output (named as the user gave it: `{"--output": uri}`) is, holds
+    or lies inside an input: a job clears and rewrites its output, so it would delete or
+    replace the data it reads (and read what it writes)."""
+    for out_name, output in outputs.items():
+        for in_name, source in inputs.items():
+            if output and source and overlapping(output, source):
+                raise StorageError(
+                    f"{out_name} {redact(output)} and {in_name} {redact(source)} overlap: "
+                    f"choose an output folder that neither holds nor lies inside {in_name}"
+                )
 
 
 def join(uri: str, *parts: str) -> str:

@@ -100,7 +100,7 @@ def test_jobs_exit_2_on_a_missing_folder(tmp_path):
         ("import_coco", ["--root", str(tmp_path / "nowhere")]),
         ("import_captions", ["--folder", str(tmp_path / "nowhere")]),
     ]:
-        result = run_job(module, *args, "--output", str(tmp_path))
+        result = run_job(module, *args, "--output", str(tmp_path / "out"))
         assert result.returncode == 2
         assert result.stderr.strip() == f"error: no such folder: {tmp_path / 'nowhere'}"
 

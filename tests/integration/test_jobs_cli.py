@@ -82,15 +82,18 @@ def test_curate_rejects_bad_config_before_starting_anything(tmp_path, capsys):
 
 def test_features_job_fails_clearly_without_data(tmp_path):
     result = run_module(
-        "conceptual.jobs.features", "--data", str(tmp_path / "nope"), "--output", str(tmp_path)
+        "conceptual.jobs.features",
+        "--data",
+        str(tmp_path / "nope"),
+        "--output",
+        str(tmp_path / "o"),
     )
     assert result.returncode == 2 and b"no input data" in result.stderr
 
 
 def test_features_job_rejects_unknown_keys(tmp_path):
-    result = run_module(
-        "conceptual.jobs.features", "--data", str(tmp_path), "--output", str(tmp_path), "crop=2"
-    )
+    data, output = str(tmp_path / "data"), str(tmp_path / "out")
+    result = run_module("conceptual.jobs.features", "--data", data, "--output", output, "crop=2")
     assert result.returncode == 2 and b"crop" in result.stderr
 
 
@@ -124,6 +127,8 @@ def test_curate_refuses_an_input_inside_its_output(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "in.tsv").write_text("A dog on the grass\thttp://127.0.0.1/a.jpg\n")
     args = ["--input", str(tmp_path / "out" / "in.tsv"), "--output", str(tmp_path / "out")]
-    assert curate.main(args) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused as the arguments are read
+        curate.main(args)
+    assert exit_.value.code == 2
     assert "overlap" in capsys.readouterr().err
     assert (tmp_path / "out" / "in.tsv").exists()

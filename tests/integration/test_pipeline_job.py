@@ -19,8 +19,9 @@ def candidates(tmp_path_factory, captioned_folder) -> str:
 
     root = tmp_path_factory.mktemp("pipeline-input")
     captioned_folder(root / "dataset", captions_per_photo=3)
-    assert import_captions.main(["--folder", str(root / "dataset"), "--output", str(root)]) == 0
-    return str(root / "candidates")
+    output = root / "import"  # beside its input, not around it
+    assert import_captions.main(["--folder", str(root / "dataset"), "--output", str(output)]) == 0
+    return str(output / "candidates")
 
 
 def settings(output, *extra: str) -> list[str]:

@@ -1,0 +1,369 @@
+"""What every job guarantees its data, given once in jobs/arguments.py, conceptual.logs,
+conceptual.config and conceptual.storage (issue 31): an output never overlaps an input, no
+line shows credentials, a mistyped key is named with the closest one, and an s3:// URI with
+neither credentials nor an endpoint fails at once. None of these tests starts Ray."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conceptual import logs, storage
+from conceptual.config import Config, ConfigError, dotted_keys, load
+
+REPO = Path(__file__).resolve().parents[2]
+SECRET = "SECRET-pw-31"
+CREDENTIALED = f"http://admin:{SECRET}@127.0.0.1:9"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONCEPTUAL_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+# --- 8: no job writes over what it reads ----------------------------------------------------
+
+# Every job that writes a folder: how to call it with an input `i` and an output `o`.
+WRITERS = {
+    "curate": lambda i, o: ["--input", i, "--output", o],
+    "import_conceptual": lambda i, o: ["--input", i, "--output", o],
+    "synthesize_speech": lambda i, o: ["--input", i, "--output", o],
+    "features": lambda i, o: ["--data", i, "--output", o],
+    "score_fluency": lambda i, o: [
+        "--model",
+        "models:/fluency-zh@champion",
+        "--data",
+        i,
+        "--output",
+        o,
+    ],  # fmt: skip
+    "build_index": lambda i, o: [
+        "--model",
+        "models:/retriever-text@champion",
+        "--data",
+        i,
+        "--output",
+        o,
+    ],  # fmt: skip
+    "import_captions": lambda i, o: ["--folder", i, "--output", o],
+    "import_coco": lambda i, o: ["--root", i, "--output", o],
+    "import_flickr8k_cn": lambda i, o: ["--images", i, "--cn", i, "--output", o],
+    "pipeline": lambda i, o: [f"input={i}", f"output={o}"],
+}
+# Where the output lies relative to the input folder.
+LAYOUTS = {
+    "same": lambda data: (data, data),
+    "output inside input": lambda data: (data, data / "out"),
+    "input inside output": lambda data: (data / "in", data),
+}
+
+
+def _ray_started() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("job", WRITERS)
+def test_every_job_refuses_an_output_that_overlaps_an_input(job, layout, tmp_path, home, capsys):
+    data = tmp_path / "data"
+    source, output = LAYOUTS[layout](data)
+    (source / "sub").mkdir(parents=True)
+    for name in ("stats.json", "_SUCCESS", "sub/part.parquet"):
+        (source / name).write_text(name)
+    before = {p: (p.read_text(), p.stat().st_mtime_ns) for p in data.rglob("*") if p.is_file()}
+    module = importlib.import_module(f"conceptual.jobs.{job}")
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_:
+        code = module.main(WRITERS[job](str(source), str(output)))
+        raise SystemExit(code)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(r"^error: .*overlap", err, re.M), err
+    assert str(output) in err and "neither holds nor lies inside" in err
+    after = {p: (p.read_text(), p.stat().st_mtime_ns) for p in data.rglob("*") if p.is_file()}
+    assert after == before  # nothing deleted, replaced or added
+    assert not _ray_started()
+    assert time.monotonic() - started < 30  # refused at once (the pipeline job imports a lot)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "--model",
+            "models:/r@champion",
+            "--data",
+            "{d}/features",
+            "--speech",
+            "{d}",
+            "--output",
+            "{d}/index",
+        ],  # fmt: skip
+        ["--annotations", "{d}/a.json", "--images", "{d}/images", "--output", "{d}/images"],
+    ],
+    ids=["build_index --speech", "import_coco --images"],
+)
+def test_every_input_counts_not_only_the_first(argv, tmp_path, capsys):
+    job = "build_index" if "--model" in argv else "import_coco"
+    module = importlib.import_module(f"conceptual.jobs.{job}")
+    with pytest.raises(SystemExit) as exit_:
+        module.main([a.replace("{d}", str(tmp_path)) for a in argv])
+    assert exit_.value.code == 2 and "overlap" in capsys.readouterr().err
+
+
+def test_s3_outputs_are_refused_without_reaching_the_store(monkeypatch, capsys):
+    for name in [n for n in list(__import__("os").environ) if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    from conceptual.jobs import curate
+
+    with pytest.raises(SystemExit) as exit_:
+        curate.main(["--input", "s3://bucket/cands/", "--output", "s3://bucket/cands/curated"])
+    assert exit_.value.code == 2 and "overlap" in capsys.readouterr().err
+
+
+def test_every_job_that_writes_a_folder_is_guarded_and_tested():
+    """A new job gets the guard from JobParser and `type=output`; this test makes sure it
+    uses them, and that the test above calls it."""
+    for path in sorted((REPO / "jobs").glob("*.py")):
+        if path.name in ("__init__.py", "arguments.py"):
+            continue
+        text = path.read_text()
+        assert "argparse.ArgumentParser(" not in text and "JobParser(" in text, path.name
+        assert 'type=location, help="where' not in text, path.name  # an output typed as input
+        if re.search(r'"--output"|add_data_arguments|output=URI', text):
+            assert path.stem in WRITERS, f"{path.name} writes a folder: add it to WRITERS"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("/data/x", "/data/x", True),
+        ("/data/x", "/data/x/", True),
+        ("/data/x/out", "/data/x", True),
+        ("/data/x", "/data/x/in.tsv", True),
+        ("/data/x", "/data/xy", False),
+        ("/data/x", "/data/y", False),
+        ("file:///data/x", "/data/x/out", True),
+        ("s3://b/p", "s3://b/p/q", True),
+        ("s3://b/p/", "s3://b/p", True),
+        ("s3://b/p", "s3://b/pq", False),
+        ("s3://b/p", "s3://c/p", False),
+        ("s3://b/p", "/b/p", False),
+        ("models:/m@champion", "/data", False),
+    ],
+)
+def test_overlapping(a, b, expected):
+    assert storage.overlapping(a, b) is expected
+    assert storage.overlapping(b, a) is expected
+
+
+def test_overlapping_follows_links(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert storage.overlapping(str(tmp_path / "link" / "out"), str(tmp_path / "real"))
+
+
+# --- 10: no line shows credentials ----------------------------------------------------------
+
+
+def test_error_lines_are_redacted(capsys):
+    logs.error(f"API request to {CREDENTIALED}/api/2.0/x failed")
+    err = capsys.readouterr().err
+    assert err.startswith("error: API request to http://***@127.0.0.1:9/") and SECRET not in err
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_job_prints_and_logs_nothing_with_credentials(verbose, home, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    with pytest.raises(RuntimeError), logs.job_output("unit", verbose=verbose) as log_path:
+        print(f"tracking at {CREDENTIALED}")
+        logging.getLogger("mlflow.unit").warning("retrying %s/api", CREDENTIALED)
+        try:
+            raise OSError(f"connection to {CREDENTIALED} refused")
+        except OSError:
+            logging.getLogger("urllib3.unit").exception("request failed")
+        print(f"to stderr {CREDENTIALED}", file=sys.stderr)
+        raise RuntimeError(f"API request to {CREDENTIALED}/api failed")
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err + (log_path.read_text() if log_path else "")
+    assert SECRET not in shown
+    assert "tracking at http://***@127.0.0.1:9" in captured.out
+    if log_path:  # quiet: a line on the terminal, the traceback it points at in the log
+        line = "error: RuntimeError: API request to http://***@127.0.0.1:9/api failed"
+        assert line in captured.err and "Traceback" in log_path.read_text()
+    # An exception that ends the process is printed redacted too.
+    assert sys.excepthook is logs._redacting_excepthook
+    try:
+        raise RuntimeError(CREDENTIALED)
+    except RuntimeError:
+        sys.excepthook(*sys.exc_info())
+    assert SECRET not in capsys.readouterr().err
+    assert not getattr(logging.getLogRecordFactory(), "redacting", False)  # only while a job runs
+
+
+def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
+    import argparse
+
+    from conceptual.jobs.arguments import run_training_job
+
+    args = argparse.Namespace(config=None, overrides=[], verbose=False, no_register=True)
+
+    class Settings(Config):
+        experiment: str = "x"
+
+    def failing(kind):
+        def train(config):
+            raise kind(f"API request to {CREDENTIALED}/api/2.0/mlflow/runs/create failed")
+
+        return train
+
+    assert run_training_job("unit", args, Settings, failing(ValueError), None) == 2
+    with pytest.raises(RuntimeError):  # what MLflow raises: not a user error
+        run_training_job("unit", args, Settings, failing(RuntimeError), None)
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 2 and "http://***@127.0.0.1:9" in err and SECRET not in err
+
+
+def _unreachable_mlflow(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", CREDENTIALED)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+
+
+def test_a_data_job_with_an_unreachable_tracking_server_shows_no_password(
+    tmp_path, home, capsys, monkeypatch
+):
+    """build_index opens its MLflow run before Ray starts."""
+    _unreachable_mlflow(monkeypatch)
+    (tmp_path / "features").mkdir()
+    from conceptual.jobs import build_index
+
+    argv = ["--model", "models:/retriever-text@champion", "--data", str(tmp_path / "features"),
+            "--output", str(tmp_path / "index")]  # fmt: skip
+    with pytest.raises(Exception):  # noqa: B017 - MLflow's: the server is not there
+        build_index.main(argv)
+    err = capsys.readouterr().err
+    logged = "".join(p.read_text() for p in (home / "logs").glob("build_index-*.log"))
+    assert "error: " in err and "127.0.0.1:9" in err + logged
+    assert SECRET not in err + logged
+    assert not _ray_started()
+
+
+def test_a_model_job_with_an_unreachable_registry_shows_no_password(tmp_path, home, capsys,
+                                                                    monkeypatch):  # fmt: skip
+    _unreachable_mlflow(monkeypatch)
+    image = tmp_path / "a.jpg"
+    image.write_bytes(b"not read: the model cannot be found first")
+    from conceptual.jobs import caption
+
+    assert caption.main(["--model", "models:/captioner@champion", str(image)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot resolve 'models:/captioner@champion'")
+    assert "http://***@127.0.0.1:9" in err and SECRET not in err
+
+
+# --- 16: a mistyped key is named with the closest one, before anything starts ----------------
+
+
+class Model(Config):
+    hidden: int = 64
+    layers: int = 2
+
+
+class Training(Config):
+    epochs: int = 1
+    batch_size: int = 8
+    model: Model = Model()
+    optional: Model | None = None
+
+
+@pytest.mark.parametrize(
+    ("override", "suggestion"),
+    [
+        ("epoch=3", "epoch: unknown key, did you mean epochs?"),
+        ("model.hiden=3", "model.hiden: unknown key, did you mean model.hidden?"),
+        ("hidden=3", "hidden: unknown key, did you mean model.hidden?"),
+        ("batchsize=3", "did you mean batch_size?"),
+        ("optional.layer=3", "did you mean optional.layers?"),
+    ],
+)
+def test_an_unknown_key_is_named_with_the_closest(override, suggestion):
+    with pytest.raises(ConfigError, match=re.escape(suggestion)):
+        load(Training, None, [override])
+
+
+def test_an_unrelated_key_gets_no_suggestion():
+    with pytest.raises(ConfigError) as error:
+        load(Training, None, ["zzz=1"])
+    assert str(error.value).endswith("zzz: unknown key")
+
+
+def test_dotted_keys():
+    assert dotted_keys(Training) == [
+        "epochs", "batch_size", "model", "model.hidden", "model.layers",
+        "optional", "optional.hidden", "optional.layers",
+    ]  # fmt: skip
+
+
+def test_a_job_reports_a_mistyped_key_before_ray(tmp_path, home, capsys):
+    from conceptual.jobs import import_captions
+
+    argv = ["--folder", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "split=1"]
+    assert import_captions.main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"^error: invalid ImportConfig: split: unknown key, did you mean", err, re.M)
+    assert not _ray_started()
+
+
+def test_job_errors_have_one_spelling():
+    pattern = re.compile(r"""print\(f?["'](?!error: )[^"']*(?i:error)""")
+    for path in [*(REPO / "jobs").glob("*.py"), REPO / "platform/conceptual/importers.py"]:
+        assert not pattern.search(path.read_text()), path.name
+
+
+# --- 16: s3:// with nothing to reach it says so at once --------------------------------------
+
+
+@pytest.fixture
+def no_aws(tmp_path, monkeypatch):
+    import os
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_s3_without_credentials_or_endpoint_fails_at_once(no_aws):
+    started = time.monotonic()
+    with pytest.raises(storage.StorageError, match="needs credentials or an endpoint"):
+        storage.exists("s3://bucket/key")
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize(
+    "setting", ["endpoint", "keys", "profile", "credentials file", "instance role"]
+)
+def test_s3_with_a_way_to_the_store_is_accepted(setting, no_aws, monkeypatch):
+    if setting == "endpoint":
+        monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    elif setting == "keys":
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    elif setting == "profile":
+        monkeypatch.setenv("AWS_PROFILE", "research")
+    elif setting == "credentials file":
+        (no_aws / ".aws").mkdir()
+        (no_aws / ".aws" / "credentials").write_text("[default]\n")
+    else:
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "false")
+    fs, path = storage.resolve("s3://bucket/key")
+    assert fs.type_name == "s3" and path == "bucket/key"
