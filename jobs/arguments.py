@@ -5,15 +5,21 @@ job gives its data, here once so that a new job cannot forget them:
 - JobParser (every job's parser) refuses an output (`type=output`) that is, holds or lies
   inside an input (`type=location`), with an `error:` line and exit code 2, before anything
   is read, deleted or started;
+- JobParser checks the keys of `key=value` overrides and of `--config` against the shipped
+  configs/<name>.yaml (`keys=`; the data jobs' add_data_arguments sets it) before the job
+  imports its pipeline: `error: ... epoch: unknown key, did you mean epochs?` at once; the
+  config is loaded in full before Ray starts (conceptual.config.load says the same);
 - errors are printed by conceptual.logs.error (`error: ...`, credentials redacted), and
-  conceptual.logs.job_output redacts every other line the job prints or logs;
-- the config is loaded and its keys checked before Ray starts (conceptual.config.load says
-  `did you mean epochs?`).
+  conceptual.logs.job_output redacts every other line the job prints or logs.
+
+Every job's `main` is wrapped in `job_main`, so that what JobParser refuses is the exit code
+2 that main returns, in a process of its own or called from another.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -37,13 +43,47 @@ def output(value: str) -> str:
     return location(value)
 
 
+class Refused(SystemExit):
+    """What JobParser refuses, printed as an `error:` line: exit code 2 (job_main returns it)."""
+
+    def __init__(self, message: object) -> None:
+        error(message)
+        super().__init__(2)
+
+
+def job_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """Every job's `main`: what its JobParser refused is returned as 2."""
+
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except Refused as exc:
+            return int(exc.code)  # type: ignore[arg-type]
+
+    return run
+
+
 class JobParser(argparse.ArgumentParser):
     """Every job's parser. Besides parsing, it refuses an output that overlaps an input (the
     same folder or bucket prefix, or one inside the other): a job clears and rewrites its
-    output, so the data it reads would be deleted or replaced. `--config` is not data."""
+    output, so the data it reads would be deleted or replaced. `--config` is not data. With
+    `keys` (a shipped config file's name, `train_captioner.yaml`) it checks the keys of the
+    overrides and of `--config` first."""
+
+    def __init__(self, *args: Any, keys: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keys = keys
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         namespace, extra = super().parse_known_args(args, namespace)
+        if self.keys and isinstance(getattr(namespace, "overrides", None), list):
+            from conceptual.config import ConfigError, check_keys
+
+            try:
+                check_keys(self.keys, namespace.overrides, getattr(namespace, "config", None))
+            except ConfigError as exc:
+                raise Refused(exc) from None
         outputs: dict[str, str] = {}
         inputs: dict[str, str] = {}
         for action in self._actions:
@@ -61,8 +101,7 @@ class JobParser(argparse.ArgumentParser):
             try:
                 refuse_overlap(outputs, inputs)
             except StorageError as exc:
-                error(exc)
-                raise SystemExit(2) from None
+                raise Refused(exc) from None
         return namespace, extra
 
 
@@ -81,6 +120,8 @@ def add_data_arguments(
 ) -> None:
     """What a data job reads (`--input`, `--data`), where it writes, its config file, and the
     common arguments."""
+    if isinstance(parser, JobParser):
+        parser.keys = config
     parser.add_argument(source, required=True, type=location, help=source_help)
     parser.add_argument("--output", required=True, type=output, help=output_help)
     parser.add_argument(

@@ -17,14 +17,16 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, location
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location
 from conceptual.logs import error, job_output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.benchmark_training",
         description=__doc__.split("\n\n")[0],
+        keys="train_captioner.yaml",
     )
     parser.add_argument("--features", type=location, help="a features job's output")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant")

@@ -20,13 +20,16 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, location, output, report_run
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location, output, report_run
 from conceptual.logs import error, job_output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
-        prog="python -m conceptual.jobs.build_index", description=__doc__.split("\n\n")[0]
+        prog="python -m conceptual.jobs.build_index",
+        description=__doc__.split("\n\n")[0],
+        keys="build_index.yaml",
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
     parser.add_argument("--data", required=True, type=location, help="a features job's output")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conceptual.jobs.arguments import JobParser, location
+from conceptual.jobs.arguments import JobParser, job_main, location
 from conceptual.logs import error, job_output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.caption", description=__doc__.split("\n\n")[0]

@@ -17,16 +17,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
 from conceptual.logs import error, job_output
 from conceptual.models.variants import MODEL_NAME, VARIANTS
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.compare_captioners",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        keys="train_captioner.yaml",
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument(

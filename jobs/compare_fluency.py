@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
 from conceptual.logs import error, job_output
 
 
@@ -30,6 +30,7 @@ def reference(value: str) -> tuple[str, str]:
     return name, location(uri)
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.compare_fluency", description=__doc__.split("\n\n")[0]

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_data_arguments, report_run, run_data_job
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_data_arguments,
+    job_main,
+    report_run,
+    run_data_job,
+)
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.curate", description=__doc__.split("\n\n")[0]

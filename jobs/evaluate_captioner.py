@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
 from conceptual.logs import error, job_output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.evaluate_captioner", description=__doc__.split("\n\n")[0]

@@ -16,7 +16,7 @@ import sys
 from typing import TextIO
 
 from conceptual.config import ConfigError, load
-from conceptual.jobs.arguments import JobParser, location
+from conceptual.jobs.arguments import JobParser, job_main, location
 from conceptual.logs import error
 from conceptual.pipelines.curation import CurationConfig
 from conceptual.text.curate import TextCurator
@@ -37,6 +37,7 @@ def transform_stream(curator: TextCurator, lines: TextIO, out: TextIO, apply_fil
         out.flush()
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.hypernymize", description=__doc__.split("\n\n")[0]

@@ -15,10 +15,11 @@ from __future__ import annotations
 import sys
 
 from conceptual.importers import csv_pairs, import_job
-from conceptual.jobs.arguments import JobParser, location, output
+from conceptual.jobs.arguments import JobParser, job_main, location, output
 from conceptual.speech.human import speech_step
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.import_captions", description=__doc__.split("\n\n")[0]

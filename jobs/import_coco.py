@@ -16,9 +16,10 @@ import sys
 from itertools import chain
 
 from conceptual.importers import ImportSourceError, coco_pairs, coco_sources, import_job
-from conceptual.jobs.arguments import JobParser, location, output
+from conceptual.jobs.arguments import JobParser, job_main, location, output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.import_coco", description=__doc__.split("\n\n")[0]

@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_data_arguments, report_run, run_data_job
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_data_arguments,
+    job_main,
+    report_run,
+    run_data_job,
+)
 
 SPLITS = ("train", "validation")  # conceptual.candidates.RELEASED_SPLITS, without importing it
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.import_conceptual", description=__doc__.split("\n\n")[0]

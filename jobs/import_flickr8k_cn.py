@@ -21,9 +21,10 @@ import sys
 from conceptual.config import load
 from conceptual.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
 from conceptual.importers import run_import
-from conceptual.jobs.arguments import JobParser, location, output
+from conceptual.jobs.arguments import JobParser, job_main, location, output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.import_flickr8k_cn",

@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, location, report_run
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
 from conceptual.logs import error, job_output
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
-        prog="python -m conceptual.jobs.pipeline", description=__doc__.split("\n\n")[0]
+        prog="python -m conceptual.jobs.pipeline",
+        description=__doc__.split("\n\n")[0],
+        keys="pipeline.yaml",
     )
     parser.add_argument("--config", type=location, help="YAML (configs/pipeline.yaml)")
     add_common(parser, "e.g. input=URI output=URI train.epochs=5 stages=[curate,features]")

@@ -22,6 +22,7 @@ from functools import partial
 from conceptual.jobs.arguments import (
     JobParser,
     add_common,
+    job_main,
     location,
     output,
     report_run,
@@ -29,6 +30,7 @@ from conceptual.jobs.arguments import (
 )
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
         prog="python -m conceptual.jobs.score_fluency", description=__doc__.split("\n\n")[0]

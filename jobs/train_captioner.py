@@ -18,12 +18,21 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_training_arguments, location, run_training_job
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_training_arguments,
+    job_main,
+    location,
+    run_training_job,
+)
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
-        prog="python -m conceptual.jobs.train_captioner", description=__doc__.split("\n\n")[0]
+        prog="python -m conceptual.jobs.train_captioner",
+        description=__doc__.split("\n\n")[0],
+        keys="train_captioner.yaml",
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     add_training_arguments(

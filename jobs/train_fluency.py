@@ -19,12 +19,21 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_training_arguments, location, run_training_job
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_training_arguments,
+    job_main,
+    location,
+    run_training_job,
+)
 
 
+@job_main
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser(
-        prog="python -m conceptual.jobs.train_fluency", description=__doc__.split("\n\n")[0]
+        prog="python -m conceptual.jobs.train_fluency",
+        description=__doc__.split("\n\n")[0],
+        keys="train_fluency.yaml",
     )
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
     add_training_arguments(parser, "FluencyTrainConfig", "fluency-zh", "epochs=4 threshold=0.45")

@@ -89,7 +89,11 @@ def _problem(cls: type[BaseModel], err: Any) -> str:
     key = ".".join(str(p) for p in err["loc"]) or "<root>"
     if err["type"] != "extra_forbidden":
         return f"{key}: {err['msg']}"
-    keys = dotted_keys(cls)
+    return _unknown(key, dotted_keys(cls))
+
+
+def _unknown(key: str, keys: list[str]) -> str:
+    """`key: unknown key, did you mean <the closest of keys>?`"""
     parent = key.rpartition(".")[0]
     # A sibling first (model.hiden -> model.hidden), then any key (hidden -> model.hidden).
     siblings = [k for k in keys if k.rpartition(".")[0] == parent]
@@ -99,6 +103,50 @@ def _problem(cls: type[BaseModel], err: Any) -> str:
     if not match:  # the right name in the wrong section: hidden -> model.hidden
         match = [k for k in keys if k.rpartition(".")[2] == key.rpartition(".")[2]][:1]
     return f"{key}: unknown key" + (f", did you mean {match[0]}?" if match else "")
+
+
+# The shipped config files (configs/*.yaml), each listing every key of its config with its
+# default (tests/unit/test_configs.py holds them to it).
+SHIPPED = Path(__file__).resolve().parents[2] / "configs"
+
+
+def check_keys(shipped: str, overrides: Sequence[str], path: str | Path | None = None) -> None:
+    """ConfigError naming the closest key for an override or a `path` file key that the
+    shipped `configs/<shipped>` does not have, as `load` would: but without the config
+    class, so a job says it before importing its pipeline (torch, Ray: many seconds). Keys
+    under a shipped leaf (a section that is null by default) and every other mistake are
+    left to `load`; so is everything when the shipped file is not there (an installed
+    package without the repository)."""
+    try:
+        tree = yaml.safe_load((SHIPPED / shipped).read_text())
+        given = yaml.safe_load(Path(path).read_text()) if path is not None else {}
+    except (OSError, yaml.YAMLError):
+        return
+    if not isinstance(tree, dict) or not isinstance(given, dict):
+        return
+    given = merge(given, parse_overrides(overrides))
+    keys: list[str] = []
+
+    def all_keys(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            keys.append(f"{prefix}{key}")
+            if isinstance(value, dict):
+                all_keys(value, f"{prefix}{key}.")
+
+    def unknown(node: dict[str, Any], known: dict[str, Any], prefix: str) -> list[str]:
+        found = []
+        for key, value in node.items():
+            if key not in known:
+                found.append(f"{prefix}{key}")
+            elif isinstance(known[key], dict) and isinstance(value, dict):
+                found += unknown(value, known[key], f"{prefix}{key}.")
+        return found
+
+    all_keys(tree, "")
+    if problems := [_unknown(key, keys) for key in unknown(given, tree, "")]:
+        raise ConfigError(
+            f"invalid config: {'; '.join(problems)} (configs/{shipped} lists every key)"
+        )
 
 
 def dotted_keys(cls: type[BaseModel]) -> list[str]:
