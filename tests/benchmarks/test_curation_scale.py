@@ -25,7 +25,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import ray
 
@@ -61,6 +60,30 @@ def candidates(n: int, texts: list[str]) -> list[dict]:
     return rows
 
 
+def rss(pid: str) -> int:
+    """A process's resident memory in bytes (Linux /proc), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            line = next(line for line in f if line.startswith("VmRSS:"))
+        return int(line.split()[1]) * 1024
+    except (OSError, StopIteration):
+        return 0
+
+
+def ray_workers() -> list[str]:
+    """The pids of Ray's worker processes (tasks and actors) on this machine."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if command.startswith(b"ray::") or b"default_worker.py" in command:
+            pids.append(pid)
+    return pids
+
+
 class PeakMemory:
     """The largest resident memory of this process (the driver) and of the Ray worker
     processes (each, and all together), sampled every 0.2 s while it runs."""
@@ -71,17 +94,10 @@ class PeakMemory:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        me = psutil.Process()
+        me = str(os.getpid())
         while not self._stop.is_set():
-            self.driver = max(self.driver, me.memory_info().rss)
-            sizes = []
-            for process in psutil.process_iter(["name", "cmdline"]):
-                try:
-                    name = " ".join(process.info["cmdline"] or [process.info["name"] or ""])
-                    if name.startswith("ray::") or "default_worker.py" in name:
-                        sizes.append(process.memory_info().rss)
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    continue
+            self.driver = max(self.driver, rss(me))
+            sizes = [rss(pid) for pid in ray_workers()]
             self.worker = max([self.worker, *sizes])
             self.workers = max(self.workers, sum(sizes))
             time.sleep(0.2)

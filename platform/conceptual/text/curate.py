@@ -66,6 +66,13 @@ class TextCurator:
         self.hypernymizer = Hypernymizer(self.config.hypernym)
 
     def process(self, texts: Sequence[str | None], apply_filters: bool = True) -> list[Outcome]:
+        # The strings spaCy meets in a batch go with it: over millions of texts (an NLP actor's
+        # life) its vocabulary would otherwise grow, and the actor's memory with it. No doc
+        # outlives the call; the outcomes hold plain strings.
+        with self.hypernymizer.nlp.memory_zone():
+            return self._process(texts, apply_filters)
+
+    def _process(self, texts: Sequence[str | None], apply_filters: bool) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(texts)
         to_parse: list[int] = []
         for i, raw in enumerate(texts):
