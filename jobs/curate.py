@@ -33,27 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     # Imported here, so that --help and argument errors answer at once.
-    from conceptual import funnel, storage
+    from conceptual import funnel
     from conceptual.candidates import CandidateFormatError
-    from conceptual.pipelines.curation import CurationConfig, nothing_kept_hint, run
+    from conceptual.pipelines.curation import CurationConfig, run, where_it_went
 
     outcome = run_data_job("curate", args, args.input, CurationConfig, run, (CandidateFormatError,))
     if isinstance(outcome, int):
         return outcome
     config, (stats, run_id), log = outcome
     print(funnel.render(stats))
-    curated = storage.join(args.output, "curated")
-    if stats["kept"]:
-        print(f"curated:  {curated}  ({stats['kept']} records)")
-    else:
-        print(f"curated:  nothing kept, so nothing written to {curated}")
-        print(f"          {nothing_kept_hint(stats, config)}")
-    if stats["input"] > stats["kept"]:
-        print(
-            f"rejected: {storage.join(args.output, 'rejected')}  "
-            f"({stats['input'] - stats['kept']} records, with reasons)"
-        )
-    print(f"stats:    {storage.join(args.output, 'stats.json')}")
+    print(where_it_went(stats, args.output, config))
     report_run(run_id, config.experiment, log)
     return 0
 

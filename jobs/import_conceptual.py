@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.split:
         args.overrides.append(f"released.split={args.split}")
     # Imported here, so that --help and argument errors answer at once.
-    from conceptual import funnel, storage
+    from conceptual import funnel
     from conceptual.candidates import CandidateFormatError
-    from conceptual.pipelines.curation import ImportConceptualConfig, nothing_kept_hint, run
+    from conceptual.pipelines.curation import ImportConceptualConfig, run, where_it_went
     from conceptual.pipelines.released import ReleasedInputError, check_input, summary
 
     def run_import(source: str, output: str, config: ImportConceptualConfig):
@@ -77,19 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     config, (stats, run_id), log = outcome
     print(funnel.render(stats))
     print(summary(stats))
-    curated = storage.join(args.output, "curated")
-    if stats["kept"]:
-        splits = ", ".join(f"{name} {n}" for name, n in stats.get("splits", {}).items())
-        print(f"curated:  {curated}  ({stats['kept']} records: {splits})")
-    else:
-        print(f"curated:  nothing kept, so nothing written to {curated}")
-        print(f"          {nothing_kept_hint(stats, config)}")
-    if stats["input"] > stats["kept"]:
-        print(
-            f"rejected: {storage.join(args.output, 'rejected')}  "
-            f"({stats['input'] - stats['kept']} records, with reasons)"
-        )
-    print(f"stats:    {storage.join(args.output, 'stats.json')}")
+    print(where_it_went(stats, args.output, config))
     report_run(run_id, config.experiment, log)
     return 0
 

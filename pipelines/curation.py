@@ -513,6 +513,28 @@ def _failed_ids(final: ray.data.Dataset) -> dict[str, list[str]]:
     return samples
 
 
+def where_it_went(stats: Mapping[str, Any], output_uri: str, config: CurationConfig) -> str:
+    """What the curate and import_conceptual jobs print after the funnel: where the kept and
+    the rejected records went (an import's kept ones by split), or why nothing was kept."""
+    curated = storage.join(output_uri, "curated")
+    if stats["kept"]:
+        splits = ", ".join(f"{name} {n}" for name, n in stats.get("splits", {}).items())
+        by_split = f": {splits}" if config.captions == "released" else ""
+        lines = [f"curated:  {curated}  ({stats['kept']} records{by_split})"]
+    else:
+        lines = [
+            f"curated:  nothing kept, so nothing written to {curated}",
+            f"          {nothing_kept_hint(stats, config)}",
+        ]
+    if stats["input"] > stats["kept"]:
+        rejected = storage.join(output_uri, "rejected")
+        lines.append(
+            f"rejected: {rejected}  ({stats['input'] - stats['kept']} records, with reasons)"
+        )
+    lines.append(f"stats:    {storage.join(output_uri, 'stats.json')}")
+    return "\n".join(lines)
+
+
 def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
     """Which stage removed the last candidates, and the setting that changes it."""
     if not stats["input"]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from pathlib import Path
 
 import mlflow
@@ -19,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import ray.cloudpickle
 import skimage.data
 import torch
+from fault_injection import Faulty, fault, raising_on, ship
 from PIL import Image
 
 from conceptual.demo.images import good_jpeg
@@ -37,40 +36,18 @@ from conceptual.speech.audio import encode_flac
 pytestmark = pytest.mark.integration
 
 # The fault injectors below run inside Ray workers, which cannot import a test module.
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship(__name__)
 
 DETAIL = "IndexError: [E1002] injected fault"
 
 
-def fault(needle) -> IndexError:
-    return IndexError(f"[E1002] injected fault on {str(needle)[:40]!r}")
+def is_or_holds(needle, first) -> bool:
+    return needle == first or (isinstance(first, list) and needle in first)
 
 
-def raising_on(method, needle):
-    """`method`, raising when its first argument is, or holds, `needle`."""
-
-    @functools.wraps(method)
-    def patched(first, *args, **kwargs):
-        if needle == first or (isinstance(first, list) and needle in first):
-            raise fault(needle)
-        return method(first, *args, **kwargs)
-
-    return patched
-
-
-class Faulty:
-    """The real operator, with some of its parts (dotted attribute paths) made to raise on
-    the argument that holds their needle."""
-
-    def __init__(self, operator, patches, **kwargs):
-        self.inner = operator(**kwargs)
-        for path, needle in patches:
-            *parents, name = path.split(".")
-            owner = functools.reduce(getattr, parents, self.inner)
-            setattr(owner, name, raising_on(getattr(owner, name), needle))
-
-    def __call__(self, batch):
-        return self.inner(batch)
+def hitting(needle) -> tuple:
+    """(hits, needle) for fault_injection: raise on the argument that is or holds `needle`."""
+    return functools.partial(is_or_holds, needle), needle
 
 
 class RaisingOn:
@@ -275,7 +252,7 @@ def test_a_record_that_raises_in_fluency_scoring_is_rejected_and_the_rest_are_un
 
     def operator(model_uri):
         cls, kwargs = real(model_uri)
-        patches = [("scorer.score", chosen["text"])]
+        patches = [("scorer.score", *hitting(chosen["text"]))]
         return Faulty, {"operator": cls, "patches": patches, **kwargs}
 
     monkeypatch.setattr(score_fluency, "operator", operator)
@@ -404,7 +381,7 @@ def test_a_row_that_raises_in_the_index_is_rejected_and_the_rest_are_unchanged(
     caption = "1-1-1"  # image 1-1's second caption: the image keeps its row (1-1-0's)
     monkeypatch.setattr(Vocabulary, "encode_array", encoding_raising_on("sleeping two"))
     needle = pq.read_table(Path(clips) / "clips").to_pylist()[4]
-    clip_features = raising_on(build_index.clip_features, needle["audio"])
+    clip_features = raising_on(build_index.clip_features, *hitting(needle["audio"]))
     monkeypatch.setattr(build_index, "clip_features", clip_features)
     result = build_index.run(text, feats, str(tmp_path / "text-faulty"), config)
     assert result["rejected"] == {"build_index": {INTERNAL_ERROR: 1}}

@@ -76,6 +76,7 @@ def test_a_text_run_resumes_and_equals_an_uninterrupted_one(ray_local, tmp_path,
     assert not storage.exists(storage.join(out, journaling.RESUME))  # complete: nothing to resume
 
 
+@pytest.mark.slow  # three curations; the default run keeps the text resume above
 def test_a_journal_of_other_settings_is_not_used(ray_local, tmp_path, monkeypatch):
     write_candidates(generate_candidates(120, seed=6), str(tmp_path / "in.tsv"), fmt="cc_tsv")
     input_uri, out = str(tmp_path / "in.tsv"), str(tmp_path / "out")
@@ -95,6 +96,7 @@ def test_a_journal_of_other_settings_is_not_used(ray_local, tmp_path, monkeypatc
     assert same_funnel(stats, clean)
 
 
+@pytest.mark.slow  # a minute and a half; tests/e2e/test_resume_kill.py kills a real one
 def test_an_image_run_resumes_without_fetching_what_it_has(ray_local, tmp_path, monkeypatch):
     catalogue = build_images(tmp_path / "images")
     with serve_directory(catalogue.directory) as server:

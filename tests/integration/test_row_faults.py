@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from collections import Counter
 
 import mlflow
 import pytest
-import ray.cloudpickle
 from curated_rows import outputs, own_files, scores_rounded
+from fault_injection import Faulty, ship
 
 from conceptual import storage
 from conceptual.config import load
@@ -28,8 +27,7 @@ from conceptual.pipelines.image_stages import fetch_images
 
 pytestmark = pytest.mark.integration
 
-# The fault injectors below run inside Ray workers, which cannot import a test module.
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship(__name__)  # the fault injectors run inside Ray workers
 
 
 def what(argument) -> object:
@@ -44,29 +42,13 @@ def opening(text: str) -> str:
     return " ".join(text.lower().split()[:4])
 
 
-def raising_on(method, needle):
-    @functools.wraps(method)
-    def patched(first, *args, **kwargs):
-        if needle in what(first):
-            raise IndexError(f"[E1002] injected fault on {str(needle)[:40]!r}")
-        return method(first, *args, **kwargs)
-
-    return patched
+def seen_in(needle, argument) -> bool:
+    return needle in what(argument)
 
 
-class Faulty:
-    """The real operator, with some of its parts (dotted attribute paths) made to raise on
-    the argument that holds their needle."""
-
-    def __init__(self, operator, patches, **kwargs):
-        self.inner = operator(**kwargs)
-        for path, needle in patches:
-            *parents, name = path.split(".")
-            owner = functools.reduce(getattr, parents, self.inner)
-            setattr(owner, name, raising_on(getattr(owner, name), needle))
-
-    def __call__(self, batch):
-        return self.inner(batch)
+def holding(needle) -> tuple:
+    """(hits, needle) for fault_injection: raise on what holds `needle`."""
+    return functools.partial(seen_in, needle), needle
 
 
 def faulty_fetch(batch, needle, **kwargs):
@@ -142,9 +124,12 @@ def test_a_row_that_raises_in_a_text_stage_is_rejected_and_the_rest_are_unchange
     chosen = {"text": kept[0], "syntax": kept[1], "hypernymize": kept[2]}
     patches = {
         "NlpStage": [
-            ("curator.filters.check", opening(chosen["text"]["alt_text"])),
-            ("curator.filters.check_doc", opening(chosen["syntax"]["alt_text"])),
-            ("curator.hypernymizer.transform_doc", opening(chosen["hypernymize"]["alt_text"])),
+            ("curator.filters.check", *holding(opening(chosen["text"]["alt_text"]))),
+            ("curator.filters.check_doc", *holding(opening(chosen["syntax"]["alt_text"]))),
+            (
+                "curator.hypernymizer.transform_doc",
+                *holding(opening(chosen["hypernymize"]["alt_text"])),
+            ),
         ]
     }
     with_faults(monkeypatch, patches)
@@ -171,6 +156,7 @@ def test_a_row_that_raises_in_a_text_stage_is_rejected_and_the_rest_are_unchange
     assert without(faulty["rejected"], ids) == without(clean["rejected"], ids)
 
 
+@pytest.mark.slow  # the budget's line is unit-tested (test_quarantine.py); here the whole job
 def test_past_the_error_budget_the_job_fails_with_one_line(text_input, monkeypatch):
     uri, clean = text_input
     kept = clean["curated"]
@@ -229,8 +215,8 @@ def test_a_row_that_raises_in_an_image_stage_is_rejected_and_the_rest_are_unchan
     chosen = {"fetch": kept[0], "image": kept[1], "overlap": kept[2]}
     patches = {
         "VisionStage": [
-            ("filters.check_many", chosen["image"]["image"]),
-            ("matcher.match", opening(chosen["overlap"]["alt_text"])),
+            ("filters.check_many", *holding(chosen["image"]["image"])),
+            ("matcher.match", *holding(opening(chosen["overlap"]["alt_text"]))),
         ]
     }
     with_faults(monkeypatch, patches, fetch_url=chosen["fetch"]["image_url"])

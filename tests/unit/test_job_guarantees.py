@@ -68,14 +68,28 @@ LAYOUTS = {
 }
 
 
-def _ray_started() -> bool:
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
+@pytest.fixture(autouse=True)
+def ray_starts(monkeypatch) -> list:
+    """The calls that would start Ray (or join the Ray an earlier test started in this
+    process): none may happen before a job has refused its arguments."""
+    from conceptual import runtime
+
+    calls = []
+    monkeypatch.setattr(runtime, "init_ray", lambda *args, **kwargs: calls.append(args))
+    if (ray := sys.modules.get("ray")) is not None:
+        monkeypatch.setattr(ray, "init", lambda *args, **kwargs: calls.append(args))
+    return calls
+
+
+def _ray_started(calls: list) -> bool:
+    return bool(calls)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("job", WRITERS)
-def test_every_job_refuses_an_output_that_overlaps_an_input(job, layout, tmp_path, home, capsys):
+def test_every_job_refuses_an_output_that_overlaps_an_input(
+    job, layout, tmp_path, home, capsys, ray_starts
+):
     data = tmp_path / "data"
     source, output = LAYOUTS[layout](data)
     (source / "sub").mkdir(parents=True)
@@ -90,7 +104,7 @@ def test_every_job_refuses_an_output_that_overlaps_an_input(job, layout, tmp_pat
     assert str(output) in err and "neither holds nor lies inside" in err
     after = {p: (p.read_text(), p.stat().st_mtime_ns) for p in data.rglob("*") if p.is_file()}
     assert after == before  # nothing deleted, replaced or added
-    assert not _ray_started()
+    assert not _ray_started(ray_starts)
     assert time.monotonic() - started < 30  # refused at once (the pipeline job imports a lot)
 
 
@@ -238,7 +252,7 @@ def _unreachable_mlflow(monkeypatch):
 
 
 def test_a_data_job_with_an_unreachable_tracking_server_shows_no_password(
-    tmp_path, home, capsys, monkeypatch
+    tmp_path, home, capsys, monkeypatch, ray_starts
 ):
     """build_index opens its MLflow run before Ray starts."""
     _unreachable_mlflow(monkeypatch)
@@ -253,7 +267,7 @@ def test_a_data_job_with_an_unreachable_tracking_server_shows_no_password(
     logged = "".join(p.read_text() for p in (home / "logs").glob("build_index-*.log"))
     assert "error: " in err and "127.0.0.1:9" in err + logged
     assert SECRET not in err + logged
-    assert not _ray_started()
+    assert not _ray_started(ray_starts)
 
 
 def test_a_model_job_with_an_unreachable_registry_shows_no_password(tmp_path, home, capsys,
@@ -312,14 +326,14 @@ def test_dotted_keys():
     ]  # fmt: skip
 
 
-def test_a_job_reports_a_mistyped_key_before_ray(tmp_path, home, capsys):
+def test_a_job_reports_a_mistyped_key_before_ray(tmp_path, home, capsys, ray_starts):
     from conceptual.jobs import import_captions
 
     argv = ["--folder", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "split=1"]
     assert import_captions.main(argv) == 2
     err = capsys.readouterr().err
     assert re.search(r"^error: invalid ImportConfig: split: unknown key, did you mean", err, re.M)
-    assert not _ray_started()
+    assert not _ray_started(ray_starts)
 
 
 def test_a_mistyped_key_is_answered_before_the_pipeline_is_imported():

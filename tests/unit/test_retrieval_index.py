@@ -273,7 +273,9 @@ def test_build_embeds_each_image_once_and_every_caption(tmp_path, features, read
     out = str(tmp_path / "index")
     config = BuildIndexConfig(device="cpu", read_rows=read_rows)
     manifest = build(directory, features, out, config)
-    assert manifest["counts"] == {"images": 3, "captions": 4, "clips": 0, "clips_skipped": 0}
+    assert manifest["counts"] == {
+        "images": 3, "captions": 4, "clips": 0, "clips_skipped": 0, "rejected": 0
+    }  # fmt: skip
     assert manifest["modality"] == "text" and manifest["registered"] is None
     assert manifest["features"]["image_size"] == 256
     assert manifest["features"]["model"] == "efficientnet-lite0"
@@ -339,7 +341,9 @@ def test_build_indexes_a_speech_models_images_and_clips(tmp_path, features):
 
     out = str(tmp_path / "index")
     manifest = build(directory, features, out, BuildIndexConfig(device="cpu"), str(speech))
-    assert manifest["counts"] == {"images": 3, "captions": 4, "clips": 3, "clips_skipped": 1}
+    assert manifest["counts"] == {
+        "images": 3, "captions": 4, "clips": 3, "clips_skipped": 1, "rejected": 0
+    }  # fmt: skip
     assert manifest["audio"] == AUDIO
     index = RetrievalIndex.load(out)
     assert index.tables["clips"]["image_id"].to_pylist() == ["img-a", "img-b", "img-c"]

@@ -1546,6 +1546,8 @@ def openers(word: str) -> frozenset:
 def bracketed(doc) -> Iterator:
     """The spans in brackets, brackets included, outermost only; an unclosed bracket
     opens none."""
+    if not any(opener in doc.text for opener in BRACKETS):
+        return  # most captions: no Token object is made (each costs more than this test)
     depth = start = 0
     for token in doc:
         if depth == 0 and token.text in BRACKETS:
