@@ -389,16 +389,7 @@ def curate(
             repeats = ray.put(np.union1d(*found))
         else:
             repeats = None
-        type_count = tally(
-            processed.map_batches(
-                concept_tally,
-                fn_kwargs={"duplicates": repeats},
-                batch_format="pyarrow",
-                batch_size=per_task,
-            ),
-            _as_is,
-            per_task,
-        ).get("type", {})
+        type_count = tally(processed, concept_tally, per_task, duplicates=repeats).get("type", {})
         rare = (
             frozenset(t for t, n in type_count.items() if n <= ef.more_than)
             if ef.enabled
@@ -488,10 +479,6 @@ def curate(
     if journal is not None:
         journal.delete()  # the output is complete: nothing left to resume
     return stats
-
-
-def _as_is(batch: pa.Table) -> pa.Table:
-    return batch
 
 
 def _collect(dataset: ray.data.Dataset) -> pa.Table:

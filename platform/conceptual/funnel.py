@@ -122,13 +122,13 @@ def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n:
     return True
 
 
-def tally(ds, fn, batch_size: int) -> dict[str, dict[str, int]]:
-    """{kind: {key: n}} over a whole dataset. Partial counts per batch run on the cluster
-    and are small, so they are combined here rather than shuffled (a hash shuffle costs
-    seconds of fixed overhead, more than the counting itself)."""
-    partials = ds.map_batches(fn, batch_format="pyarrow", batch_size=batch_size).iter_batches(
-        batch_size=None, batch_format="pyarrow"
-    )
+def tally(ds, fn, batch_size: int, **kwargs) -> dict[str, dict[str, int]]:
+    """{kind: {key: n}} over a whole dataset (`fn(batch, **kwargs)` counts a batch). Partial
+    counts per batch run on the cluster and are small, so they are combined here rather than
+    shuffled (a hash shuffle costs seconds of fixed overhead, more than the counting itself)."""
+    partials = ds.map_batches(
+        fn, fn_kwargs=kwargs, batch_format="pyarrow", batch_size=batch_size
+    ).iter_batches(batch_size=None, batch_format="pyarrow")
     tables = [t for t in partials if t.num_rows]
     result: dict[str, dict[str, int]] = {}
     if tables:
