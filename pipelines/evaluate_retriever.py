@@ -9,6 +9,13 @@ as one MLflow run. The trainer scores its dev split every epoch with the same fu
                                                (rankings.json), evaluation.json; a
                                                registered version also gets its score tag
 
+With `asr=true` a text retriever is scored on spoken queries (--speech clips) through the
+offline recognizer (conceptual.speech.recognizer): each clip is transcribed and the text
+searched with, as a user without a speech model would. The metrics are then named as a
+speech model's (speech_to_image.R@k, image_to_speech.R@k), with the recognizer's word error
+rate against the clips' captions beside them (`wer`) and every transcript in
+transcripts.json.
+
 An image with several captions is found by any of them (image -> caption), and a caption
 finds its own image (caption -> image). Automatic R@k underestimates quality: an unpaired
 caption that fits an image counts as a miss.
@@ -33,11 +40,13 @@ from conceptual.models.saving import load_retriever
 from conceptual.pipelines.caption_features import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
+from conceptual.speech.recognizer import transcribe_clips, word_error_rate
 
 KS = (1, 5, 10, 50, 100)
 SELECT_BY = "mean_R@10"  # the mean of both directions' R@10: picks checkpoints and champions
 EMBED_BATCH = 256
 RANKINGS = "rankings.json"
+TRANSCRIPTS = "transcripts.json"
 
 
 class EvalConfig(Config):
@@ -47,6 +56,8 @@ class EvalConfig(Config):
     # (the spec crops human speech to 8 s, synthetic to 3.5 s).
     seconds: float | None = None
     rankings: int = 5  # queries per direction whose top 10 are logged
+    # A text model on spoken queries (--speech): each clip through the offline recognizer.
+    asr: bool = False
     experiment: str = "retrieval"
 
 
@@ -67,11 +78,16 @@ def directions(modality: str) -> tuple[str, str]:
 
 @torch.no_grad()
 def retrieval_scores(
-    model: DualEncoder, images: np.ndarray, queries: np.ndarray, relevant: np.ndarray
+    model: DualEncoder,
+    images: np.ndarray,
+    queries: np.ndarray,
+    relevant: np.ndarray,
+    query_modality: str | None = None,
 ) -> tuple[dict[str, float], np.ndarray]:
     """R@k both ways with chance level (`chance.` keys) and SELECT_BY, and the (queries,
     images) score matrix. `images` is the image tower's input (an eval set's `images`),
-    `relevant` (queries, images) bool."""
+    `relevant` (queries, images) bool; the metrics are named after `query_modality` (default:
+    the model's; "speech" for a text model reading transcripts)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -79,7 +95,7 @@ def retrieval_scores(
     query_embeddings = embed(model.embed_queries, queries, device)
     scores = model.scores(image_embeddings, query_embeddings).T.cpu().numpy()  # (Q, I)
     model.train(was_training)
-    forward, backward = directions(model.config.modality)
+    forward, backward = directions(query_modality or model.config.modality)
     metrics: dict[str, float] = {}
     for name, matrix, hits in ((forward, scores, relevant), (backward, scores.T, relevant.T)):
         found, chance = recall_at_k(matrix, hits, KS), chance_recall(hits, KS)
@@ -154,7 +170,9 @@ def evaluate(
     `queries`, `run_id` and `version` (the registered version scored, or None)."""
     version = registry.registered_version(model_uri)
     model, vocab, audio = load_retriever(registry.resolve(model_uri))
-    modality = model.config.modality
+    if config.asr and model.config.modality != "text":
+        raise ValueError("asr=true scores a text retriever on transcripts; this one is speech")
+    modality = "speech" if config.asr else model.config.modality  # what the queries are
     evaluated = eval_set(
         features_uri,
         config.split,
@@ -163,13 +181,22 @@ def evaluate(
         config.max_images,
         photo_size=model.config.photo_size,
     )
-    heard = None
-    if modality == "speech":
-        heard = AudioFeatureConfig.model_validate(audio)
-        if config.seconds is not None:
-            heard = heard.model_copy(update={"seconds": config.seconds})
-    inputs = query_inputs(evaluated, modality, vocab, heard, model.config.max_tokens)
-    metrics, scores = retrieval_scores(model, evaluated["images"], inputs, relevance(evaluated))
+    transcripts = None
+    if config.asr:
+        transcripts = transcribe_clips(evaluated["audio"])
+        inputs = vocab.encode_array(transcripts, model.config.max_tokens)
+    else:
+        heard = None
+        if modality == "speech":
+            heard = AudioFeatureConfig.model_validate(audio)
+            if config.seconds is not None:
+                heard = heard.model_copy(update={"seconds": config.seconds})
+        inputs = query_inputs(evaluated, modality, vocab, heard, model.config.max_tokens)
+    metrics, scores = retrieval_scores(
+        model, evaluated["images"], inputs, relevance(evaluated), modality
+    )
+    if transcripts is not None:
+        metrics["wer"] = word_error_rate(evaluated["captions"], transcripts)
     name = eval_set_name(features_uri, evaluated)
 
     tags = {"stage": "evaluate_retriever", "model_uri": model_uri, "modality": modality}
@@ -181,6 +208,11 @@ def evaluate(
         # MLflow refuses "@" in a name: R@10 is logged as R_10 (tracking.metric_key).
         mlflow.log_metrics({tracking.metric_key(k): v for k, v in {**metrics, **counts}.items()})
         mlflow.log_dict(rankings(evaluated, scores, config.rankings), RANKINGS)
+        if transcripts is not None:
+            heard = zip(evaluated["query_ids"], evaluated["captions"], transcripts)
+            mlflow.log_dict(
+                [{"clip": q, "caption": c, "transcript": t} for q, c, t in heard], TRANSCRIPTS
+            )
         result = {
             "metrics": {k: v for k, v in metrics.items() if not k.startswith("chance.")},
             "chance": {k[7:]: v for k, v in metrics.items() if k.startswith("chance.")},
@@ -191,7 +223,7 @@ def evaluate(
             "version": None if version is None else str(version.version),
         }
         mlflow.log_dict(result, "evaluation.json")
-    if version is not None:
+    if version is not None and not config.asr:  # its score tag is on its own queries' kind
         registry.record_score(version, metrics[SELECT_BY], name, SELECT_BY, version.name)
     return result
 
