@@ -1,0 +1,71 @@
+"""Make a rating task set for human evaluation from a run or a curated dataset.
+
+    python -m conceptual.jobs.rating_tasks --kind KIND (--run RUN_ID | --data URI)
+        --output URI [--items N] [--raters 3] [--seed S]
+
+KIND: caption_quality (GOOD/BAD; from a curated dataset or an evaluate_captioner run),
+retrieval (which of the top 5 images match the query; from an evaluate_retriever run) or
+zh_caption (relevance and fluency 1-5; from a compare_fluency run, an evaluate_captioner run
+of a Chinese captioner, or a dataset with Chinese captions). OUTPUT gets tasks.parquet (one
+row per item: item_id, the photo or the ranked images, the text, the hidden approach) and
+tasks.json. The same inputs and seed give the same items. Serve them with
+`python -m conceptual.jobs.rating_page --tasks OUTPUT`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from conceptual.jobs.arguments import JobParser, job_main, location, output
+from conceptual.logs import error, job_output
+from conceptual.rating.tasks import KINDS
+
+
+def positive(value: str) -> int:
+    import argparse
+
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number")
+    return int(value)
+
+
+@job_main
+def main(argv: list[str] | None = None) -> int:
+    parser = JobParser(
+        prog="python -m conceptual.jobs.rating_tasks", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--kind", required=True, choices=sorted(KINDS), help="what raters judge")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", help="an MLflow run id (evaluate_* or compare_fluency)")
+    source.add_argument("--data", type=location, help="a curated dataset (an import's output)")
+    parser.add_argument("--output", required=True, type=output, help="where the task set goes")
+    parser.add_argument(
+        "--items", type=positive, help="items to sample (zh_caption and runs with a baseline: "
+        "images, each with every approach's caption); default: all"
+    )  # fmt: skip
+    parser.add_argument("--raters", type=positive, default=3, help="distinct raters per item")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    parser.add_argument("--verbose", action="store_true", help="MLflow's own logs on the terminal")
+    args = parser.parse_args(argv)
+    from conceptual.pipelines.rating_tasks import build
+    from conceptual.storage import StorageError
+
+    with job_output("rating_tasks", args.verbose):
+        try:
+            tasks = build(
+                args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed
+            )
+        except (StorageError, ValueError) as exc:  # no such run, data or photos
+            error(exc)
+            return 2
+    counts = ", ".join(
+        f"{a} {sum(i['approach'] == a for i in tasks.items)}" for a in tasks.manifest["approaches"]
+    )
+    print(f"tasks:    {args.output}  ({len(tasks.items)} items: {counts}; {args.raters} raters each)")
+    print(f"task set: {tasks.name}")
+    print(f"serve:    python -m conceptual.jobs.rating_page --tasks {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

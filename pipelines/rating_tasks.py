@@ -1,0 +1,246 @@
+"""Rating task sets (conceptual.rating.tasks) from what the platform made:
+
+| kind | from a curated dataset (`--data`) | from a run (`--run`) |
+|---|---|---|
+| caption_quality | its captions (Conceptual Captions Table 2) | evaluate_captioner: the model's and the nearest-neighbour baseline's test captions (samples.json; Table 4) |
+| retrieval | - | evaluate_retriever: the top 5 images of each logged query (rankings.json; run it with rankings=N for N queries), its own image added when missing |
+| zh_caption | its Chinese captions, one per image and source (MT system, native, human) | compare_fluency: every approach's caption of each test image (captions.json); evaluate_captioner of a Chinese captioner |
+
+Sampling is reproducible: the candidates come in a stable order and `seed` draws from them.
+`items` counts items; for zh_caption it counts images, each with every approach's caption.
+Photos come from the curated data (a run's features name it in features.json).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from typing import Any
+
+import mlflow
+import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from conceptual import storage, tracking
+from conceptual.pipelines.caption_features import features_summary
+from conceptual.rating.tasks import RESULTS_SHOWN, TaskSet, item_id, new_task_set, sample
+from conceptual.text.chinese import normalize
+
+CURATED = "curated"
+RUN_KINDS = {  # a run's stage -> the kinds of task it gives
+    "evaluate_captioner": ("caption_quality", "zh_caption"),
+    "evaluate_retriever": ("retrieval",),
+    "compare_fluency": ("zh_caption",),
+}
+
+
+def curated_table(data_uri: str, columns: list[str], where: Any = None) -> Any:
+    """Columns of the curated records under `data_uri` (a folder of Parquet files), the
+    rows matching `where`; a column the records lack is left out."""
+    import pyarrow as pa
+
+    fs, _ = storage.resolve(data_uri)
+    tables = []
+    for path in storage.list_files(data_uri):
+        if path.endswith(".parquet"):
+            with fs.open_input_file(path) as f:
+                names = pq.read_schema(f).names
+                present = [c for c in columns if c in names]
+                tables.append(pq.read_table(f, columns=present, filters=where))
+    if not tables:
+        raise storage.StorageError(f"no Parquet records under {data_uri}")
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def photos(data_uris: Iterable[str], column: str, values: list[str]) -> dict[str, bytes]:
+    """`column` value (`id` or `image_id`) -> the photo of a record with it, from the first
+    curated data that holds it; ValueError naming what is missing."""
+    found: dict[str, bytes] = {}
+    for uri in data_uris:
+        wanted = [v for v in values if v not in found]
+        if not wanted or not storage.exists(uri):
+            continue
+        table = curated_table(uri, [column, "image"], pc.field(column).isin(wanted))
+        found.update(zip(table[column].to_pylist(), table["image"].to_pylist()))
+    if missing := [v for v in values if not found.get(v)]:
+        raise ValueError(
+            f"{len(missing)} of {len(set(values))} photos are not in the curated data "
+            f"({', '.join(data_uris)}): {missing[0]} ..."
+        )
+    return found
+
+
+def from_data(kind: str, data_uri: str, items: int | None, rng: random.Random) -> list[dict]:
+    """Items from a curated dataset (an import's or curation's output, or its curated/)."""
+    folder = storage.output_part(data_uri, CURATED)
+    columns = ["id", "caption", "image_id", "language", "source", "text"]
+    table = curated_table(folder, columns).sort_by("id").to_pylist()
+    if kind == "caption_quality":
+        chosen = sample(table, items, rng)
+        approach = "curated"
+    elif kind == "zh_caption":
+        chosen = chinese_captions(table, items, rng)
+        approach = None
+    else:
+        raise ValueError(f"{kind} tasks come from a run (--run), not from a dataset")
+    if not chosen:
+        raise ValueError(f"no {kind} candidates in {data_uri}")
+    shown = photos([folder], "id", [row["id"] for row in chosen])
+    return [
+        caption_item(
+            kind, approach or row["source"], row.get("text") or row["caption"], row, shown
+        )
+        for row in chosen
+    ]
+
+
+def chinese_captions(records: list[dict], images: int | None, rng: random.Random) -> list[dict]:
+    """One Chinese caption per sampled image and source (the first by id)."""
+    by_image: dict[str, dict[str, dict]] = {}
+    for row in records:
+        if row.get("language") == "zh":
+            by_image.setdefault(row["image_id"] or row["id"], {}).setdefault(row["source"], row)
+    chosen = sample(sorted(by_image), images, rng)
+    return [row for image in chosen for row in by_image[image].values()]
+
+
+def caption_item(
+    kind: str, approach: str, text: str, row: dict[str, Any], shown: dict[str, bytes]
+) -> dict[str, Any]:
+    text = normalize(text) if kind == "zh_caption" else text
+    return {
+        "item_id": item_id(kind, approach, row["id"], text),
+        "approach": approach,
+        "text": text,
+        "image": shown[row["id"]],
+        "image_id": row.get("image_id"),
+        "source_id": row["id"],
+        "results": None,
+    }
+
+
+def from_run(
+    kind: str, run_id: str, items: int | None, rng: random.Random
+) -> tuple[list[dict], dict[str, Any]]:
+    """Items from an evaluation or comparison run, and what the run says of itself."""
+    run = source_run(run_id)
+    stage = run.data.tags.get("stage", "")
+    if kind not in RUN_KINDS.get(stage, ()):
+        fits = [k for k, kinds in RUN_KINDS.items() if kind in kinds]
+        raise ValueError(f"run {run_id} is a {stage or 'run'} run: {kind} tasks come from {fits}")
+    params = run.data.params
+    feature_uris = [v for k, v in sorted(params.items()) if k == "features_uri" or k.startswith("references.")]
+    curated = [features_summary(uri).get("curated") for uri in feature_uris]
+    curated = [uri for uri in curated if uri]
+    if stage == "evaluate_retriever":
+        return retrieval_items(run, items, rng, curated)
+    if stage == "compare_fluency":
+        captions = artifact(run_id, "captions.json")
+        images = sample(sorted({k for by_key in captions.values() for k in by_key}), items, rng)
+        shown = photos(curated, "image_id", images)
+        rows = [
+            caption_item(kind, approach, caption, {"id": key, "image_id": key}, shown)
+            for approach, by_key in captions.items()
+            for key, caption in by_key.items()
+            if key in shown
+        ]
+        return rows, {}
+    table = artifact(run_id, "samples.json")  # MLflow's table: columns and rows
+    samples = pd.DataFrame(table["data"], columns=table["columns"]).sort_values("id")
+    approaches = ["generated", *(["baseline"] if "baseline" in samples else [])]
+    chosen = sample(samples.to_dict("records"), items, rng)
+    shown = photos(curated, "id", [row["id"] for row in chosen])
+    rows = [
+        caption_item(kind, "model" if column == "generated" else column, row[column], row, shown)
+        for column in approaches
+        for row in chosen
+    ]
+    return rows, {}
+
+
+def source_run(run_id: str) -> Any:
+    tracking.configure()
+    try:
+        return MlflowClient().get_run(run_id)
+    except MlflowException:
+        raise ValueError(
+            f"no run {run_id!r} at {tracking.printable_tracking_uri()}"
+        ) from None
+
+
+def artifact(run_id: str, name: str) -> Any:
+    """A JSON artifact the run logged; ValueError when it has none by that name."""
+    try:
+        return mlflow.artifacts.load_dict(f"runs:/{run_id}/{name}")
+    except (MlflowException, OSError):
+        raise ValueError(f"run {run_id} has no {name}") from None
+
+
+def retrieval_items(
+    run: Any, items: int | None, rng: random.Random, curated: list[str]
+) -> tuple[list[dict], dict[str, Any]]:
+    """The top RESULTS_SHOWN of sampled queries, the query's own image added when it is not
+    among them, in a shuffled order (a rater cannot tell the ranks)."""
+    rankings = artifact(run.info.run_id, "rankings.json")
+    queries = sample(rankings["query_to_image"], items, rng)
+    shown_ids = [
+        [r["image_id"] for r in q["top"][:RESULTS_SHOWN]]
+        + ([q["answer"]] if q["answer"] not in [r["image_id"] for r in q["top"][:RESULTS_SHOWN]] else [])
+        for q in queries
+    ]
+    shown = photos(curated, "image_id", sorted({i for ids in shown_ids for i in ids}))
+    rows = []
+    for query, ids in zip(queries, shown_ids):
+        results = [
+            {
+                "image_id": image,
+                "image": shown[image],
+                "rank": rank if rank <= RESULTS_SHOWN else None,
+                "correct": image == query["answer"],
+            }
+            for rank, image in enumerate(ids, start=1)
+        ]
+        rng.shuffle(results)
+        rows.append(
+            {
+                "item_id": item_id("retrieval", query["query"], query["answer"], *ids),
+                "approach": "model",
+                "text": query["query"],
+                "image": None,
+                "image_id": query["answer"],
+                "source_id": query["answer"],
+                "results": results,
+            }
+        )
+    modality = run.data.tags.get("modality", "text")
+    metrics = run.data.metrics
+    automatic = {
+        f"R@{k}": metrics.get(tracking.metric_key(f"{modality}_to_image.R@{k}"))
+        for k in (1, RESULTS_SHOWN)
+    }
+    return rows, {"automatic": automatic, "modality": modality}
+
+
+def build(
+    kind: str,
+    output: str,
+    run_id: str | None,
+    data: str | None,
+    items: int | None,
+    raters: int,
+    seed: int,
+) -> TaskSet:
+    """The task set, written to `output`."""
+    rng = random.Random(seed)
+    if run_id:
+        rows, about = from_run(kind, run_id, items, rng)
+        source = {"run_id": run_id, **about}
+    else:
+        assert data is not None
+        rows, source = from_data(kind, data, items, rng), {"data": data}
+    tasks = new_task_set(kind, rows, raters, seed, source, rng)
+    tasks.write(output)
+    return tasks

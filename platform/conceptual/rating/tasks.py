@@ -1,0 +1,196 @@
+"""Rating task sets: what raters are asked, one row per item, and the answers they may give.
+
+A task set is a folder: `tasks.parquet` (the items) and `tasks.json` (the manifest: kind,
+question, raters per item, seed, where the items came from), then the `_SUCCESS` marker.
+
+| kind | an item shows | answer (as stored, and as a ratings CSV gives it) |
+|---|---|---|
+| caption_quality | a photo and a caption | `GOOD` or `BAD` |
+| retrieval | a query and the images retrieved for it (its top 5, and its own image when that is not among them), in a shuffled order | one `Y` or `N` per image shown, in the order shown: `YNNNNY` |
+| zh_caption | a photo and a Chinese caption | relevance and fluency, each 1-5: `4/5` |
+
+Every item names its `approach` (what wrote the caption: `model`, `baseline`, a fluency
+strategy, a translator, ...). The page never shows it; approaches are shuffled together,
+so a rater cannot tell them apart by their order either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import posixpath
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conceptual import storage
+
+ITEMS, MANIFEST = "tasks.parquet", "tasks.json"
+GOOD, BAD = "GOOD", "BAD"
+MATCH, NO_MATCH = "Y", "N"
+SCALE = range(1, 6)  # relevance and fluency, 1-5
+RESULTS_SHOWN = 5  # retrieval: the top 5, as in the spoken-captions paper's Table 4
+
+RESULT = pa.struct(
+    [
+        ("image_id", pa.string()),
+        ("image", pa.binary()),
+        ("rank", pa.int32()),  # 1-5; null for the query's own image added below the top 5
+        ("correct", pa.bool_()),  # the query's own image (what automatic R@k counts)
+    ]
+)
+ITEM = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("approach", pa.string()),  # hidden from raters
+        ("text", pa.string()),  # the caption, or the retrieval query
+        ("image", pa.binary()),  # the photo (null for retrieval: its images are in results)
+        ("image_id", pa.string()),
+        ("source_id", pa.string()),  # the record the item was made from
+        ("results", pa.list_(RESULT)),  # retrieval only
+    ]
+)
+
+
+class AnswerError(ValueError):
+    """An answer that is not one of the question's answers; the message says which are."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    question: str
+    answer_format: str  # for people: what an answer looks like
+
+    def parse(self, answer: str, item: dict[str, Any]) -> str:
+        """The answer in its stored form, or AnswerError."""
+        text = (answer or "").strip().upper()
+        if self.name == "caption_quality" and text in (GOOD, BAD):
+            return text
+        if self.name == "retrieval":
+            shown = len(item["results"] or [])
+            if len(text) == shown and set(text) <= {MATCH, NO_MATCH}:
+                return text
+        if self.name == "zh_caption":
+            parts = text.split("/")
+            if len(parts) == 2 and all(p.isdigit() and int(p) in SCALE for p in parts):
+                return f"{int(parts[0])}/{int(parts[1])}"
+        raise AnswerError(f"{answer!r} is not an answer to a {self.name} item: {self.answer_format}")
+
+
+KINDS = {
+    kind.name: kind
+    for kind in (
+        Kind(
+            "caption_quality",
+            "Does the caption describe the photo? GOOD: it is accurate and reads as natural "
+            "language; BAD otherwise.",
+            "GOOD or BAD",
+        ),
+        Kind(
+            "retrieval",
+            "Which of these images does the query describe? Mark every image it fits.",
+            "one Y (match) or N per image shown, in the order shown, e.g. YNNNN",
+        ),
+        Kind(
+            "zh_caption",
+            "How relevant is the Chinese caption to the photo (1: unrelated, 5: describes it "
+            "exactly), and how fluent is it as Chinese (1: not Chinese, 5: as a native "
+            "speaker writes)?",
+            "relevance/fluency, each 1-5, e.g. 4/5",
+        ),
+    )
+}
+
+
+def kind(name: str) -> Kind:
+    if name not in KINDS:
+        raise ValueError(f"unknown kind {name!r}: one of {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+def item_id(*key: str) -> str:
+    """A stable id from what the item shows: the same source gives the same id."""
+    return hashlib.sha1("\t".join(key).encode()).hexdigest()[:16]
+
+
+def sample(population: Sequence[Any], count: int | None, rng: random.Random) -> list[Any]:
+    """`count` of the population (all of it when None or larger), reproducibly for one seed:
+    the population must come in a stable order."""
+    if count is None or count >= len(population):
+        return list(population)
+    return rng.sample(list(population), count)
+
+
+@dataclass
+class TaskSet:
+    manifest: dict[str, Any]
+    items: list[dict[str, Any]]
+
+    @property
+    def kind(self) -> Kind:
+        return kind(self.manifest["kind"])
+
+    @property
+    def name(self) -> str:
+        """What answers are stored under: the manifest's `task_set`."""
+        return self.manifest["task_set"]
+
+    @property
+    def raters(self) -> int:
+        return int(self.manifest["raters"])
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        return {item["item_id"]: item for item in self.items}
+
+    def write(self, uri: str) -> None:
+        """Into the folder `uri` (cleared first; the marker last)."""
+        storage.delete(uri)
+        buffer = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(self.items, schema=ITEM), buffer)
+        storage.write_bytes(storage.join(uri, ITEMS), buffer.getvalue())
+        storage.write_json(storage.join(uri, MANIFEST), self.manifest)
+        storage.write_json(storage.join(uri, storage.SUCCESS), {"items": len(self.items)})
+
+
+def new_task_set(
+    kind_name: str,
+    items: list[dict[str, Any]],
+    raters: int,
+    seed: int,
+    source: dict[str, Any],
+    rng: random.Random,
+) -> TaskSet:
+    """Items shuffled (approaches mixed) and a manifest naming the set by its items."""
+    ordered, items = items, list(items)
+    rng.shuffle(items)
+    ids = [item["item_id"] for item in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two items of the task set show the same thing")
+    digest = hashlib.sha1(json.dumps([kind_name, ids]).encode()).hexdigest()[:12]
+    manifest = {
+        "task_set": f"{kind_name}-{digest}",
+        "kind": kind_name,
+        "question": KINDS[kind_name].question,
+        "answers": KINDS[kind_name].answer_format,
+        "raters": raters,
+        "seed": seed,
+        "items": len(items),
+        # In the order the source gave them: the first is the one being evaluated.
+        "approaches": list(dict.fromkeys(item["approach"] for item in ordered)),
+        "source": source,
+    }
+    return TaskSet(manifest, items)
+
+
+def read_task_set(uri: str) -> TaskSet:
+    """A rating_tasks job's output (it must have finished)."""
+    uri = posixpath.dirname(storage.output_part(uri, ITEMS).rstrip("/"))  # checks the marker
+    manifest = storage.read_json(storage.join(uri, MANIFEST))
+    table = pq.read_table(io.BytesIO(storage.read_bytes(storage.join(uri, ITEMS))))
+    return TaskSet(manifest, table.to_pylist())
