@@ -3,6 +3,8 @@ the champion if it beats the current one on the same dev set.
 
     python -m conceptual.jobs.train_retriever --features URI [--speech URI] [--config FILE]
         modality=speech|text loss=mms|triplet [key=value ...]
+    python -m conceptual.jobs.train_retriever --features URI --speech URI modality=speech
+        teacher=TEXT_MODEL_URI [--teacher-speech URI ...]
 
 FEATURES is a features job's output (the images and their captions); SPEECH, for
 modality=speech, any output holding clips of those captions (a synthesize_speech output, or
@@ -11,7 +13,10 @@ an import that carried recorded speech). Overrides use the config's keys
 model.embed_dim=1536. The run lands in MLflow (experiment `retrieval`); the best checkpoint
 by dev mean R@10 (both directions) becomes a version of `retriever-speech` or
 `retriever-text`, and `champion` moves to it only when it beats the champion's on the same
-dev set.
+dev set. With teacher=TEXT_MODEL_URI the speech tower also learns the text retriever's
+embedding of each clip's caption (distillation); --teacher-speech adds clips whose captions
+teach it without a photo (synthesize_speech outputs of any captions). Warm starts:
+init=URI (the whole model), init.image=URI, init.speech=URI, init.text=URI (one tower).
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument("--speech", type=location, help="clips of the captions (modality=speech)")
+    parser.add_argument(
+        "--teacher-speech",
+        action="append",
+        default=[],
+        type=location,
+        help="more clips that teach the speech tower through teacher= (repeatable)",
+    )
     add_training_arguments(
         parser,
         "RetrieverTrainConfig",
@@ -49,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_retriever",
         args,
         RetrieverTrainConfig,
-        lambda config: train(args.features, config, args.speech),
+        lambda config: train(args.features, config, args.speech, args.teacher_speech),
         publish,
     )
 

@@ -345,6 +345,35 @@ def _clip_pairs(batch: pa.Table, split: tuple[ray.ObjectRef]) -> pa.Table:
     return clips_in_split(batch, caption_image, known).select(["image_id", "caption", "audio"])
 
 
+def teacher_pairs(
+    features_uri: str, files: list[str], speech_uris: Sequence[str], allow_incomplete: bool = False
+) -> ray.data.Dataset:
+    """Clips that teach a speech tower through their captions alone (a teacher's caption
+    embeddings; no photo): `image_id` null, `caption`, `audio`, from every output in
+    `speech_uris`. A clip of a caption or image in the features' other splits than train is
+    left out, so no dev or test caption is ever learned."""
+    held_out = _read(features_uri, files, ["id", "image_id"], pc.field("split") != TRAIN_SPLIT)
+    unseen = ray.put(set(held_out["id"].to_pylist()) | set(held_out["image_id"].to_pylist()))
+    parts = []
+    for uri in speech_uris:
+        fs, _ = storage.resolve(uri)
+        rows = read_row_groups(fs, clip_files(uri, allow_incomplete), CLIP_COLUMNS)
+        keep = partial(_teaching_clips, unseen=(unseen,))
+        parts.append(rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS))
+    return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+
+
+def _teaching_clips(batch: pa.Table, unseen: tuple[ray.ObjectRef]) -> pa.Table:
+    held_out = _shared(unseen[0])
+    seen = [
+        caption not in held_out and image not in held_out
+        for caption, image in zip(batch["caption_id"].to_pylist(), batch["image_id"].to_pylist())
+    ]
+    batch = batch.filter(pa.array(seen, pa.bool_()))
+    no_image = pa.nulls(batch.num_rows, pa.string())
+    return pa.table({"image_id": no_image, "caption": batch["caption"], "audio": batch["audio"]})
+
+
 def _train_records(batch: pa.Table, split: str) -> pa.Table:
     batch = batch.filter((pc.field("split") == split) & (pc.field("crop") == 0))
     return batch.select(["image_id", "caption"])
@@ -355,13 +384,18 @@ def train_examples(
     image_input: Callable[[list[str], np.random.Generator], np.ndarray],
     modality: Modality,
     query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
+    targets: Callable[[list[str]], np.ndarray] | None = None,
 ) -> ray.data.Dataset:
     """Pairs as the loss reads them: `image` (what `image_input` makes of the image ids:
     `pooled_crops` or `photo_crops`), `image_group` and `caption_group` (the match mask's
     ids), and the query tower's input under the name `query_input` returns (`mfcc` or
-    `tokens`)."""
+    `tokens`). With `targets` (a teacher's caption embeddings) also `target` and
+    `has_image`: rows without an image (null image_id) get zeros for it and a group of
+    their own."""
     column = "mfcc" if modality == "speech" else "tokens"
-    examples = partial(_examples, column=column, image_input=image_input, query_input=query_input)
+    examples = partial(
+        _examples, column=column, image_input=image_input, query_input=query_input, targets=targets
+    )
     return pairs.map_batches(
         examples, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
     )
@@ -372,16 +406,26 @@ def _examples(
     column: str,
     image_input: Callable[[list[str], np.random.Generator], np.ndarray],
     query_input: Callable[[pa.Table, np.random.Generator], np.ndarray],
+    targets: Callable[[list[str]], np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     rng = np.random.default_rng()  # a fresh draw every epoch
     image_ids = batch["image_id"].to_pylist()
     captions = batch["caption"].to_pylist()
-    return {
-        "image": image_input(image_ids, rng),
-        "image_group": np.array([group_id(i) for i in image_ids]),
+    has_image = np.array([i is not None for i in image_ids], dtype=bool)
+    known = image_input([i for i in image_ids if i is not None], rng)
+    image = np.zeros((len(image_ids), *known.shape[1:]), dtype=known.dtype)
+    image[has_image] = known
+    # Rows without an image (teaching clips) get negative groups of their own.
+    own = -1 - np.arange(len(image_ids))
+    examples = {
+        "image": image,
+        "image_group": np.array([group_id(i) if i else g for i, g in zip(image_ids, own)]),
         "caption_group": np.array([group_id(c) for c in captions]),
         column: query_input(batch, rng),
     }
+    if targets is None:
+        return examples
+    return examples | {"target": targets(captions), "has_image": has_image}
 
 
 def pooled_crops(

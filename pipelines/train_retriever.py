@@ -15,6 +15,26 @@ the growing margin, set by the core before every optimizer step), and the dev sc
 decayed x0.999 every 1,000 steps, L2 weight decay 4e-5. A fine-tuned CNN takes
 model.backbone_lr_scale of that rate (DualEncoder.optimizer_groups).
 
+A teacher (`teacher=TEXT_MODEL_URI`, speech only): the speech tower also learns to put each
+clip where the teacher's frozen text tower puts the clip's caption (distillation_loss, MMS
+or cosine, `distill.*`). The speech model takes the teacher's image settings and starts
+from its image tower and scale, so the teacher's caption embeddings already lie next to
+their images in the space the speech tower is pulled into. The schedule is joint: every
+step adds `distill.weight` x the distillation loss to the image-alignment loss, from the
+first step. Why not distillation first, then alignment: with the image tower starting as
+the teacher's, both losses pull the speech tower toward the same place, and a separate
+phase would only spend epochs; joint also lets clips without a photo (`--teacher-speech`
+outputs, e.g. synthesized cc_val_captions) teach the tower in every batch while the
+photo's clips align. Clips without a photo in the train split add only the distillation
+term; clips of captions or images of the features' other splits never teach (the dev and
+test sets stay unseen). Every epoch logs `distill_loss` (the epoch's mean on rank 0) and
+the dev clips' speech_to_text.R@k against the teacher's embeddings of the dev captions.
+
+Warm starts (`init.*`, the paper's Table 2): `init=URI` loads a whole saved retriever (its
+towers' settings and vocabulary too); `init.image`, `init.speech`, `init.text` load one
+tower each from a saved retriever's (this run's settings for that tower must match the
+saved ones; `init.text` brings the saved vocabulary).
+
 Negatives from every worker: with several workers each one gathers the embeddings (and
 match ids) of all workers' batches, with their gradients (torch.distributed.nn.all_gather),
 and computes the loss of the global batch; DDP's averaging of the gradients then gives
@@ -25,6 +45,8 @@ Ray Train splits the rows equally between workers, so the batches gathered have 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Literal
 
@@ -35,24 +57,27 @@ import ray
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import Tensor, nn
 
 from conceptual import registry, tracking
+from conceptual.config import Config
 from conceptual.models.retriever import (
     DualEncoder,
     RetrieverConfig,
     RetrieverSettings,
+    distillation_loss,
     margin_at,
     match_mask,
     mms_loss,
+    recall_at_k,
     triplet_loss,
 )
 from conceptual.models.saving import load_retriever, save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import feature_files
-from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, eval_set_name
+from conceptual.pipelines.evaluate_retriever import KS, SELECT_BY, dev_scores, embed, eval_set_name
 from conceptual.pipelines.retrieval_data import (
     TRAIN_SPLIT,
     Modality,
@@ -62,6 +87,7 @@ from conceptual.pipelines.retrieval_data import (
     pooled_crops,
     query_inputs,
     split_images,
+    teacher_pairs,
     train_captions,
     train_examples,
     train_pairs,
@@ -71,19 +97,67 @@ from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual.vision.cnn import FEATURE_CHANNELS
 
 
+class MarginConfig(Config):
+    """The spec's growing margin: `start`, x `growth` every `every` optimizer steps, capped at
+    `max`. The paper grew it every 1,000 of its ~3 M steps: 3,000 times, to
+    0.001 x 1.002^3000 = 0.40. Runs here take a few hundred steps (3,135 clips at batch 48:
+    66 steps an epoch), where every=1000 would never grow it; the default grows it ten times
+    a step, so a 300-step run ends where the paper's did, and `max` holds a longer run
+    there. every=1000 max=.inf is the paper's schedule for a 3 M-step run. `margin=X` sets
+    the start alone."""
+
+    start: float = Field(default=0.001, ge=0)
+    growth: float = Field(default=1.002, ge=1)
+    every: float = Field(default=0.1, gt=0)
+    max: float = Field(default=0.4, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_number_is_the_start(cls, data: Any) -> Any:
+        return {"start": data} if isinstance(data, int | float) else data
+
+    def at(self, step: int) -> float:
+        return margin_at(step, self.start, self.growth, self.every, self.max)
+
+
+class InitConfig(Config):
+    """Saved retrievers (model URIs or directories) to start from. `init=URI` sets `model`."""
+
+    model: str | None = None  # the whole model: weights, towers' settings, vocabulary
+    image: str | None = None  # one tower's weights; this run's settings must match its
+    speech: str | None = None
+    text: str | None = None  # with its vocabulary
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_uri_is_the_whole_model(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+    def towers(self) -> dict[str, str]:
+        """Tower name -> URI, for the towers set one at a time."""
+        return {t: uri for t in ("image", "speech", "text") if (uri := getattr(self, t))}
+
+
+class DistillConfig(Config):
+    """With `teacher`: the speech tower learns the teacher text tower's caption embeddings."""
+
+    loss: Literal["mms", "cosine"] = "mms"
+    weight: float = Field(default=1.0, gt=0)  # beside the image-alignment loss's 1
+
+
 class RetrieverTrainConfig(training.TrainingConfig):
     modality: Modality = "speech"
     loss: Literal["mms", "triplet"] = "mms"
     model: RetrieverSettings = RetrieverSettings()
     audio: AudioFeatureConfig = AudioFeatureConfig()  # speech: MFCCs, crop length, SpecAugment
     image: PhotoAugmentConfig = PhotoAugmentConfig()  # model.image_backbone=finetune: distortion
-    margin: float = Field(default=0.001, ge=0)  # the margin at step 0
-    margin_growth: float = Field(default=1.002, ge=1)  # multiplied by this...
-    margin_every: int = Field(default=1000, ge=1)  # ...every this many optimizer steps
+    margin: MarginConfig = MarginConfig()
     gather: bool = True  # in-batch negatives from every worker (see the module's docstring)
-    # A saved retriever (model URI or directory) to start from: its weights, its towers'
-    # settings (model.* is then not used) and, for text, its vocabulary. Fine-tuning.
-    init: str | None = None
+    # Saved retrievers to start from: init=URI the whole model (its towers' settings, so
+    # model.* is then not used, and for text its vocabulary); init.image/speech/text one tower.
+    init: InitConfig = InitConfig()
+    teacher: str | None = None  # speech: a text retriever whose caption embeddings it learns
+    distill: DistillConfig = DistillConfig()
     min_count: int = 2  # text: words seen at least this often in the train captions
     eval_split: str = "val"
     eval_max_images: int | None = None  # None: every dev image
@@ -111,24 +185,40 @@ def variant(config: RetrieverTrainConfig) -> str:
 
 
 def train(
-    features_uri: str, config: RetrieverTrainConfig, speech_uri: str | None = None
+    features_uri: str,
+    config: RetrieverTrainConfig,
+    speech_uri: str | None = None,
+    teacher_speech: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Train, evaluate every epoch and keep the best model by dev mean R@10. Returns the
     MLflow `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
-    metrics), `history` and `eval_set` (the name of the dev set the scores belong to)."""
+    metrics), `history` and `eval_set` (the name of the dev set the scores belong to).
+    `teacher_speech`: more clips (with `teacher`) that teach the speech tower by their
+    captions alone."""
     if config.modality == "speech" and speech_uri is None:
         raise ValueError("modality=speech needs spoken captions: --speech URI")
+    if config.teacher and config.modality != "speech":
+        raise ValueError("teacher= teaches a speech tower: it needs modality=speech")
+    if teacher_speech and not config.teacher:
+        raise ValueError("--teacher-speech clips teach through a teacher: set teacher=URI")
     speech_uri = speech_uri if config.modality == "speech" else None
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
     images = split_images(features_uri, files, TRAIN_SPLIT)
+    image_dim = images.pooled.shape[-1]
+    teacher = load_teacher(config.teacher, image_dim) if config.teacher else None
     initial, vocab = None, None
-    if config.init:
-        initial, vocab, model_config = starting_point(config, images.pooled.shape[-1])
-    elif config.modality == "text":
-        vocab = Vocabulary.build(train_captions(features_uri, files), min_count=config.min_count)
-    if initial is None:
-        model_config = retriever_config(config, images.pooled.shape[-1], vocab)
+    if config.init.model:
+        initial, vocab, model_config = starting_point(config, image_dim)
+    else:
+        if config.init.text:
+            vocab = load_retriever(registry.resolve(config.init.text))[1]
+        elif config.modality == "text":
+            vocab = Vocabulary.build(
+                train_captions(features_uri, files), min_count=config.min_count
+            )
+        model_config = retriever_config(config, image_dim, vocab, teacher)
+        initial = tower_weights(config.init.towers(), model_config, teacher)
     dev = eval_set(
         features_uri,
         config.eval_split,
@@ -139,7 +229,11 @@ def train(
         model_config.photo_size,
     )
     dev_inputs = query_inputs(dev, config.modality, vocab, config.audio, model_config.max_tokens)
-    config = training.resolved(config, {"--features": features_uri, "--speech": speech_uri})
+    config = training.resolved(
+        config,
+        {"--features": features_uri, "--speech": speech_uri}
+        | {f"--teacher-speech {i}": uri for i, uri in enumerate(teacher_speech)},
+    )
 
     with tracking.start_run(
         config.experiment, tags={"stage": "train_retriever", "variant": variant(config)}
@@ -150,6 +244,7 @@ def train(
             {
                 "features_uri": features_uri,
                 "speech_uri": speech_uri,
+                "teacher_speech": " ".join(teacher_speech) or None,
                 "train_images": len(images.image_ids),
                 "dev_images": len(dev["image_ids"]),
                 "dev_queries": len(dev["query_ids"]),
@@ -164,13 +259,29 @@ def train(
             "dev": ray.put((dev, dev_inputs)),  # rank 0 fetches it; the driver keeps it alive
         }
         pairs = train_pairs(features_uri, files, images, speech_uri, config.allow_incomplete)
+        targets = None
+        if teacher_speech:
+            more = teacher_pairs(features_uri, files, teacher_speech, config.allow_incomplete)
+            pairs = pairs.union(more).randomize_block_order()
+        if teacher is not None:
+            targets = teacher.targets()
+            loop_config["dev_targets"] = teacher.embed_captions(dev["captions"])
         if model_config.photo_size is None:
             image_input = pooled_crops(images, np.float16 if config.use_gpu else np.float32)
         else:
             image_input = photo_crops(features_uri, images, model_config.photo_size, config.image)
-        rows = train_examples(pairs, image_input, config.modality, query_input(config, vocab))
+        rows = train_examples(
+            pairs, image_input, config.modality, query_input(config, vocab), targets
+        )
         best_dir, best_metrics, history = training.fit(
-            train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY
+            train_loop,
+            loop_config,
+            rows,
+            config,
+            run_id,
+            variant(config),
+            SELECT_BY,
+            eval_size=len(dev["image_ids"]),
         )
         best = {k: v for k, v in best_metrics.items() if k == "epoch" or "R@" in k}
         mlflow.log_dict({"best": best, "history": history}, "training.json")
@@ -189,26 +300,114 @@ def publish(result: dict[str, Any], config: RetrieverTrainConfig, name: str | No
     name = name or model_name(config.modality)
     score = result["best"][SELECT_BY]
     return registry.publish(
-        result["run_id"], variant(config), score, result["eval_set"], SELECT_BY, name
+        result["run_id"],
+        variant(config),
+        score,
+        result["eval_set"],
+        SELECT_BY,
+        name,
+        config.min_eval_size,
     )
 
 
 def starting_point(
     config: RetrieverTrainConfig, image_dim: int
 ) -> tuple[dict[str, Tensor], Vocabulary | None, RetrieverConfig]:
-    """The weights, vocabulary and model config of `config.init`, checked against the run:
-    the same modality and (unless it fine-tunes the CNN on the photos) image features; a
+    """The weights, vocabulary and model config of `config.init.model`, checked against the
+    run: the same modality and (unless it fine-tunes the CNN on the photos) image features; a
     speech model's frames follow this run's audio."""
-    model, vocab, _ = load_retriever(registry.resolve(config.init))
+    model, vocab, _ = load_retriever(registry.resolve(config.init.model))
     saved = model.config
-    other_features = saved.photo_size is None and saved.image_dim != image_dim
-    if saved.modality != config.modality or other_features:
+    if saved.modality != config.modality or _other_features(saved, image_dim):
         raise ValueError(
-            f"init={config.init} is a {saved.modality} retriever over {saved.image_dim}-d image "
-            f"features; this run trains {config.modality} over {image_dim}-d features"
+            f"init={config.init.model} is a {saved.modality} retriever over {saved.image_dim}-d "
+            f"image features; this run trains {config.modality} over {image_dim}-d features"
         )
     frames = 1 + round(config.audio.seconds * 100)
     return model.state_dict(), vocab, saved.model_copy(update={"frames": frames})
+
+
+def _other_features(saved: RetrieverConfig, image_dim: int) -> bool:
+    """A saved model over other image features than this run's (a fine-tuned CNN reads photos)."""
+    return saved.photo_size is None and saved.image_dim != image_dim
+
+
+class Teacher:
+    """A saved text retriever whose text tower embeds captions for the speech tower to learn;
+    frozen, on the CPU (a caption's embedding costs far less than its clip's MFCCs)."""
+
+    def __init__(self, model: DualEncoder, vocab: Vocabulary):
+        self.model, self.vocab = model.eval(), vocab
+
+    def embed_captions(self, captions: Sequence[str]) -> np.ndarray:
+        tokens = self.vocab.encode_array(list(captions), self.model.config.max_tokens)
+        return embed(self.model.embed_queries, tokens, torch.device("cpu")).numpy()
+
+    def targets(self):
+        """What the training rows' tasks call on a batch's captions (the teacher shipped once
+        through the object store, rebuilt once per worker process)."""
+        saved = (self.model.state_dict(), self.model.config.model_dump(), self.vocab.to_json())
+        return partial(_teacher_targets, shared=(ray.put(saved),))
+
+
+@functools.lru_cache(maxsize=2)
+def _rebuilt_teacher(ref: ray.ObjectRef) -> Teacher:
+    weights, model_config, vocab = ray.get(ref)
+    model = DualEncoder(RetrieverConfig.model_validate(model_config))
+    model.load_state_dict(weights)
+    return Teacher(model, Vocabulary.from_json(vocab))
+
+
+def _teacher_targets(captions: list[str], shared: tuple[ray.ObjectRef]) -> np.ndarray:
+    return _rebuilt_teacher(shared[0]).embed_captions(captions)
+
+
+def load_teacher(uri: str, image_dim: int) -> Teacher:
+    """The teacher of `teacher=URI`: a text retriever over this run's image features."""
+    model, vocab, _ = load_retriever(registry.resolve(uri))
+    if model.config.modality != "text" or _other_features(model.config, image_dim):
+        raise ValueError(
+            f"teacher={uri} is a {model.config.modality} retriever over "
+            f"{model.config.image_dim}-d image features; a teacher is a text retriever over "
+            f"this run's {image_dim}-d features"
+        )
+    return Teacher(model, vocab)
+
+
+def tower_weights(
+    towers: dict[str, str], model_config: RetrieverConfig, teacher: Teacher | None = None
+) -> dict[str, Tensor] | None:
+    """The weights the run starts from when its towers are loaded one at a time (`towers`:
+    tower -> saved retriever), as a state dict of the model's keys (None: none loaded); a
+    teacher's image tower and scale unless init.image names another. Each tower is checked
+    by loading it into a model of this run's settings: a mismatch is a clear error here,
+    not a failed worker."""
+    sources: dict[str, DualEncoder] = {}
+    if teacher is not None:
+        sources["image"] = teacher.model
+    for tower, uri in towers.items():
+        wanted = "text" if tower == "text" else "speech" if tower == "speech" else None
+        saved = load_retriever(registry.resolve(uri))[0]
+        if wanted and wanted != model_config.modality:
+            raise ValueError(f"init.{tower}: this run trains a {model_config.modality} tower")
+        if wanted and saved.config.modality != wanted:
+            raise ValueError(f"init.{tower}={uri} is a {saved.config.modality} retriever")
+        sources[tower] = saved
+    if not sources:
+        return None
+    model = DualEncoder(model_config)
+    for tower, saved in sources.items():
+        part = "image" if tower == "image" else "query"
+        try:
+            getattr(model, part).load_state_dict(getattr(saved, part).state_dict())
+        except RuntimeError as error:
+            raise ValueError(
+                f"the {tower} tower of {towers.get(tower, 'the teacher')} does not fit this "
+                f"run's model settings (model.*): {str(error).splitlines()[0]}"
+            ) from error
+        if tower == "image" and model_config.normalize and saved.config.normalize:
+            model.log_scale.data.copy_(saved.log_scale.data)  # the scale their scores had
+    return model.state_dict()
 
 
 def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
@@ -219,9 +418,14 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
         photos = ("model.image_size", *(f"image.{key}" for key in PhotoAugmentConfig.model_fields))
     if config.modality == "speech":
         text = ("text_architecture", "text_d_model", "text_layers", "text_heads", "max_tokens")
-        return tuple(f"model.{key}" for key in text) + ("min_count", *photos)
+        return tuple(f"model.{key}" for key in text) + ("min_count", "init.text", *photos)
     return (
+        "init.speech",
+        "teacher",
+        "distill.loss",
+        "distill.weight",
         "model.speech_channels",
+        "model.speech_residual",
         "audio.n_mfcc",
         "audio.n_mels",
         "audio.seconds",
@@ -232,13 +436,21 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
 
 
 def retriever_config(
-    config: RetrieverTrainConfig, image_dim: int, vocab: Vocabulary | None
+    config: RetrieverTrainConfig,
+    image_dim: int,
+    vocab: Vocabulary | None,
+    teacher: Teacher | None = None,
 ) -> RetrieverConfig:
     """The model's settings with what the data decides (a fine-tuned CNN decides image_dim
-    itself)."""
-    finetune = config.model.image_backbone == "finetune"
+    itself); with a teacher, its image tower's and embedding's settings, which the model
+    starts from."""
+    settings = config.model.model_dump()
+    if teacher is not None:
+        taught = ("embed_dim", "normalize", "image_backbone", "image_size", "image_hidden")
+        settings |= {key: getattr(teacher.model.config, key) for key in taught}
+    finetune = settings["image_backbone"] == "finetune"
     return RetrieverConfig(
-        **config.model.model_dump(),
+        **settings,
         modality=config.modality,
         image_dim=FEATURE_CHANNELS if finetune else image_dim,
         n_mfcc=config.audio.n_mfcc,
@@ -271,18 +483,29 @@ def _tokens(
 class RetrievalLoss(nn.Module):
     """Both towers, the match mask and the loss over a batch's columns (DDP synchronizes the
     gradients of what runs through the wrapped module's forward). `at_step` sets the
-    growing margin and the triplet's draw of negatives for each optimizer step."""
+    growing margin and the triplet's draw of negatives for each optimizer step. With a
+    teacher the batch also holds each caption's `target` embedding and whether the row has
+    a photo (`has_image`): the alignment loss is over the rows with one, the distillation
+    loss over all; `distilled()` gives the latter's mean since it was last asked."""
 
     def __init__(self, model: DualEncoder, config: RetrieverTrainConfig):
         super().__init__()
         self.model, self.config = model, config
-        self.register_buffer("margin", torch.tensor(config.margin), persistent=False)
+        self.register_buffer("margin", torch.tensor(config.margin.start), persistent=False)
         self.negatives = torch.Generator()
+        self.distill_sum, self.distill_steps = 0.0, 0
 
     def at_step(self, step: int) -> None:
         c = self.config
-        self.margin.fill_(margin_at(step, c.margin, c.margin_growth, c.margin_every))
+        self.margin.fill_(c.margin.at(step))
         self.negatives.manual_seed(c.seed * 1_000_003 + step)  # the same draw on every worker
+
+    def distilled(self) -> dict[str, float]:
+        if not self.distill_steps:
+            return {}
+        mean = self.distill_sum / self.distill_steps
+        self.distill_sum, self.distill_steps = 0.0, 0
+        return {"distill_loss": mean}
 
     def forward(
         self,
@@ -291,12 +514,33 @@ class RetrievalLoss(nn.Module):
         caption_group: Tensor,
         mfcc: Tensor | None = None,
         tokens: Tensor | None = None,
+        target: Tensor | None = None,
+        has_image: Tensor | None = None,
     ) -> Tensor:
         images = self.model.embed_images(image)
         queries = self.model.embed_queries(mfcc if mfcc is not None else tokens)
         if self.config.gather and dist.is_initialized() and dist.get_world_size() > 1:
             images, queries = (torch.cat(dist_nn.all_gather(t)) for t in (images, queries))
             image_group, caption_group = (_gathered(t) for t in (image_group, caption_group))
+            if target is not None:
+                target, has_image = _gathered(target), _gathered(has_image)
+        if target is None:
+            return self.aligned(images, queries, image_group, caption_group)
+        distill = distillation_loss(
+            queries, target.float(), caption_group, self.config.distill.loss, self.model.scores
+        )
+        self.distill_sum += distill.item()
+        self.distill_steps += 1
+        rows = has_image.bool()
+        aligned = self.aligned(images[rows], queries[rows], image_group[rows], caption_group[rows])
+        return aligned + self.config.distill.weight * distill
+
+    def aligned(
+        self, images: Tensor, queries: Tensor, image_group: Tensor, caption_group: Tensor
+    ) -> Tensor:
+        """The image-alignment loss; 0 for a batch of fewer than two photos' rows."""
+        if len(images) < 2:
+            return queries.sum() * 0.0  # no negatives to contrast with
         scores = self.model.scores(images, queries)
         mask = match_mask(image_group, caption_group)
         if self.config.loss == "mms":
@@ -322,11 +566,39 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     rank = ray.train.get_context().get_world_rank()
     dev, dev_inputs = ray.get(loop_config["dev"]) if rank == 0 else (None, None)
     audio = config.audio.model_dump() if config.modality == "speech" else None
+    dev_targets = loop_config.get("dev_targets")
+
+    def evaluate() -> tuple[dict[str, float], dict[str, str]]:
+        metrics = dev_scores(model, dev, dev_inputs)
+        if dev_targets is not None:
+            metrics |= speech_to_text(model, dev_inputs, dev_targets, dev["captions"])
+        return metrics | loss.distilled(), {}
+
     task = training.Task(
         model=model,
         loss=loss,
-        evaluate=lambda: (dev_scores(model, dev, dev_inputs), {}),
+        evaluate=evaluate,
         save=partial(save_retriever, model, vocab=vocab, audio=audio),
         at_step=loss.at_step,
     )
     training.run(task, config, loop_config)
+
+
+@torch.no_grad()
+def speech_to_text(
+    model: DualEncoder, mfccs: np.ndarray, targets: np.ndarray, captions: Sequence[str]
+) -> dict[str, float]:
+    """R@k of the dev clips among the teacher's embeddings of the dev captions (each caption
+    once; a clip's relevant target is its own caption): how well the tower learned its
+    teacher, apart from the images."""
+    was_training = model.training
+    model.eval()
+    queries = embed(model.embed_queries, mfccs, next(model.parameters()).device).cpu()
+    model.train(was_training)
+    distinct = sorted(set(captions))
+    first = {caption: captions.index(caption) for caption in distinct}
+    texts = torch.as_tensor(targets[[first[c] for c in distinct]])
+    scores = model.scores(texts, queries).T  # (clips, captions)
+    relevant = np.array([[c == t for t in distinct] for c in captions])
+    found = recall_at_k(scores, relevant, [k for k in KS if k <= 10])
+    return {f"speech_to_text.R@{k}": v for k, v in found.items()}

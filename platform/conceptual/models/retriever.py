@@ -8,7 +8,8 @@ and Recall@k, with its chance level, for evaluation.
           features job's) over the photo's pixels, its last feature map averaged, then that
           MLP, trained end to end.
 - speech: the MFCC matrix as an image with 3 identical channels, through stride-2 conv
-          blocks, averaged over what is left of time and frequency.
+          blocks (each followed by `speech_residual` residual blocks), averaged over what is
+          left of time and frequency.
 - text:   a pre-norm Transformer encoder (or an LSTM) over the token ids, averaged over the
           tokens that are not padding.
 
@@ -26,7 +27,7 @@ their agreement. `normalize=False` gives the spec's plain dot product.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -64,6 +65,9 @@ class RetrieverSettings(Config):
     backbone_lr_scale: float = Field(default=0.1, gt=0, le=1)
     image_hidden: int = 1024  # the image MLP's hidden width
     speech_channels: list[int] = [32, 64, 128, 256]  # one stride-2 conv block each
+    # Residual blocks (two 3x3 convolutions and a skip) after each stride-2 block: 0 is the
+    # spec's plain CNN; 1 doubles its depth (a deeper residual tower over the MFCCs).
+    speech_residual: int = Field(default=0, ge=0)
     text_architecture: Literal["transformer", "lstm"] = "transformer"
     text_d_model: int = 256
     text_layers: int = 2
@@ -120,6 +124,23 @@ class ImageTower(nn.Module):
         return self.mlp(images)
 
 
+class ResidualBlock(nn.Module):
+    """x + (conv, BN, ReLU, conv, BN)(x), then ReLU: depth without a longer gradient path."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(width, width, 3, padding=1, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.Conv2d(width, width, 3, padding=1, bias=False),
+            nn.BatchNorm2d(width),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x + self.body(x))
+
+
 class SpeechTower(nn.Module):
     """mfcc (B, n_mfcc, frames) -> (B, embed_dim).
 
@@ -141,6 +162,7 @@ class SpeechTower(nn.Module):
                 nn.Conv2d(channels, width, 3, stride=2, padding=1, bias=False),  # BN has the bias
                 nn.BatchNorm2d(width),
                 nn.ReLU(),
+                *(ResidualBlock(width) for _ in range(config.speech_residual)),
             ]
             channels = width
         self.convs = nn.Sequential(*blocks)
@@ -294,9 +316,37 @@ def triplet_loss(
     return (rows + columns).mean()
 
 
-def margin_at(step: int, start: float = 0.001, growth: float = 1.002, every: int = 1000) -> float:
-    """The spec's growing margin: `start`, multiplied by `growth` every `every` steps."""
-    return start * growth ** (step // every)
+def margin_at(
+    step: int,
+    start: float = 0.001,
+    growth: float = 1.002,
+    every: float = 1000,
+    most: float = math.inf,
+) -> float:
+    """The spec's growing margin: `start`, multiplied by `growth` every `every` steps (a
+    fraction of a step grows it several times a step), never above `most`."""
+    growths = math.floor(round(step / every, 9))  # 30 // 0.1 is 299.0 in floating point
+    try:
+        return min(start * growth**growths, most)
+    except OverflowError:  # far past any cap
+        return most
+
+
+def distillation_loss(
+    queries: Tensor,
+    targets: Tensor,
+    caption_groups: Tensor,
+    kind: Literal["mms", "cosine"],
+    scores: Callable[[Tensor, Tensor], Tensor],
+) -> Tensor:
+    """How far the query tower's embeddings (B, D) are from a frozen teacher's embeddings of
+    the same captions (B, D). "cosine": the mean of 1 - cos, each clip pulled to its own
+    caption alone; "mms": the masked margin softmax with the teacher's embeddings in the
+    image tower's place (`scores(targets, queries)`, margin 0), so each clip must also be
+    nearer its caption than the batch's other captions (copies of its caption are masked)."""
+    if kind == "cosine":
+        return (1 - F.cosine_similarity(queries, targets, dim=-1)).mean()
+    return mms_loss(scores(targets, queries), match_mask(caption_groups), 0.0)
 
 
 def recall_at_k(
