@@ -10,6 +10,9 @@ speech_gtts/). The table is printed and logged to MLflow as {query}_to_{target}.
 (speech_to_image.R@10, image_to_text.R@1, ...) with chance.* beside each, and the ranked
 results of a few queries; a registered version is tagged with its mean R@10 on this set,
 which the champion rule compares. seconds=8 lets a speech model hear 8 s of each clip.
+asr=true scores a text model on the SPEECH clips as spoken queries, each transcribed by the
+offline recognizer (speech_to_image.R@k, image_to_speech.R@k, and `wer`, its word error
+rate against the clips' captions; no score tag).
 """
 
 from __future__ import annotations

@@ -515,7 +515,7 @@ def add_search_routes(
             top = query.k or k or settings.default_k  # the body's k, else the parameter
             return await answer(handle.search_text.remote(query.text, top))
         if kind in AUDIO_TYPES or kind == "multipart/form-data":
-            handle = retriever("speech")
+            handle = retriever("text" if settings.asr else "speech")  # asr: transcribed
             data = await upload(request, config, uploads, field=AUDIO_FIELD)
             if not data:
                 raise ApiError(400, "empty_audio", "the audio query is empty")

@@ -75,6 +75,7 @@ from conceptual.serve.schema import (
 )
 from conceptual.speech.audio import decode, resample
 from conceptual.speech.features import AudioFeatureConfig, samples_features
+from conceptual.speech.recognizer import Recognizer
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
 
 logger = logging.getLogger("ray.serve")
@@ -100,6 +101,10 @@ class RetrievalSettings(Config):
     max_text_chars: int = Field(1000, ge=1)  # a longer text query gets 413
     max_text_bytes: int = Field(64 << 10, gt=0)  # a JSON body over this gets 413
     max_audio_seconds: float = Field(30.0, gt=0)  # a longer audio query gets 413
+    # Spoken queries through the offline recognizer (conceptual.speech.recognizer) and the
+    # text champion, instead of the speech champion: the ingress sends audio to the text
+    # retriever, which transcribes it and searches with the transcript.
+    asr: bool = False
     max_decode_pixels: int = Field(50_000_000, gt=0)  # as the captioner's, per replica
 
     @model_validator(mode="after")
@@ -136,6 +141,11 @@ class CaptionHit(BaseModel):
 class ImageSearchResponse(BaseModel):
     images: list[ImageHit] = Field(description="the top k images, best first")
     query: Modality
+    path: Literal["text", "speech", "asr"] = Field(
+        description="how the query was searched: text; speech, by the speech model; asr, "
+        "transcribed by the offline recognizer and searched by the text model"
+    )
+    transcript: str | None = Field(None, description="what the recognizer heard (path asr)")
     model: ModelRef
     approximate: bool = Field(description="found by the approximate (FAISS) index")
 
@@ -319,6 +329,9 @@ class RetrieverDeployment:
         if settings.tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
         self.settings, self.modality = settings, modality
+        # settings.asr: a text retriever hears spoken queries through the offline recognizer
+        # (one per replica, used by the one search thread only).
+        self.recognizer = Recognizer() if settings.asr and modality == "text" else None
         # One thread decodes, embeds and searches: a replica's memory and CPU stay bounded.
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
         self.decode_budget = PixelBudget(settings.max_decode_pixels)
@@ -359,17 +372,33 @@ class RetrieverDeployment:
             samples = await self._run(read_audio, data, self.settings.max_audio_seconds)
         except ApiError as error:
             return error
-        return await self._search_images(served, "speech", lambda s: s.embed_audio(samples), k)
+        if self.recognizer is None:
+            return await self._search_images(served, "speech", lambda s: s.embed_audio(samples), k)
+        transcript = await self._run(self.recognizer.transcribe, samples)
+        return await self._search_images(
+            served, "speech", lambda s: s.embed_text(transcript), k, transcript
+        )
 
     async def _search_images(
-        self, served: Served[Searcher], query: str, embed: Callable[[Searcher], Any], k: int
+        self,
+        served: Served[Searcher],
+        query: str,
+        embed: Callable[[Searcher], Any],
+        k: int,
+        transcript: str | None = None,
     ) -> ImageSearchResponse | ApiError:
-        """The `k` images nearest to a query, embedded by `embed` with the served searcher."""
+        """The `k` images nearest to a query, embedded by `embed` with the served searcher;
+        `transcript` when a spoken query was searched as the recognizer's text."""
 
         def work() -> ImageSearchResponse:
             images, approximate = served.model.images(embed(served.model), k)
             return ImageSearchResponse(
-                images=images, query=query, model=served.info.ref(), approximate=approximate
+                images=images,
+                query=query,
+                path="asr" if transcript is not None else query,
+                transcript=transcript,
+                model=served.info.ref(),
+                approximate=approximate,
             )
 
         return await self._answer(work)
