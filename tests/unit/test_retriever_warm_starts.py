@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from test_retriever_model import TINY  # the same tiny towers (pytest puts tests/unit on the path)
 
 from conceptual.config import load
 from conceptual.models.retriever import DualEncoder, RetrieverConfig, distillation_loss
@@ -21,19 +22,7 @@ from conceptual.pipelines.train_retriever import (
     tower_weights,
 )
 
-TINY = dict(
-    embed_dim=8,
-    image_dim=12,
-    image_hidden=16,
-    n_mfcc=16,
-    frames=21,
-    speech_channels=[4, 8],
-    text_d_model=16,
-    text_heads=2,
-    text_layers=1,
-    max_tokens=8,
-)
-VOCAB = Vocabulary([*Vocabulary.build([]).tokens, *(f"w{i}" for i in range(20))])
+VOCAB = Vocabulary([*Vocabulary.build([]).tokens, *(f"w{i}" for i in range(20))])  # 24 ids
 
 
 def scaled(targets, queries):
@@ -81,7 +70,7 @@ def test_init_is_the_whole_model_or_one_tower_each():
 
 
 def saved(tmp_path, name, modality, **overrides):
-    model = DualEncoder(RetrieverConfig(modality=modality, vocab_size=len(VOCAB), **TINY))
+    model = DualEncoder(RetrieverConfig(modality=modality, **TINY))
     for parameter in model.parameters():
         torch.nn.init.normal_(parameter)
     if modality == "text":
