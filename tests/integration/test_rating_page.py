@@ -1,0 +1,199 @@
+"""The rating page in a real browser: Debian's headless Chromium, driven through its
+chromium-driver by Selenium (no browser is downloaded), against the page on uvicorn and
+its answers in SQLite. A rater clicks and types through a task set, closes the browser, the
+server restarts, the rater comes back to where they stopped; the stored answers are read
+back from the database. The page's screenshot is kept in tests/artifacts/ (printed)."""
+
+from __future__ import annotations
+
+import io
+import random
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from PIL import Image
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from conceptual.rating.page import rating_app
+from conceptual.rating.store import RatingStore
+from conceptual.rating.tasks import TaskSet, new_task_set
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+def photo(colour: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (320, 240), colour).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def item(n: int, **fields) -> dict:
+    return {"item_id": f"item-{n}", "approach": "model", "text": f"a red square number {n}",
+            "image": photo((200, 30 * n, 30)), "image_id": None, "source_id": f"r{n}",
+            "results": None, **fields}  # fmt: skip
+
+
+def task_set(kind: str, items: list[dict], raters: int = 2) -> TaskSet:
+    return new_task_set(kind, items, raters, 0, {"data": "test"}, random.Random(0))
+
+
+@contextmanager
+def serving(tasks: TaskSet, db: str, port: int) -> Iterator[str]:
+    """The rating page on 127.0.0.1:port until the block ends (a server process's life)."""
+    server = uvicorn.Server(
+        uvicorn.Config(rating_app(tasks, db), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the page did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@contextmanager
+def browser() -> Iterator[webdriver.Chrome]:
+    assert CHROMIUM.exists() and DRIVER.exists(), "chromium and chromium-driver: run make setup"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+    driver.implicitly_wait(5)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shown_item(driver) -> str | None:
+    found = driver.find_elements(By.CSS_SELECTOR, "input[name=item_id]")
+    return found[0].get_attribute("value") if found else None
+
+
+def press(driver, *keys: str) -> None:
+    """Keys typed on the page (not into a field), then wait for the next page to load."""
+    before = driver.find_element(By.TAG_NAME, "html")
+    body = driver.find_element(By.TAG_NAME, "body")
+    for key in keys:
+        body.send_keys(key)
+    deadline = time.monotonic() + 10
+    while True:  # the old page's element goes stale once the next page replaces it
+        try:
+            before.is_displayed()
+        except Exception:
+            return
+        assert time.monotonic() < deadline, f"{keys} did not submit"
+        time.sleep(0.05)
+
+
+def sign_in(driver, base: str, name: str) -> None:
+    driver.get(base + "/")
+    field = driver.find_element(By.ID, "rater")
+    field.clear()
+    field.send_keys(name)
+    driver.find_element(By.ID, "start").click()
+    driver.find_element(By.ID, "progress")
+
+
+def post(url: str, fields: dict[str, str]) -> tuple[int, str]:
+    data = urllib.parse.urlencode(fields).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data)) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_a_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
+    tasks = task_set("caption_quality", [item(n) for n in range(3)])
+    order = [i["item_id"] for i in tasks.items]
+    db = f"sqlite:///{tmp_path / 'ratings.db'}"
+
+    with serving(tasks, db, free_port()) as base, browser() as driver:
+        sign_in(driver, base, "ann")
+        assert shown_item(driver) == order[0]
+        assert "0 answered, 3 left for you" in driver.find_element(By.ID, "progress").text
+        press(driver, "g")  # GOOD by keyboard
+        assert shown_item(driver) == order[1]
+        driver.find_element(By.ID, "bad").click()  # BAD by mouse
+        assert shown_item(driver) == order[2]
+        press(driver, "u")  # undo: the second item again
+        assert shown_item(driver) == order[1]
+        press(driver, "g")
+        assert shown_item(driver) == order[2]
+        # What the page refuses over HTTP, changing nothing: the form of an unknown item,
+        # a tampered answer, an item that is not the one shown, a second answer.
+        answer_url = f"{base}/rate/ann/answer"
+        assert post(answer_url, {"item_id": "item-99", "answer": "GOOD"})[0] == 404
+        status, page = post(answer_url, {"item_id": order[2], "answer": "PERFECT"})
+        assert status == 400 and "GOOD or BAD" in page
+        assert post(answer_url, {"item_id": order[0], "answer": "BAD"})[0] == 409
+        assert post(f"{base}/rate/bob/answer", {"item_id": order[2], "answer": "GOOD"})[0] == 409
+        assert post(f"{base}/rate/ann%2F..%2Fx/answer", {"item_id": order[2]})[0] in (400, 404)
+    # The browser is closed and the server stopped; a new server on the same database.
+    with serving(tasks, db, free_port()) as base, browser() as driver:
+        sign_in(driver, base, "ann")
+        assert shown_item(driver) == order[2]  # where ann stopped
+        assert "2 answered, 1 left for you" in driver.find_element(By.ID, "progress").text
+        ARTIFACTS.mkdir(exist_ok=True)
+        screenshot = ARTIFACTS / "rating_page.png"
+        assert driver.save_screenshot(str(screenshot))
+        with capsys.disabled():
+            print(f"\nrating page screenshot: {screenshot}")
+        press(driver, "b")
+        assert driver.find_element(By.ID, "done").text.startswith("All done")
+        sign_in(driver, base, "bob")  # a second rater gets every item; no one sees answers
+        assert shown_item(driver) == order[0]
+        assert "GOOD" not in driver.find_element(By.ID, "progress").text
+
+    stored = RatingStore(tasks, db).ratings()
+    assert [(r["rater"], r["item_id"], r["answer"]) for r in stored] == [
+        ("ann", order[0], "GOOD"),
+        ("ann", order[1], "GOOD"),
+        ("ann", order[2], "BAD"),
+    ]
+    assert Image.open(screenshot).size[0] > 0
+
+
+def result(rank: int | None, colour: tuple[int, int, int]) -> dict:
+    return {"image_id": f"i{rank}", "image": photo(colour), "rank": rank, "correct": rank == 2}
+
+
+def test_keyboard_answers_of_the_scales_and_the_ranked_images(tmp_path, free_port):
+    zh = task_set("zh_caption", [item(0, text="一只红色的方块")], raters=1)
+    ranked = [result(rank, (40 * rank, 90, 200)) for rank in (3, 1, 5, 2, 4)]
+    retrieval = task_set("retrieval", [item(0, image=None, results=ranked)], raters=1)
+    db = f"sqlite:///{tmp_path / 'ratings.db'}"
+    with browser() as driver:
+        with serving(zh, db, free_port()) as base:
+            sign_in(driver, base, "ann")
+            assert "一只红色的方块" in driver.page_source
+            press(driver, "4", "5", Keys.ENTER)  # relevance 4, fluency 5
+            driver.find_element(By.ID, "done")
+        with serving(retrieval, db, free_port()) as base:
+            sign_in(driver, base, "ann")
+            assert len(driver.find_elements(By.CSS_SELECTOR, ".results img")) == 5
+            press(driver, "1", "3", "3", "4", Keys.ENTER)  # 3 marked and unmarked again
+            driver.find_element(By.ID, "done")
+    assert [r["answer"] for r in RatingStore(zh, db).ratings()] == ["4/5"]
+    assert [r["answer"] for r in RatingStore(retrieval, db).ratings()] == ["YNNYN"]

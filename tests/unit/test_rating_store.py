@@ -1,0 +1,95 @@
+"""The rating page's store on a real SQLite file: assignment to distinct raters, undo,
+resuming after a restart, and refusals that change nothing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conceptual.rating.store import RatingStore, Refused
+from conceptual.rating.tasks import new_task_set
+
+
+def tasks(items: int, raters: int):
+    rows = [
+        {"item_id": f"item-{n}", "approach": "curated", "text": f"caption {n}", "image": b"x",
+         "image_id": None, "source_id": f"r{n}", "results": None}
+        for n in range(items)
+    ]  # fmt: skip
+    return new_task_set("caption_quality", rows, raters, 0, {"data": "d"}, random.Random(0))
+
+
+def answer_all(store: RatingStore, rater: str, answer: str = "GOOD") -> list[str]:
+    done = []
+    while (item := store.current(rater)) is not None:
+        store.answer(rater, item, answer)
+        done.append(item)
+    return done
+
+
+def test_each_item_goes_to_its_number_of_distinct_raters(tmp_path):
+    task_set = tasks(4, raters=2)
+    store = RatingStore(task_set, f"sqlite:///{tmp_path / 'ratings.db'}")
+    order = [item["item_id"] for item in task_set.items]
+    assert answer_all(store, "ann") == order  # in the task set's order
+    assert answer_all(store, "bob", "BAD") == order
+    assert store.current("cat") is None  # every item has its two raters
+    assert store.progress("cat").complete == 4
+    assert len(store.ratings()) == 8
+
+
+def test_an_item_on_screen_counts_towards_its_raters(tmp_path):
+    task_set = tasks(2, raters=1)
+    store = RatingStore(task_set, f"sqlite:///{tmp_path / 'ratings.db'}")
+    first, second = (item["item_id"] for item in task_set.items)
+    assert store.current("ann") == first
+    assert store.current("ann") == first  # shown again until answered
+    assert store.current("bob") == second  # ann holds the first
+    assert store.current("cat") is None
+
+
+def test_refused_answers_change_nothing(tmp_path):
+    store = RatingStore(tasks(3, raters=2), f"sqlite:///{tmp_path / 'ratings.db'}")
+    shown = store.current("ann")
+    other = next(i for i in store.order if i != shown)
+    cases = [
+        ("no-such-item", "GOOD", 404, "no item"),
+        (shown, "EXCELLENT", 400, "GOOD or BAD"),
+        (other, "GOOD", 409, "not the item ann was shown"),
+    ]
+    for item, answer, status, message in cases:
+        with pytest.raises(Refused, match=message) as refused:
+            store.answer("ann", item, answer)
+        assert refused.value.status == status
+        assert store.ratings() == [] and store.current("ann") == shown
+    assert store.answer("ann", shown, " good ") == "GOOD"
+    with pytest.raises(Refused, match="already answered") as twice:
+        store.answer("ann", shown, "BAD")
+    assert twice.value.status == 409
+    assert [(r["item_id"], r["answer"]) for r in store.ratings()] == [(shown, "GOOD")]
+
+
+def test_undo_and_resume_after_a_restart(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ratings.db'}"
+    task_set = tasks(3, raters=1)
+    store = RatingStore(task_set, url)
+    with pytest.raises(Refused, match="no answer to undo"):
+        store.undo("ann")
+    first = store.current("ann")
+    store.answer("ann", first, "GOOD")
+    second = store.current("ann")
+    store.answer("ann", second, "BAD")
+    assert store.undo("ann") == second
+    assert store.current("ann") == second
+    assert [r["item_id"] for r in store.ratings()] == [first]
+
+    restarted = RatingStore(task_set, url)  # a new server process on the same database
+    assert restarted.current("ann") == second
+    restarted.answer("ann", second, "GOOD")
+    assert [(r["item_id"], r["answer"]) for r in restarted.ratings()] == [
+        (first, "GOOD"),
+        (second, "GOOD"),
+    ]
+    assert restarted.progress("ann").answered == 2
+    assert all(r["seconds"] >= 0 for r in restarted.ratings())
