@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean mlflow-ui
+.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean mlflow-ui serve
 
 setup:
 	@bash scripts/setup.sh
@@ -41,3 +41,9 @@ clean:
 
 mlflow-ui: setup
 	$(VENV)/bin/mlflow ui --backend-store-uri "$$($(PY) -c 'from conceptual.tracking import tracking_uri; print(tracking_uri())')" --host 127.0.0.1 --port 5000
+
+# The captioning service as deployed: Ray Serve (serve/config.yaml, on 127.0.0.1:8000) behind
+# the nginx front door on 127.0.0.1:8080 (FRONT_DOOR='listen=0.0.0.0:8080 ...' to change it).
+serve: setup
+	$(VENV)/bin/ray start --head --num-cpus $${NUM_CPUS:-2} && $(VENV)/bin/serve deploy serve/config.yaml
+	$(PY) -m conceptual.serve.front_door $(FRONT_DOOR)

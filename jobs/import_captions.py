@@ -1,13 +1,15 @@
 """Import a folder of images and a captions CSV (Flickr8k's layout) as platform records.
 
-    python -m conceptual.jobs.import_captions --folder DIR --output URI [--curated] [key=value ...]
+    python -m conceptual.jobs.import_captions --folder DIR --output URI [--curated]
+        [--speech-max-seconds 30] [key=value ...]
 
 The folder holds captions.csv (header `image,caption`, one row per caption) and the images
 it names under images/. URIs are paths, file:// or s3://. Curated records are split by a
 stable hash of each image, so all captions of an image share its split; the fractions are
 ImportConfig keys, e.g. splits.train=0.8 splits.val=0.1 splits.test=0.1. Recorded speech
 beside them (speech_gtts/IMAGE_STEM.mp3, the image's first caption spoken) goes to
-OUTPUT/clips/ as 16 kHz FLAC clip records (conceptual.speech.human).
+OUTPUT/clips/ as 16 kHz FLAC clip records (conceptual.speech.human); each recording's
+header is checked before it is decoded, and one over --speech-max-seconds is not imported.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 
 from conceptual.importers import csv_pairs, import_job
 from conceptual.jobs.arguments import JobParser, job_main, location, output
-from conceptual.speech.human import speech_step
+from conceptual.speech.human import MAX_SECONDS, speech_step
 
 
 @job_main
@@ -33,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--images-subdir", default="images", help="image folder inside --folder")
     parser.add_argument("--captions-file", default="captions.csv", help="CSV inside --folder")
+    parser.add_argument(
+        "--speech-max-seconds",
+        type=float,
+        default=MAX_SECONDS,
+        help="longer recorded speech is not imported (counted as too_long_clip)",
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="ImportConfig keys")
     args = parser.parse_args(argv)
 
@@ -40,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         return csv_pairs(args.folder, args.images_subdir, args.captions_file)
 
     # Recorded speech in the folder (speech_gtts/IMAGE_STEM.mp3) becomes clips of its images.
-    then = speech_step(args.folder)
+    then = speech_step(args.folder, args.speech_max_seconds)
     return import_job(args.output, pairs, [f"curated={args.curated}", *args.overrides], then)
 
 

@@ -31,9 +31,10 @@ annotations at run time, and their bounds come from the config in `make_api`'s c
 """
 
 import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
 
@@ -47,6 +48,7 @@ from python_multipart.multipart import parse_options_header
 from ray import serve
 from ray.exceptions import TaskCancelledError
 from ray.serve import Application
+from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -76,6 +78,7 @@ from conceptual.serve.schema import (
     ModelStatus,
     Readiness,
 )
+from conceptual.speech.audio import MEDIA_TYPES
 from conceptual.tracking import tracking_uri
 from conceptual.uris import redact_text
 
@@ -84,13 +87,14 @@ logger = logging.getLogger("ray.serve")
 APP_NAME = "captioning"
 IMAGE_FIELD = "image"  # the form field holding the image in a multipart request
 AUDIO_FIELD = "audio"  # the form field holding a spoken query
-# Audio media types a spoken query may be sent as (libsndfile decodes them).
-AUDIO_TYPES = frozenset(
-    {"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave", "audio/flac", "audio/x-flac",
-     "audio/mpeg", "audio/mp3"}
-)  # fmt: skip
+# Audio media types a spoken query may be sent as (WAV, FLAC, MP3: conceptual.speech.audio).
+AUDIO_TYPES = frozenset(MEDIA_TYPES)
 # The image and a few other fields at most; thousands of tiny parts only burn CPU.
 MAX_FORM_PARTS = 8
+MAX_ECHO_CHARS = 64  # an error quotes at most this much of a client's value
+AT_CAPACITY = "the service is at capacity; retry"
+# The ingress's request slots: above max_in_flight, so health checks always find one free.
+API_MAX_ONGOING_REQUESTS = 128
 
 
 class ServeConfig(Config):
@@ -111,6 +115,13 @@ class ServeConfig(Config):
     # Bodies received at once by one ingress replica; more get 503 `busy`. Keep it below
     # the Api deployment's max_ongoing_requests, so slow uploads never hold every slot.
     max_concurrent_uploads: int = Field(96, ge=1)
+    # Model requests (captions, searches) one ingress replica holds at once, from the
+    # body's first byte to the answer; more get 503 `busy` at once. Below the ingress's
+    # API_MAX_ONGOING_REQUESTS, so /healthz and /readyz never wait behind them.
+    max_in_flight: int = Field(100, ge=1, lt=API_MAX_ONGOING_REQUESTS)
+    # Show /readyz and /v1/models in full (run ids, tags, metrics, why a model is not
+    # loaded, which can name the service's paths): only where strangers cannot reach it.
+    admin_details: bool = False
     # Opt-in search: the retrievers to run (each needs a champion with an index to be ready).
     retrievers: list[Literal["text", "speech"]] = []
     retrieval: RetrievalSettings = RetrievalSettings()
@@ -123,6 +134,11 @@ class ServeConfig(Config):
             raise ValueError(f"retrievers {self.retrievers} names one twice")
         if len(set(self.languages)) != len(self.languages):
             raise ValueError(f"languages {self.languages} names one twice")
+        if self.max_concurrent_uploads > self.max_in_flight:
+            raise ValueError(
+                f"max_concurrent_uploads {self.max_concurrent_uploads} > max_in_flight "
+                f"{self.max_in_flight}: every upload is a request in flight"
+            )
         return self
 
     def captioner_settings(self, language: str) -> CaptionerSettings:
@@ -261,9 +277,7 @@ async def upload(
     content_type = request.headers.get("content-type", "")
     multipart = media_type(request) == "multipart/form-data"
     sink = FormField(content_type, field) if multipart else RawBody()
-    if uploads.locked():  # refused at once: waiting would hold an ingress slot
-        raise ApiError(503, "busy", "too many uploads in progress; retry")
-    async with uploads:
+    async with admitted(uploads, "too many uploads in progress; retry"):
         try:
             await asyncio.wait_for(
                 read_body(request, limit or config.max_body_bytes, sink), config.body_timeout_s
@@ -273,6 +287,16 @@ async def upload(
                 408, "body_timeout", f"the body did not arrive within {config.body_timeout_s} s"
             ) from error
     return sink.value()
+
+
+@contextlib.asynccontextmanager
+async def admitted(slots: asyncio.Semaphore, busy: str) -> AsyncIterator[None]:
+    """Holds one of `slots`; 503 `busy` (message `busy`) at once when none is free: waiting
+    would hold an ingress slot."""
+    if slots.locked():
+        raise ApiError(503, "busy", busy)
+    async with slots:
+        yield
 
 
 async def image_bytes(request: Request, config: ServeConfig, uploads: asyncio.Semaphore) -> bytes:
@@ -319,6 +343,8 @@ async def answer(response: DeploymentResponse) -> Any:
     """A model deployment's result; its ApiError, or 503 when it did not answer, raised."""
     try:
         result = await response
+    except BackPressureError as error:  # its replicas and queue are full (max_queued_requests)
+        raise ApiError(503, "busy", "the model is at capacity; retry") from error
     except Exception as error:  # a replica died, or Serve gave up on it: worth a retry
         logger.warning("a model deployment did not answer: %s", redact_text(str(error)))
         raise ApiError(503, "model_unavailable", "the model did not answer; retry") from error
@@ -399,11 +425,12 @@ def make_api(
     )
     add_error_handlers(api)
     uploads = asyncio.Semaphore(config.max_concurrent_uploads)  # bodies being received
-    retrievers = retrievers or {}
+    in_flight = asyncio.Semaphore(config.max_in_flight)  # model requests held
 
     async def model_statuses() -> list[ModelStatus]:
-        handles = [*captioners.values(), *retrievers.values()]
-        return list(await asyncio.gather(*(answer(h.status.remote()) for h in handles)))
+        handles = [*captioners.values(), *(retrievers or {}).values()]
+        statuses = await asyncio.gather(*(answer(h.status.remote()) for h in handles))
+        return [s if config.admin_details else s.public() for s in statuses]
 
     def captioner(language: str) -> DeploymentHandle:
         if language not in captioners:
@@ -445,17 +472,18 @@ def make_api(
                 "a beam search keeps at most beam_size captions",
             )
         handle = captioner(language)  # refused before the body is received
-        data = await image_bytes(request, config, uploads)
-        captioned = await answer(handle.caption.remote(data, beam_size, num_captions))
+        async with admitted(in_flight, AT_CAPACITY):
+            data = await image_bytes(request, config, uploads)
+            captioned = await answer(handle.caption.remote(data, beam_size, num_captions))
         response.headers["X-Batch-Size"] = str(captioned.batch_size)
         return captioned.response
 
-    if retrievers:
-        add_search_routes(api, config, retrievers, uploads)
+    add_search_routes(api, config, retrievers or {}, uploads, in_flight)
 
     @api.get("/v1/models", response_model=ModelsResponse, responses=error_responses(503))
     async def models() -> ModelsResponse:
-        """What is served: registered name, version, alias, tags and metrics."""
+        """What is served: each model's name, version, alias and language (with the
+        service's `admin_details`, its run, tags and metrics too)."""
         limits = Limits(
             max_beam=config.max_beam,
             default_beam=config.default_beam,
@@ -487,8 +515,10 @@ def add_search_routes(
     config: ServeConfig,
     retrievers: Mapping[str, DeploymentHandle],
     uploads: asyncio.Semaphore,
+    in_flight: asyncio.Semaphore,
 ) -> None:
-    """POST /v1/search/images and /v1/search/captions (conceptual.serve.retriever_deployment)."""
+    """POST /v1/search/images and /v1/search/captions (conceptual.serve.retriever_deployment);
+    501 not_enabled for a retriever not in `retrievers`."""
     settings = config.retrieval
     k_query = Annotated[
         int | None,
@@ -511,15 +541,19 @@ def add_search_routes(
         kind = media_type(request)
         if kind == "application/json":
             handle = retriever("text")
-            query = await text_query(request, config, uploads)
-            top = query.k or k or settings.default_k  # the body's k, else the parameter
-            return await answer(handle.search_text.remote(query.text, top))
+            async with admitted(in_flight, AT_CAPACITY):
+                query = await text_query(request, config, uploads)
+                top = query.k or k or settings.default_k  # the body's k, else the parameter
+                return await answer(handle.search_text.remote(query.text, top))
         if kind in AUDIO_TYPES or kind == "multipart/form-data":
             handle = retriever("text" if settings.asr else "speech")  # asr: transcribed
-            data = await upload(request, config, uploads, field=AUDIO_FIELD)
-            if not data:
-                raise ApiError(400, "empty_audio", "the audio query is empty")
-            return await answer(handle.search_audio.remote(data, k or settings.default_k))
+            declared = kind if kind in AUDIO_TYPES else None  # a form's field: any of them
+            async with admitted(in_flight, AT_CAPACITY):
+                data = await upload(request, config, uploads, field=AUDIO_FIELD)
+                if not data:
+                    raise ApiError(400, "empty_audio", "the audio query is empty")
+                top = k or settings.default_k
+                return await answer(handle.search_audio.remote(data, top, declared))
         raise ApiError(
             415,
             "unsupported_media_type",
@@ -536,8 +570,9 @@ def add_search_routes(
     async def search_captions(request: Request, k: k_query = None) -> CaptionSearchResponse:
         """The top k captions for an image, best first."""
         handle = retriever("text")
-        data = await image_bytes(request, config, uploads)
-        return await answer(handle.search_image.remote(data, k or settings.default_k))
+        async with admitted(in_flight, AT_CAPACITY):
+            data = await image_bytes(request, config, uploads)
+            return await answer(handle.search_image.remote(data, k or settings.default_k))
 
 
 def add_error_handlers(api: FastAPI) -> None:
@@ -548,9 +583,17 @@ def add_error_handlers(api: FastAPI) -> None:
     api.add_exception_handler(Exception, internal_error)
 
 
+def echo(value: Any) -> str:
+    """A client's value as an error quotes it: repr, cut to MAX_ECHO_CHARS."""
+    text = repr(value)
+    return (
+        text if len(text) <= MAX_ECHO_CHARS else f"{text[:MAX_ECHO_CHARS]}... ({len(text)} chars)"
+    )
+
+
 def bad_parameters(_: Request, error: RequestValidationError) -> JSONResponse:
     problems = "; ".join(
-        f"{problem['loc'][-1]}: {problem['msg']} (got {problem.get('input')!r})"
+        f"{problem['loc'][-1]}: {problem['msg']} (got {echo(problem.get('input'))})"
         for problem in error.errors()
     )
     return ApiError(422, "bad_parameter", problems).response()
@@ -575,8 +618,8 @@ def internal_error(_: Request, error: Exception) -> JSONResponse:
     num_replicas=1,
     ray_actor_options={"num_cpus": 0.1},  # it only parses requests and awaits the models
     # Awaiting is cheap: let requests queue at the model replicas. Above
-    # ServeConfig.max_concurrent_uploads, so that health checks never wait behind uploads.
-    max_ongoing_requests=128,
+    # ServeConfig.max_in_flight, so that health checks never wait behind model requests.
+    max_ongoing_requests=API_MAX_ONGOING_REQUESTS,
 )
 @serve.ingress()
 class Api:

@@ -44,12 +44,19 @@ from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import CONFIG
 from conceptual.models.variants import model_name
 from conceptual.serve.champion import (
+    MAX_QUEUED_REQUESTS,
     MODEL_AUTOSCALING,
     MODEL_HEALTH_CHECK_PERIOD_S,
     Champion,
     NotReady,
 )
-from conceptual.serve.schema import ApiError, CaptionResponse, ModelStatus, image_error
+from conceptual.serve.schema import (
+    ApiError,
+    CaptionResponse,
+    ModelStatus,
+    image_error,
+    not_ready,
+)
 from conceptual.text.chinese import normalize
 from conceptual.vision.images import probe
 
@@ -193,6 +200,9 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
     ray_actor_options={"num_cpus": 0.5},  # fractional: two replicas and the ingress fit 2 cores
     # Enough for one batch running and the next one filling up.
     max_ongoing_requests=16,
+    # Beyond its replicas' slots, a caller queues at most this many; more get 503 busy at
+    # once (BackPressureError) instead of a minute's wait.
+    max_queued_requests=MAX_QUEUED_REQUESTS,
     autoscaling_config=MODEL_AUTOSCALING,
     health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
 )
@@ -235,7 +245,7 @@ class CaptionerDeployment:
         """`num_captions` captions of the encoded image, best first; or the refusal."""
         served = self.champion.served
         if served is None:
-            return ApiError(503, "not_ready", f"no model loaded yet: {self.champion.problem}")
+            return not_ready()
         loop = asyncio.get_running_loop()
         pixels = await loop.run_in_executor(self.decoder, declared_pixels, data)
         async with self.decode_budget.reserve(pixels) as reservation:  # until captioned

@@ -36,6 +36,9 @@ M = TypeVar("M")
 # The controller learns of a crashed replica from its health check: every 2 s (Serve's
 # default is 10), so its replacement starts sooner while requests wait in the queue.
 MODEL_HEALTH_CHECK_PERIOD_S = 2
+# Requests one caller (an ingress replica) queues at a model deployment beyond its replicas'
+# max_ongoing_requests; more are refused at once (503 busy).
+MAX_QUEUED_REQUESTS = 16
 # How a deployment that serves a champion scales: a second replica when requests queue.
 MODEL_AUTOSCALING = {
     "min_replicas": 1,
@@ -93,6 +96,8 @@ class Champion(Generic[M]):
                 logger.info("serving %s version %s (%s)", self.name, version.version, identity)
             self.problem = None
         except NotReady as reason:
+            if self.problem != str(reason):  # told once; /readyz shows it to admins only
+                logger.warning("%r is not served: %s", self.name, reason)
             self.problem = str(reason)
         except Exception as error:  # the registry or a download failing must not stop serving
             # Redacted: MLflow's errors quote the tracking URI, credentials included, and

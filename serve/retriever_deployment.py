@@ -10,7 +10,10 @@ sets it), following both as they move.
                            embedded the indexed photos).
 - speech (`SpeechRetriever`): images for a spoken query (WAV, FLAC or MP3), heard as the
                            model was trained to hear (its saved MFCC settings: the clip's
-                           first `seconds`, padded with silence).
+                           first `seconds`, padded with silence). Its header is checked
+                           before decoding (conceptual.speech.audio.decode_checked), and it is
+                           decoded in a thread of its own, within a deadline, at most
+                           `max_audio_seconds` of it, samples clipped to [-1, 1].
 
 A champion without an `index` tag cannot be served: the replica is not ready, and its
 problem says to run build_index. When the alias moves to a version without an index while
@@ -22,9 +25,13 @@ Expected refusals come back as ApiError values (as the captioner's do):
 
 | status | code | when |
 |---|---|---|
-| 400 | bad_audio | bytes that no audio decoder reads (WAV, FLAC, MP3) |
+| 415 | unsupported_format | audio that is not WAV, FLAC or MP3 (Ogg, Opus...) |
+| 415 | format_mismatch | a container other than the one its media type names |
+| 422 | bad_sample_rate, too_many_channels | outside 8-48 kHz; more than 2 channels |
+| 413 | audio_too_long | more than `max_audio_seconds` of audio (header, then counted) |
+| 400 | bad_audio | a header or data libsndfile cannot read; samples that are not numbers |
 | 400 | empty_audio | audio without a single sample |
-| 413 | audio_too_long | more than `max_audio_seconds` of audio |
+| 422 | decode_timeout | decoding took over `audio_decode_timeout_s` |
 | 415, 422 | not_an_image, truncated, ... | an image query the decoder refuses (as /v1/captions) |
 | 503 | not_ready | no champion with an index loaded yet |
 | 500 | model_error | a bug: the model or the index failed on a valid query |
@@ -37,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import logging
 import os
 from collections.abc import Callable
@@ -46,7 +52,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-import soundfile
 import torch
 from mlflow.entities.model_registry import ModelVersion
 from PIL import Image
@@ -60,6 +65,7 @@ from conceptual.models.saving import load_retriever
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
 from conceptual.serve.champion import (
+    MAX_QUEUED_REQUESTS,
     MODEL_AUTOSCALING,
     MODEL_HEALTH_CHECK_PERIOD_S,
     Champion,
@@ -72,8 +78,9 @@ from conceptual.serve.schema import (
     ModelStatus,
     image_error,
     image_reference,
+    not_ready,
 )
-from conceptual.speech.audio import decode, resample
+from conceptual.speech.audio import AudioRefused, decode_checked
 from conceptual.speech.features import AudioFeatureConfig, samples_features
 from conceptual.speech.recognizer import Recognizer
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
@@ -105,6 +112,7 @@ class RetrievalSettings(Config):
     # text champion, instead of the speech champion: the ingress sends audio to the text
     # retriever, which transcribes it and searches with the transcript.
     asr: bool = False
+    audio_decode_timeout_s: float = Field(5.0, gt=0)  # a slower decode gets 422
     max_decode_pixels: int = Field(50_000_000, gt=0)  # as the captioner's, per replica
 
     @model_validator(mode="after")
@@ -128,14 +136,16 @@ class ImageHit(BaseModel):
         "(`val2017/000000000139.jpg`); never a path on the service's machines"
     )
     caption: str | None = Field(description="one of the image's captions")
-    score: float = Field(description="inner product of the embeddings (cosine if normalized)")
+    score: float = Field(
+        description="inner product of the embeddings (cosine if normalized)", allow_inf_nan=False
+    )
 
 
 class CaptionHit(BaseModel):
     caption_id: str
     image_id: str = Field(description="the image the caption was written for")
     caption: str
-    score: float
+    score: float = Field(allow_inf_nan=False)  # a number: NaN would be JSON's null
 
 
 class ImageSearchResponse(BaseModel):
@@ -159,31 +169,24 @@ class CaptionSearchResponse(BaseModel):
 # --- reading queries ------------------------------------------------------------------------
 
 
-def read_audio(data: bytes, max_seconds: float) -> np.ndarray:
-    """Encoded audio (WAV, FLAC, MP3...) as mono float32 samples at 16 kHz; ApiError 400
-    bad_audio, 400 empty_audio or 413 audio_too_long. The length is checked from the
-    header before decoding, then again on the samples."""
-    too_long = ApiError(
-        413, "audio_too_long", f"the audio is longer than the {max_seconds:g} s the service hears"
-    )
-    bad = ApiError(400, "bad_audio", "the body is not audio in a format the service reads")
+# Each audio refusal's status; its code is the reason (too_long: audio_too_long).
+AUDIO_STATUSES = {
+    "unsupported_format": 415, "format_mismatch": 415, "bad_sample_rate": 422,
+    "too_many_channels": 422, "too_long": 413, "bad_audio": 400, "empty_audio": 400,
+    "decode_timeout": 422,
+}  # fmt: skip
+
+
+def read_audio(
+    data: bytes, media_type: str | None, max_seconds: float, deadline_s: float
+) -> np.ndarray:
+    """An audio query as 16 kHz mono float32 samples in [-1, 1], its header checked before
+    it is decoded (conceptual.speech.audio.decode_checked); ApiError for a refusal."""
     try:
-        info = soundfile.info(io.BytesIO(data))
-    except Exception as error:  # libsndfile refuses the bytes: not audio it knows
-        raise bad from error
-    if info.samplerate > 0 and info.frames / info.samplerate > max_seconds:
-        raise too_long
-    try:
-        samples, rate = decode(data)
-    except Exception as error:
-        raise bad from error
-    if len(samples) == 0:
-        raise ApiError(400, "empty_audio", "the audio holds no samples")
-    if len(samples) / rate > max_seconds:
-        raise too_long
-    if not np.isfinite(samples).all():
-        raise bad
-    return resample(samples, rate)
+        return decode_checked(data, max_seconds, media_type, deadline_s)
+    except AudioRefused as refused:
+        code = "audio_too_long" if refused.reason == "too_long" else refused.reason
+        raise ApiError(AUDIO_STATUSES[refused.reason], code, refused.message) from refused
 
 
 @functools.lru_cache(maxsize=2)
@@ -318,6 +321,9 @@ def version_and_index(version: ModelVersion) -> str:
     name="Retriever",  # bound as TextRetriever and SpeechRetriever (DEPLOYMENT_NAMES)
     ray_actor_options={"num_cpus": 0.2},  # fractional: both retrievers fit beside captioning
     max_ongoing_requests=16,
+    # Beyond its replicas' slots, a caller queues at most this many; more get 503 busy at
+    # once (BackPressureError) instead of a minute's wait.
+    max_queued_requests=MAX_QUEUED_REQUESTS,
     autoscaling_config=MODEL_AUTOSCALING,
     health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
 )
@@ -332,8 +338,10 @@ class RetrieverDeployment:
         # settings.asr: a text retriever hears spoken queries through the offline recognizer
         # (one per replica, used by the one search thread only).
         self.recognizer = Recognizer() if settings.asr and modality == "text" else None
-        # One thread decodes, embeds and searches: a replica's memory and CPU stay bounded.
+        # One thread embeds and searches, another decodes audio: a replica's memory and CPU
+        # stay bounded, and a slow decode never holds up another query's search.
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
+        self.audio_decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self.decode_budget = PixelBudget(settings.max_decode_pixels)
         self.champion = Champion(
             settings.model_name(modality),
@@ -355,7 +363,7 @@ class RetrieverDeployment:
     def _served(self) -> Served[Searcher] | ApiError:
         served = self.champion.served
         if served is None:
-            return ApiError(503, "not_ready", f"no model loaded yet: {self.champion.problem}")
+            return not_ready()
         return served
 
     async def search_text(self, text: str, k: int) -> ImageSearchResponse | ApiError:
@@ -364,12 +372,24 @@ class RetrieverDeployment:
             return served
         return await self._search_images(served, "text", lambda s: s.embed_text(text), k)
 
-    async def search_audio(self, data: bytes, k: int) -> ImageSearchResponse | ApiError:
+    async def search_audio(
+        self, data: bytes, k: int, media_type: str | None = None
+    ) -> ImageSearchResponse | ApiError:
+        """Images for a spoken query; `media_type` is what the client said it sent (None:
+        any of WAV, FLAC, MP3)."""
         served = self._served()
         if isinstance(served, ApiError):
             return served
+        settings = self.settings
         try:
-            samples = await self._run(read_audio, data, self.settings.max_audio_seconds)
+            samples = await asyncio.get_running_loop().run_in_executor(
+                self.audio_decoder,
+                read_audio,
+                data,
+                media_type,
+                settings.max_audio_seconds,
+                settings.audio_decode_timeout_s,
+            )
         except ApiError as error:
             return error
         if self.recognizer is None:

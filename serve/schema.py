@@ -84,6 +84,12 @@ class ApiError(Exception):
         return JSONResponse(body.model_dump(), status_code=self.status, headers=headers)
 
 
+def not_ready() -> ApiError:
+    """A model deployment's answer before its first model is loaded (why: /readyz with
+    `admin_details`, and the replica's log)."""
+    return ApiError(503, "not_ready", "no model loaded yet; retry later")
+
+
 # What a client is told for each decoder refusal; a code not listed here gets the generic
 # message, so a new guard in the decoder needs no change in serving.
 IMAGE_ERROR_MESSAGES = {
@@ -135,8 +141,22 @@ class ModelStatus(BaseModel):
     task: str = Field(description="what the model does: captioning")
     language: str | None = Field(None, description="the language a captioner writes: en, zh")
     ready: bool
-    model: RegisteredModel | None = Field(None, description="null until a version is loaded")
-    problem: str | None = Field(None, description="why the last registry check failed, if it did")
+    model: RegisteredModel | ModelRef | None = Field(
+        None,
+        description="null until a version is loaded; its run id, tags and metrics only with "
+        "the service's `admin_details`",
+    )
+    problem: str | None = Field(
+        None,
+        description="why the last registry check failed, if it did; only with the service's "
+        "`admin_details` (else in the replica's log)",
+    )
+
+    def public(self) -> ModelStatus:
+        """What any client is shown: the model's name, version and alias, not its run, tags,
+        metrics or problem (which can name the service's paths)."""
+        model = self.model.ref() if isinstance(self.model, RegisteredModel) else self.model
+        return self.model_copy(update={"model": model, "problem": None})
 
 
 class CaptionResponse(BaseModel):

@@ -15,11 +15,15 @@ is the real EfficientNet-lite0. Phases, on the same photos and at beam 3:
 3. autoscaling 1..2 replicas under load for AUTOSCALE_SECONDS, the replica states sampled
    from serve.status() during the load and after it, until the autoscaler has scaled back
    down (or COOLDOWN_S passes).
+`test_serve_under_a_flood_of_clients` (issue 32) runs separately:
+    .venv/bin/pytest -m benchmark tests/benchmarks/test_serve_load.py -s -k flood
+    # SERVE_BENCH_FLOOD_CLIENTS=200 SERVE_BENCH_FLOOD_SECONDS=30 by default
 The load generator runs on the same cores as the replicas.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import statistics
 import tempfile
@@ -43,6 +47,7 @@ from conceptual.models.saving import save_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.serve.app import APP_NAME, ServeConfig, start
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.tracking import start_run
 
 # Serve's handles and replicas report their load to the autoscaler every 10 s by default:
@@ -281,3 +286,82 @@ def test_serve_under_load(model_dir, photos, ray_local, free_port, record):
     for run in (batched, unbatched, autoscaling["load"]):
         assert run["requests"] > 0
         assert all(status.isdigit() and int(status) < 500 for status in run["statuses"]), run
+
+
+# --- 200 clients at once (issue 32): refused fast, health answered ------------------------
+
+FLOOD_CLIENTS = int(os.environ.get("SERVE_BENCH_FLOOD_CLIENTS", "200"))
+FLOOD_SECONDS = float(os.environ.get("SERVE_BENCH_FLOOD_SECONDS", "30"))
+HEALTH_EVERY_S = 0.25
+
+
+async def flood(url: str, photos: list[bytes], clients: int, seconds: float) -> dict:
+    """`clients` closed-loop clients (a 503 waits its Retry-After, as a well-behaved client
+    does) and a health probe every HEALTH_EVERY_S, all on one event loop, for `seconds`."""
+    deadline = time.monotonic() + seconds
+    answered, health, statuses = [], [], Counter()
+    limits = httpx.Limits(max_connections=clients + 1, max_keepalive_connections=clients + 1)
+    async with httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT_S, limits=limits) as http:
+
+        async def client(first: int) -> None:
+            index = first
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                try:
+                    response = await http.post("/v1/captions", content=photos[index % len(photos)])
+                except httpx.HTTPError as error:
+                    statuses[type(error).__name__] += 1
+                    continue
+                statuses[str(response.status_code)] += 1
+                if response.status_code == 503:
+                    await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+                else:
+                    answered.append(time.perf_counter() - started)
+                index += 1
+
+        async def probe() -> None:
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                response = await http.get("/healthz")
+                health.append((time.perf_counter() - started, response.status_code))
+                await asyncio.sleep(HEALTH_EVERY_S)
+
+        await asyncio.gather(probe(), *(client(i) for i in range(clients)))
+    total = sum(statuses.values())
+    return {
+        "clients": clients,
+        "seconds": seconds,
+        "requests": total,
+        "answered": {"count": len(answered), **percentiles(answered)} if answered else {},
+        "refused_share": round(statuses["503"] / total, 3) if total else None,
+        "statuses": dict(statuses),
+        "health": {
+            "probes": len(health),
+            "not_200": sum(status != 200 for _, status in health),
+            **percentiles([latency for latency, _ in health]),
+            "max_ms": round(max(latency for latency, _ in health) * 1000, 1),
+        },
+    }
+
+
+def test_serve_under_a_flood_of_clients(model_dir, photos, ray_local, free_port, record):
+    """The shipped settings (captioner autoscaling 1..2, max_queued_requests, the ingress's
+    max_in_flight) behind the front door; one address stands in for FLOOD_CLIENTS clients,
+    so the per-client connection limit is lifted above it."""
+    upstream = deploy(free_port(), max_batch_size=8, captioner_options={})
+    door = FrontDoor(
+        FrontDoorConfig(
+            listen=f"127.0.0.1:{free_port()}",
+            upstream=upstream.removeprefix("http://"),
+            connections_per_client=FLOOD_CLIENTS + 8,
+        )
+    )
+    try:
+        results = asyncio.run(flood(door.url, photos, FLOOD_CLIENTS, FLOOD_SECONDS))
+    finally:
+        door.stop()
+        serve.shutdown()
+    record("serve_flood", results)
+    assert results["health"]["not_200"] == 0
+    assert results["health"]["p99_ms"] < 1000
+    assert not [s for s in results["statuses"] if s.isdigit() and s not in {"200", "503"}]

@@ -141,7 +141,7 @@ def test_not_ready_until_a_champion_is_promoted(client, versions, name, coffee):
     assert client.get("/healthz").json() == {"status": "ok"}
     readiness = client.get("/readyz")
     assert readiness.status_code == 503 and readiness.json()["ready"] is False
-    assert "champion" in readiness.json()["models"][0]["problem"]
+    assert readiness.json()["models"][0]["problem"] is None  # for admins (admin_details)
     refused = client.post("/v1/captions", content=coffee)
     assert refused.status_code == 503 and error_code(refused) == "not_ready"
     assert refused.headers["retry-after"] == "5"
@@ -182,20 +182,32 @@ def test_a_multipart_upload_gets_several_captions_best_first(ready):
     assert len(body["captions"]) == 3 and len(set(body["captions"])) == 3
 
 
-def test_models_names_what_is_served_with_its_scores(ready, versions, name):
+def test_models_names_what_is_served_and_no_more(ready, versions, name):
+    """Strangers see a model's name, version, alias and language; its run, tags and
+    metrics need the service's `admin_details` (TestChinese's application has it)."""
     body = ready.get("/v1/models").json()
     [status] = body["models"]
     assert status["task"] == "captioning" and status["language"] == "en" and status["ready"]
-    model = status["model"]
-    assert (model["name"], model["version"], model["alias"]) == (
-        name,
-        str(versions[0].version),
-        "champion",
-    )
-    assert model["variant"] == "coffee" and model["run_id"] == versions[0].run_id
-    assert model["tags"][registry.score_tag(EVAL_SET)] == "0.1"
-    assert model["metrics"] == {"val.loss": 1.0}
+    assert status["model"] == {
+        "name": name,
+        "version": str(versions[0].version),
+        "alias": "champion",
+        "variant": "coffee",
+    }
+    assert status["problem"] is None
     assert body["limits"] == {"max_beam": 8, "default_beam": 3, "max_body_bytes": MAX_BODY}
+
+
+def test_search_when_not_enabled_is_501(ready):
+    for route in ("/v1/search/images", "/v1/search/captions"):
+        response = ready.post(route, json={"text": "a cat"})
+        assert response.status_code == 501 and error_code(response) == "not_enabled", route
+
+
+def test_errors_quote_a_clients_value_cut_short(ready, coffee):
+    response = ready.post("/v1/captions", params={"beam_size": "9" * 60_000}, content=coffee)
+    assert response.status_code == 422 and error_code(response) == "bad_parameter"
+    assert len(response.text) < 1000 and "(60002 chars)" in response.text  # repr: quotes
 
 
 def chunks(total: int, size: int = 64 << 10):
@@ -313,7 +325,8 @@ def test_credentials_in_the_tracking_uri_are_never_shown(ready, name, free_port)
     # MLflow retries a refused connection for minutes unless told not to.
     no_retries = {"env_vars": {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}}
     actor_options = {**CaptionerDeployment.ray_actor_options, "runtime_env": no_retries}
-    application = build(ServeConfig(captioner=settings), {"ray_actor_options": actor_options})
+    config = ServeConfig(captioner=settings, admin_details=True)  # problems shown
+    application = build(config, {"ray_actor_options": actor_options})
     serve.run(application, name="leaky", route_prefix="/leaky")
     try:
         readiness = ready.get("/leaky/readyz")
@@ -426,6 +439,7 @@ class TestChinese:
             languages=["en", "zh"],
             captioner=CaptionerSettings(model_name=name, poll_seconds=0.5),
             captioner_zh=CaptionerSettings(model_name=f"{name}-zh", poll_seconds=0.5),
+            admin_details=True,  # problems, runs, tags and metrics shown
         )
         small = {"ray_actor_options": {"num_cpus": 0.1}}  # beside the module's replicas
         serve.run(build(config, small), name="multilingual", route_prefix=MULTI)
@@ -443,7 +457,10 @@ class TestChinese:
         assert status_of(multi, "en", "/readyz")["ready"]
         refused = multi.post(MULTI + "/v1/captions", params={"language": "zh"}, content=coffee)
         assert refused.status_code == 503 and error_code(refused) == "not_ready"
-        assert "writes 'en'" in refused.json()["error"]["message"]
+        assert "writes" not in refused.json()["error"]["message"]  # in /readyz, for admins
+        english = status_of(multi, "en")["model"]
+        assert english["run_id"] and english["metrics"] == {"val.loss": 1.0}
+        assert english["tags"][registry.score_tag(EVAL_SET)] == "0.1"
 
         registry.promote_if_better(zh_versions[1], 0.9, EVAL_SET, name=f"{name}-zh")
         wait_until(lambda: multi.get(MULTI + "/readyz").status_code == 200, "the zh champion")

@@ -39,7 +39,8 @@ PLATFORM_VARIABLES = {
     "AWS_SECRET_ACCESS_KEY",
     "MLFLOW_TRACKING_URI",
 }
-COMPOSE_PORTS = {"5000", "8000", "8265", "9000", "9001"}  # MLflow, Serve, Ray, MinIO API, console
+# MLflow, the front door (nginx before Serve), Ray, MinIO API, console; never Serve itself.
+COMPOSE_PORTS = {"5000", "8080", "8265", "9000", "9001"}
 
 
 def infra_texts() -> dict[Path, str]:
@@ -59,6 +60,8 @@ def ray_cluster_specs() -> dict[str, dict]:
     where = {"RayCluster": (), "RayJob": ("rayClusterSpec",), "RayService": ("rayClusterConfig",)}
     specs = {}
     for resource in kuberay_resources():
+        if resource["kind"] not in where:  # the front door's Deployment and Service
+            continue
         spec = resource["spec"]
         for key in where[resource["kind"]]:
             spec = spec[key]
@@ -136,7 +139,7 @@ def test_compose_publishes_on_localhost_and_wires_every_ray_node():
         for port in service.get("ports", []):
             host_ip, host_port, _ = str(port).split(":")
             published[host_port] = host_ip
-    assert COMPOSE_PORTS <= published.keys()
+    assert COMPOSE_PORTS <= published.keys() and "8000" not in published
     assert set(published.values()) == {"127.0.0.1"}, published
     ray_nodes = {n: s for n, s in services.items() if s.get("command", "").startswith("ray start")}
     assert len(ray_nodes) >= 2  # a head and a worker
@@ -214,3 +217,20 @@ def test_rayservice_runs_the_applications_of_serve_config_yaml():
         pytest.skip("serve/config.yaml does not exist yet")
     serve_config = yaml.safe_load(path.read_text())
     assert rayservice_serve_config()["applications"] == serve_config["applications"]
+
+
+
+def test_every_front_door_is_the_one_template_filled_in():
+    """compose and KubeRay run nginx through conceptual.serve.front_door (the one template,
+    serve/nginx.conf.template), pointed at Serve; no copy of an nginx.conf in infra/."""
+    (compose,) = load_yaml(INFRA / "compose.yaml")
+    [deployment] = [r for r in kuberay_resources() if r["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    commands = [
+        compose["services"]["front-door"]["command"].split(),
+        [*container["command"], *container["args"]],
+    ]
+    for command in commands:
+        assert command[:3] == ["python", "-m", "conceptual.serve.front_door"]
+        assert any(arg.startswith("upstream=") and arg.endswith(":8000") for arg in command)
+    assert not [p for p in INFRA.rglob("*") if "nginx" in p.name]

@@ -7,6 +7,7 @@ import csv
 import shutil
 
 import pyarrow.parquet as pq
+from audio_bombs import opus  # tests/audio_bombs.py
 
 from conceptual.importers import ImportConfig, csv_pairs, write_import
 from conceptual.records import CLIP, image_id
@@ -70,3 +71,18 @@ def test_a_clip_that_links_outside_the_dataset_is_not_read(real_data, tmp_path):
         csv_pairs(folder), str(tmp_path / "out"), ImportConfig(curated=True), speech_step(folder)
     )
     assert report["speech"]["outside_dataset"] == 1 and report["speech"]["clips"] == 2
+
+
+def test_recordings_are_checked_before_decoding(real_data, tmp_path):
+    """A recording longer than max_seconds, or not the MP3 its name says, is counted, not
+    imported (an 88 KB file decoding to a 59-minute clip was imported before)."""
+    folder, names = small_folder(real_data, tmp_path)
+    (folder / "speech_gtts" / f"{names[0].rsplit('.', 1)[0]}.mp3").write_bytes(opus(1))
+    report = write_import(
+        csv_pairs(folder),
+        str(tmp_path / "out"),
+        ImportConfig(curated=True),
+        speech_step(folder, max_seconds=0.5),
+    )
+    speech = report["speech"]
+    assert (speech["clips"], speech["too_long_clip"], speech["unreadable_clip"]) == (0, 2, 1)

@@ -4,17 +4,35 @@ Resampling is soxr's high-quality polyphase resampler (anti-aliased: its low-pas
 what lies under the new Nyquist frequency and removes what lies above). Encoding and
 decoding are libsndfile's (through soundfile), which reads MP3 since libsndfile 1.1.
 Both are deterministic: the same samples give the same FLAC bytes.
+
+Audio from strangers (a search query, a dataset's recorded speech) is checked before it is
+decoded (`check_header`): the container from its first bytes (WAV, FLAC or MP3 only, and the
+one its media type names), then libsndfile's reading of the header: 8-48 kHz, at most 2
+channels, at most `max_seconds` of frames. `decode_checked` then reads at most that many
+frames (a header that lies cannot make it read more), block by block within a deadline, and
+clips the samples to [-1, 1]. Each refusal is an AudioRefused with a stable reason.
 """
 
 from __future__ import annotations
 
 import io
+import time
+from dataclasses import dataclass
 
 import numpy as np
 import soundfile
 import soxr
 
 SAMPLE_RATE = 16_000
+MIN_RATE, MAX_RATE = 8_000, 48_000  # telephone to studio; others are refused, not resampled
+MAX_CHANNELS = 2
+# What libsndfile calls each container it may find inside one we accept.
+CONTAINERS = {"WAV": {"WAV", "WAVEX"}, "FLAC": {"FLAC"}, "MP3": {"MP3", "MPEG"}}
+MEDIA_TYPES = {
+    "audio/wav": "WAV", "audio/x-wav": "WAV", "audio/wave": "WAV", "audio/vnd.wave": "WAV",
+    "audio/flac": "FLAC", "audio/x-flac": "FLAC", "audio/mpeg": "MP3", "audio/mp3": "MP3",
+}  # fmt: skip
+BLOCK_FRAMES = 1 << 16  # the deadline is checked between blocks of this many frames
 
 
 def resample(samples: np.ndarray, rate: float, target: int = SAMPLE_RATE) -> np.ndarray:
@@ -45,3 +63,98 @@ def decode_16k(data: bytes) -> np.ndarray:
 
 def duration(samples: np.ndarray, rate: int = SAMPLE_RATE) -> float:
     return len(samples) / rate
+
+
+class AudioRefused(ValueError):
+    """Audio not decoded: `reason` is stable (unsupported_format, format_mismatch,
+    bad_sample_rate, too_many_channels, too_long, bad_audio, empty_audio, decode_timeout),
+    `message` says why in the service's own words."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(reason, message)  # args as given, so it pickles across Ray
+        self.reason, self.message = reason, message
+
+
+@dataclass(frozen=True)
+class AudioHeader:
+    container: str  # WAV, FLAC, MP3
+    rate: int
+    channels: int
+    frames: int  # as the header declares (an estimate for MP3)
+
+
+def sniff(data: bytes) -> str | None:
+    """The container its first bytes say the audio is in (WAV, FLAC, MP3), or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return "WAV"
+    if data[:3] == b"ID3" and len(data) >= 10:  # an ID3v2 tag, then FLAC or MPEG frames
+        size = int.from_bytes(bytes(b & 0x7F for b in data[6:10]), "big")  # 7 bits a byte
+        return sniff(data[10 + size :]) or "MP3"
+    if data[:4] == b"fLaC":
+        return "FLAC"
+    if len(data) >= 2 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0:  # MPEG frame sync
+        return "MP3"
+    return None
+
+
+def check_header(data: bytes, max_seconds: float, media_type: str | None = None) -> AudioHeader:
+    """The header of WAV, FLAC or MP3 bytes, read without decoding; AudioRefused when the
+    container is another (or not the one `media_type` names), or the sample rate, channel
+    count or length is outside what is decoded."""
+    container = sniff(data)
+    if container is None:
+        raise AudioRefused("unsupported_format", "the audio is not WAV, FLAC or MP3")
+    expected = MEDIA_TYPES.get(media_type or "")
+    if expected is not None and container != expected:
+        raise AudioRefused(
+            "format_mismatch", f"the audio is {container}, not the {expected} its type says"
+        )
+    try:
+        info = soundfile.info(io.BytesIO(data))
+    except Exception as error:  # libsndfile refuses the header
+        raise AudioRefused("bad_audio", f"the {container} header cannot be read") from error
+    if info.format not in CONTAINERS[container]:
+        raise AudioRefused("format_mismatch", f"the audio is not the {container} it starts as")
+    if not MIN_RATE <= info.samplerate <= MAX_RATE:
+        raise AudioRefused("bad_sample_rate", f"the sample rate must be {MIN_RATE}-{MAX_RATE} Hz")
+    if not 1 <= info.channels <= MAX_CHANNELS:
+        raise AudioRefused("too_many_channels", f"the audio may have {MAX_CHANNELS} channels")
+    if info.frames > max_seconds * info.samplerate:
+        raise AudioRefused("too_long", f"the audio is longer than {max_seconds:g} s")
+    return AudioHeader(container, info.samplerate, info.channels, info.frames)
+
+
+def decode_checked(
+    data: bytes,
+    max_seconds: float,
+    media_type: str | None = None,
+    deadline_s: float = float("inf"),
+) -> np.ndarray:
+    """Audio from a stranger as 16 kHz mono float32 samples in [-1, 1], after check_header:
+    at most `max_seconds` of frames are read, within `deadline_s` seconds; AudioRefused
+    otherwise (non-finite samples are bad_audio)."""
+    started = time.monotonic()
+    header = check_header(data, max_seconds, media_type)
+    max_frames = int(max_seconds * header.rate)
+    blocks, frames = [], 0
+    try:
+        with soundfile.SoundFile(io.BytesIO(data)) as sound:
+            while frames <= max_frames:
+                if time.monotonic() - started > deadline_s:
+                    raise AudioRefused("decode_timeout", f"decoding took over {deadline_s:g} s")
+                block = sound.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
+                if not len(block):
+                    break
+                blocks.append(block.mean(axis=1))
+                frames += len(block)
+    except RuntimeError as error:  # soundfile's LibsndfileError
+        raise AudioRefused("bad_audio", f"the {header.container} data cannot be decoded") from error
+    if frames > max_frames:  # the header understated the length
+        raise AudioRefused("too_long", f"the audio is longer than {max_seconds:g} s")
+    if not frames:
+        raise AudioRefused("empty_audio", "the audio holds no samples")
+    samples = np.concatenate(blocks)
+    if not np.isfinite(samples).all():
+        raise AudioRefused("bad_audio", "the audio holds samples that are not numbers")
+    # Clipped before resampling (1e19 would overflow it) and after (its ringing overshoots).
+    return np.clip(resample(np.clip(samples, -1.0, 1.0), header.rate), -1.0, 1.0)

@@ -8,6 +8,9 @@ first imported record (the CSV's first caption, unless that one was skipped):
     OUTPUT/clips/part-*.parquet   records.CLIP, source "speech_gtts"
 
 This is the "voice never heard" evaluation set: the model trains on espeak-ng's voices.
+A recording is checked before it is decoded (conceptual.speech.audio.decode_checked: MP3,
+8-48 kHz, at most 2 channels, at most `max_seconds`, as synthesized clips have): one that
+is longer is counted as `too_long_clip`, any other refusal as `unreadable_clip`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import pyarrow.parquet as pq
 from conceptual import storage
 from conceptual.importers import PartWriter, image_in
 from conceptual.records import CLIP
-from conceptual.speech.audio import decode_16k
+from conceptual.speech.audio import AudioRefused, decode_checked
 from conceptual.speech.clips import imported_clip
 
 SPEECH_FOLDER = "speech_gtts"
+MAX_SECONDS = 30.0  # as synthesized clips (pipelines/speech.py's max_seconds)
 
 
 def first_records(output_uri: str) -> list[dict[str, Any]]:
@@ -49,10 +53,13 @@ def image_stem(image_url: str) -> str:
     return PurePosixPath(path).stem
 
 
-def attach_speech(speech_dir: Path, output_uri: str, rows_per_part: int = 512) -> dict[str, Any]:
+def attach_speech(
+    speech_dir: Path, output_uri: str, max_seconds: float = MAX_SECONDS, rows_per_part: int = 512
+) -> dict[str, Any]:
     """Write a clip for each imported image that has one in `speech_dir`; count the rest."""
     clips = PartWriter(storage.join(output_uri, "clips"), CLIP, rows_per_part)
-    counts = {"clips": 0, "missing_clip": 0, "unreadable_clip": 0, "outside_dataset": 0}
+    counts = {"clips": 0, "missing_clip": 0, "unreadable_clip": 0, "too_long_clip": 0}
+    counts["outside_dataset"] = 0
     for record in first_records(output_uri):
         image_name = image_stem(record["image_url"])
         mp3, outside = image_in(speech_dir, f"{image_name}.mp3")  # a link may lead elsewhere
@@ -63,10 +70,11 @@ def attach_speech(speech_dir: Path, output_uri: str, rows_per_part: int = 512) -
             counts["missing_clip"] += 1
             continue
         try:
-            samples = decode_16k(mp3.read_bytes())
-        except (OSError, RuntimeError) as exc:  # soundfile raises LibsndfileError(RuntimeError)
-            print(f"speech: cannot decode {mp3}: {exc}")
-            counts["unreadable_clip"] += 1
+            samples = decode_checked(mp3.read_bytes(), max_seconds, "audio/mpeg")
+        except (OSError, AudioRefused) as exc:
+            print(f"speech: not imported: {mp3}: {getattr(exc, 'message', exc)}")
+            too_long = isinstance(exc, AudioRefused) and exc.reason == "too_long"
+            counts["too_long_clip" if too_long else "unreadable_clip"] += 1
             continue
         clips.add(imported_clip(record, samples, speech_dir.name))
         counts["clips"] += 1
@@ -74,10 +82,12 @@ def attach_speech(speech_dir: Path, output_uri: str, rows_per_part: int = 512) -
     return {"folder": str(speech_dir), **counts}
 
 
-def speech_step(folder: str | Path) -> Callable[[str], dict[str, Any]] | None:
+def speech_step(
+    folder: str | Path, max_seconds: float = MAX_SECONDS
+) -> Callable[[str], dict[str, Any]] | None:
     """What an import of `folder` does after writing its records, when the folder has
-    recorded speech; None when it has none."""
+    recorded speech (clips of at most `max_seconds`); None when it has none."""
     speech_dir = Path(folder).expanduser() / SPEECH_FOLDER
     if not speech_dir.is_dir():
         return None
-    return lambda output_uri: attach_speech(speech_dir, output_uri)
+    return lambda output_uri: attach_speech(speech_dir, output_uri, max_seconds)
