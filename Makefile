@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean mlflow-ui serve
+.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean clean-outputs mlflow-ui mlflow serve
 
 setup:
 	@bash scripts/setup.sh
@@ -36,11 +36,26 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Everything the platform wrote here, the MLflow database and registry included.
 clean:
 	rm -rf .state .pytest_cache build *.egg-info
 
+# Training checkpoints, local model copies, job logs, the demo's and the README's outputs
+# (OUTPUTS, out/ by default); keeps the MLflow database with its artifacts and registry,
+# ratings and NLP assets.
+OUTPUTS ?= out
+clean-outputs:
+	@home=$$($(PY) -c 'from conceptual.paths import state_dir; print(state_dir())') && \
+	for d in "$$home/train" "$$home/models" "$$home/demo" "$$home/logs" $(OUTPUTS); do \
+		[ -e "$$d" ] && du -sh "$$d" && rm -rf "$$d"; done; true
+
+# MLflow's UI over the runs every job writes; MLFLOW_PORT=5001 make mlflow-ui for another port.
 mlflow-ui: setup
-	$(VENV)/bin/mlflow ui --backend-store-uri "$$($(PY) -c 'from conceptual.tracking import tracking_uri; print(tracking_uri())')" --host 127.0.0.1 --port 5000
+	@bash scripts/mlflow_ui.sh
+
+# MLflow's command line on the same tracking store: make mlflow ARGS="experiments search"
+mlflow: setup
+	@MLFLOW_TRACKING_URI="$$($(PY) -c 'from conceptual.tracking import configure; print(configure())')" $(VENV)/bin/mlflow $(ARGS)
 
 # The captioning service as deployed: Ray Serve (serve/config.yaml, on 127.0.0.1:8000) behind
 # the nginx front door on 127.0.0.1:8080 (FRONT_DOOR='listen=0.0.0.0:8080 ...' to change it).

@@ -7,12 +7,12 @@ The config names the input and output, the stages to run (in that order, each wi
 stages it reads: pipelines/pipeline.py's table) and holds each stage's section
 (configs/pipeline.yaml shows them). A stage that finished before with the same inputs and
 config is skipped, so a rerun after a failure continues where it stopped. Every stage's
-MLflow run is a child of one pipeline run.
+MLflow run is a child of one pipeline run. Each stage says what it did as it ends; every
+stage's result goes to OUTPUT/summary.json.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
 from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.candidates import CandidateFormatError
     from conceptual.config import ConfigError, load
     from conceptual.paths import user_path
-    from conceptual.pipelines.pipeline import PipelineConfig, check_stages, run
+    from conceptual.pipelines.pipeline import PipelineConfig, PipelineStopped, check_stages, run
     from conceptual.runtime import init_ray, require_shared
     from conceptual.storage import StorageError, refuse_overlap
 
@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, CandidateFormatError, StorageError, ValueError) as exc:
             error(exc)
             return 2
-    print(json.dumps(result["stages"], indent=2))
+        except PipelineStopped as exc:
+            error(exc)
+            return 1
+    print(f"\nsummary:  {result['summary']}  (every stage's result)")
     report_run(result["run_id"], config.experiment, log, "pipeline run")
     return 0
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         args,
         FluencyTrainConfig,
         lambda config: train(args.cn, config),
-        lambda result, _, name: publish(result, name),
+        publish,
         lambda result: held_out_markdown(result["held_out"]),
     )
 

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conceptual import storage
+from conceptual.registry import set_name
 from conceptual.splits import split_names
 
 TRAIN_SPLIT = "train"
@@ -133,14 +134,6 @@ def eval_set_name(features_uri: str, split: str, eval_set: dict[str, Any]) -> st
     same set read from another place (a copy, a submitted job's path) keeps its name, and
     two datasets that happen to share a folder name do not."""
     return set_name(features_uri, split, len(eval_set["keys"]), eval_set["references"])
-
-
-def set_name(features_uri: str, split: str, size: int, content: Any) -> str:
-    """`folder#split:size:digest`, the digest of `content` (JSON-serializable) naming what
-    exactly was scored (eval_set_name above says why)."""
-    digest = hashlib.sha1(json.dumps(content, sort_keys=True).encode()).hexdigest()[:8]
-    name = features_uri.rstrip("/").rsplit("/", 1)[-1] or "features"
-    return f"{name}#{split}:{size}:{digest}"
 
 
 def source_images(features_uri: str, ids: list[str]) -> dict[str, bytes]:

@@ -47,13 +47,8 @@ UNITS = "units"  # units/<unit>: how many rows a read unit holds, written when i
 
 def fingerprint(input_uri: str, settings: dict[str, Any]) -> dict[str, Any]:
     """What a resumed run must share with the run it resumes: the input files (path, size and
-    modification time) and every setting that decides a row's outcome or position."""
-    fs, _ = storage.resolve(input_uri)
-    files = []
-    for path in storage.list_files(input_uri):
-        info = fs.get_file_info(path)
-        files.append([path, info.size, info.mtime_ns])
-    return {"input": files, "settings": settings}
+    a digest of their bytes) and every setting that decides a row's outcome or position."""
+    return {"input": storage.content_identity(input_uri), "settings": settings}
 
 
 def write_batch(batch: pa.Table, filesystem, directory: str) -> None:

@@ -10,9 +10,10 @@ and, when configured, speech, train_retriever and index.
     speech           curate                          clips/               speech
     train_retriever  features (+ speech)             a registry version   train_retriever,
                                                                           retriever_name
-    index            features, train_retriever       index/               index
+    index            features, train_retriever       index/<retriever>/   index
                      (+ speech)
     OUTPUT/stages/<stage>.json  one manifest per finished stage
+    OUTPUT/summary.json         every stage's result, as the job prints it at the end
 
 TABLE is that table. train registers nothing itself (register does, by the champion rule);
 train_retriever trains a dual encoder and registers it by the same rule, as its job does;
@@ -24,30 +25,36 @@ also reads speech's clips: `(+ speech)`.
 stage's prerequisites (the stages it reads) must be listed too: they are skipped when done.
 
 A stage is skipped when its manifest says it finished with the same fingerprint: a digest
-of its config keys and of what it reads (the input's files, their sizes and times, for
-curation; the fingerprints of the stages it reads otherwise), and, for stages that write
-a folder, when that folder's `_SUCCESS` is still there. A rerun after any failure so
+of its config keys and of what it reads (the input's files, their sizes and a digest of
+their bytes, for curation; the fingerprints of the stages it reads otherwise; the tracking
+store, for the stages whose result lives there), and, for stages that write a folder, when
+that folder's `_SUCCESS` is still there, and the MLflow run and registered version it
+names still exist. A rerun after any failure so
 continues where it stopped, and a changed key reruns that stage and every stage that reads
 it, directly or not (a train_retriever key: train_retriever and index; not speech, nor the
 captioner's stages). Every stage's MLflow run is a child of one pipeline run, in the
-pipeline's experiment.
+pipeline's experiment, named after its input, stages and time; it ends FAILED when a stage
+fails. Each stage prints what it did (the curation funnel, where its output went, the
+evaluation beside its baseline) as it finishes or is skipped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import mlflow
+from mlflow.exceptions import MlflowException
 
-from conceptual import storage, tracking
+from conceptual import funnel, storage, tracking
 from conceptual.config import Config
 from conceptual.pipelines import build_index, curation, features, speech, train_retriever
 from conceptual.pipelines.build_index import BuildIndexConfig
-from conceptual.pipelines.curation import CurationConfig
+from conceptual.pipelines.curation import CurationConfig, where_it_went
 from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.speech import SpeechConfig
@@ -65,6 +72,7 @@ class JobStage:
     folder: str | None  # OUTPUT/<folder>, done when its _SUCCESS is there; None: no folder
     settings: tuple[str, ...]  # the PipelineConfig keys its fingerprint covers
     step: Callable[[Context], dict[str, Any]]  # runs it; returns what its manifest records
+    report: Callable[[Context, dict[str, Any]], str]  # what it did, for people, from that
     reads_clips: bool = False  # needs speech too, when train_retriever.modality is speech
 
 
@@ -76,7 +84,7 @@ class Context:
     done: dict[str, dict[str, Any]]
 
     def folder(self, stage: str) -> str:
-        return storage.join(self.config.output, TABLE[stage].folder)
+        return stage_folder(self.config, stage)
 
     def section(self, key: str) -> Any:
         """The config section `key`, its runs in the pipeline's experiment."""
@@ -133,28 +141,115 @@ def _index(c: Context) -> dict[str, Any]:
     )
 
 
+# ---------------------------------------------------------------- what each stage says
+
+
+def _curate_report(c: Context, result: dict[str, Any]) -> str:
+    """The curate job's funnel and where its records went (or why none were kept)."""
+    stats = storage.read_json(storage.join(c.folder("curate"), "stats.json"))
+    text = f"{funnel.render(stats)}\n{where_it_went(stats, c.folder('curate'), c.config.curate)}"
+    least = c.config.train.min_eval_size
+    splits = stats.get("splits", {}).items()
+    small = [f"{name} {n}" for name, n in splits if name != "train" and n < least]
+    if small and result["kept"]:
+        text += (
+            f"\nwarning:  held-out splits this small make scores noise ({', '.join(small)} "
+            f"records, under train.min_eval_size={least}): more input, or larger "
+            "curate.split.val and curate.split.test"
+        )
+    return text
+
+
+def _features_report(c: Context, result: dict[str, Any]) -> str:
+    return f"features: {storage.join(c.folder('features'), 'features')}  ({result['rows']} rows)"
+
+
+def _train_report(c: Context, result: dict[str, Any]) -> str:
+    best = ", ".join(f"{k} {_rounded(v)}" for k, v in result["best"].items() if k != "epoch")
+    return (
+        f"trained:  run {result['run_id']}, best epoch {result['best']['epoch']}: {best} "
+        f"on {result['eval_set']}"
+    )
+
+
+def _register_report(c: Context, result: dict[str, Any]) -> str:
+    return _decision_line(result)
+
+
+def _evaluate_report(c: Context, result: dict[str, Any]) -> str:
+    """The held-out scores beside the nearest-neighbour baseline's, as a table."""
+    baseline = result["baseline"] or {}
+    rows = [f"  {'metric':<10}{'model':>9}{'baseline':>10}"]
+    for metric, score in result["scores"].items():
+        held = baseline.get(metric)
+        rows.append(f"  {metric:<10}{score:>9.3f}{'' if held is None else f'{held:>10.3f}'}")
+    head = f"evaluate: {result['images']} held-out images ({result['eval_set']})"
+    return "\n".join([head, *rows])
+
+
+def _speech_report(c: Context, result: dict[str, Any]) -> str:
+    clips = storage.join(c.folder("speech"), "clips")
+    return f"clips:    {clips}  ({result['clips']} clips of {result['input']} captions)"
+
+
+def _train_retriever_report(c: Context, result: dict[str, Any]) -> str:
+    return f"{_train_report(c, result)}\n{_decision_line(result['registered'])}"
+
+
+def _index_report(c: Context, result: dict[str, Any]) -> str:
+    counts = ", ".join(f"{n} {what}" for what, n in result["counts"].items())
+    return f"index:    {result['output']}  ({counts})"
+
+
+def _decision_line(decision: dict[str, Any]) -> str:
+    return (
+        f"registered: models:/{decision['name']}/{decision['version']}\n"
+        f"champion: {decision['reason']}: {decision['detail']}"
+    )
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to 4 decimals, through lists and dicts: what the summary file holds."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 # The stages in pipeline order (the module's docstring shows this table):
-# name: JobStage(prerequisites, folder under OUTPUT, config keys, step[, reads_clips])
+# name: JobStage(prerequisites, folder under OUTPUT, config keys, step, report[, reads_clips])
 TABLE: dict[str, JobStage] = {
-    "curate": JobStage((), "curated", ("curate",), _curate),
-    "features": JobStage(("curate",), "features", ("features",), _features),
-    "train": JobStage(("features",), None, ("train",), _train),
-    "register": JobStage(("train",), None, ("model_name",), _register),
-    "evaluate": JobStage(("features", "train"), None, ("evaluate",), _evaluate),
-    "speech": JobStage(("curate",), "clips", ("speech",), _speech),
+    "curate": JobStage((), "curated", ("curate",), _curate, _curate_report),
+    "features": JobStage(("curate",), "features", ("features",), _features, _features_report),
+    "train": JobStage(("features",), None, ("train",), _train, _train_report),
+    "register": JobStage(("train",), None, ("model_name",), _register, _register_report),
+    "evaluate": JobStage(("features", "train"), None, ("evaluate",), _evaluate, _evaluate_report),
+    "speech": JobStage(("curate",), "clips", ("speech",), _speech, _speech_report),
     "train_retriever": JobStage(
         ("features",),
         None,
         ("train_retriever", "retriever_name"),
         _train_retriever,
+        _train_retriever_report,
         reads_clips=True,
     ),
+    # One index folder per retriever: the text and the speech retriever's never overwrite
+    # each other, so both can be served from one OUTPUT.
     "index": JobStage(
-        ("features", "train_retriever"), "index", ("index",), _index, reads_clips=True
+        ("features", "train_retriever"),
+        "index/{retriever}",
+        ("index",),
+        _index,
+        _index_report,
+        reads_clips=True,
     ),
 }
 STAGES = tuple(TABLE)
 DEFAULT_STAGES = STAGES[:5]  # the captioner's; the retriever's when listed
+SUMMARY = "summary.json"  # OUTPUT/summary.json: every stage's result, numbers rounded
 
 
 class PipelineConfig(Config):
@@ -194,6 +289,12 @@ def check_stages(config: PipelineConfig) -> None:
             f"stages must be in pipeline order, each once: [{','.join(ordered)}], "
             f"not [{','.join(stages)}]"
         )
+    if not config.curate.with_images and (imaged := [s for s in stages if _needs_images(s)]):
+        raise ValueError(
+            f"stage {imaged[0]} reads photos, and curate.with_images=false curates text only "
+            "(a text-only curation has no images): set curate.with_images=true, or run "
+            "stages=[curate] (or [curate,speech])"
+        )
     for stage in stages:
         missing = [s for s in prerequisites(stage, config) if s not in stages]
         if missing:
@@ -208,29 +309,61 @@ def check_stages(config: PipelineConfig) -> None:
             )
 
 
+def _needs_images(stage: str) -> bool:
+    """Whether `stage` reads the features, which only photos have."""
+    return stage == "features" or "features" in TABLE[stage].needs
+
+
 def fingerprints(config: PipelineConfig, input_fingerprint: str) -> dict[str, str]:
     """Each listed stage's fingerprint: a digest of its config keys and of the fingerprints
-    of the stages it reads (of the input, for curate)."""
+    of the stages it reads (of the input, for curate); for a stage whose result lives only
+    in the tracking store (no folder), of that store too, credentials left out: pointed at
+    another store, it runs again there."""
     out: dict[str, str] = {}
+    store = tracking.printable_tracking_uri()
     for stage in config.stages:
         settings = [getattr(config, key) for key in TABLE[stage].settings]
         upstream = [out[s] for s in prerequisites(stage, config)] or [input_fingerprint]
-        out[stage] = _digest(stage, *settings, *upstream)
+        tracked = [store] if TABLE[stage].folder is None else []
+        out[stage] = _digest(stage, *settings, *upstream, *tracked)
     return out
 
 
+class PipelineStopped(Exception):
+    """A stage left nothing for the stages after it (curation kept no candidate)."""
+
+
 def run(config: PipelineConfig) -> dict[str, Any]:
-    """Run (or skip) each configured stage; returns `run_id` (the pipeline's MLflow run) and
-    `stages`: stage -> {"skipped": bool, "result": what the stage reported}."""
+    """Run (or skip) each configured stage, printing what each did; returns `run_id` (the
+    pipeline's MLflow run), `stages` (stage -> {"skipped": bool, "result": what the stage
+    reported}) and `summary`, the file holding that, numbers rounded. The pipeline's run ends
+    FAILED when a stage fails or leaves the next nothing to read (PipelineStopped)."""
     if not config.input or not config.output:
         raise ValueError("the pipeline needs input=URI and output=URI")
     check_stages(config)
-    with tracking.start_run(config.experiment, run_name="pipeline", tags={"stage": "pipeline"}):
-        pipeline_run = mlflow.active_run().info.run_id
+    name = f"pipeline {posixpath.basename(config.input.rstrip('/'))} [{','.join(config.stages)}]"
+    with tracking.start_run(
+        config.experiment, run_name=tracking.timed_name(name), tags={"stage": "pipeline"}
+    ) as active:
+        pipeline_run = active.info.run_id
         tracking.log_config(config)
+    client = mlflow.MlflowClient()
+    client.update_run(pipeline_run, status="RUNNING")  # until its last stage ends
+    status = "FAILED"
+    try:
+        stages = _run_stages(config, pipeline_run)
+        status = "FINISHED"
+    finally:
+        client.set_terminated(pipeline_run, status)
+    summary = storage.join(config.output, SUMMARY)
+    storage.write_json(summary, _rounded(stages))
+    client.log_dict(pipeline_run, stages, "stages.json")
+    return {"run_id": pipeline_run, "stages": stages, "summary": summary}
+
+
+def _run_stages(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
     stages: dict[str, Any] = {}
-    done: dict[str, dict[str, Any]] = {}
-    context = Context(config, done)
+    context = Context(config, done={})
     fingerprint_of = fingerprints(config, input_fingerprint(config.input))
     with tracking.children_of(pipeline_run):
         for stage in config.stages:
@@ -240,7 +373,7 @@ def run(config: PipelineConfig) -> dict[str, Any]:
             manifest = _finished(manifest_uri, fingerprint, folder)
             skipped = manifest is not None
             if manifest is None:
-                print(f"pipeline: {stage}", flush=True)
+                print(f"\npipeline: {stage}", flush=True)
                 storage.delete(manifest_uri)
                 manifest = {
                     "stage": stage,
@@ -249,21 +382,30 @@ def run(config: PipelineConfig) -> dict[str, Any]:
                 }
                 storage.write_json(manifest_uri, manifest)
             else:
-                print(f"pipeline: {stage} skipped: done before with the same inputs and config")
-            stages[stage] = {"skipped": skipped, "result": manifest["result"]}
-            done[stage] = manifest["result"]
-    with mlflow.start_run(run_id=pipeline_run):
-        mlflow.log_dict(stages, "stages.json")
-    return {"run_id": pipeline_run, "stages": stages}
+                print(f"\npipeline: {stage} skipped: done before with the same inputs and config")
+            result = manifest["result"]
+            print(TABLE[stage].report(context, result), flush=True)
+            stages[stage] = {"skipped": skipped, "result": result}
+            context.done[stage] = result
+            later = config.stages[config.stages.index(stage) + 1 :]
+            if stage == "curate" and not result["kept"] and later:
+                raise PipelineStopped(
+                    f"curate kept none of the {result['input']} candidates, so {later[0]} has "
+                    "nothing to read (the hint above says which setting decides)"
+                )
+    return stages
+
+
+def stage_folder(config: PipelineConfig, stage: str) -> str:
+    """OUTPUT/<the stage's folder>: the index's under the retriever's registered name."""
+    retriever = config.retriever_name or f"retriever-{config.train_retriever.modality}"
+    return storage.join(config.output, TABLE[stage].folder.format(retriever=retriever))
 
 
 def input_fingerprint(uri: str) -> str:
-    """What the input is, cheaply: every file's path, size and modification time."""
-    fs, _ = storage.resolve(uri)
-    listing = [
-        (info.path, info.size, info.mtime_ns) for info in fs.get_file_info(storage.list_files(uri))
-    ]
-    return _digest("input", listing)
+    """What the input is: every file's path, size and a digest of its bytes (an input
+    rewritten in place with the same size and time is another input)."""
+    return _digest("input", storage.content_identity(uri))
 
 
 def _digest(*parts: Any) -> str:
@@ -285,7 +427,25 @@ def _finished(manifest_uri: str, fingerprint: str, folder: str | None) -> dict |
         return None
     if folder is not None and not storage.exists(storage.join(folder, SUCCESS)):
         return None
+    if not _still_recorded(manifest["result"]):
+        return None
     return manifest
+
+
+def _still_recorded(result: dict[str, Any]) -> bool:
+    """Whether the MLflow run and the registered version a stage's result names are still in
+    the tracking store (someone may have deleted them since)."""
+    client = mlflow.MlflowClient()
+    versions = [r for r in (result, result.get("registered")) if r and "version" in r]
+    try:
+        if "run_id" in result and client.get_run(result["run_id"]).info.lifecycle_stage != "active":
+            return False
+        for v in versions:
+            if v.get("name"):
+                client.get_model_version(v["name"], str(v["version"]))
+    except MlflowException:
+        return False
+    return True
 
 
 def _in_experiment(section: Config, config: PipelineConfig) -> Any:

@@ -14,6 +14,7 @@ be entered at a byte offset.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,8 @@ from conceptual.candidates import (
 from conceptual.records import IN_FLIGHT
 
 HEAD_BYTES = 65536
+STREAM_BYTES = 32 << 20  # of a compressed file's content, parsed at a time
+MAX_WHOLE_BYTES = 1 << 30  # a compressed CSV's content, which is read whole
 # A row's `position`: its read unit (a byte range or a row group) in the high bits, its row
 # there in the low ones. Stable across runs of the same input and settings.
 ROW_BITS = 32
@@ -198,31 +201,68 @@ def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int,
     return begin, b"".join(data)
 
 
-def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=False) -> pa.Table:
-    """The candidates of some byte ranges (or whole files); with `units`, (filesystem,
-    directory), each range's row count is recorded there for a later resume; rows whose
-    position is in `skip` are left out; with `splits`, each row's split is its file's."""
-    rows = []
+def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=False):
+    """The candidates of some byte ranges (or whole files), as tables of at most about
+    STREAM_BYTES of input each; with `units`, (filesystem, directory), each range's row count
+    is recorded there for a later resume; rows whose position is in `skip` are left out; with
+    `splits`, each row's split is its file's."""
     for part in batch.to_pylist():  # one byte range of a file, or a whole file
-        if part["compression"]:
-            offset, data = 0, read_content(filesystem, part["path"], part["compression"])
-        else:
-            with filesystem.open_input_file(part["path"]) as f:
-                offset, data = read_line_range(f, part["start"], part["end"])
-        if offset == 0:
-            name = part["path"]
-        else:  # line numbers count from the range's first line; the header is line 1 if any
-            name, data = f"{part['path']} (from byte {offset})", part["header"] + data
-        unit_rows = positioned(parse(data, name, part["format"]), part["unit"])
-        if splits:
-            split = split_of_name(part["path"])
-            for row in unit_rows:
-                row["split"] = split
+        split = split_of_name(part["path"]) if splits else None
+        rows = 0
+        for offset, data in _pieces(filesystem, part):
+            if offset == 0:
+                name = part["path"]
+            else:  # line numbers count from the piece's first line; the header is line 1
+                name, data = f"{part['path']} (from byte {offset})", part["header"] + data
+            piece = list(parse(data, name, part["format"]))
+            for row, position in zip(piece, unit_positions(part["unit"], len(piece)), strict=True):
+                row["position"] = position + rows
+                if splits:
+                    row["split"] = split
+            rows += len(piece)
+            table = pa.Table.from_pylist(piece, schema=IN_FLIGHT)
+            yield table if skip is None else without_positions(table, skip)
         if units is not None:
-            record_unit(*units, part["unit"], len(unit_rows))
-        rows.extend(unit_rows)
-    table = pa.Table.from_pylist(rows, schema=IN_FLIGHT)
-    return table if skip is None else without_positions(table, skip)
+            record_unit(*units, part["unit"], rows)
+
+
+def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes]]:
+    """(offset, whole lines) of a read unit: its byte range of a plain file; a compressed
+    file's content decompressed as a stream, STREAM_BYTES of lines at a time, so a file that
+    expands 300-fold never sits in memory whole (a CSV, whose quoted fields may hold line
+    breaks, is read whole, up to MAX_WHOLE_BYTES)."""
+    if not part["compression"]:
+        with filesystem.open_input_file(part["path"]) as f:
+            yield read_line_range(f, part["start"], part["end"])
+        return
+    if part["format"] == "csv":
+        data = read_content(filesystem, part["path"], part["compression"], MAX_WHOLE_BYTES + 1)
+        if len(data) > MAX_WHOLE_BYTES:
+            raise CandidateFormatError(
+                f"{part['path']}: a compressed CSV is read whole, and this one holds more than "
+                f"{MAX_WHOLE_BYTES >> 20} MiB: decompress it, or write it as TSV, JSONL or "
+                "Parquet (read in bounded pieces)"
+            )
+        yield 0, data
+        return
+    offset, rest = 0, b""
+    try:
+        with open_raw(filesystem, part["path"]) as raw:
+            stream = pa.CompressedInputStream(raw, part["compression"])
+            while block := stream.read(STREAM_BYTES):
+                lines = rest + block
+                newline = lines.rfind(b"\n") + 1
+                if newline:
+                    yield offset, lines[:newline]
+                    offset, rest = offset + newline, lines[newline:]
+                else:
+                    rest = lines  # one line longer than a block: read on
+    except OSError as exc:
+        raise CandidateFormatError(
+            f"{part['path']} does not read as {part['compression']}: {exc}"
+        ) from exc
+    if rest or offset == 0:
+        yield offset, rest
 
 
 def record_unit(filesystem, directory: str, unit: int, rows: int) -> None:
@@ -239,14 +279,6 @@ def without_positions(batch: pa.Table, skip) -> pa.Table:
     positions = batch["position"].to_numpy(zero_copy_only=False).astype(np.int64)
     keep = ~np.isin(positions, skip)
     return batch if keep.all() else batch.filter(pa.array(keep))
-
-
-def positioned(rows, unit: int) -> list[dict]:
-    """The rows of one read unit, each with its `position`."""
-    rows = list(rows)
-    for row, position in zip(rows, unit_positions(unit, len(rows))):
-        row["position"] = position
-    return rows
 
 
 def unit_positions(unit: int, rows: int) -> range:

@@ -303,6 +303,8 @@ def synthesize(input_uri: str, output_uri: str, config: SpeechConfig) -> dict[st
     shards = plan_shards(records, config.clips_per_shard)
     plan = {
         "input": records,
+        # New captions written into the same folder make a new plan: nothing is resumed.
+        "input_files": storage.content_identity(records),
         "shards": [s["name"] for s in shards],
         "config": config.model_dump(
             mode="json",

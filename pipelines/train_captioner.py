@@ -53,7 +53,7 @@ from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
 from conceptual.models.fluency import FLUENT_ABOVE
 from conceptual.models.saving import FeatureSettings, save_model
-from conceptual.models.variants import model_name
+from conceptual.models.variants import Language, model_name
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import (
@@ -78,7 +78,7 @@ FluencyStrategy = Literal["none", "only", "rejection", "weighted"]
 
 class TrainConfig(training.TrainingConfig):
     model: CaptionerSettings = CaptionerSettings()
-    language: Literal["en", "zh"] = "en"  # the captions' language; features must agree
+    language: Language = "en"  # the captions' language (zh-CN is zh); features must agree
     fluency: FluencyStrategy = "none"  # module docstring; needs scored captions
     min_count: int = 4  # vocabulary: words seen at least this often in the train captions
     # That share of each target's probability spread over the vocabulary.
@@ -151,7 +151,14 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
         scored = config.fluency != "none"
         rows = train_examples(train_rows(features_uri, files, scored), vocab, config, shape)
         best_dir, best_metrics, history = training.fit(
-            train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY
+            train_loop,
+            loop_config,
+            rows,
+            config,
+            run_id,
+            variant(config),
+            SELECT_BY,
+            eval_size=len(eval_set["keys"]),
         )
         generated = json.loads((best_dir / CAPTIONS).read_text())
         log_samples(eval_set, generated, features_uri, config.samples)
@@ -206,7 +213,13 @@ def publish(result: dict[str, Any], config: TrainConfig, name: str | None = None
     score = result["best"][SELECT_BY]
     name = name or model_name(config.language)
     return registry.publish(
-        result["run_id"], variant(config), score, result["eval_set"], SELECT_BY, name
+        result["run_id"],
+        variant(config),
+        score,
+        result["eval_set"],
+        SELECT_BY,
+        name,
+        config.min_eval_size,
     )
 
 

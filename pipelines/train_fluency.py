@@ -133,7 +133,14 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
         }
         rows = ray.data.from_items(train_rows(held["train"]))
         best_dir, best_metrics, history = training.fit(
-            train_loop, loop_config, rows, config, run_id, VARIANT, SELECT_BY
+            train_loop,
+            loop_config,
+            rows,
+            config,
+            run_id,
+            VARIANT,
+            SELECT_BY,
+            eval_size=len(held[EVAL_SPLIT]),
         )
         model, _ = load_fluency(best_dir / training.MODEL_DIR)
         table = held_out(model, held[EVAL_SPLIT], held["test"])
@@ -158,13 +165,19 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
     }
 
 
-def publish(result: dict[str, Any], name: str | None = None) -> dict:
+def publish(result: dict[str, Any], config: FluencyTrainConfig, name: str | None = None) -> dict:
     """Register the model as a version of `name` (by default `fluency-zh`) and apply the
     champion rule on dev AUC (registry.publish). Returns the decision, with the new
     `version`."""
     score = result["best"][SELECT_BY]
     return registry.publish(
-        result["run_id"], VARIANT, score, result["eval_set"], SELECT_BY, name or MODEL_NAME
+        result["run_id"],
+        VARIANT,
+        score,
+        result["eval_set"],
+        SELECT_BY,
+        name or MODEL_NAME,
+        config.min_eval_size,
     )
 
 

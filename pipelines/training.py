@@ -36,6 +36,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -102,7 +103,11 @@ class TrainingConfig(Config):
     # Ray Train's checkpoints and results: a path or s3:// URI; None: <state dir>/train, which
     # a cluster of several nodes refuses (runtime.require_shared)
     storage: str | None = None
+    keep_checkpoints: bool = False  # after a finished run (resuming needs them until then)
     seed: int = 0
+    # The dev set's size under which its scores say little: a warning as the run starts, and
+    # the version registered is not made the champion (registry.promote_if_better).
+    min_eval_size: int = Field(default=20, ge=0)
     experiment: str
 
 
@@ -152,10 +157,14 @@ def fit(
     run_id: str,
     label: str,
     select_by: str,
+    eval_size: int | None = None,
 ) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
     """Train in the active MLflow run (`run_id`) and log the best model by the dev metric
     `select_by` (higher is better) under model/ and the learning curve. Returns the best
-    checkpoint's local directory, its metrics and the history of every epoch."""
+    checkpoint's local directory, its metrics and the history of every epoch. `eval_size`,
+    the dev set's, is checked against config.min_eval_size (small_eval_warning)."""
+    if eval_size is not None and (warning := small_eval_warning(eval_size, config, select_by)):
+        print(warning, flush=True)
     # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
     forwarded = {k: v for k, v in os.environ.items() if k.startswith(("CONCEPTUAL_", "MLFLOW_"))}
     use_gpu = bool(config.use_gpu)
@@ -177,7 +186,7 @@ def fit(
             resources_per_worker={"CPU": config.cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
         ),
         run_config=ray.train.RunConfig(
-            name=f"{config.experiment}-{run_id}",
+            name=trainer_name(config, run_id),
             # the platform's S3 settings (endpoint, credentials), not Ray's guess from AWS
             storage_path=storage_path,
             storage_filesystem=filesystem,
@@ -198,7 +207,32 @@ def fit(
         history = json.loads((Path(latest) / PROGRESS).read_text())["history"]
     mlflow.log_artifacts(str(best_dir / MODEL_DIR), "model")
     mlflow.log_figure(learning_curve(run_id, select_by), "learning_curve.png")
+    # A finished run resumes nothing: its checkpoints (two models with their optimizer
+    # state) and the local copy's optimizer state are only disk, hundreds of MB a run.
+    (best_dir / OPTIMIZER).unlink(missing_ok=True)
+    if not config.keep_checkpoints:
+        storage.delete(storage.join(config.storage, trainer_name(config, run_id)))
     return best_dir, best, history
+
+
+def trainer_name(config: TrainingConfig, run_id: str) -> str:
+    """Ray Train's folder for the run under config.storage, its checkpoints in it."""
+    return f"{config.experiment}-{run_id}"
+
+
+def small_eval_warning(size: int, config: TrainingConfig, metric: str) -> str | None:
+    """What to tell a user whose dev set is too small for `metric` to mean anything: under
+    config.min_eval_size items (its model is then made no champion), or R@k with k at least
+    the set's size (1.0 for any model)."""
+    notes = []
+    if (k := re.search(r"R@(\d+)", metric)) and int(k.group(1)) >= size:
+        notes.append(f"R@{k.group(1)} over {size} items is 1 for any model")
+    if size < config.min_eval_size:
+        notes.append(
+            f"under min_eval_size={config.min_eval_size}, {metric} says little and this run's "
+            "model will not be made the champion"
+        )
+    return f"warning:  the dev set holds {size} items: {'; '.join(notes)}" if notes else None
 
 
 def fit_keeping_sigint(trainer: ray.train.torch.TorchTrainer) -> ray.train.Result:
@@ -221,7 +255,7 @@ class EpochProgress(threading.Thread):
         self.run_id, self.epochs, self.label, self.metric = run_id, epochs, label, metric
         self.every_s = every_s
         self.stopped = threading.Event()
-        self.printed = -1
+        self.printed = 0
 
     def __enter__(self) -> EpochProgress:
         print(f"training {self.label}: {self.epochs} epochs", flush=True)
@@ -237,11 +271,11 @@ class EpochProgress(threading.Thread):
         while True:
             final = self.stopped.wait(self.every_s)
             latest = client.get_run(self.run_id).data.metrics
-            epoch = int(latest.get("epoch", -1))
+            epoch = int(latest.get("epoch", 0))
             if epoch > self.printed:
                 self.printed = epoch
                 print(
-                    f"  epoch {epoch + 1}/{self.epochs}  loss {latest.get('epoch_loss', math.nan):.3f}"
+                    f"  epoch {epoch}/{self.epochs}  loss {latest.get('epoch_loss', math.nan):.3f}"
                     f"  dev {self.metric} "
                     f"{latest.get(tracking.metric_key(self.metric), math.nan):.3f}",
                     flush=True,
@@ -283,7 +317,8 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
     for epoch in range(progress["epochs_done"], config.epochs):
         lr = epoch_learning_rate(config, epoch)
         set_learning_rate(optimizer, lr)
-        batches = _failing_once_for_tests(epoch_batches(shard, config, device, epoch), epoch)
+        number = epoch + 1  # epochs are counted from 1 wherever people see them
+        batches = _failing_once_for_tests(epoch_batches(shard, config, device, epoch), number)
         before_step = partial(_before_step, task, config, optimizer, lr)
         step_losses = train_epoch(
             step_loss, optimizer, batches, config, device, progress["step"], before_step
@@ -297,7 +332,7 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
             continue
         scores, files = task.evaluate()
         loss = sum(losses) / len(losses) if losses else None
-        metrics = {"epoch": epoch, "loss": loss, "lr": lr, **scores}
+        metrics = {"epoch": number, "loss": loss, "lr": lr, **scores}
         progress["history"].append(metrics)
         log_epoch(loop_config["run_id"], first_step, losses, metrics)
         with tempfile.TemporaryDirectory() as directory:

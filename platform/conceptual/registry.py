@@ -10,10 +10,14 @@ evaluation set.
 Scores live on the versions as tags named `eval.<eval_set>.<metric>`, so the registry alone
 says which set a score came from; a champion without a score on the challenger's set is kept
 (comparing scores from different sets says nothing) until someone evaluates it on that set.
+A score of zero, or one measured on fewer images than `min_eval_size`, makes no champion:
+on 6 dev captions CIDEr is 0 for a model that writes "a ." and for a good one alike.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,22 @@ from conceptual.tracking import configure, metric_key
 
 CHAMPION = "champion"
 DECISION_ARTIFACT = "champion_decision.json"
+
+
+def set_name(features_uri: str, split: str, size: int, content: Any) -> str:
+    """An evaluation set's name, `folder#split:size:digest`, the digest of `content`
+    (JSON-serializable) naming what exactly was scored: scores are compared only on the
+    same set, and the same set read from another place (a copy, a submitted job's path)
+    keeps its name."""
+    digest = hashlib.sha1(json.dumps(content, sort_keys=True).encode()).hexdigest()[:8]
+    name = features_uri.rstrip("/").rsplit("/", 1)[-1] or "features"
+    return f"{name}#{split}:{size}:{digest}"
+
+
+def set_size(eval_set: str) -> int | None:
+    """How many items set_name's `eval_set` holds; None for a name of another form."""
+    size = eval_set.rsplit("#", 1)[-1].split(":")
+    return int(size[1]) if len(size) == 3 and size[1].isdigit() else None
 
 
 def register(
@@ -100,19 +120,24 @@ def promote_if_better(
     eval_set: str,
     metric: str = "CIDEr",
     name: str = MODEL_NAME,
+    min_eval_size: int = 0,
 ) -> dict[str, Any]:
     """Records the challenger's score on its version, then moves `champion` to it when there
-    is no champion yet or the champion scored strictly lower on the same `eval_set`.
+    is no champion yet or the champion scored strictly lower on the same `eval_set`, unless
+    the score is zero or `eval_set` holds fewer than `min_eval_size` items.
 
     Returns the decision: {"promoted", "reason" (stable: first_champion, better, not_better,
-    champion_unscored, already_champion), "detail", "eval_set", "metric", "challenger",
-    "champion"}; inside an active run it is also logged as champion_decision.json."""
+    champion_unscored, already_champion, zero_score, eval_set_too_small), "detail",
+    "eval_set", "metric", "challenger", "champion"}; inside an active run it is also logged
+    as champion_decision.json."""
     number, score = record_score(version, score, eval_set, metric, name), float(score)
     client = _client()
     champion = _champion(client, name)
     held = None if champion is None else _score(champion, eval_set, metric)
     held_by = None if champion is None else champion.version
-    promoted, reason, detail = _judge(number, score, held_by, held, eval_set, metric)
+    promoted, reason, detail = _meaningless(score, eval_set, metric, min_eval_size) or _judge(
+        number, score, held_by, held, eval_set, metric
+    )
     if promoted:
         client.set_registered_model_alias(name, CHAMPION, number)
     decision = {
@@ -129,16 +154,39 @@ def promote_if_better(
 
 
 def publish(
-    run_id: str, variant: str, score: float, eval_set: str, metric: str, name: str
+    run_id: str,
+    variant: str,
+    score: float,
+    eval_set: str,
+    metric: str,
+    name: str,
+    min_eval_size: int = 0,
 ) -> dict[str, Any]:
     """A training run's model (its `model/` artifacts) registered as a version of `name`
     tagged with its variant, and `champion` moved to it if it beats the champion on the same
-    set; the decision is logged to the run. Returns it, with the model's `name` and the new
-    `version`."""
+    set (promote_if_better); the decision is logged to the run. Returns it, with the model's
+    `name` and the new `version`."""
     with mlflow.start_run(run_id=run_id):
         version = register(run_id, tags={"variant": variant}, name=name)
-        decision = promote_if_better(version, score, eval_set, metric=metric, name=name)
+        decision = promote_if_better(version, score, eval_set, metric, name, min_eval_size)
     return {**decision, "name": name, "version": version.version}
+
+
+def _meaningless(
+    score: float, eval_set: str, metric: str, min_eval_size: int
+) -> tuple[bool, str, str] | None:
+    """Not promoted, and why, when the score says nothing; None when it may be compared."""
+    size = set_size(eval_set)
+    if size is not None and size < min_eval_size:
+        return (
+            False,
+            "eval_set_too_small",
+            f"{eval_set!r} holds {size} items, fewer than min_eval_size={min_eval_size}: "
+            f"its {metric} says little, so no {CHAMPION} is made of it",
+        )
+    if score <= 0:
+        return False, "zero_score", f"{metric} {score:g} on {eval_set!r}: nothing to serve"
+    return None
 
 
 def _judge(

@@ -245,8 +245,8 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
     cluster, curated, tracking_server, tmp_path
 ):
     """Two workers, STRICT_SPREAD over the two nodes; checkpoints on S3; a worker exits in
-    epoch 2 (the training core's fault hook) and the group resumes from the checkpoint of
-    epoch 1; runs and the registered model on the tracking server, artifacts on S3."""
+    epoch 3 (the training core's fault hook) and the group resumes from the checkpoint of
+    epoch 2; runs and the registered model on the tracking server, artifacts on S3."""
     import mlflow
 
     from conceptual import storage
@@ -259,12 +259,12 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
     marker, submission = tmp_path / "worker-died", f"train-{uuid.uuid4().hex[:8]}"
     result = run(cluster, "conceptual.jobs.train_captioner", "--features", features,
                  "--model-name", "captioner-cluster", *TINY_MODEL, "epochs=3", "workers=2",
-                 "placement_strategy=STRICT_SPREAD", f"storage={BUCKET}/train",
+                 "placement_strategy=STRICT_SPREAD", f"storage={BUCKET}/train", "keep_checkpoints=true",
                  "experiment=cluster-train", submission_id=submission,
-                 runtime_env={"env_vars": {FAIL_AT_EPOCH_ENV: "2",
+                 runtime_env={"env_vars": {FAIL_AT_EPOCH_ENV: "3",
                                            FAIL_MARKER_ENV: str(marker)}})  # fmt: skip
     assert result.returncode == 0, output_of(result)
-    assert marker.exists()  # a worker did die in epoch 2
+    assert marker.exists()  # a worker did die in epoch 3
     assert job_nodes(cluster, submission)[TRAIN_WORKER] == {"head", "node2"}
     checkpoints = [f for f in storage.list_files(f"{BUCKET}/train") if "/checkpoint_" in f]
     assert any(f.endswith("progress.json") for f in checkpoints)
@@ -273,9 +273,9 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
     version = client.get_model_version_by_alias("captioner-cluster", "champion")
     run_info = client.get_run(version.run_id)
     assert run_info.info.artifact_uri.startswith("mlflow-artifacts:")
-    # Resumed, not restarted: epoch 0 was evaluated once, and every epoch was.
+    # Resumed, not restarted: epoch 1 was evaluated once, and every epoch was.
     epochs = [m.step for m in client.get_metric_history(version.run_id, "CIDEr")]
-    assert epochs.count(0) == 1 and sorted(set(epochs)) == [0, 1, 2]
+    assert epochs.count(1) == 1 and sorted(set(epochs)) == [1, 2, 3]
     stored = storage.list_files(f"{BUCKET}/mlartifacts")
     assert any(f.endswith("model/model.safetensors") for f in stored)
 

@@ -5,6 +5,8 @@ its stage and those that read it."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -55,8 +57,8 @@ def run_job(capsys, args: list[str]) -> dict:
 
     assert pipeline.main(args) == 0, capsys.readouterr().err[-3000:]
     out = capsys.readouterr().out
-    start = out.rindex("\n{\n") + 1  # the summary, after the stages' own progress lines
-    return json.loads(out[start : out.rindex("}") + 1])
+    summary = re.search(r"^summary:\s+(\S+)", out, re.M).group(1)  # the file it names
+    return json.loads(Path(summary).read_text())
 
 
 def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
@@ -147,10 +149,11 @@ def test_the_retriever_stages_run_once_and_an_index_key_reruns_only_the_index(
     index = first["index"]["result"]
     assert index["registered"] == {"name": name, "version": "1"}
     assert index["modality"] == "speech" and index["counts"]["clips"] > 0
-    for folder in ("curated", "features", "clips", "index"):
+    for folder in ("curated", "features", "clips", f"index/{name}"):
         assert (out / folder / "_SUCCESS").exists(), folder
     client = mlflow.MlflowClient()
-    assert client.get_model_version(name, "1").tags[INDEX_TAG] == str(out / "index")
+    # each retriever's own index folder: a text retriever's beside it would not overwrite it
+    assert client.get_model_version(name, "1").tags[INDEX_TAG] == str(out / "index" / name)
 
     again = run_retriever_stages(capsys, paths, name)
     assert all(r["skipped"] for r in again.values())
@@ -200,3 +203,68 @@ def test_a_stage_list_missing_a_prerequisite_or_out_of_order_is_refused(
     assert pipeline.main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before any stage ran
+
+
+def readme_pipeline_example(repo) -> list[str]:
+    """The arguments of the README's first pipeline command (section "One pipeline job")."""
+    import shlex
+
+    section = (repo / "README.md").read_text().split("## One pipeline job", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    command = block.replace("\\\n", " ").splitlines()[0]
+    return shlex.split(command)[3:]  # after `python -m conceptual.jobs.pipeline`
+
+
+def test_the_readme_example_keeps_captions_and_shows_the_funnel(
+    ray_local, platform_home, repo, tmp_path, capsys, monkeypatch
+):
+    from conceptual.jobs import pipeline
+
+    monkeypatch.chdir(repo)  # the README's relative paths
+    args = [a.replace("output=out/", f"output={tmp_path}/") for a in readme_pipeline_example(repo)]
+    assert any(a.startswith(f"output={tmp_path}/") for a in args)
+    assert pipeline.main(args) == 0
+    out = capsys.readouterr().out
+    assert "stage" in out and "entering" in out  # the funnel
+    summary = Path(re.search(r"^summary:\s+(\S+)", out, re.M).group(1))
+    kept = json.loads(summary.read_text())["curate"]["result"]["kept"]
+    assert kept > 200
+    assert re.search(rf"^curated:\s+\S+/curated/curated\s+\({kept} records\)", out, re.M)
+
+
+def test_a_text_only_curation_before_the_stages_that_read_photos_is_refused(
+    candidates, tmp_path, capsys
+):
+    from conceptual.jobs import pipeline
+
+    args = settings((candidates, str(tmp_path / "out")), "curate.with_images=false")
+    assert pipeline.main(args) == 2  # the default stages: features reads photos
+    assert "curate.with_images=false curates text only" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_nothing_kept_stops_the_pipeline_with_the_hint_and_its_run_failed(
+    ray_local, platform_home, candidates, tmp_path, capsys
+):
+    from mlflow import MlflowClient
+
+    from conceptual.jobs import pipeline
+
+    experiment = "test-pipeline-stopped"
+    args = settings(
+        (candidates, str(tmp_path / "out")),
+        "curate.entity_frequency.more_than=100000",
+        f"experiment={experiment}",
+    )
+    assert pipeline.main(args) == 1
+    captured = capsys.readouterr()
+    assert "the entity_frequency stage rejected the last" in captured.out
+    assert "curate kept none of the" in captured.err and "features has nothing" in captured.err
+
+    client = MlflowClient()
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    parent = next(r for r in runs if r.data.tags["stage"] == "pipeline")
+    assert parent.info.status == "FAILED"
+    assert parent.info.run_name.startswith("pipeline candidates [curate,features,train,")
+    curate_run = next(r for r in runs if r.data.tags["stage"] == "curate")
+    assert curate_run.info.run_name.startswith("curate 20")  # its stage and time

@@ -100,6 +100,26 @@ def test_an_interrupted_run_resumes_without_redoing_or_duplicating(speech_run):
     assert after == before  # regenerated bit for bit, nothing duplicated or lost
 
 
+def test_new_captions_in_the_same_folder_are_not_taken_for_done(speech_run, tmp_path):
+    """The input rewritten in place (same file name, row counts and shards): nothing is
+    resumed, and every clip speaks a caption of the new input."""
+    import shutil
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    shutil.copytree(speech_run["root"] / "data", data)
+    synthesize(str(data), str(out), CONFIG)
+    part = data / "curated" / "part-0.parquet"
+    table = pq.read_table(part)
+    fresh = [f"new-{i}" for i in range(table.num_rows)]
+    table = table.set_column(table.schema.get_field_index("id"), "id", pa.array(fresh))
+    pq.write_table(table, part)
+
+    stats = synthesize(str(data), str(out), CONFIG)
+
+    assert stats["resumed_shards"] == 0
+    assert set(clips_by_id(out)) <= set(fresh) and clips_by_id(out)
+
+
 def test_reads_and_writes_object_storage(speech_run):
     source = speech_run["root"] / "data" / "curated" / "part-0.parquet"
     storage.write_bytes("s3://conceptual/speech/in/curated/part-0.parquet", source.read_bytes())

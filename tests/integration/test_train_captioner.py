@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import math
+import re
 import signal
 from pathlib import Path
 
@@ -96,6 +97,7 @@ def tiny_config(model=None, **overrides):
     settings = {
         "model": {**tiny, **(model or {})},
         "min_count": 1,
+        "min_eval_size": 1,  # the champion rule on these few dev photos, not the warning
         "optimizer": "adamw",
         "lr": 0.01,
         "batch_size": 8,
@@ -138,7 +140,7 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     assert signal.getsignal(signal.SIGINT) is handler
 
     history = result["history"]
-    assert [h["epoch"] for h in history] == [0, 1, 2]
+    assert [h["epoch"] for h in history] == [1, 2, 3]
     assert history[-1]["loss"] < history[0]["loss"]
     assert result["best"]["CIDEr"] == max(h["CIDEr"] for h in history)
 
@@ -173,7 +175,7 @@ def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri)
     config = tiny_config({"architecture": "rnn"}, workers=2, epochs=1, grad_accumulation=2)
     result = train(features_uri, config)
 
-    assert [h["epoch"] for h in result["history"]] == [0]
+    assert [h["epoch"] for h in result["history"]] == [1]
     params = mlflow.MlflowClient().get_run(result["run_id"]).data.params
     assert params["model.architecture"] == "rnn"
     assert not {"model.heads", "model.ffn"} & set(params)
@@ -190,20 +192,20 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     from conceptual.pipelines.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV
 
     marker = tmp_path / "failed-once"
-    monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "2")
+    monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "3")
     monkeypatch.setenv(FAIL_MARKER_ENV, str(marker))
 
     result = train(features_uri, tiny_config({"feature_map": "1x1"}, lr_schedule="cosine"))
 
-    assert marker.exists()  # the worker did die during epoch 2
-    assert [h["epoch"] for h in result["history"]] == [0, 1, 2]
-    # The learning-rate schedule carries on where it was: epoch 2 runs at its own rate.
+    assert marker.exists()  # the worker did die during epoch 3 (of 3)
+    assert [h["epoch"] for h in result["history"]] == [1, 2, 3]
+    # The learning-rate schedule carries on where it was: epoch 3 runs at its own rate.
     cosine = [0.01 * (1 + math.cos(math.pi * epoch / 3)) / 2 for epoch in range(3)]
     assert [h["lr"] for h in result["history"]] == pytest.approx(cosine)
-    # Resumed from a checkpoint, not restarted: epoch 0 ran once. (Epoch 1 may have run
+    # Resumed from a checkpoint, not restarted: epoch 1 ran once. (Epoch 2 may have run
     # twice, when its report was not yet collected as the worker died: see the module.)
     epochs = metric_steps(result["run_id"], "CIDEr")
-    assert epochs.count(0) == 1 and sorted(set(epochs)) == [0, 1, 2]
+    assert epochs.count(1) == 1 and sorted(set(epochs)) == [1, 2, 3]
     assert metric_steps(result["run_id"], "loss").count(0) == 1
 
 
@@ -230,7 +232,7 @@ def train_job_output(ray_local, platform_home, features_uri):
     return code, out.getvalue()
 
 
-def test_train_job_registers_and_crowns_the_first_model(train_job_output):
+def test_train_job_registers_and_crowns_the_first_model(train_job_output, platform_home):
     """The job end to end: train, register with the variant tag, the champion rule, and a
     model URI that resolves to a loadable model."""
     import mlflow
@@ -245,6 +247,11 @@ def test_train_job_registers_and_crowns_the_first_model(train_job_output):
     assert version.tags["variant"] == "transformer-8x8"
     model, vocab = load_model(resolve(f"models:/{JOB_MODEL}@champion"))
     assert len(vocab) == model.config.vocab_size
+    # What a finished run leaves on disk: the model, not its checkpoints or optimizer state.
+    run_id = version.run_id
+    local_copy = Path(re.search(r"^model:\s+(\S+)", out, re.M).group(1)).parent
+    assert (local_copy / "model").is_dir() and not (local_copy / "optimizer.pt").exists()
+    assert not list((platform_home / "train").glob(f"*{run_id}"))
 
 
 def test_evaluate_job_scores_the_champion_beside_the_baseline(
@@ -270,7 +277,13 @@ def test_evaluate_job_scores_the_champion_beside_the_baseline(
     assert evaluate_captioner.main(argv) == 0
     out = capsys.readouterr().out
     result = json.loads(out[: out.rindex("}") + 1])
-    assert result["images"] == 8 and set(result["scores"]) == {"CIDEr", "BLEU-4"}
+    assert result["images"] == 8
+    # Each score has its 95% bootstrap interval over the images beside it.
+    intervals = {f"{m}.ci95_{end}" for m in ("CIDEr", "BLEU-4") for end in ("low", "high")}
+    assert set(result["scores"]) == {"CIDEr", "BLEU-4", *intervals}
+    for metric in ("CIDEr", "BLEU-4"):
+        low, high = result["scores"][f"{metric}.ci95_low"], result["scores"][f"{metric}.ci95_high"]
+        assert low <= result["scores"][metric] <= high
     # The made-up features put every image of a kind near its centre: the nearest training
     # image has the right captions, so the baseline is strong here.
     assert result["baseline"]["CIDEr"] > 1.0
@@ -281,6 +294,8 @@ def test_evaluate_job_scores_the_champion_beside_the_baseline(
     run = client.get_run(result["run_id"])
     assert run.data.tags["stage"] == "evaluate_captioner"
     assert run.data.metrics["baseline.CIDEr"] == result["baseline"]["CIDEr"]
+    assert run.data.metrics["CIDEr.ci95_low"] == result["scores"]["CIDEr.ci95_low"]
+    assert "baseline.CIDEr.ci95_high" in run.data.metrics
     samples = logged_table(result["run_id"], "samples.json")
     assert set(samples.columns) == {"id", "generated", "baseline", "references"}
 
@@ -313,7 +328,7 @@ def test_compare_job_trains_variants_as_children_of_one_comparison_run(
     argv = ["--features", features_uri, "--variants", variants, "--model-name", name, *overrides]
     assert compare_captioners.main(argv) == 0
     out = capsys.readouterr().out
-    assert "| variant | CIDEr |" in out
+    assert "| variant | CIDEr |" in out and "| p vs best |" in out
     assert "variant 1/2 rnn-1x1" in out and "variant 2/2 transformer-8x8" in out
 
     client = mlflow.MlflowClient()
@@ -328,6 +343,10 @@ def test_compare_job_trains_variants_as_children_of_one_comparison_run(
     table = logged_table(parent.info.run_id, "comparison.json")
     assert list(table["CIDEr"]) == sorted(table["CIDEr"], reverse=True)
     assert parent.data.tags["best_variant"] == table["variant"][0]
+    # Dev CIDEr with its interval; the runner-up's paired p-value against the winner.
+    assert (table["CIDEr.ci95_low"] <= table["CIDEr"]).all()
+    p_values = table["CIDEr.p_vs_best"]
+    assert p_values.isna()[0] and 0 < p_values[1] <= 1
     # Only the comparison's winner becomes a registry version (--register all: each).
     versions = client.search_model_versions(f"name = '{name}'")
     assert [v.tags["variant"] for v in versions] == [table["variant"][0]]
@@ -386,10 +405,9 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
             split="val", metrics=["CIDEr", "BLEU-4", "METEOR"], samples=2, fluency_model=fluency
         ),
     )
-    assert set(scores["scores"]) == {
-        *("CIDEr", "BLEU-4", "char.CIDEr", "char.BLEU-4"),
-        *("fluency", "fluent_share"),
-    }
+    metrics = {"CIDEr", "BLEU-4", "char.CIDEr", "char.BLEU-4", "fluency", "fluent_share"}
+    intervals = {f"{m}.ci95_{end}" for m in metrics for end in ("low", "high")}
+    assert set(scores["scores"]) == metrics | intervals
     assert 0 <= scores["scores"]["fluency"] <= 1
     assert "English" in scores["unavailable"]["METEOR"]
     assert {"CIDEr", "char.CIDEr", "fluency"} <= set(scores["baseline"])

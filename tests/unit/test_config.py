@@ -64,3 +64,13 @@ def test_flatten_and_yaml_round_trip(tmp_path):
     path = tmp_path / "back.yaml"
     path.write_text(to_yaml(cfg))
     assert load(Outer, path) == cfg
+
+
+@pytest.mark.parametrize("tag", ["zh", "zh-CN", "ZH", "zh_Hans", " zh-cn "])
+def test_any_tag_of_chinese_is_zh(tag):
+    from conceptual.pipelines.train_captioner import TrainConfig
+
+    assert load(TrainConfig, None, [f"language={tag}"]).language == "zh"
+    assert load(TrainConfig, None, ["language=en-US"]).language == "en"
+    with pytest.raises(ConfigError, match="'en' or 'zh'"):
+        load(TrainConfig, None, ["language=fr"])

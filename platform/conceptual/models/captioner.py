@@ -30,6 +30,7 @@ from pydantic import AliasChoices, ConfigDict, Field
 from torch import Tensor, nn
 
 from conceptual.config import Config
+from conceptual.models.variants import Language
 from conceptual.models.vocab import PAD
 
 FeatureKind = Literal["1x1", "8x8"]
@@ -67,7 +68,7 @@ class CaptionerConfig(CaptionerSettings):
     feature_dim: int = 1280
     # The language it writes (models saved before languages existed: English). Chinese
     # captions are words joined by spaces, like English ones (conceptual.text.chinese).
-    language: Literal["en", "zh"] = "en"
+    language: Language = "en"
 
 
 def features_tensor(pooled: Sequence, grid: Sequence, kind: FeatureKind) -> Tensor:
