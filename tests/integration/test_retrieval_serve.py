@@ -8,6 +8,7 @@ second builds the indexes (the version tags point the service at them)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -43,7 +44,11 @@ from conceptual.records import CLIP, image_id
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.app import ServeConfig, start
 from conceptual.serve.captioner_deployment import CaptionerSettings
-from conceptual.serve.retriever_deployment import RetrievalSettings, Searcher
+from conceptual.serve.retriever_deployment import (
+    RetrievalSettings,
+    RetrieverDeployment,
+    Searcher,
+)
 from conceptual.speech.audio import encode_flac
 from conceptual.tracking import start_run
 
@@ -304,6 +309,7 @@ def test_an_audio_query_finds_images(ready, models):
     assert raw.status_code == 200, raw.text
     body = raw.json()
     assert body["query"] == "speech" and len(body["images"]) == 2
+    assert body["path"] == "speech" and body["transcript"] is None  # the speech model's path
     assert body["model"]["name"] == models["names"]["speech"]
     assert body["images"][0]["score"] >= body["images"][1]["score"]
     form = ready.post("/v1/search/images", files={"audio": ("q.wav", clip, "audio/wav")})
@@ -445,6 +451,27 @@ def test_search_is_opt_in(repo):
         ServeConfig(retrievers=["text", "text"])
     with pytest.raises(ValueError, match="default_k"):
         RetrievalSettings(max_k=5, default_k=10)
+
+
+@pytest.mark.realdata
+def test_with_asr_a_spoken_query_is_transcribed_and_searched_by_text(ready, models, real_data):
+    """retrieval.asr: the text retriever's deployment (the class Serve runs, on the champion
+    and index the service serves) hears a recorded clip through the recognizer."""
+    mp3 = real_data / "flickr8k_mini" / "speech_gtts" / "1000268201_693b08cb0e.mp3"
+    settings = RetrievalSettings(text_model=models["names"]["text"], asr=True, poll_seconds=60)
+
+    async def search():
+        deployment = RetrieverDeployment.func_or_class.__new__(RetrieverDeployment.func_or_class)
+        await deployment.__init__(settings, "text")
+        try:
+            return await deployment.search_audio(mp3.read_bytes(), 3, "audio/mpeg")
+        finally:
+            deployment._following.cancel()
+
+    answer = asyncio.run(search())
+    assert answer.path == "asr" and answer.query == "speech" and len(answer.images) == 3
+    assert {"pink", "stairs"} <= set(answer.transcript.split())  # "a child in a pink dress..."
+    assert answer.model.name == models["names"]["text"]
 
 
 def test_an_index_on_s3_is_built_and_served(ready, models, data, s3_endpoint):
