@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"rating:   {tasks.name} ({len(tasks.items)} items, {tasks.raters} raters each)")
     print(f"answers:  {redact(args.db or default_url())}")
-    print(f"page:     http://{args.host}:{args.port}/  (Ctrl-C stops it; answers are kept)", flush=True)
+    print(
+        f"page:     http://{args.host}:{args.port}/  (Ctrl-C stops it; answers are kept)",
+        flush=True,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         if table:
             print(f"{name}:\n{text_table(table)}\n")
     agreement = {k: v for k, v in tables.metrics.items() if "kappa" in k or "alpha" in k}
-    print("agreement: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in agreement.items()))
+    print(
+        "agreement: "
+        + ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in agreement.items())
+    )
     report_run(run_id, experiment, log)
     return 0
 

@@ -14,6 +14,7 @@ tasks.json. The same inputs and seed give the same items. Serve them with
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from conceptual.jobs.arguments import JobParser, job_main, location, output
@@ -22,8 +23,6 @@ from conceptual.rating.tasks import KINDS
 
 
 def positive(value: str) -> int:
-    import argparse
-
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number")
     return int(value)
@@ -61,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     counts = ", ".join(
         f"{a} {sum(i['approach'] == a for i in tasks.items)}" for a in tasks.manifest["approaches"]
     )
-    print(f"tasks:    {args.output}  ({len(tasks.items)} items: {counts}; {args.raters} raters each)")
+    print(
+        f"tasks:    {args.output}  ({len(tasks.items)} items: {counts}; {args.raters} raters each)"
+    )
     print(f"task set: {tasks.name}")
     print(f"serve:    python -m conceptual.jobs.rating_page --tasks {args.output}")
     return 0

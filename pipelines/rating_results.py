@@ -34,7 +34,9 @@ def read_csv(uri: str) -> list[dict[str, Any]]:
     text = storage.read_bytes(uri).decode("utf-8-sig")
     reader = csv.DictReader(io.StringIO(text))
     if missing := [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]:
-        raise ValueError(f"{uri} has no column {', '.join(missing)}: the header needs rater,item_id,answer")
+        raise ValueError(
+            f"{uri} has no column {', '.join(missing)}: the header needs rater,item_id,answer"
+        )
     return list(reader)
 
 
@@ -116,7 +118,9 @@ def table_plot(tasks: TaskSet, tables: Tables) -> Figure:
         bars = [(s, f"{s}_mean", f"{s}_std") for s in SCALES]
         ax.set(ylim=(0, 5.5), ylabel="mean rating (1-5), error bar: std")
     else:
-        keys = [k for k in (rows[0] if rows else {}) if k.startswith(("good_", "human", "automatic R"))]
+        keys = [
+            k for k in (rows[0] if rows else {}) if k.startswith(("good_", "human", "automatic R"))
+        ]
         bars = [(k, k, None) for k in keys if "all queries" not in k]
         ax.set(ylim=(0, 1.05), ylabel="share of items")
     width = 0.8 / max(len(bars), 1)

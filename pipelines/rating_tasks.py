@@ -19,6 +19,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from mlflow.exceptions import MlflowException
@@ -37,11 +38,9 @@ RUN_KINDS = {  # a run's stage -> the kinds of task it gives
 }
 
 
-def curated_table(data_uri: str, columns: list[str], where: Any = None) -> Any:
+def curated_table(data_uri: str, columns: list[str], where: Any = None) -> pa.Table:
     """Columns of the curated records under `data_uri` (a folder of Parquet files), the
     rows matching `where`; a column the records lack is left out."""
-    import pyarrow as pa
-
     fs, _ = storage.resolve(data_uri)
     tables = []
     for path in storage.list_files(data_uri):
@@ -58,6 +57,9 @@ def curated_table(data_uri: str, columns: list[str], where: Any = None) -> Any:
 def photos(data_uris: Iterable[str], column: str, values: list[str]) -> dict[str, bytes]:
     """`column` value (`id` or `image_id`) -> the photo of a record with it, from the first
     curated data that holds it; ValueError naming what is missing."""
+    data_uris = list(data_uris)
+    if not data_uris:
+        raise ValueError("no curated data to take the photos from is reachable from here")
     found: dict[str, bytes] = {}
     for uri in data_uris:
         wanted = [v for v in values if v not in found]
@@ -90,9 +92,7 @@ def from_data(kind: str, data_uri: str, items: int | None, rng: random.Random) -
         raise ValueError(f"no {kind} candidates in {data_uri}")
     shown = photos([folder], "id", [row["id"] for row in chosen])
     return [
-        caption_item(
-            kind, approach or row["source"], row.get("text") or row["caption"], row, shown
-        )
+        caption_item(kind, approach or row["source"], row.get("text") or row["caption"], row, shown)
         for row in chosen
     ]
 
@@ -132,9 +132,10 @@ def from_run(
         fits = [k for k, kinds in RUN_KINDS.items() if kind in kinds]
         raise ValueError(f"run {run_id} is a {stage or 'run'} run: {kind} tasks come from {fits}")
     params = run.data.params
-    feature_uris = [v for k, v in sorted(params.items()) if k == "features_uri" or k.startswith("references.")]
-    curated = [features_summary(uri).get("curated") for uri in feature_uris]
-    curated = [uri for uri in curated if uri]
+    feature_uris = [
+        v for k, v in sorted(params.items()) if k == "features_uri" or k.startswith("references.")
+    ]
+    curated = [uri for uri in map(curated_of, feature_uris) if uri]
     if stage == "evaluate_retriever":
         return retrieval_items(run, items, rng, curated)
     if stage == "compare_fluency":
@@ -161,14 +162,21 @@ def from_run(
     return rows, {}
 
 
+def curated_of(features_uri: str) -> str | None:
+    """The curated data a features output was made from (its features.json says), or None
+    when that file is not reachable from here."""
+    try:
+        return features_summary(features_uri).get("curated")
+    except (ValueError, OSError):
+        return None
+
+
 def source_run(run_id: str) -> Any:
     tracking.configure()
     try:
         return MlflowClient().get_run(run_id)
     except MlflowException:
-        raise ValueError(
-            f"no run {run_id!r} at {tracking.printable_tracking_uri()}"
-        ) from None
+        raise ValueError(f"no run {run_id!r} at {tracking.printable_tracking_uri()}") from None
 
 
 def artifact(run_id: str, name: str) -> Any:
@@ -188,7 +196,11 @@ def retrieval_items(
     queries = sample(rankings["query_to_image"], items, rng)
     shown_ids = [
         [r["image_id"] for r in q["top"][:RESULTS_SHOWN]]
-        + ([q["answer"]] if q["answer"] not in [r["image_id"] for r in q["top"][:RESULTS_SHOWN]] else [])
+        + (
+            [q["answer"]]
+            if q["answer"] not in [r["image_id"] for r in q["top"][:RESULTS_SHOWN]]
+            else []
+        )
         for q in queries
     ]
     shown = photos(curated, "image_id", sorted({i for ids in shown_ids for i in ids}))

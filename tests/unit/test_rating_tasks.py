@@ -9,7 +9,6 @@ import json
 import mlflow
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from PIL import Image
 
 from conceptual import storage, tracking
@@ -83,10 +82,7 @@ def test_retrieval_from_data_is_refused(tmp_path, platform_home, capsys):
 def retriever_run(tmp_path) -> str:
     """What evaluate_retriever logs that the tasks read: its stage and modality tags, the
     features it read (whose features.json names the curated data), rankings.json, R@k."""
-    data = curated_dataset(tmp_path / "ds", [english(n) for n in range(8)])
-    features = tmp_path / "features"
-    features.mkdir()
-    (features / "features.json").write_text(json.dumps({"curated": f"{data}/curated"}))
+    features = features_of(tmp_path, [english(n) for n in range(8)])
     top = [{"image_id": f"img{n:02d}", "score": 1 - n / 10, "correct": False} for n in range(7)]
     rankings = {
         "query_to_image": [
@@ -141,8 +137,65 @@ def test_retrieval_tasks_and_their_human_table(tmp_path, platform_home, capsys):
 
 def test_ratings_csv_without_its_columns_is_refused(tmp_path, platform_home, capsys):
     data = curated_dataset(tmp_path / "ds", [english(0)])
-    assert rating_tasks.main(["--kind", "caption_quality", "--data", data, "--output", str(tmp_path / "t")]) == 0
+    assert (
+        rating_tasks.main(
+            ["--kind", "caption_quality", "--data", data, "--output", str(tmp_path / "t")]
+        )
+        == 0
+    )
     csv = tmp_path / "ratings.csv"
     csv.write_text("worker,item,label\nann,x,GOOD\n")
     assert rating_results.main(["--tasks", str(tmp_path / "t"), "--ratings", str(csv)]) == 2
     assert "rater,item_id,answer" in capsys.readouterr().err
+
+
+def features_of(tmp_path, rows: list[dict]) -> str:
+    """A features folder whose features.json names curated data holding `rows`."""
+    data = curated_dataset(tmp_path / "ds", rows)
+    features = tmp_path / "features"
+    features.mkdir()
+    (features / "features.json").write_text(json.dumps({"curated": f"{data}/curated"}))
+    return str(features)
+
+
+def test_captions_of_an_evaluation_and_of_the_fluency_comparison(tmp_path, platform_home):
+    features = features_of(tmp_path, [english(n) for n in range(6)])
+    samples = {
+        "id": [f"rec{n:02d}" for n in range(6)],
+        "generated": [f"model caption {n}" for n in range(6)],
+        "baseline": [f"nearest caption {n}" for n in range(6)],
+        "references": ["a reference"] * 6,
+    }
+    with tracking.start_run("captioning", tags={"stage": "evaluate_captioner"}) as run:
+        mlflow.log_param("features_uri", features)
+        mlflow.log_table(samples, "samples.json")
+    out = tmp_path / "tasks"
+    argv = ["--kind", "caption_quality", "--run", run.info.run_id, "--output", str(out)]
+    assert rating_tasks.main([*argv, "--items", "4"]) == 0
+    tasks = read_task_set(str(out))
+    assert tasks.manifest["approaches"] == ["model", "baseline"]  # the model's keys are plain
+    images = {item["source_id"] for item in tasks.items}
+    assert len(tasks.items) == 8 and len(images) == 4  # 4 images, each with both captions
+    for item in tasks.items:
+        n = int(item["source_id"][3:])
+        assert (
+            item["text"] == samples["generated" if item["approach"] == "model" else "baseline"][n]
+        )
+        assert item["image"] == english(n)["image"]
+
+    captions = {
+        "weighted loss": {f"img{n:02d}": "一个 男人 在 跑步" for n in range(6)},
+        "late translation": {f"img{n:02d}": "一个 人" for n in range(6)},
+    }
+    with tracking.start_run("fluency", tags={"stage": "compare_fluency"}) as run:
+        mlflow.log_params({"features_uri": str(tmp_path / "zh-f"), "references.human": features})
+        mlflow.log_dict(captions, "captions.json")
+    argv = ["--kind", "zh_caption", "--run", run.info.run_id, "--output", str(tmp_path / "zh")]
+    assert rating_tasks.main([*argv, "--items", "2"]) == 0
+    zh = read_task_set(str(tmp_path / "zh"))
+    assert (
+        sorted(i["approach"] for i in zh.items) == ["late translation"] * 2 + ["weighted loss"] * 2
+    )
+    assert {i["text"] for i in zh.items} == {"一个男人在跑步", "一个人"}  # shown unsegmented
+    argv = ["--kind", "retrieval", "--run", run.info.run_id, "--output", str(tmp_path / "r")]
+    assert rating_tasks.main(argv) == 2  # a fluency comparison ranks no images

@@ -207,7 +207,9 @@ def rating_app(tasks: TaskSet, db_url: str | None = None) -> Starlette:
         photos = [item["image"], *(r["image"] for r in item["results"] or [])] if item else []
         if not 0 <= n < len(photos) or not photos[n]:
             raise Refused(404, "no such image")
-        return Response(photos[n], media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+        return Response(
+            photos[n], media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"}
+        )
 
     async def progress(request: Request) -> Response:
         return JSONResponse({"task_set": tasks.name, **store.overview()})

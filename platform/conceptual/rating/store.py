@@ -16,8 +16,8 @@ write: a refused request changes nothing.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,9 +115,7 @@ class RatingStore:
         answered = self._answered(connection)
         taken = Counter(item for item, _ in answered) + Counter(self._held(connection, rater, now))
         mine = {item for item, who in answered if who == rater}
-        return [
-            i for i in self.order if i not in mine and taken.get(i, 0) < self.tasks.raters
-        ]
+        return [i for i in self.order if i not in mine and taken.get(i, 0) < self.tasks.raters]
 
     def current(self, rater: str) -> str | None:
         """The item on `rater`'s screen: the one they were shown and have not answered, else

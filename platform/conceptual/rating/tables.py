@@ -164,7 +164,9 @@ def retrieval(
 def found_within(item: dict[str, Any], hits: list[bool], k: int) -> bool:
     """Whether an image ranked k or better is a hit (the query's own image, added below the
     top 5, has no rank)."""
-    return any(hit and r["rank"] is not None and r["rank"] <= k for r, hit in zip(item["results"], hits))
+    return any(
+        hit and r["rank"] is not None and r["rank"] <= k for r, hit in zip(item["results"], hits)
+    )
 
 
 def zh_caption(

@@ -80,7 +80,9 @@ class Kind:
             parts = text.split("/")
             if len(parts) == 2 and all(p.isdigit() and int(p) in SCALE for p in parts):
                 return f"{int(parts[0])}/{int(parts[1])}"
-        raise AnswerError(f"{answer!r} is not an answer to a {self.name} item: {self.answer_format}")
+        raise AnswerError(
+            f"{answer!r} is not an answer to a {self.name} item: {self.answer_format}"
+        )
 
 
 KINDS = {
