@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import re
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -154,7 +154,7 @@ def rating_app(tasks: TaskSet, db_url: str | None = None) -> Starlette:
             response = RedirectResponse(f"/rate/{quote(name)}", status_code=303)
             response.set_cookie(COOKIE, quote(name), max_age=90 * 24 * 3600, samesite="strict")
             return response
-        known = html.escape(request.cookies.get(COOKIE, ""))
+        known = html.escape(unquote(request.cookies.get(COOKIE, "")))
         return page(
             "Rating",
             f"<h1>Rating: {html.escape(tasks.name)}</h1><p>{len(items)} items, "

@@ -66,9 +66,17 @@ def collect(tasks: TaskSet, rows: list[dict[str, Any]]) -> Ratings:
             ratings.skipped["answered_twice"] += 1
             continue
         given[rater] = answer
-        if row.get("seconds") is not None:
-            ratings.seconds.setdefault(rater, []).append(float(row["seconds"]))
+        if (seconds := number(row.get("seconds"))) is not None:
+            ratings.seconds.setdefault(rater, []).append(seconds)
     return ratings
+
+
+def number(value: Any) -> float | None:
+    """A time taken as a number, or None (a CSV's empty or unreadable cell)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass
