@@ -83,26 +83,6 @@ def log_captioner():
     return log
 
 
-def _captioned_folder(folder: Path, captions_per_photo: int):
-    """The demo's good photos (each scene in three views) with captions that fit them, in
-    the layout import_captions reads (captions.csv, images/); returns the catalogue."""
-    import csv
-
-    from conceptual.demo.images import PHOTOS_BY_NAME, VIEWS, build_images
-
-    catalogue = build_images(folder / "images")
-    with open(folder / "captions.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["image", "caption"])
-        for file in catalogue.views():
-            for caption in PHOTOS_BY_NAME[file.photo].captions()[:captions_per_photo]:
-                writer.writerow([file.name, caption])
-    for file in catalogue.files:
-        if file.kind not in VIEWS:
-            catalogue.path(file).unlink()
-    return catalogue
-
-
 def _free_port() -> int:
     import socket
 
@@ -115,7 +95,9 @@ def _free_port() -> int:
 def captioned_folder():
     """A function writing the demo's good photos with fitting captions as an importable
     folder (captions.csv, images/); it returns the catalogue."""
-    return _captioned_folder
+    from conceptual.demo.images import write_captioned_folder
+
+    return write_captioned_folder
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ captions do not describe those photos, so the image&text rule rejects them), plu
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
 import random
@@ -353,6 +354,23 @@ def build_images(directory: str | Path) -> Catalogue:
         files.append(ImageFile(name, kind, None))
         (directory / name).write_bytes(content)
     return Catalogue(directory, tuple(files))
+
+
+def write_captioned_folder(folder: str | Path, captions_per_photo: int) -> Catalogue:
+    """The good photos (each scene in its three VIEWS) with captions that fit them, in the
+    layout import_captions reads (captions.csv, images/); returns the catalogue."""
+    folder = Path(folder)
+    catalogue = build_images(folder / "images")
+    with open(folder / "captions.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "caption"])
+        for file in catalogue.views():
+            for caption in PHOTOS_BY_NAME[file.photo].captions()[:captions_per_photo]:
+                writer.writerow([file.name, caption])
+    for file in catalogue.files:
+        if file.kind not in VIEWS:
+            catalogue.path(file).unlink()
+    return catalogue
 
 
 def fetch_overrides(catalogue: Catalogue) -> list[str]:
