@@ -9,7 +9,9 @@ epochs=20 workers=2; experiment=NAME keeps the comparison in an experiment of it
 child of one comparison run, whose artifacts are the comparison table (comparison.json,
 comparison.md) and plot (comparison.png). The best variant by dev CIDEr is registered and
 the champion rule applied (`--register all`: every variant; `--register none` or
-`--no-register`: none).
+`--no-register`: none). The table gives each variant's dev CIDEr with its 95% bootstrap
+interval over the dev images and its paired p-value against the best, `~` where the
+difference is inside the noise; bootstrap.samples=N and bootstrap.seed=S set the resamples.
 """
 
 from __future__ import annotations
@@ -47,18 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-register", action="store_const", const="none", dest="register", help="--register none"
     )
-    add_common(parser, "TrainConfig keys, e.g. epochs=20 workers=2")
+    add_common(parser, "TrainConfig keys, e.g. epochs=20 workers=2; bootstrap.samples=N")
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     from conceptual.config import ConfigError, load
+    from conceptual.intervals import BootstrapConfig
     from conceptual.pipelines.compare_captioners import compare, markdown_table
     from conceptual.pipelines.train_captioner import TrainConfig
     from conceptual.storage import StorageError
 
     with job_output("compare_captioners", args.verbose) as log:
         try:
-            config = load(TrainConfig, args.config, args.overrides)
-            result = compare(args.features, config, variants, args.register, args.model_name)
+            bootstrap_keys = [o for o in args.overrides if o.startswith("bootstrap.")]
+            train_keys = [o for o in args.overrides if o not in bootstrap_keys]
+            config = load(TrainConfig, args.config, train_keys)
+            bootstrap = load(BootstrapConfig, None, [o[10:] for o in bootstrap_keys])
+            result = compare(
+                args.features, config, variants, args.register, args.model_name, bootstrap
+            )
         except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
             error(exc)
             return 2

@@ -9,7 +9,9 @@ translation baselines); each reference set: features whose test split holds the 
 with Chinese references (human translations, native captions); DIR: the Flickr8k-CN folder,
 whose provided translations are the offline translator. Keys of FluencyComparisonConfig
 (pipelines/compare_fluency.py): train.* (the captioners' TrainConfig, e.g. train.epochs=10),
-strategies, late_translation, rerank, translator, fluency_model, split, beam, registered.
+strategies, late_translation, rerank, translator, fluency_model, split, beam, registered,
+bootstrap.samples and bootstrap.seed (the resamples of the 95% intervals and of the paired
+p-values against each column's best; the table marks differences inside the noise `~`).
 Every run lands in one experiment (`fluency`); the comparison run holds the table and plot.
 """
 

@@ -13,6 +13,8 @@ which the champion rule compares. seconds=8 lets a speech model hear 8 s of each
 asr=true scores a text model on the SPEECH clips as spoken queries, each transcribed by the
 offline recognizer (speech_to_image.R@k, image_to_speech.R@k, and `wer`, its word error
 rate against the clips' captions; no score tag).
+Every R@k has its 95% bootstrap interval over the images beside it (NAME.ci95_low,
+NAME.ci95_high); bootstrap.samples=N and bootstrap.seed=S set the resamples.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
             error(exc)
             return 2
+    del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
     print(result.pop("table"))
     print(json.dumps(result, indent=2))
     report_run(result["run_id"], config.experiment, log)

@@ -24,6 +24,12 @@ classifier on the Chinese views: a generated caption has no English source).
         ->  the best Chinese captioner by dev CIDEr registered as captioner-zh
             (registered=best; all, none)
 
+Every score has its 95% bootstrap interval over the test images (`human.CIDEr.ci95_low`,
+...; the fluency scores over the captions of every reference set together) and a paired
+bootstrap p-value against the column's best approach (`human.CIDEr.p_vs_best`: every
+approach is scored on the same resamples); the table puts the best in bold and marks
+differences inside the noise (conceptual.intervals).
+
 Translation goes through the translator interface (conceptual.text.translation); offline
 that is Flickr8k-CN's provided machine translations, nearest match for a sentence they do
 not hold, which makes the late-translation rows a retrieval stand-in for a translator.
@@ -43,6 +49,15 @@ from pydantic import Field
 
 from conceptual import registry, tracking
 from conceptual.config import Config, ConfigError
+from conceptual.intervals import (
+    NOISE_P,
+    WITHIN_NOISE,
+    BootstrapConfig,
+    against_best,
+    resample_counts,
+    with_intervals,
+    within_noise,
+)
 from conceptual.models.captioner import CaptionerSettings
 from conceptual.models.saving import load_model
 from conceptual.pipelines.caption_features import feature_files, split_images
@@ -50,7 +65,7 @@ from conceptual.pipelines.evaluate_captioner import (
     baseline_captions,
     caption_fluency,
     caption_images,
-    language_scores,
+    captioner_scores,
     n_best_captions,
 )
 from conceptual.pipelines.train_captioner import FluencyStrategy, TrainConfig, publish, train
@@ -84,6 +99,7 @@ class FluencyComparisonConfig(Config):
     beam: int = Field(default=5, ge=1)
     # Which Chinese captioners become captioner-zh versions (the champion rule judges each).
     registered: Literal["best", "all", "none"] = "best"
+    bootstrap: BootstrapConfig = BootstrapConfig()  # the intervals' resamples
     experiment: str = "fluency"
 
 
@@ -162,8 +178,14 @@ def compare(
     }
     rows.append({"approach": NEAREST, "run_id": None, "seconds": None})
 
+    resampled = []
     for row in rows:
-        row.update(approach_scores(generated[row["approach"]], test_sets, scorer))
+        scores, on_resamples = approach_scores(
+            generated[row["approach"]], test_sets, scorer, config.bootstrap
+        )
+        row.update(scores)
+        resampled.append(on_resamples)
+    add_p_values(rows, resampled)
     registered = register_captioners(trained, config.registered)
     for row in rows:  # the English captioner of the late translations is not registered
         chinese = row["approach"] in STRATEGY_NAMES.values()
@@ -222,15 +244,38 @@ def approach_scores(
     generated: Mapping[str, Mapping[str, str]],
     test_sets: Mapping[str, Mapping[str, Any]],
     scorer: FluencyScorer,
-) -> dict[str, float]:
+    bootstrap: BootstrapConfig,
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """`{reference set}.{metric}` for every reference set (words and characters), and the
-    mean fluency of the captions of all sets together and the share above FLUENT_ABOVE."""
+    mean fluency of the captions of all sets together and the share above FLUENT_ABOVE,
+    each followed by its interval; and each one's values on the resamples."""
     scores: dict[str, float] = {}
+    resampled: dict[str, np.ndarray] = {}
     for name, images in test_sets.items():
-        found, _ = language_scores(generated[name], images["references"], list(REPORTED), "zh")
-        scores.update({f"{name}.{metric}": value for metric, value in found.items()})
-    captions = [caption for name in test_sets for caption in generated[name].values()]
-    return scores | caption_fluency(scorer, captions)
+        counts = resample_counts(len(images["keys"]), bootstrap)
+        found, _, on_resamples = captioner_scores(
+            generated[name], images, list(REPORTED), "zh", counts
+        )
+        scores |= {f"{name}.{metric}": value for metric, value in found.items()}
+        resampled |= {f"{name}.{metric}": value for metric, value in on_resamples.items()}
+    captions = [
+        generated[name][key] for name, images in test_sets.items() for key in images["keys"]
+    ]
+    found, on_resamples = caption_fluency(
+        scorer, captions, resample_counts(len(captions), bootstrap)
+    )
+    return with_intervals(scores | found, resampled | on_resamples), resampled | on_resamples
+
+
+def add_p_values(
+    rows: Sequence[dict[str, Any]], resampled: Sequence[dict[str, np.ndarray]]
+) -> None:
+    """`{metric}.p_vs_best` in every row for every resampled metric: the paired p-value of
+    the row's difference to the column's best row (None for the best)."""
+    for metric in resampled[0]:
+        p_values = against_best([row.get(metric) for row in rows], [r[metric] for r in resampled])
+        for row, p_value in zip(rows, p_values):
+            row[f"{metric}.p_vs_best"] = p_value
 
 
 def register_captioners(
@@ -258,15 +303,23 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], reference_sets: Sequence[s
         "|---|" + "---|" * len(columns),
     ]
     for row in rows:
-        cells = [_cell(row.get(c)) for c in columns]
+        cells = [_marked_cell(row, c) for c in columns]
         lines.append(f"| {row['approach']} | " + " | ".join(cells) + " |")
-    return (
-        "\n".join(lines) + "\n\nBLEU-4, ROUGE-L, CIDEr on segmented words; char.* on characters.\n"
+    return "\n".join(lines) + (
+        "\n\nBLEU-4, ROUGE-L, CIDEr on segmented words; char.* on characters. The best of "
+        f"each column in bold; {WITHIN_NOISE}: its difference to the best is inside the noise "
+        f"(paired bootstrap p >= {NOISE_P} over the test images).\n"
     )
 
 
-def _cell(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+def _marked_cell(row: Mapping[str, Any], column: str) -> str:
+    value = row.get(column)
+    if value is None:
+        return "n/a"
+    p_value = row.get(f"{column}.p_vs_best")
+    if p_value is None and f"{column}.p_vs_best" in row:
+        return f"**{value:.4g}**"
+    return f"{value:.4g} {WITHIN_NOISE}" if within_noise(p_value) else f"{value:.4g}"
 
 
 def comparison_plot(rows: Sequence[Mapping[str, Any]], reference_sets: Sequence[str]) -> Figure:

@@ -9,6 +9,11 @@ set, as child runs of one comparison run in one MLflow experiment.
 
 A variant is `name: key=value ...`, e.g. `mms-48: loss=mms batch_size=48` or
 `finetuned: init=runs:/<run id>/model`.
+
+Every R@k comes with its 95% bootstrap interval over the held-out images, and each variant's
+mean_R@10 with a paired bootstrap p-value against the best variant's (`mean_R@10.p_vs_best`:
+every variant is scored on the same resamples of the same images); the table marks
+differences inside the noise (conceptual.intervals).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import mlflow
 
 from conceptual import tracking
 from conceptual.config import ConfigError, merge, parse_overrides
+from conceptual.intervals import NOISE_P, WITHIN_NOISE, against_best, interval_cell, p_cell
 from conceptual.pipelines.evaluate_retriever import KS, SELECT_BY, EvalConfig, directions, evaluate
 from conceptual.pipelines.train_retriever import RetrieverTrainConfig, publish, train
 
 REGISTER = ("best", "all", "none")
+P_VS_BEST = f"{SELECT_BY}.p_vs_best"
 
 
 def parse_variant(text: str, config: RetrieverTrainConfig) -> tuple[str, RetrieverTrainConfig]:
@@ -88,12 +95,22 @@ def compare(
         registered = register == "all" or (register == "best" and rank == 0)
         decision = publish(trained, variant_cfg) if registered else None
         rows.append(comparison_row(name, variant_cfg, trained, scored, seconds, decision))
+    p_values = against_best(
+        [row[SELECT_BY] for row in rows], [d[3]["resampled"][SELECT_BY] for d in done]
+    )
+    for row, p_value in zip(rows, p_values):
+        row[P_VS_BEST] = p_value
 
     with mlflow.start_run(run_id=parent_id):
         mlflow.log_table({k: [row.get(k) for row in rows] for k in rows[0]}, "comparison.json")
         mlflow.log_text(markdown_table(rows), "comparison.md")
         mlflow.log_metrics(
-            {tracking.metric_key(row["variant"], SELECT_BY): row[SELECT_BY] for row in rows}
+            {
+                tracking.metric_key(row["variant"], key): row[key]
+                for row in rows
+                for key in (SELECT_BY, f"{SELECT_BY}.ci95_low", f"{SELECT_BY}.ci95_high", P_VS_BEST)
+                if row.get(key) is not None
+            }
         )
         mlflow.set_tag("best_variant", rows[0]["variant"])
     return {"run_id": parent_id, "rows": rows}
@@ -128,16 +145,23 @@ def comparison_row(
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """R@1/5/10 both ways, chance level in the last row."""
+    """R@1/5/10 both ways, mean R@10 with its 95% interval and p-value against the best,
+    chance level in the last row."""
     modality = rows[0]["modality"]
     recall = [f"{d}.R@{k}" for d in directions(modality) for k in KS if k <= 10]
-    columns = ["variant", "loss", "batch_size", *recall, SELECT_BY, "train_seconds"]
+    columns = ["variant", "loss", "batch_size", *recall, SELECT_BY, "p vs best", "train_seconds"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
-    chance = ["chance", "", "", *(_cell(rows[0].get(f"chance {c}")) for c in recall), "", ""]
+        shown = {SELECT_BY: interval_cell(row, SELECT_BY), "p vs best": p_cell(row[P_VS_BEST])}
+        cells = [shown[c] if c in shown else _cell(row.get(c)) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    chance = ["chance", "", "", *(_cell(rows[0].get(f"chance {c}")) for c in recall), "", "", ""]
     lines.append("| " + " | ".join(chance) + " |")
-    return "\n".join(lines) + f"\n\nEvaluation set: {rows[0]['eval_set']}\n"
+    return "\n".join(lines) + (
+        f"\n\nEvaluation set: {rows[0]['eval_set']}. {SELECT_BY} [95% bootstrap interval over "
+        f"the images]; p vs best: paired bootstrap p-value of the {SELECT_BY} difference to "
+        f"the best variant, {WITHIN_NOISE} inside the noise (p >= {NOISE_P}).\n"
+    )
 
 
 def _cell(value: Any) -> str:

@@ -7,6 +7,10 @@ MLflow run. The trainer scores its dev split every epoch with the same functions
                                      captions, evaluation.json); a registered model version
                                      also gets its score tag for this evaluation set
 
+Every score has a 95% bootstrap interval over the split's images beside it
+(`CIDEr.ci95_low`, `CIDEr.ci95_high`, `baseline.CIDEr.ci95_low`, ...; conceptual.intervals,
+each metric recomputed per resample as conceptual.resampled_metrics describes).
+
 A Chinese captioner is scored on words (as segmented) and on characters (`char.*`: scores
 that do not depend on where a segmenter put word boundaries); METEOR and SPICE, which
 read English, are left out for it. The features' captions must be in the model's language.
@@ -23,6 +27,7 @@ import torch
 
 from conceptual import registry, tracking
 from conceptual.config import Config
+from conceptual.intervals import BootstrapConfig, mean_over, resample_counts, with_intervals
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.baselines import nearest_neighbour_captions
 from conceptual.models.captioner import Captioner, features_tensor
@@ -59,6 +64,7 @@ class EvalConfig(Config):
     # A fluency classifier (jobs.train_fluency: models:/fluency-zh@champion) to score a
     # Chinese captioner's captions (and the baseline's): `fluency`, `fluent_share`.
     fluency_model: str | None = None
+    bootstrap: BootstrapConfig = BootstrapConfig()  # the intervals' resamples of the images
     experiment: str = "captioning"
 
 
@@ -115,7 +121,8 @@ def evaluate(
     """Score the model on `config.split` of the features (and the baseline, searching the
     train split of `baseline_features`, by default the same features). Returns `scores`,
     `unavailable` (metric -> why), `baseline` (scores or None), `eval_set`, `images`,
-    `run_id` and `version` (the registered version scored, or None)."""
+    `run_id` and `version` (the registered version scored, or None); every score is
+    followed by its interval (`NAME.ci95_low`, `NAME.ci95_high`)."""
     files = feature_files(features_uri)
     model, vocab = load_model(registry.resolve(model_uri))
     language = model.config.language
@@ -124,21 +131,25 @@ def evaluate(
     images = split_images(files, features_uri, config.split, config.max_images)
     eval_set = eval_set_name(features_uri, config.split, images)
     version = registry.registered_version(model_uri)
-    generated = caption_images(model, vocab, images, config.beam)
-    scores, unavailable = language_scores(generated, images["references"], config.metrics, language)
+    counts = resample_counts(len(images["keys"]), config.bootstrap)
     scorer = None
     if config.fluency_model:
         if language != "zh":
             raise ValueError(f"the fluency classifier reads Chinese, not {language!r} captions")
         scorer = FluencyScorer(registry.resolve(config.fluency_model))
-        scores |= caption_fluency(scorer, generated.values())
+    generated = caption_images(model, vocab, images, config.beam)
+    found, unavailable, resampled = captioner_scores(
+        generated, images, config.metrics, language, counts, scorer
+    )
+    scores = with_intervals(found, resampled)
     baseline, nearest = None, None
     if config.baseline:
         source = baseline_features or features_uri
         nearest = baseline_captions(feature_files(source), source, images)
-        baseline, _ = language_scores(nearest, images["references"], config.metrics, language)
-        if scorer is not None:
-            baseline |= caption_fluency(scorer, nearest.values())
+        found, _, resampled = captioner_scores(
+            nearest, images, config.metrics, language, counts, scorer
+        )
+        baseline = with_intervals(found, resampled)
 
     tags = {"stage": "evaluate_captioner", "model_uri": model_uri}
     with tracking.start_run(config.experiment, tags=tags) as active:
@@ -163,39 +174,73 @@ def evaluate(
     return result
 
 
+def captioner_scores(
+    generated: Mapping[str, str],
+    images: Mapping[str, Any],
+    metrics: list[str],
+    language: str,
+    counts: np.ndarray,
+    fluency: FluencyScorer | None = None,
+) -> tuple[dict[str, float], dict[str, str], dict[str, np.ndarray]]:
+    """language_scores of one captioner's (or the baseline's) captions of a split_images()
+    set over the `counts` resamples of its images, with the mean fluency of the captions
+    when a `fluency` classifier is given."""
+    generated = {key: generated[key] for key in images["keys"]}  # the counts' columns
+    scores, unavailable, resampled = language_scores(
+        generated, images["references"], metrics, language, counts
+    )
+    if fluency is not None:
+        found, on_resamples = caption_fluency(fluency, generated.values(), counts)
+        scores, resampled = scores | found, resampled | on_resamples
+    return scores, unavailable, resampled
+
+
 def language_scores(
     generated: Mapping[str, str],
     references: Mapping[str, list[str]],
     metrics: list[str],
     language: str,
-) -> tuple[dict[str, float], dict[str, str]]:
-    """The caption metrics that could be computed, and why the others could not; for
-    Chinese the word metrics and their character-level `char.*` twins (module docstring)."""
+    counts: np.ndarray | None = None,
+) -> tuple[dict[str, float], dict[str, str], dict[str, np.ndarray]]:
+    """The caption metrics that could be computed, why the others could not, and with
+    `counts` (intervals.resample_counts over `generated` in order) each metric's value on
+    every resample (else {}); for Chinese the word metrics and their character-level
+    `char.*` twins (module docstring)."""
     if language != "en":
         english_only = [m for m in metrics if m in ENGLISH_ONLY]
         metrics = [m for m in metrics if m not in ENGLISH_ONLY]
-    report = caption_scores(generated, references, metrics=metrics)
+    report = caption_scores(generated, references, metrics, counts)
     scores = {m: report[m] for m in metrics if report[m] is not None}
+    resampled = report.get("resampled", {})
     unavailable = dict(report["unavailable"])
     if language != "en":
         unavailable.update(dict.fromkeys(english_only, f"reads English, not {language!r}"))
         by_character = caption_scores(
             {key: characters(caption) for key, caption in generated.items()},
             {key: [characters(ref) for ref in refs] for key, refs in references.items()},
-            metrics=metrics,
+            metrics,
+            counts,
         )
         scores.update({f"char.{m}": by_character[m] for m in metrics})
-    return scores, unavailable
+        resampled |= {f"char.{m}": v for m, v in by_character.get("resampled", {}).items()}
+    return scores, unavailable, resampled
 
 
-def caption_fluency(scorer: FluencyScorer, captions: Iterable[str]) -> dict[str, float]:
+def caption_fluency(
+    scorer: FluencyScorer, captions: Iterable[str], counts: np.ndarray | None = None
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The mean fluency score of Chinese captions (as a captioner writes them: segmented)
     and the share of them above FLUENT_ABOVE, on the classifier's Chinese views (a
-    generated caption translates no English sentence)."""
+    generated caption translates no English sentence); with `counts` (one column per
+    caption) both on every resample too (else {})."""
     fluency = scorer.score([normalize(caption) for caption in captions])
-    return {
-        "fluency": float(fluency.mean()),
-        "fluent_share": float((fluency > FLUENT_ABOVE).mean()),
+    fluent = (fluency > FLUENT_ABOVE).astype(float)
+    scores = {"fluency": float(fluency.mean()), "fluent_share": float(fluent.mean())}
+    if counts is None:
+        return scores, {}
+    return scores, {
+        "fluency": mean_over(counts, fluency),
+        "fluent_share": mean_over(counts, fluent),
     }
 
 

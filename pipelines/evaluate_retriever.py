@@ -20,6 +20,12 @@ An image with several captions is found by any of them (image -> caption), and a
 finds its own image (caption -> image). Automatic R@k underestimates quality: an unpaired
 caption that fits an image counts as a miss.
 
+Every R@k and mean_R@10 has a 95% bootstrap interval over the split's images beside it
+(`text_to_image.R@10.ci95_low`, `.ci95_high`; conceptual.intervals): a resample draws
+images, each with all its captions or clips, and every query keeps its rank against the
+whole split (the candidates are not resampled), so R@k is exactly the mean over the drawn
+queries.
+
 A model that fine-tuned its CNN (model.image_backbone=finetune) embeds the split's photos
 (their centre squares, from the curated data the features job names) rather than the
 features' vectors: that data must be reachable from where the evaluation runs.
@@ -35,7 +41,16 @@ import torch
 
 from conceptual import registry, tracking
 from conceptual.config import Config
-from conceptual.models.retriever import DualEncoder, chance_recall, recall_at_k
+from conceptual.intervals import (
+    HIGH,
+    LOW,
+    BootstrapConfig,
+    mean_over,
+    ratio_over,
+    resample_counts,
+    with_intervals,
+)
+from conceptual.models.retriever import DualEncoder, chance_recall, query_ranks, recall_at_k
 from conceptual.models.saving import load_retriever
 from conceptual.pipelines.caption_features import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
@@ -58,6 +73,7 @@ class EvalConfig(Config):
     rankings: int = 5  # queries per direction whose top 10 are logged
     # A text model on spoken queries (--speech): each clip through the offline recognizer.
     asr: bool = False
+    bootstrap: BootstrapConfig = BootstrapConfig()  # the intervals' resamples of the images
     experiment: str = "retrieval"
 
 
@@ -106,6 +122,29 @@ def retrieval_scores(
     return metrics, scores
 
 
+def resampled_recall(
+    scores: np.ndarray,
+    relevant: np.ndarray,
+    query_image: np.ndarray,
+    modality: str,
+    counts: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """R@k both ways and SELECT_BY on every resample of the images (module docstring).
+    scores and relevant (queries, images) as retrieval_scores; query_image: each query's
+    image (its column); counts: intervals.resample_counts over the images."""
+    forward, backward = directions(modality)
+    images = relevant.shape[1]
+    query_rank, image_rank = query_ranks(scores, relevant), query_ranks(scores.T, relevant.T)
+    queries_of_image = np.bincount(query_image, minlength=images)
+    resampled = {}
+    for k in KS:
+        found = np.bincount(query_image, weights=query_rank < k, minlength=images)
+        resampled[f"{forward}.R@{k}"] = ratio_over(counts, found, queries_of_image)
+        resampled[f"{backward}.R@{k}"] = mean_over(counts, image_rank < k)
+    resampled[SELECT_BY] = (resampled[f"{forward}.R@10"] + resampled[f"{backward}.R@10"]) / 2
+    return resampled
+
+
 def eval_set_name(features_uri: str, evaluated: dict[str, Any]) -> str:
     """What the scores were measured on: the images and queries, by id."""
     content = [evaluated["image_ids"], evaluated["query_ids"]]
@@ -152,22 +191,29 @@ def rankings(evaluated: dict[str, Any], scores: np.ndarray, shown: int) -> dict[
 
 
 def table(metrics: dict[str, float], modality: str) -> str:
-    """R@k per direction, chance level beside each, as printed by the job."""
+    """R@k per direction, chance level beside each and the 95% interval below, as printed
+    by the job."""
     lines = [f"{'':<18}" + "".join(f"{f'R@{k}':>16}" for k in KS)]
     for name in directions(modality):
         cells = "".join(
             f"{metrics[f'{name}.R@{k}']:>7.3f} ({metrics[f'chance.{name}.R@{k}']:.3f})" for k in KS
         )
         lines.append(f"{name:<18}{cells}")
-    lines.append("(chance level in parentheses)")
+        bounds = [(metrics[f"{name}.R@{k}{LOW}"], metrics[f"{name}.R@{k}{HIGH}"]) for k in KS]
+        lines.append(
+            f"{'  95% interval':<18}" + "".join(f"{f'[{a:.3f}, {b:.3f}]':>16}" for a, b in bounds)
+        )
+    lines.append("(chance level in parentheses; below, the 95% bootstrap interval over images)")
     return "\n".join(lines)
 
 
 def evaluate(
     model_uri: str, features_uri: str, config: EvalConfig, speech_uri: str | None = None
 ) -> dict[str, Any]:
-    """Score the model on `config.split`. Returns `metrics`, `table`, `eval_set`, `images`,
-    `queries`, `run_id` and `version` (the registered version scored, or None)."""
+    """Score the model on `config.split`. Returns `metrics` (each followed by its interval),
+    `table`, `eval_set`, `images`, `queries`, `run_id`, `version` (the registered version
+    scored, or None) and `resampled` (metric -> its value on every resample, for paired
+    comparisons; not in evaluation.json)."""
     version = registry.registered_version(model_uri)
     model, vocab, audio = load_retriever(registry.resolve(model_uri))
     if config.asr and model.config.modality != "text":
@@ -192,9 +238,11 @@ def evaluate(
             if config.seconds is not None:
                 heard = heard.model_copy(update={"seconds": config.seconds})
         inputs = query_inputs(evaluated, modality, vocab, heard, model.config.max_tokens)
-    metrics, scores = retrieval_scores(
-        model, evaluated["images"], inputs, relevance(evaluated), modality
-    )
+    relevant = relevance(evaluated)
+    metrics, scores = retrieval_scores(model, evaluated["images"], inputs, relevant, modality)
+    resamples = resample_counts(len(evaluated["image_ids"]), config.bootstrap)
+    resampled = resampled_recall(scores, relevant, evaluated["query_image"], modality, resamples)
+    metrics = with_intervals(metrics, resampled)
     if transcripts is not None:
         metrics["wer"] = word_error_rate(evaluated["captions"], transcripts)
     name = eval_set_name(features_uri, evaluated)
@@ -225,7 +273,7 @@ def evaluate(
         mlflow.log_dict(result, "evaluation.json")
     if version is not None and not config.asr:  # its score tag is on its own queries' kind
         registry.record_score(version, metrics[SELECT_BY], name, SELECT_BY, version.name)
-    return result
+    return result | {"resampled": resampled}
 
 
 def dev_scores(

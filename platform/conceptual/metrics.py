@@ -11,6 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from conceptual import resampled_metrics
+from conceptual.intervals import mean_over
+
 
 def token_f1(hypothesis: str, reference: str) -> float:
     """Bag-of-tokens F1 between two texts: lowercased, split on whitespace, each token
@@ -100,40 +105,54 @@ def _meteor() -> Iterator[Any]:
         process.wait()
 
 
-def _meteor_score(gts: dict, res: dict) -> float:
+# Each scorer returns its corpus score(s) and, given resample counts, the score(s) of every
+# resample (resampled_metrics says how each is recomputed), or None without counts.
+Resampled = np.ndarray | None
+
+
+def _meteor_score(gts: dict, res: dict, counts: np.ndarray | None) -> tuple[float, Resampled]:
     with _meteor() as meteor:
-        return float(meteor.compute_score(gts, res)[0])
+        score = float(meteor.compute_score(gts, res)[0])
+        return score, None if counts is None else resampled_metrics.meteor(meteor, gts, res, counts)
 
 
-def _spice_score(gts: dict, res: dict) -> float:
+def _spice_score(gts: dict, res: dict, counts: np.ndarray | None) -> tuple[float, Resampled]:
     from pycocoevalcap.spice.spice import Spice
 
-    return float(Spice().compute_score(gts, res)[0])
+    score, per_image = Spice().compute_score(gts, res)
+    f_scores = [image["All"]["f"] for image in per_image]
+    return float(score), None if counts is None else mean_over(counts, np.array(f_scores))
 
 
-def _bleu_scores(gts: dict, res: dict) -> dict[str, float]:
+def _bleu_scores(
+    gts: dict, res: dict, counts: np.ndarray | None
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     from pycocoevalcap.bleu.bleu import Bleu
 
     bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
-    return {f"BLEU-{n}": float(bleu[n - 1]) for n in range(1, 5)}
+    scores = {f"BLEU-{n}": float(bleu[n - 1]) for n in range(1, 5)}
+    return scores, {} if counts is None else resampled_metrics.bleu(gts, res, counts)
 
 
-def _rouge_score(gts: dict, res: dict) -> float:
+def _rouge_score(gts: dict, res: dict, counts: np.ndarray | None) -> tuple[float, Resampled]:
     from pycocoevalcap.rouge.rouge import Rouge
 
-    return float(Rouge().compute_score(gts, res)[0])
+    score, per_image = Rouge().compute_score(gts, res)
+    return float(score), None if counts is None else mean_over(counts, per_image)
 
 
-def _cider_score(gts: dict, res: dict) -> float:
+def _cider_score(gts: dict, res: dict, counts: np.ndarray | None) -> tuple[float, Resampled]:
     from pycocoevalcap.cider.cider import Cider
 
-    return float(Cider().compute_score(gts, res)[0])
+    score = float(Cider().compute_score(gts, res)[0])
+    return score, None if counts is None else resampled_metrics.cider(gts, res, counts)
 
 
 def caption_scores(
     hypotheses: Mapping[Hashable, str],
     references: Mapping[Hashable, Sequence[str]],
     metrics: Sequence[str] = CAPTION_METRICS,
+    resamples: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Corpus scores from the COCO caption evaluation code (pycocoevalcap): one hypothesis
     and any number of references per id, all tokenized with `coco_tokenize`.
@@ -141,7 +160,11 @@ def caption_scores(
     Returns each requested metric, `count` (the number of ids scored) and `unavailable`
     (metric -> why, for METEOR/SPICE when Java or SPICE's jars are missing; such a metric
     is None, never a made-up number). CIDEr is CIDEr-D with document frequencies from these
-    references: scores depend on the set, so report it and its size with them."""
+    references: scores depend on the set, so report it and its size with them.
+
+    With `resamples` (intervals.resample_counts: one column per id, in the order of
+    `hypotheses`), also `resampled`: each computed metric's score on every resample of the
+    ids, recomputed as resampled_metrics describes."""
     unknown = set(metrics) - set(CAPTION_METRICS)
     if unknown:
         raise ValueError(f"unknown caption metrics {sorted(unknown)}; known: {CAPTION_METRICS}")
@@ -155,19 +178,25 @@ def caption_scores(
     gts = {i: [coco_tokenize(ref) for ref in references[key]] for i, key in enumerate(ids)}
 
     scores: dict[str, float | None] = {}
+    resampled: dict[str, np.ndarray] = {}
     unavailable: dict[str, str] = {}
     if any(m.startswith("BLEU") for m in metrics):
-        scores.update(_bleu_scores(gts, res))
-    if "ROUGE-L" in metrics:
-        scores["ROUGE-L"] = _rouge_score(gts, res)
-    if "CIDEr" in metrics:
-        scores["CIDEr"] = _cider_score(gts, res)
-    for metric, compute in (("METEOR", _meteor_score), ("SPICE", _spice_score)):
+        bleu, bleu_resampled = _bleu_scores(gts, res, resamples)
+        scores.update(bleu)
+        resampled.update(bleu_resampled)
+    computed = [("ROUGE-L", _rouge_score), ("CIDEr", _cider_score)]
+    computed += [("METEOR", _meteor_score), ("SPICE", _spice_score)]
+    for metric, compute in computed:
         if metric not in metrics:
             continue
-        why = java_metric_unavailable(metric)
+        why = java_metric_unavailable(metric) if metric in JAVA_METRICS else None
         if why:
             scores[metric], unavailable[metric] = None, why
-        else:
-            scores[metric] = compute(gts, res)
-    return {**{m: scores[m] for m in metrics}, "count": len(ids), "unavailable": unavailable}
+            continue
+        scores[metric], on_resamples = compute(gts, res, resamples)
+        if on_resamples is not None:
+            resampled[metric] = on_resamples
+    report = {**{m: scores[m] for m in metrics}, "count": len(ids), "unavailable": unavailable}
+    if resamples is not None:
+        report["resampled"] = {m: v for m, v in resampled.items() if m in metrics}
+    return report

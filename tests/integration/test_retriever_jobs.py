@@ -153,7 +153,7 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
     lines = out.splitlines()
     header = next(line for line in lines if line.startswith("| variant |"))
     assert "text_to_image.R@1" in header and "image_to_text.R@10" in header
-    assert "| mean_R@10 |" in header
+    assert "| mean_R@10 | p vs best |" in header
     rows = [line for line in lines if line.startswith(("| mms |", "| triplet |"))]
     assert sorted(row.split(" | ")[1] for row in rows) == ["mms", "triplet"]
     assert any(line.startswith("| chance |") for line in lines)
@@ -174,3 +174,10 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
     table = mlflow.artifacts.load_text(f"runs:/{parent.info.run_id}/comparison.md")
     assert table.strip() in out  # the printed table is the logged one
     assert parent.data.tags["best_variant"] in ("mms", "triplet")
+    # Each variant's mean R@10 with its interval, the runner-up's p-value against the best.
+    scored = mlflow.artifacts.load_dict(f"runs:/{parent.info.run_id}/comparison.json")
+    columns = scored["columns"]
+    for row in scored["data"]:
+        values = dict(zip(columns, row))
+        assert values["mean_R@10.ci95_low"] <= values["mean_R@10"] <= values["mean_R@10.ci95_high"]
+    assert evaluated[0].data.metrics["text_to_image.R_10.ci95_high"] >= 0

@@ -352,12 +352,17 @@ def distillation_loss(
 def recall_at_k(
     scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor, ks: Sequence[int] = KS
 ) -> dict[int, float]:
-    """The fraction of queries with a relevant target among their top k, for each k.
+    """The fraction of queries with a relevant target among their top k, for each k
+    (found at k: query_ranks < k, so always when k > T - relevant)."""
+    rank = torch.as_tensor(query_ranks(scores, relevant))
+    return {k: (rank < k).double().mean().item() for k in ks}
 
-    scores (Q, T) query by target; relevant (Q, T) bool, at least one per query. A query's
-    rank is the number of irrelevant targets scoring at least as high as its best relevant
-    one: ties count against the query, so a model that scores everything alike gets chance,
-    not perfect, recall. Found at k means rank < k (so always, when k > T - relevant)."""
+
+def query_ranks(scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor) -> np.ndarray:
+    """Each query's rank, from 0. scores (Q, T) query by target; relevant (Q, T) bool, at
+    least one per query. A query's rank is the number of irrelevant targets scoring at
+    least as high as its best relevant one: ties count against the query, so a model that
+    scores everything alike gets chance, not perfect, recall."""
     scores = torch.as_tensor(scores)
     relevant = torch.as_tensor(relevant, device=scores.device).bool()
     if scores.shape != relevant.shape:
@@ -371,8 +376,7 @@ def recall_at_k(
         chunk, hits = scores[start : start + QUERY_CHUNK], relevant[start : start + QUERY_CHUNK]
         best = chunk.masked_fill(~hits, float("-inf")).amax(dim=1, keepdim=True)
         ranks.append(((chunk >= best) & ~hits).sum(dim=1))
-    rank = torch.cat(ranks)
-    return {k: (rank < k).double().mean().item() for k in ks}
+    return torch.cat(ranks).cpu().numpy()
 
 
 def chance_recall(relevant: np.ndarray | Tensor, ks: Sequence[int] = KS) -> dict[int, float]:
