@@ -7,7 +7,10 @@ import random
 
 import pytest
 
+from conceptual.jobs import rating_page
+from conceptual.pipelines.rating_results import ratings
 from conceptual.rating.store import RatingStore, Refused
+from conceptual.rating.tables import human_tables
 from conceptual.rating.tasks import new_task_set
 
 
@@ -93,3 +96,20 @@ def test_undo_and_resume_after_a_restart(tmp_path):
     ]
     assert restarted.progress("ann").answered == 2
     assert all(r["seconds"] >= 0 for r in restarted.ratings())
+
+
+def test_the_tables_read_the_pages_answers(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ratings.db'}"
+    task_set = tasks(2, raters=2)
+    store = RatingStore(task_set, url)
+    for rater, answer in (("ann", "GOOD"), ("bob", "BAD")):
+        answer_all(store, rater, answer)
+    tables = human_tables(task_set, ratings(task_set, None, url))
+    assert tables.metrics["good_1plus"] == 1.0 and tables.metrics["good_2"] == 0.0
+    assert [row["rater"] for row in tables.tables["raters"]] == ["ann", "bob"]
+    assert all(row["median_seconds"] >= 0 for row in tables.tables["raters"])
+
+
+def test_the_page_refuses_a_task_set_that_is_not_there(tmp_path, capsys):
+    assert rating_page.main(["--tasks", str(tmp_path / "nothing")]) == 2
+    assert "error:" in capsys.readouterr().err
