@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
@@ -356,6 +357,14 @@ async def answer(response: DeploymentResponse) -> Any:
 # --- the HTTP API ---------------------------------------------------------------------------
 
 
+def server_timing(milliseconds: Mapping[str, float]) -> str:
+    """A Server-Timing header: where a request's time went, so that a client (or the
+    benchmark) can tell the service's overhead from the model's time. `body`: receiving
+    the upload; `handle`: the call to the model deployment, of which `replica` was spent in
+    the replica (`decode`, `batch_wait`, `model`)."""
+    return ", ".join(f"{name};dur={ms:.1f}" for name, ms in milliseconds.items())
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for error statuses, all with the ErrorResponse body."""
     return {
@@ -473,9 +482,15 @@ def make_api(
             )
         handle = captioner(language)  # refused before the body is received
         async with admitted(in_flight, AT_CAPACITY):
+            started = time.perf_counter()
             data = await image_bytes(request, config, uploads)
+            received = time.perf_counter()
             captioned = await answer(handle.caption.remote(data, beam_size, num_captions))
         response.headers["X-Batch-Size"] = str(captioned.batch_size)
+        timings = {"body": received - started, "handle": time.perf_counter() - received}
+        response.headers["Server-Timing"] = server_timing(
+            {**{name: seconds * 1000 for name, seconds in timings.items()}, **captioned.timings}
+        )
         return captioned.response
 
     add_search_routes(api, config, retrievers or {}, uploads, in_flight)

@@ -64,6 +64,8 @@ def nginx() -> str:
 def prepare(config: FrontDoorConfig, prefix: Path) -> list[str]:
     """Writes the configuration under `prefix`; the command that runs nginx in the foreground."""
     prefix.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:  # root's nginx runs its workers as nobody: they must reach the prefix
+        prefix.chmod(0o755)
     (prefix / "nginx.conf").write_text(render(config, prefix))
     command = [nginx(), "-p", str(prefix), "-c", str(prefix / "nginx.conf")]
     check = subprocess.run([*command, "-t", "-q"], capture_output=True, text=True)

@@ -46,6 +46,7 @@ import asyncio
 import functools
 import logging
 import os
+import posixpath
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,7 +59,7 @@ from PIL import Image
 from pydantic import BaseModel, Field, model_validator
 from ray import serve
 
-from conceptual import registry
+from conceptual import registry, storage
 from conceptual.config import Config
 from conceptual.models.inference import ImageError, read_image
 from conceptual.models.saving import load_retriever
@@ -290,10 +291,20 @@ def index_of(version: ModelVersion) -> str:
     if index_uri is None:
         raise NotReady(
             f"version {version.version} of {version.name!r} (the {registry.CHAMPION}) has no "
-            f"{INDEX_TAG!r} tag: run python -m conceptual.jobs.build_index --model "
-            f"models:/{version.name}/{version.version} --data FEATURES --output URI"
+            f"{INDEX_TAG!r} tag: run {build_index_command(version)}"
         )
     return index_uri
+
+
+def build_index_command(
+    version: ModelVersion, features: str = "FEATURES", speech: str | None = None, output="URI"
+) -> str:
+    """The build_index command that indexes `version` (and tags it with the index)."""
+    clips = f" --speech {speech}" if speech else ""
+    return (
+        f"python -m conceptual.jobs.build_index --model models:/{version.name}/{version.version}"
+        f" --data {features}{clips} --output {output}"
+    )
 
 
 def load_searcher(model_dir: Path, version: ModelVersion, approximate: bool) -> Searcher:
@@ -305,9 +316,17 @@ def load_searcher(model_dir: Path, version: ModelVersion, approximate: bool) -> 
         version.name,
         str(version.version),
     ):
+        # The same features (and clips), into a folder of the version's own: the index
+        # there may still serve the version it was built for.
+        command = build_index_command(
+            version,
+            index.manifest["features"]["uri"],
+            index.manifest.get("speech_uri"),
+            storage.join(posixpath.dirname(index_uri.rstrip("/")), version.name),
+        )
         raise ValueError(
             f"the index at {index_uri} was built for {built_for['name']} version "
-            f"{built_for['version']}, not {version.name} version {version.version}: run build_index"
+            f"{built_for['version']}, not {version.name} version {version.version}: run {command}"
         )
     return Searcher(model_dir, index, approximate)
 

@@ -245,23 +245,66 @@ def autoscaling_run(url: str, photos: list[bytes]) -> dict:
     }
 
 
+def server_timing(header: str) -> dict[str, float]:
+    """{name: ms} of a Server-Timing header (`body;dur=1.2, handle;dur=110.0, ...`)."""
+    parts = (entry.strip().split(";dur=") for entry in header.split(","))
+    return {name: float(ms) for name, ms in parts}
+
+
 def sequential(url: str, photos: list[bytes]) -> dict:
-    """One client, one request at a time: the latency Serve adds to a model call."""
+    """One client, one request at a time: the latency Serve adds to a model call, and the
+    median of each part of it the service reports (Server-Timing)."""
+    latencies, parts = [], {}
     with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
         http.post("/v1/captions", content=photos[0], params={"beam_size": BEAM})  # warm-up
-        latencies = [
-            timed(lambda i=i: http.post("/v1/captions", content=photos[i % len(photos)]))
-            for i in range(SEQUENTIAL_REQUESTS)
-        ]
-    return percentiles(latencies)
+        for i in range(SEQUENTIAL_REQUESTS):
+            started = time.perf_counter()
+            response = http.post("/v1/captions", content=photos[i % len(photos)])
+            latencies.append(time.perf_counter() - started)
+            for name, ms in server_timing(response.headers["server-timing"]).items():
+                parts.setdefault(name, []).append(ms)
+    medians = {name: round(statistics.median(values), 1) for name, values in parts.items()}
+    return {**percentiles(latencies), "server_timing_p50_ms": medians}
+
+
+def overhead(model_dir, photos: list[bytes], url: str, door_port: int) -> dict:
+    """Phase 1: the in-process call, then one client over HTTP to Serve, then through the
+    front door (nginx) in front of it, one request at a time, in one run."""
+    direct = in_process(model_dir, photos)
+    one_client = sequential(url, photos)
+    door = FrontDoor(
+        FrontDoorConfig(listen=f"127.0.0.1:{door_port}", upstream=url.removeprefix("http://"))
+    )
+    try:
+        through_door = sequential(door.url, photos)
+    finally:
+        door.stop()
+    return {
+        "beam_size": BEAM,
+        "in_process": direct,
+        "one_client_over_http": one_client,
+        "serve_overhead_p50_ms": round(one_client["p50_ms"] - direct["p50_ms"], 1),
+        "one_client_through_front_door": through_door,
+        "front_door_overhead_p50_ms": round(through_door["p50_ms"] - direct["p50_ms"], 1),
+    }
+
+
+def test_serve_overhead(model_dir, photos, ray_local, free_port, record):
+    """Phase 1 alone (-k overhead): what Serve and the front door add to one model call."""
+    try:
+        url = deploy(free_port(), max_batch_size=8, captioner_options=ONE_REPLICA)
+        results = overhead(model_dir, photos, url, free_port())
+    finally:
+        serve.shutdown()
+    record("serve_overhead", results)
+    assert results["one_client_over_http"]["p50_ms"] > 0
 
 
 def test_serve_under_load(model_dir, photos, ray_local, free_port, record):
     port = free_port()
     try:
         url = deploy(port, max_batch_size=8, captioner_options=ONE_REPLICA)
-        direct = in_process(model_dir, photos)
-        one_client = sequential(url, photos)
+        sequential_results = overhead(model_dir, photos, url, free_port())
         batched = closed_loop(url, photos, CLIENTS, SECONDS)
         deploy(port, max_batch_size=1, captioner_options=ONE_REPLICA)
         unbatched = closed_loop(url, photos, CLIENTS, SECONDS)
@@ -271,10 +314,7 @@ def test_serve_under_load(model_dir, photos, ray_local, free_port, record):
         serve.shutdown()
 
     results = {
-        "beam_size": BEAM,
-        "in_process": direct,
-        "one_client_over_http": one_client,
-        "serve_overhead_p50_ms": round(one_client["p50_ms"] - direct["p50_ms"], 1),
+        **sequential_results,
         "one_replica_batching_on": batched,
         "one_replica_batching_off": unbatched,
         "batching_throughput_ratio": round(

@@ -5,8 +5,8 @@ English and Chinese (a tiny captioner of Chinese words, registered under a model
 
 The tests run in file order: the first one meets the service before any champion exists
 and promotes the first version; the alias-move test promotes the second. Hostile clients
-(slow uploads, huge forms, leaky errors) are tested here too; the load tests among them
-are marked slow (`make test-slow`).
+(slow uploads, huge forms, leaky errors, and attacks on the nginx front door) are tested
+here too; the load tests among them are marked slow (`make test-slow`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from conceptual.serve.captioner_deployment import (
     CaptionerDeployment,
     CaptionerSettings,
 )
+from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.tracking import start_run
 
 pytestmark = pytest.mark.integration
@@ -566,6 +567,8 @@ def test_serve_config_file_matches_the_code(repo):
     # Slow uploads must leave ingress slots for health checks, with the file's limit too.
     assert Api.max_ongoing_requests > args.max_concurrent_uploads
     assert Api.max_ongoing_requests > ServeConfig().max_concurrent_uploads
+    # And requests waiting for a model leave them too (max_in_flight).
+    assert Api.max_ongoing_requests > args.max_in_flight >= args.max_concurrent_uploads
 
 
 def test_default_beam_must_be_allowed():
@@ -593,6 +596,149 @@ def test_caption_languages_are_opt_in(repo):
     assert args.languages == ["en", "zh"]
     assert args.captioner_settings("zh").registered_model("zh") == "captioner-zh"
     assert DEPLOYMENT_NAMES == {"en": "Captioner", "zh": "CaptionerZh"}
+
+
+# --- behind the front door (nginx, conceptual.serve.front_door) ----------------------------
+# A real nginx, run as this user under its own prefix on a free port, in front of this
+# module's application. The attacks of issue 32's review, small-scale: each is cut off with
+# its status while /healthz keeps answering. (Not in this file's last place: the load tests
+# below are slow.)
+
+HEADER_TIMEOUT_S = 2
+PER_CLIENT = 4
+WORKER_CONNECTIONS = 64
+
+
+@pytest.fixture(scope="module")
+def door(service, free_port):
+    """The front door's URL, in front of the module's application."""
+    config = FrontDoorConfig(
+        listen=f"127.0.0.1:{free_port()}",
+        upstream=service.removeprefix("http://"),
+        worker_processes="1",
+        worker_connections=WORKER_CONNECTIONS,
+        connections_per_client=PER_CLIENT,
+        header_timeout_s=HEADER_TIMEOUT_S,
+        max_body_bytes=MAX_BODY,
+    )
+    front = FrontDoor(config)
+    yield front.url
+    front.stop()
+
+
+def healthy(url: str) -> bool:
+    response = httpx.get(f"{url}/healthz", timeout=3)
+    return response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def connect(url: str) -> socket.socket:
+    address = httpx.URL(url)
+    return socket.create_connection((address.host, address.port), timeout=30)
+
+
+def status_line(connection: socket.socket) -> str:
+    """The response's status line, or '' when the server closed without one."""
+    data = b""
+    while b"\r\n" not in data:
+        try:
+            chunk = connection.recv(4096)
+        except ConnectionResetError:  # nginx resets a connection it timed out
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n", 1)[0].decode()
+
+
+def test_requests_pass_through_the_front_door(door, ready, coffee):
+    assert healthy(door)
+    assert httpx.get(f"{door}/readyz").status_code == 200
+    captioned = httpx.post(f"{door}/v1/captions", content=coffee, timeout=WAIT_S)
+    assert captioned.status_code == 200 and captioned.json()["captions"]
+    refused = httpx.post(f"{door}/v1/captions", content=b"")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "empty_body"
+
+
+@pytest.mark.parametrize("where", ["header", "request line"])
+def test_big_headers_are_refused(door, where):
+    huge = "a" * (64 << 10)
+    with connect(door) as connection:
+        if where == "header":
+            connection.sendall(
+                f"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {huge}\r\n\r\n".encode()
+            )
+        else:
+            connection.sendall(f"GET /healthz?{huge} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        status = status_line(connection)
+    assert status.split()[1] in {"400", "414", "431", "494"}, status
+    assert healthy(door)
+
+
+def test_unfinished_headers_are_cut_off_at_the_header_timeout(door):
+    started = time.monotonic()
+    with connect(door) as connection:
+        connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Never: end")
+        assert status_line(connection) in {"", "HTTP/1.1 408 Request Time-out"}
+    assert time.monotonic() - started < HEADER_TIMEOUT_S + 3
+    assert healthy(door)
+
+
+def test_idle_connections_are_limited_and_closed(door):
+    """More idle connections than the worker holds: all are closed by the header timeout,
+    and /healthz answers meanwhile and after."""
+    idle = [connect(door) for _ in range(2 * WORKER_CONNECTIONS)]
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert healthy(door)  # waits at most until the timeout frees the worker's slots
+        assert time.monotonic() - started < HEADER_TIMEOUT_S + 2
+        time.sleep(HEADER_TIMEOUT_S + 1)
+        for connection in idle:
+            connection.settimeout(5)
+            assert status_line(connection) in {"", "HTTP/1.1 408 Request Time-out"}
+    finally:
+        for connection in idle:
+            connection.close()
+    assert healthy(door)
+
+
+def test_connections_past_the_per_client_limit_get_503(door):
+    """Slow uploads from one address: past connections_per_client, 503 busy with
+    Retry-After at once; health probes are not counted."""
+    uploads = [connect(door) for _ in range(PER_CLIENT + 3)]
+    try:
+        statuses = []
+        for connection in uploads:
+            connection.sendall(b"POST /v1/captions HTTP/1.1\r\nHost: x\r\n"
+                               b"Content-Length: 1000\r\n\r\nx")  # fmt: skip
+            time.sleep(0.05)
+        for connection in uploads[PER_CLIENT:]:
+            connection.settimeout(5)
+            statuses.append(status_line(connection))
+        assert statuses == ["HTTP/1.1 503 Service Temporarily Unavailable"] * 3
+        assert healthy(door)
+    finally:
+        for connection in uploads:
+            connection.close()
+
+
+def test_a_chunked_oversize_body_gets_413_before_it_is_all_sent(door):
+    total, chunk = 64 * MAX_BODY, b"\xff" * (64 << 10)
+    sent = 0
+    with connect(door) as connection:
+        connection.sendall(b"POST /v1/captions HTTP/1.1\r\nHost: x\r\n"
+                           b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+        while sent < total and not select.select([connection], [], [], 0)[0]:  # no answer yet
+            try:
+                connection.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:  # closed by the server after its answer
+                break
+            sent += len(chunk)
+        connection.settimeout(5)
+        status = status_line(connection)
+    assert status.startswith("HTTP/1.1 413"), status
+    assert sent < total / 4
+    assert healthy(door)
 
 
 # --- load (marked slow) ---------------------------------------------------------------------
