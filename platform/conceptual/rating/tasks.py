@@ -191,8 +191,16 @@ def new_task_set(
 
 
 def read_task_set(uri: str) -> TaskSet:
-    """A rating_tasks job's output (it must have finished)."""
-    uri = posixpath.dirname(storage.output_part(uri, ITEMS).rstrip("/"))  # checks the marker
+    """A rating_tasks job's output (the folder, or its tasks.parquet); it must have finished."""
+    if posixpath.basename(uri.rstrip("/")) == ITEMS:
+        uri = posixpath.dirname(uri.rstrip("/"))
+    if not storage.exists(storage.join(uri, MANIFEST)):
+        raise storage.StorageError(f"no task set at {uri}: give a rating_tasks job's --output")
+    if not storage.exists(storage.join(uri, storage.SUCCESS)):
+        raise storage.StorageError(
+            f"the task set at {uri} has no {storage.SUCCESS} marker: its rating_tasks job did "
+            "not finish; run it again"
+        )
     manifest = storage.read_json(storage.join(uri, MANIFEST))
     table = pq.read_table(io.BytesIO(storage.read_bytes(storage.join(uri, ITEMS))))
     return TaskSet(manifest, table.to_pylist())
