@@ -268,3 +268,31 @@ def test_nothing_kept_stops_the_pipeline_with_the_hint_and_its_run_failed(
     assert parent.info.run_name.startswith("pipeline candidates [curate,features,train,")
     curate_run = next(r for r in runs if r.data.tags["stage"] == "curate")
     assert curate_run.info.run_name.startswith("curate 20")  # its stage and time
+
+
+@pytest.mark.slow  # every stage of both systems: minutes
+def test_the_readme_small_example_runs_every_stage(
+    ray_local, platform_home, repo, tmp_path, monkeypatch, capsys
+):
+    """The README's three commands: the example folder, its import, and the pipeline job
+    with examples/pipeline_small.yaml, every stage run and a champion of each system."""
+    import shlex
+
+    from conceptual.demo import example
+    from conceptual.jobs import import_captions, pipeline
+    from conceptual.pipelines.pipeline import STAGES
+
+    section = (repo / "README.md").read_text().split("**Every stage on a small input.**", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    commands = [shlex.split(line.replace("out/", f"{tmp_path}/")) for line in block.splitlines()]
+    monkeypatch.chdir(repo)
+    jobs = {"conceptual.demo.example": example, "conceptual.jobs.import_captions": import_captions}
+    jobs["conceptual.jobs.pipeline"] = pipeline
+    for command in commands:
+        assert jobs[command[2]].main(command[3:]) == 0, command
+    out = capsys.readouterr().out
+    summary = json.loads(Path(re.search(r"^summary:\s+(\S+)", out, re.M).group(1)).read_text())
+    assert list(summary) == list(STAGES)
+    assert summary["register"]["result"]["promoted"]
+    assert summary["train_retriever"]["result"]["registered"]["promoted"]
+    assert re.search(r"^  CIDEr\s+\d\.\d{3}\s+\d\.\d{3}$", out, re.M)  # model beside baseline
