@@ -87,7 +87,7 @@ class Champion(Generic[M]):
         try:
             version = registry.champion_version(self.name)
             if version is None:
-                self.problem = f"no version of {self.name!r} has the alias {registry.CHAMPION!r}"
+                self._not_served(f"no version of {self.name!r} has the alias {registry.CHAMPION!r}")
                 return
             identity = self.identity(version)
             if self.served is None or self.served_identity != identity:
@@ -96,15 +96,20 @@ class Champion(Generic[M]):
                 logger.info("serving %s version %s (%s)", self.name, version.version, identity)
             self.problem = None
         except NotReady as reason:
-            if self.problem != str(reason):  # told once; /readyz shows it to admins only
-                logger.warning("%r is not served: %s", self.name, reason)
-            self.problem = str(reason)
+            self._not_served(str(reason))
         except Exception as error:  # the registry or a download failing must not stop serving
             # Redacted: MLflow's errors quote the tracking URI, credentials included, and
             # `problem` is shown by /readyz and /v1/models.
             self.problem = redact_text(f"{type(error).__name__}: {error}")[:500]
             trace = redact_text("".join(traceback.format_exception(error)))
             logger.error("checking the %s of %r failed:\n%s", registry.CHAMPION, self.name, trace)
+
+    def _not_served(self, problem: str) -> None:
+        """Keeps why the champion is not served, logged when it changes (clients are not
+        told: /readyz shows it only with the service's admin_details)."""
+        if problem != self.problem:
+            logger.warning("the %s of %r is not served: %s", registry.CHAMPION, self.name, problem)
+        self.problem = problem
 
     async def follow(self, poll_seconds: float) -> None:
         """Refreshes every `poll_seconds` off the event loop, until cancelled."""
