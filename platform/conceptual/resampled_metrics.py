@@ -96,56 +96,64 @@ def cider(gts: Tokenized, res: Tokenized, counts: np.ndarray) -> np.ndarray:
     """CIDEr per resample with the document frequencies of the resample's references
     (module docstring); pycocoevalcap's n-gram counting, clipping, bigram-count length
     penalty and x10."""
-    from pycocoevalcap.cider.cider_scorer import precook
-
-    images = len(_ids(gts, counts))
-    column = _Columns()
-    incidence, hyp_norms, ref_norms, overlaps = _Sparse(), _Sparse(), _Sparse(), _Sparse()
-    penalty, ref_image = [], []  # per reference, over all images
-    for i in range(images):
-        hyp = precook(res[i][0], CIDER_N)
-        hyp_length = _bigrams(hyp)
-        for ngram, tf in hyp.items():
-            hyp_norms.add(column(ngram), i * CIDER_N + len(ngram) - 1, tf * tf)
-        refs = [precook(ref, CIDER_N) for ref in gts[i]]
-        for ngram in {ngram for ref in refs for ngram in ref}:
-            incidence.add(column(ngram), i, 1.0)
-        for ref in refs:
-            first_row = len(penalty) * CIDER_N
-            for ngram, tf in ref.items():
-                row = first_row + len(ngram) - 1
-                ref_norms.add(column(ngram), row, tf * tf)
-                if ngram in hyp:
-                    overlaps.add(column(ngram), row, min(hyp[ngram], tf) * tf)
-            delta = hyp_length - _bigrams(ref)
-            penalty.append(np.exp(-(delta**2) / (2 * CIDER_SIGMA**2)))
-            ref_image.append(i)
-    grams, n_refs = len(column.index), len(penalty)
-    incidence_m = incidence.matrix(grams, images).T.tocsr()  # (images, n-grams)
-    hyp_m = hyp_norms.matrix(grams, images * CIDER_N)
-    ref_m, overlap_m = (
-        ref_norms.matrix(grams, n_refs * CIDER_N),
-        overlaps.matrix(grams, n_refs * CIDER_N),
+    statistics = _CiderStatistics(gts, res, len(_ids(gts, counts)))
+    chunk = max(1, RESAMPLE_CELLS // statistics.widest)
+    return np.concatenate(
+        [statistics.scores(counts[start : start + chunk]) for start in range(0, len(counts), chunk)]
     )
-    ref_image_a, penalty_a = np.array(ref_image), np.array(penalty)
-    first_refs = np.searchsorted(ref_image_a, np.arange(images))
-    refs_per_image = np.bincount(ref_image_a, minlength=images)
 
-    chunk = max(1, RESAMPLE_CELLS // max(grams, n_refs * CIDER_N))
-    out = []
-    for start in range(0, len(counts), chunk):
-        drawn = counts[start : start + chunk]
-        frequency = (incidence_m.T @ drawn.T).T  # (chunk, n-grams)
-        idf_squared = (np.log(images) - np.log(np.maximum(1.0, frequency))) ** 2
-        hyp_sq = (hyp_m.T @ idf_squared.T).T.reshape(len(drawn), images, CIDER_N)
-        ref_sq = (ref_m.T @ idf_squared.T).T.reshape(len(drawn), n_refs, CIDER_N)
-        overlap = (overlap_m.T @ idf_squared.T).T.reshape(len(drawn), n_refs, CIDER_N)
-        norms = np.sqrt(hyp_sq[:, ref_image_a, :] * ref_sq)
+
+class _CiderStatistics:
+    """The test set's n-gram statistics, as sparse (n-grams, rows) matrices whose product
+    with idf² gives every image's squared tf-idf norms and every reference's clipped
+    overlap with the hypothesis, per n-gram order (row = image or reference x order)."""
+
+    def __init__(self, gts: Tokenized, res: Tokenized, images: int) -> None:
+        from pycocoevalcap.cider.cider_scorer import precook
+
+        column = _Columns()
+        incidence, hyp_norms, ref_norms, overlaps = _Sparse(), _Sparse(), _Sparse(), _Sparse()
+        penalty, ref_image = [], []  # per reference, over all images
+        for i in range(images):
+            hyp = precook(res[i][0], CIDER_N)
+            for ngram, tf in hyp.items():
+                hyp_norms.add(column(ngram), i * CIDER_N + len(ngram) - 1, tf * tf)
+            refs = [precook(ref, CIDER_N) for ref in gts[i]]
+            for ngram in {ngram for ref in refs for ngram in ref}:
+                incidence.add(column(ngram), i, 1.0)
+            for ref in refs:
+                first_row = len(penalty) * CIDER_N
+                for ngram, tf in ref.items():
+                    ref_norms.add(column(ngram), first_row + len(ngram) - 1, tf * tf)
+                    if ngram in hyp:
+                        overlap = min(hyp[ngram], tf) * tf
+                        overlaps.add(column(ngram), first_row + len(ngram) - 1, overlap)
+                delta = _bigrams(hyp) - _bigrams(ref)
+                penalty.append(np.exp(-(delta**2) / (2 * CIDER_SIGMA**2)))
+                ref_image.append(i)
+        grams, rows = len(column.index), len(penalty) * CIDER_N
+        self.images = images
+        self.incidence = incidence.matrix(grams, images)  # does image i's references hold g
+        self.hyp_norms = hyp_norms.matrix(grams, images * CIDER_N)
+        self.ref_norms, self.overlaps = ref_norms.matrix(grams, rows), overlaps.matrix(grams, rows)
+        self.ref_image, self.penalty = np.array(ref_image), np.array(penalty)
+        self.first_refs = np.searchsorted(self.ref_image, np.arange(images))
+        self.refs_per_image = np.bincount(self.ref_image, minlength=images)
+        self.widest = max(grams, rows)
+
+    def scores(self, drawn: np.ndarray) -> np.ndarray:
+        """CIDEr of each resample in `drawn` (resamples, images)."""
+        frequency = (self.incidence @ drawn.T).T  # (resamples, n-grams)
+        idf_squared = ((np.log(self.images) - np.log(np.maximum(1.0, frequency))) ** 2).T
+        by_order = (len(drawn), -1, CIDER_N)
+        hyp_sq = (self.hyp_norms.T @ idf_squared).T.reshape(by_order)
+        ref_sq = (self.ref_norms.T @ idf_squared).T.reshape(by_order)
+        overlap = (self.overlaps.T @ idf_squared).T.reshape(by_order)
+        norms = np.sqrt(hyp_sq[:, self.ref_image, :] * ref_sq)
         cosine = np.divide(overlap, norms, out=np.zeros_like(overlap), where=norms > 0)
-        per_ref = cosine.mean(axis=2) * penalty_a  # (chunk, references)
-        per_image = np.add.reduceat(per_ref, first_refs, axis=1) / refs_per_image * 10.0
-        out.append((drawn * per_image).sum(axis=1) / images)
-    return np.concatenate(out)
+        per_ref = cosine.mean(axis=2) * self.penalty  # (resamples, references)
+        per_image = np.add.reduceat(per_ref, self.first_refs, axis=1) / self.refs_per_image
+        return (drawn * per_image * 10.0).sum(axis=1) / self.images
 
 
 def _bigrams(counts: Mapping[tuple[str, ...], int]) -> int:
