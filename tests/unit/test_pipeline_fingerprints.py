@@ -43,3 +43,17 @@ def test_a_small_dev_set_is_named_with_its_size():
     assert "holds 6 items" in few and "min_eval_size=20" in few and "champion" in few
     recall = small_eval_warning(8, Dev(min_eval_size=5), "mean_R@10")
     assert "R@10 over 8 items is 1 for any model" in recall and "champion" not in recall
+
+
+def test_a_stage_whose_run_or_version_was_deleted_is_not_skipped(platform_home):
+    from mlflow import MlflowClient
+
+    from conceptual.pipelines.pipeline import _still_recorded
+    from conceptual.tracking import start_run
+
+    with start_run("test-fingerprints") as run:
+        run_id = run.info.run_id
+    assert _still_recorded({"run_id": run_id})
+    assert not _still_recorded({"run_id": run_id, "name": "no-such-model", "version": "1"})
+    MlflowClient().delete_run(run_id)
+    assert not _still_recorded({"run_id": run_id})
