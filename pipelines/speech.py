@@ -50,6 +50,7 @@ import ray.data
 from conceptual import errors, funnel, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, describe
+from conceptual.models.variants import language_code
 from conceptual.pipelines.readers import candidate_files
 from conceptual.pipelines.shards import add_member
 from conceptual.records import CLIP, REJECTED, Rejection
@@ -166,7 +167,7 @@ def text_rejection(
         return Rejection("empty_text", "no text to speak")
     if len(caption) > config.max_chars:
         return Rejection("too_long", f"{len(caption)} characters > max_chars={config.max_chars}")
-    if language and language.lower().split("-")[0] not in LANGUAGES:
+    if language and language_code(language) not in LANGUAGES:
         detail = f"language {language[:20]!r}: the voices speak {', '.join(LANGUAGES)}"
         return Rejection("unsupported_language", detail)
     return None
