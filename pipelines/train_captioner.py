@@ -48,7 +48,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
-from conceptual import registry, storage, tracking
+from conceptual import storage, tracking
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
 from conceptual.models.fluency import FLUENT_ABOVE
@@ -150,15 +150,9 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
         shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
         scored = config.fluency != "none"
         rows = train_examples(train_rows(features_uri, files, scored), vocab, config, shape)
+        dev_size = len(eval_set["keys"])
         best_dir, best_metrics, history = training.fit(
-            train_loop,
-            loop_config,
-            rows,
-            config,
-            run_id,
-            variant(config),
-            SELECT_BY,
-            eval_size=len(eval_set["keys"]),
+            train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY, dev_size
         )
         generated = json.loads((best_dir / CAPTIONS).read_text())
         log_samples(eval_set, generated, features_uri, config.samples)
@@ -208,19 +202,9 @@ def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | N
 
 def publish(result: dict[str, Any], config: TrainConfig, name: str | None = None) -> dict:
     """Register a train() result's model as a version of `name` (by default the language's
-    model, captioner or captioner-zh) and apply the champion rule on dev CIDEr
-    (registry.publish). Returns the decision, with the new `version`."""
-    score = result["best"][SELECT_BY]
+    model, captioner or captioner-zh), the champion rule on dev CIDEr (training.publish)."""
     name = name or model_name(config.language)
-    return registry.publish(
-        result["run_id"],
-        variant(config),
-        score,
-        result["eval_set"],
-        SELECT_BY,
-        name,
-        config.min_eval_size,
-    )
+    return training.publish(result, config, name, variant(config), SELECT_BY)
 
 
 def unused_keys(config: TrainConfig) -> tuple[str, ...]:

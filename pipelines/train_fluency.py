@@ -38,7 +38,7 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from conceptual import registry, tracking
+from conceptual import tracking
 from conceptual.models.fluency import (
     FLUENT_ABOVE,
     VIEWS,
@@ -166,19 +166,9 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
 
 
 def publish(result: dict[str, Any], config: FluencyTrainConfig, name: str | None = None) -> dict:
-    """Register the model as a version of `name` (by default `fluency-zh`) and apply the
-    champion rule on dev AUC (registry.publish). Returns the decision, with the new
-    `version`."""
-    score = result["best"][SELECT_BY]
-    return registry.publish(
-        result["run_id"],
-        VARIANT,
-        score,
-        result["eval_set"],
-        SELECT_BY,
-        name or MODEL_NAME,
-        config.min_eval_size,
-    )
+    """Register the model as a version of `name` (by default `fluency-zh`), the champion rule
+    on dev AUC (training.publish)."""
+    return training.publish(result, config, name or MODEL_NAME, VARIANT, SELECT_BY)
 
 
 def split_pairs(pairs: list[LabelledPair], splits: SplitConfig) -> dict[str, list[LabelledPair]]:

@@ -273,15 +273,9 @@ def train(
         rows = train_examples(
             pairs, image_input, config.modality, query_input(config, vocab), targets
         )
+        dev_size = len(dev["image_ids"])
         best_dir, best_metrics, history = training.fit(
-            train_loop,
-            loop_config,
-            rows,
-            config,
-            run_id,
-            variant(config),
-            SELECT_BY,
-            eval_size=len(dev["image_ids"]),
+            train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY, dev_size
         )
         best = {k: v for k, v in best_metrics.items() if k == "epoch" or "R@" in k}
         mlflow.log_dict({"best": best, "history": history}, "training.json")
@@ -295,19 +289,10 @@ def train(
 
 
 def publish(result: dict[str, Any], config: RetrieverTrainConfig, name: str | None = None) -> dict:
-    """Register the model as a version of `retriever-<modality>` and apply the champion rule
-    on dev mean R@10 (registry.publish). Returns the decision, with the new `version`."""
+    """Register the model as a version of `name` (by default `retriever-<modality>`), the
+    champion rule on dev mean R@10 (training.publish)."""
     name = name or model_name(config.modality)
-    score = result["best"][SELECT_BY]
-    return registry.publish(
-        result["run_id"],
-        variant(config),
-        score,
-        result["eval_set"],
-        SELECT_BY,
-        name,
-        config.min_eval_size,
-    )
+    return training.publish(result, config, name, variant(config), SELECT_BY)
 
 
 def starting_point(

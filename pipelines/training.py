@@ -58,7 +58,7 @@ from pydantic import Field
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from conceptual import storage, tracking
+from conceptual import registry, storage, tracking
 from conceptual.config import Config
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
@@ -213,6 +213,19 @@ def fit(
     if not config.keep_checkpoints:
         storage.delete(storage.join(config.storage, trainer_name(config, run_id)))
     return best_dir, best, history
+
+
+def publish(
+    result: dict[str, Any], config: TrainingConfig, name: str, variant: str, metric: str
+) -> dict[str, Any]:
+    """Register a fit's best model (a train() result: its run, best dev scores and dev set)
+    as a version of `name` tagged with `variant`, and apply the champion rule on its dev
+    `metric` with config.min_eval_size (registry.publish). Returns the decision, with the
+    model's `name` and the new `version`."""
+    score = result["best"][metric]
+    return registry.publish(
+        result["run_id"], variant, score, result["eval_set"], metric, name, config.min_eval_size
+    )
 
 
 def trainer_name(config: TrainingConfig, run_id: str) -> str:
