@@ -13,8 +13,9 @@ rules were tuned looking at the first ("tuning") only, so the second ("check") s
 over-fitting.
 
 - `test_hypernymization_quality`: the scores, by half, and the artifacts left (none wanted);
-- `test_rule_ablation`: token F1 with each rule of `HypernymConfig.disabled_rules` (and
-  `restore_case`) switched off, as a table for BENCHMARKS.md;
+- `test_rule_ablation`: token F1 with each registered rule (`hypernymize.RULES`, in the
+  order they run) switched off by `HypernymConfig.disabled_rules` (and `restore_case`),
+  as a table for BENCHMARKS.md;
 - `test_hypernymization_throughput`: captions per second on the dev slugs and on the demo
   corpus's text survivors; with HYPERNYM_BASELINE=path/to/an/older/hypernymize.py the
   older module is timed in the same run, alternating, for a ratio on a shared machine.
@@ -145,41 +146,61 @@ def test_hypernymization_quality(real_data, record):
     )
 
 
-def test_rule_ablation(real_data, record, nlp):
-    """Token F1 (rejections as empty) with everything on, then with each rule off."""
-    pairs = read_pairs(real_data)
-    slugs = [p["description_slug"] for p in pairs]
-    variants = {
+def ablation_variants() -> dict[str, HypernymConfig]:
+    """Everything on, then each registered rule off in the order the rules run (and
+    `restore_case` off): the rows of BENCHMARKS.md's ablation table."""
+    return {
         "all rules": HypernymConfig(),
-        **{f"without {rule}": HypernymConfig(disabled_rules=[rule]) for rule in RULES},
+        **{f"without {rule.name}": HypernymConfig(disabled_rules=[rule.name]) for rule in RULES},
         "without restore_case": HypernymConfig(restore_case=False),
     }
-    rows = {}
-    for name, config in variants.items():
-        captions = [r.caption or "" for r in Hypernymizer(config, nlp=nlp).transform(slugs)]
-        rows[name] = {
-            "all": round(mean_f1(captions, pairs), 4),
-            **{
-                half: round(
-                    mean_f1(
-                        [c for c, p in zip(captions, pairs) if p["half"] == half],
-                        [p for p in pairs if p["half"] == half],
-                    ),
-                    4,
-                )
-                for half in HALVES
-            },
-        }
+
+
+def ablation_row(captions: list[str], pairs: list[dict]) -> dict[str, float]:
+    """Token F1 of one variant's captions, on all pairs and by half."""
+    return {
+        "all": round(mean_f1(captions, pairs), 4),
+        **{
+            half: round(
+                mean_f1(
+                    [c for c, p in zip(captions, pairs) if p["half"] == half],
+                    [p for p in pairs if p["half"] == half],
+                ),
+                4,
+            )
+            for half in HALVES
+        },
+    }
+
+
+def ablation_table(rows: dict[str, dict[str, float]]) -> list[str]:
+    """The markdown table: each variant's F1, what the rule buys (the F1 lost without it)
+    and what it does (its registered description)."""
+    does = {f"without {rule.name}": rule.does for rule in RULES}
+    does["without restore_case"] = "capitalizes likely names in caseless text before parsing"
     full = rows["all rules"]["all"]
     table = [
-        "| rules | token F1 | tuning half | check half | what the rule buys |",
-        "|---|---|---|---|---|",
+        "| rules | token F1 | tuning half | check half | what the rule buys | what it does |",
+        "|---|---|---|---|---|---|",
     ]
     for name, row in rows.items():
         gain = "" if name == "all rules" else f"{full - row['all']:+.4f}"
         table.append(
-            f"| {name} | {row['all']:.4f} | {row['tuning']:.4f} | {row['check']:.4f} | {gain} |"
+            f"| {name} | {row['all']:.4f} | {row['tuning']:.4f} | {row['check']:.4f} | {gain} "
+            f"| {does.get(name, '')} |"
         )
+    return table
+
+
+def test_rule_ablation(real_data, record, nlp):
+    """Token F1 (rejections as empty) with everything on, then with each rule off."""
+    pairs = read_pairs(real_data)
+    slugs = [p["description_slug"] for p in pairs]
+    rows = {}
+    for name, config in ablation_variants().items():
+        captions = [r.caption or "" for r in Hypernymizer(config, nlp=nlp).transform(slugs)]
+        rows[name] = ablation_row(captions, pairs)
+    table = ablation_table(rows)
     print("\n" + "\n".join(table))
     record("hypernymization_ablation", {"pairs": len(pairs), "rows": rows, "table": table})
 

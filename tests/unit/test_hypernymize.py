@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conceptual.metrics import token_f1
-from conceptual.text.hypernymize import HypernymConfig, Hypernymizer
+from conceptual.text.hypernymize import RULE_NAMES, RULES, HypernymConfig, Hypernymizer, stages
+from conceptual.text.hypernymize.registry import Step
 
 
 @pytest.fixture(scope="module")
@@ -159,9 +160,9 @@ def test_census_names_correct_the_small_models_labels(hypernymizer):
     assert caption(hypernymizer, "top of a white church in bari italy against blue sky") == (
         "top of a white church against blue sky"
     )
-    assert hypernymizer._is_full_name("eva", "green")
-    assert not hypernymizer._is_full_name("victoria", "station")  # a place noun
-    assert not hypernymizer._is_full_name("bari", "italy")  # a place name
+    assert hypernymizer.knowledge.is_full_name("eva", "green")
+    assert not hypernymizer.knowledge.is_full_name("victoria", "station")  # a place noun
+    assert not hypernymizer.knowledge.is_full_name("bari", "italy")  # a place name
 
 
 def test_named_place_nouns_go_with_their_phrase(hypernymizer):
@@ -571,8 +572,24 @@ def test_each_rule_can_be_switched_off(nlp):
     text = "Singer Adele performs during the 2016 Glastonbury Festival."
     without = Hypernymizer(HypernymConfig(disabled_rules=["class_heads"]), nlp=nlp)
     assert caption(without, text) == "singer performs during the event ."
-    with pytest.raises(ValueError, match="cannot disable"):
+    with pytest.raises(ValueError, match="cannot disable .'gazeteer'.*'gazetteer'"):
         HypernymConfig(disabled_rules=["gazeteer"])
+
+
+@pytest.mark.parametrize("rule", RULES, ids=RULE_NAMES)
+def test_each_rule_does_what_its_example_shows(hypernymizer, rule):
+    """Every registered rule: its example's caption with all rules on, another without it."""
+    text, expected = rule.example
+    assert caption(hypernymizer, text) == expected
+    without = Hypernymizer(HypernymConfig(disabled_rules=[rule.name]), nlp=hypernymizer.nlp)
+    assert caption(without, text) != expected
+
+
+def test_the_registry_lists_each_rule_once_with_real_settings():
+    assert len(set(RULE_NAMES)) == len(RULES) == len(RULE_NAMES)
+    steps = [step for stage in stages.STAGES for step in stage]
+    assert all(isinstance(step, Step) and step.rules for step in steps)
+    assert all(set(rule.config) <= set(HypernymConfig.model_fields) for rule in RULES)
 
 
 # Alt-texts of our own in the style of news and stock-photo captions (no test list of the

@@ -1,0 +1,62 @@
+"""What a rule is: a name that `disabled_rules` switches off, what it removes or replaces,
+the labels it records, the config keys it reads, and an example with its tests; and its
+steps, the parts it plays in the stages of stages.py.
+
+    DATES = Rule("dates", "dates and times holding a number", labels=("DATE", "TIME"), ...)
+
+    @DATES.step
+    def remove_dates(doc, edits, know): ...
+
+A rule may play a part in several stages (`punctuation` tidies the parse and the output);
+a step that belongs to two rules runs only when both are on (`steps_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the transformation. `example`: a text and its caption with every rule
+    on, which the caption without this rule differs from (tests/unit/test_hypernymize.py
+    checks both for every registered rule)."""
+
+    name: str
+    does: str  # what it removes or replaces, in a line
+    example: tuple[str, str]
+    # the labels its removals and replacements record, besides a name's own label
+    labels: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()  # the HypernymConfig keys it reads
+
+    def step(self, run: Callable) -> Step:
+        """Registers a function as this rule's step."""
+        return Step((self,), run)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A rule's part in one stage: `run` runs when every one of `rules` is on."""
+
+    rules: tuple[Rule, ...]
+    run: Callable
+
+    def __call__(self, *args):
+        return self.run(*args)
+
+
+def steps_of(*rules: Rule) -> Callable[[Callable], Step]:
+    """Registers a function as a step of several rules, run only when all are on."""
+    return lambda run: Step(rules, run)
+
+
+def rules_of(stages: Iterable[Iterable[Step]]) -> tuple[Rule, ...]:
+    """The rules the stages' steps belong to, each once, in the order they first run."""
+    return tuple(dict.fromkeys(rule for stage in stages for step in stage for rule in step.rules))
+
+
+def running(steps: Iterable[Step], disabled: Iterable[str]) -> list[Callable]:
+    """The functions of the steps whose rules are all on, in their order."""
+    off = set(disabled)
+    return [step.run for step in steps if not any(rule.name in off for rule in step.rules)]
