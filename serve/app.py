@@ -24,7 +24,12 @@ Hostile clients: a body must arrive whole within `body_timeout_s` (408 after), a
 `max_concurrent_uploads` bodies are received at once (503 `busy` beyond), fewer than the
 ingress's `max_ongoing_requests`: slow uploads can never take every slot of the ingress,
 so health checks and the requests already received still get through. Forms are parsed as
-they stream in (python-multipart), and refused past MAX_FORM_PARTS parts.
+they stream in (python-multipart), and refused past MAX_FORM_PARTS parts. Captions and
+searches beyond `max_in_flight` at once, or beyond what a model deployment queues
+(max_queued_requests), get 503 `busy` at once. Strangers are told model names and versions,
+not runs, tags or why a model is not loaded (`admin_details`), and a value of theirs is
+quoted at most MAX_ECHO_CHARS long. Header size and time, connections per client: the nginx
+front door in front (conceptual.serve.front_door).
 
 No `from __future__ import annotations` here: FastAPI reads the route parameters'
 annotations at run time, and their bounds come from the config in `make_api`'s closure.
@@ -115,11 +120,11 @@ class ServeConfig(Config):
     body_timeout_s: float = Field(30.0, gt=0)
     # Bodies received at once by one ingress replica; more get 503 `busy`. Keep it below
     # the Api deployment's max_ongoing_requests, so slow uploads never hold every slot.
-    max_concurrent_uploads: int = Field(96, ge=1)
+    max_concurrent_uploads: int = Field(48, ge=1)
     # Model requests (captions, searches) one ingress replica holds at once, from the
     # body's first byte to the answer; more get 503 `busy` at once. Below the ingress's
     # API_MAX_ONGOING_REQUESTS, so /healthz and /readyz never wait behind them.
-    max_in_flight: int = Field(100, ge=1, lt=API_MAX_ONGOING_REQUESTS)
+    max_in_flight: int = Field(48, ge=1, lt=API_MAX_ONGOING_REQUESTS)
     # Show /readyz and /v1/models in full (run ids, tags, metrics, why a model is not
     # loaded, which can name the service's paths): only where strangers cannot reach it.
     admin_details: bool = False

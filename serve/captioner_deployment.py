@@ -210,8 +210,9 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
 @serve.deployment(
     name="Captioner",  # bound under DEPLOYMENT_NAMES[language]
     ray_actor_options={"num_cpus": 0.5},  # fractional: two replicas and the ingress fit 2 cores
-    # Enough for one batch running and the next one filling up.
-    max_ongoing_requests=16,
+    # One batch running (max_batch_size); the next waits at its caller, which holds at most
+    # max_queued_requests: the wait a request can meet stays a few batches long.
+    max_ongoing_requests=8,
     # Beyond its replicas' slots, a caller queues at most this many; more get 503 busy at
     # once (BackPressureError) instead of a minute's wait.
     max_queued_requests=MAX_QUEUED_REQUESTS,

@@ -38,7 +38,7 @@ M = TypeVar("M")
 MODEL_HEALTH_CHECK_PERIOD_S = 2
 # Requests one caller (an ingress replica) queues at a model deployment beyond its replicas'
 # max_ongoing_requests; more are refused at once (503 busy).
-MAX_QUEUED_REQUESTS = 16
+MAX_QUEUED_REQUESTS = 8
 # How a deployment that serves a champion scales: a second replica when requests queue.
 MODEL_AUTOSCALING = {
     "min_replicas": 1,

@@ -35,7 +35,10 @@ class FrontDoorConfig(Config):
     upstream: str = "127.0.0.1:8000"  # Serve's proxy (serve/config.yaml's http_options)
     worker_processes: str = "auto"  # one per core
     worker_connections: int = Field(4096, ge=16)  # per worker, idle ones included
-    connections_per_client: int = Field(64, ge=1)  # per client address, on the API routes
+    connections_per_client: int = Field(32, ge=1)  # per client address, on the API routes
+    # API requests passed on at once from all clients together: past it nginx answers 503 at
+    # once, so a flood never reaches Serve's proxy (2x the ingress's max_in_flight).
+    requests_in_progress: int = Field(96, ge=1)
     header_timeout_s: int = Field(10, ge=1)  # all of the headers within this
     body_timeout_s: int = Field(30, ge=1)  # longest pause between two reads of a body
     max_body_bytes: int = Field(16 << 20, gt=0)  # as ServeConfig.max_body_bytes

@@ -350,11 +350,27 @@ FLOOD_SECONDS = float(os.environ.get("SERVE_BENCH_FLOOD_SECONDS", "30"))
 HEALTH_EVERY_S = 0.25
 
 
+def probe_health(url: str, until: float) -> list[tuple[float, int]]:
+    """(latency s, status) of GET /healthz every HEALTH_EVERY_S until `until`, on a thread
+    of its own: the load's event loop cannot delay it."""
+    found = []
+    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+        while time.monotonic() < until:
+            started = time.perf_counter()
+            try:
+                status = http.get("/healthz").status_code
+            except httpx.HTTPError:
+                status = 0
+            found.append((time.perf_counter() - started, status))
+            time.sleep(HEALTH_EVERY_S)
+    return found
+
+
 async def flood(url: str, photos: list[bytes], clients: int, seconds: float) -> dict:
-    """`clients` closed-loop clients (a 503 waits its Retry-After, as a well-behaved client
-    does) and a health probe every HEALTH_EVERY_S, all on one event loop, for `seconds`."""
+    """`clients` closed-loop clients on one event loop (a 503 waits its Retry-After, as a
+    well-behaved client does) and a health probe every HEALTH_EVERY_S, for `seconds`."""
     deadline = time.monotonic() + seconds
-    answered, health, statuses = [], [], Counter()
+    answered, refused, statuses = [], [], Counter()
     limits = httpx.Limits(max_connections=clients + 1, max_keepalive_connections=clients + 1)
     async with httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT_S, limits=limits) as http:
 
@@ -369,19 +385,15 @@ async def flood(url: str, photos: list[bytes], clients: int, seconds: float) -> 
                     continue
                 statuses[str(response.status_code)] += 1
                 if response.status_code == 503:
+                    refused.append(time.perf_counter() - started)
                     await asyncio.sleep(float(response.headers.get("retry-after", "1")))
                 else:
                     answered.append(time.perf_counter() - started)
                 index += 1
 
-        async def probe() -> None:
-            while time.monotonic() < deadline:
-                started = time.perf_counter()
-                response = await http.get("/healthz")
-                health.append((time.perf_counter() - started, response.status_code))
-                await asyncio.sleep(HEALTH_EVERY_S)
-
-        await asyncio.gather(probe(), *(client(i) for i in range(clients)))
+        prober = asyncio.get_running_loop().run_in_executor(None, probe_health, url, deadline)
+        await asyncio.gather(*(client(i) for i in range(clients)))
+        health = await prober
     total = sum(statuses.values())
     return {
         "clients": clients,
@@ -389,6 +401,7 @@ async def flood(url: str, photos: list[bytes], clients: int, seconds: float) -> 
         "requests": total,
         "answered": {"count": len(answered), **percentiles(answered)} if answered else {},
         "refused_share": round(statuses["503"] / total, 3) if total else None,
+        "refused": {"count": len(refused), **percentiles(refused)} if refused else {},
         "statuses": dict(statuses),
         "health": {
             "probes": len(health),
@@ -401,8 +414,8 @@ async def flood(url: str, photos: list[bytes], clients: int, seconds: float) -> 
 
 def test_serve_under_a_flood_of_clients(model_dir, photos, ray_local, free_port, record):
     """The shipped settings (captioner autoscaling 1..2, max_queued_requests, the ingress's
-    max_in_flight) behind the front door; one address stands in for FLOOD_CLIENTS clients,
-    so the per-client connection limit is lifted above it."""
+    max_in_flight) behind the front door (requests_in_progress); one address stands in for
+    FLOOD_CLIENTS clients, so the per-client connection limit is lifted above it."""
     upstream = deploy(free_port(), max_batch_size=8, captioner_options={})
     door = FrontDoor(
         FrontDoorConfig(
