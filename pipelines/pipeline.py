@@ -52,6 +52,7 @@ from mlflow.exceptions import MlflowException
 
 from conceptual import funnel, storage, tracking
 from conceptual.config import Config
+from conceptual.intervals import HIGH, LOW, interval_cell
 from conceptual.pipelines import build_index, curation, features, speech, train_retriever
 from conceptual.pipelines.build_index import BuildIndexConfig
 from conceptual.pipelines.curation import CurationConfig, where_it_went
@@ -177,12 +178,15 @@ def _register_report(c: Context, result: dict[str, Any]) -> str:
 
 
 def _evaluate_report(c: Context, result: dict[str, Any]) -> str:
-    """The held-out scores beside the nearest-neighbour baseline's, as a table."""
+    """The held-out scores beside the nearest-neighbour baseline's, each with its 95%
+    interval, as a table."""
     baseline = result["baseline"] or {}
-    rows = [f"  {'metric':<10}{'model':>9}{'baseline':>10}"]
-    for metric, score in result["scores"].items():
-        held = baseline.get(metric)
-        rows.append(f"  {metric:<10}{score:>9.3f}{'' if held is None else f'{held:>10.3f}'}")
+    rows = [f"  {'metric':<10}{'model [95% interval]':>24}{'baseline [95% interval]':>26}"]
+    for metric in result["scores"]:
+        if metric.endswith((LOW, HIGH)):
+            continue
+        held = interval_cell(baseline, metric) if metric in baseline else ""
+        rows.append(f"  {metric:<10}{interval_cell(result['scores'], metric):>24}{held:>26}")
     head = f"evaluate: {result['images']} held-out images ({result['eval_set']})"
     return "\n".join([head, *rows])
 
