@@ -219,7 +219,6 @@ def test_rayservice_runs_the_applications_of_serve_config_yaml():
     assert rayservice_serve_config()["applications"] == serve_config["applications"]
 
 
-
 def test_every_front_door_is_the_one_template_filled_in():
     """compose and KubeRay run nginx through conceptual.serve.front_door (the one template,
     serve/nginx.conf.template), pointed at Serve; no copy of an nginx.conf in infra/."""
