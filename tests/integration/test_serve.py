@@ -91,7 +91,9 @@ def service(ray_local, name, free_port):
     config = ServeConfig(
         max_body_bytes=MAX_BODY,
         body_timeout_s=BODY_TIMEOUT_S,
-        captioner=CaptionerSettings(model_name=name, poll_seconds=0.5),
+        # The tiny models answer in milliseconds and requests are decoded one at a time: a
+        # wait longer than the default lets concurrent requests meet in a batch.
+        captioner=CaptionerSettings(model_name=name, poll_seconds=0.5, batch_wait_timeout_s=0.05),
     )
     yield start(config, port=free_port())
     serve.shutdown()
