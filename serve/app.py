@@ -124,7 +124,7 @@ class ServeConfig(Config):
     # Model requests (captions, searches) one ingress replica holds at once, from the
     # body's first byte to the answer; more get 503 `busy` at once. Below the ingress's
     # API_MAX_ONGOING_REQUESTS, so /healthz and /readyz never wait behind them.
-    max_in_flight: int = Field(48, ge=1, lt=API_MAX_ONGOING_REQUESTS)
+    max_in_flight: int = Field(64, ge=1, lt=API_MAX_ONGOING_REQUESTS)
     # Show /readyz and /v1/models in full (run ids, tags, metrics, why a model is not
     # loaded, which can name the service's paths): only where strangers cannot reach it.
     admin_details: bool = False
@@ -140,10 +140,11 @@ class ServeConfig(Config):
             raise ValueError(f"retrievers {self.retrievers} names one twice")
         if len(set(self.languages)) != len(self.languages):
             raise ValueError(f"languages {self.languages} names one twice")
-        if self.max_concurrent_uploads > self.max_in_flight:
+        if self.max_concurrent_uploads >= self.max_in_flight:
             raise ValueError(
-                f"max_concurrent_uploads {self.max_concurrent_uploads} > max_in_flight "
-                f"{self.max_in_flight}: every upload is a request in flight"
+                f"max_concurrent_uploads {self.max_concurrent_uploads} >= max_in_flight "
+                f"{self.max_in_flight}: every upload is a request in flight, and slow uploads "
+                "must leave slots for the requests already received"
             )
         return self
 

@@ -37,7 +37,7 @@ class FrontDoorConfig(Config):
     worker_connections: int = Field(4096, ge=16)  # per worker, idle ones included
     connections_per_client: int = Field(32, ge=1)  # per client address, on the API routes
     # API requests passed on at once from all clients together: past it nginx answers 503 at
-    # once, so a flood never reaches Serve's proxy (2x the ingress's max_in_flight).
+    # once, so a flood never reaches Serve's proxy (above the ingress's max_in_flight).
     requests_in_progress: int = Field(96, ge=1)
     header_timeout_s: int = Field(10, ge=1)  # all of the headers within this
     body_timeout_s: int = Field(30, ge=1)  # longest pause between two reads of a body

@@ -569,8 +569,9 @@ def test_serve_config_file_matches_the_code(repo):
     # Slow uploads must leave ingress slots for health checks, with the file's limit too.
     assert Api.max_ongoing_requests > args.max_concurrent_uploads
     assert Api.max_ongoing_requests > ServeConfig().max_concurrent_uploads
-    # And requests waiting for a model leave them too (max_in_flight).
-    assert Api.max_ongoing_requests > args.max_in_flight >= args.max_concurrent_uploads
+    # And requests waiting for a model leave them too (max_in_flight), while slow uploads
+    # leave slots for the requests already received.
+    assert Api.max_ongoing_requests > args.max_in_flight > args.max_concurrent_uploads
 
 
 def test_default_beam_must_be_allowed():
@@ -748,9 +749,10 @@ def test_a_chunked_oversize_body_gets_413_before_it_is_all_sent(door):
 
 @pytest.mark.slow
 def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, coffee):
-    """70 connections each declaring 1 MB and sending a byte every 5 s, for 20 s (each
-    starting over when refused): /healthz and a good caption request still answer in time,
-    and every slow upload is cut at the body deadline."""
+    """70 connections straight to Serve (no front door) each declaring 1 MB and sending a
+    byte every 5 s, for 20 s (each starting over when refused): /healthz and a good caption
+    request still answer in time, and every slow upload is cut at the body deadline or
+    refused busy past max_concurrent_uploads."""
     stop_at = time.monotonic() + 20
     answers: list[tuple[int, dict] | None] = []
 
@@ -778,8 +780,9 @@ def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, co
     assert captioned.status_code == 200 and caption_s < 5, (captioned.status_code, caption_s)
     assert max(health_s) < 1, f"/healthz took up to {max(health_s):.2f} s"
     cut = [answer for answer in answers if answer is not None]
-    assert cut and {(status, body["error"]["code"]) for status, body in cut} == {
-        (408, "body_timeout")
+    assert cut and {(status, body["error"]["code"]) for status, body in cut} <= {
+        (408, "body_timeout"),
+        (503, "busy"),
     }
 
 
