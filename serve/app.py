@@ -118,8 +118,8 @@ class ServeConfig(Config):
     max_body_bytes: int = Field(16 << 20, gt=0)  # as the fetcher's cap on an image
     # The whole body must arrive within this (16 MiB in 30 s is ~4.5 Mbit/s), else 408.
     body_timeout_s: float = Field(30.0, gt=0)
-    # Bodies received at once by one ingress replica; more get 503 `busy`. Keep it below
-    # the Api deployment's max_ongoing_requests, so slow uploads never hold every slot.
+    # Bodies received at once by one ingress replica; more get 503 `busy`. Below
+    # max_in_flight, so slow uploads never hold every slot.
     max_concurrent_uploads: int = Field(48, ge=1)
     # Model requests (captions, searches) one ingress replica holds at once, from the
     # body's first byte to the answer; more get 503 `busy` at once. Below the ingress's
@@ -298,7 +298,7 @@ async def upload(
 
 @contextlib.asynccontextmanager
 async def admitted(slots: asyncio.Semaphore, busy: str) -> AsyncIterator[None]:
-    """Holds one of `slots`; 503 `busy` (message `busy`) at once when none is free: waiting
+    """Holds one of `slots`; when none is free, 503 `busy` (saying `busy`) at once: waiting
     would hold an ingress slot."""
     if slots.locked():
         raise ApiError(503, "busy", busy)
