@@ -98,6 +98,9 @@ class TrainingConfig(Config):
     cpus_per_worker: float = 1.0  # below 1 on small machines, or Ray Data gets no CPU
     use_gpu: bool | None = None  # None: when the cluster has GPUs (bf16 autocast there)
     compile: bool | None = None  # torch.compile the step; None: on GPUs
+    # torch.compile's mode: "reduce-overhead" replays the step's kernels as CUDA graphs
+    # (fewer launches from the host, for steps the launches outlast)
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
     prefetch_batches: int = Field(default=2, ge=0)  # batches read and copied ahead of the step
     max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
     # Ray Train's checkpoints and results: a path or s3:// URI; None: <state dir>/train, which
@@ -383,7 +386,7 @@ def parameter_groups(model: nn.Module) -> list[dict[str, Any]]:
 
 def compiled(step_loss: nn.Module, config: TrainingConfig) -> nn.Module:
     """The step's module, compiled when the config says so (the first step then compiles)."""
-    return torch.compile(step_loss) if config.compile else step_loss
+    return torch.compile(step_loss, mode=config.compile_mode) if config.compile else step_loss
 
 
 def epoch_learning_rate(config: TrainingConfig, epoch: int) -> float:
@@ -459,7 +462,8 @@ def train_epoch(
         ):
             loss = step_loss(**batch)
         (loss / config.grad_accumulation).backward()
-        pending.append(loss.detach())
+        # a copy: a CUDA graph's replay for the next batch reuses the output's memory
+        pending.append(loss.detach().clone())
         if stepping:
             if config.grad_clip > 0:
                 nn.utils.clip_grad_norm_(step_loss.parameters(), config.grad_clip)

@@ -41,21 +41,54 @@ def config(**changes):
     return TrainConfig(**{"optimizer": "adamw", "lr": 0.1, "grad_clip": 0, **changes})
 
 
+def epoch_losses(model, data, **changes):
+    """One epoch of `model` over `data` with the config's `changes`: each step's loss."""
+    optimizer = training.make_optimizer(config(), model, torch.device("cpu"))
+    return training.train_epoch(model, optimizer, data, config(**changes), torch.device("cpu"))
+
+
 def test_accumulating_two_batches_steps_as_one_batch_of_both():
     data = batches(4)
     accumulated = SquaredError()
-    optimizer = training.make_optimizer(config(), accumulated, torch.device("cpu"))
-    losses = training.train_epoch(
-        accumulated, optimizer, data, config(grad_accumulation=2), torch.device("cpu")
-    )
+    losses = epoch_losses(accumulated, data, grad_accumulation=2)
     whole = SquaredError()
-    optimizer = training.make_optimizer(config(), whole, torch.device("cpu"))
     pairs = [{k: torch.cat([a[k], b[k]]) for k in a} for a, b in zip(data[::2], data[1::2])]
-    expected = training.train_epoch(whole, optimizer, pairs, config(), torch.device("cpu"))
+    expected = epoch_losses(whole, pairs)
     assert len(losses) == 2 and all(isinstance(loss, torch.Tensor) for loss in losses)
     torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
     for got, want in zip(accumulated.parameters(), whole.parameters()):
         torch.testing.assert_close(got, want)
+
+
+class IntoBuffer(torch.autograd.Function):
+    """The loss written into `out`, which is returned: the same memory every call."""
+
+    @staticmethod
+    def forward(ctx, loss, out):
+        return out.copy_(loss)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class OneOutputBuffer(SquaredError):
+    """Returns its loss in the same memory every call, as a CUDA graph's replay does
+    (compile_mode=reduce-overhead)."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = torch.zeros(())
+
+    def forward(self, x, y):
+        return IntoBuffer.apply(super().forward(x, y), self.out)
+
+
+def test_accumulated_losses_survive_a_step_that_reuses_its_output():
+    data = batches(4)
+    losses = epoch_losses(OneOutputBuffer(), data, grad_accumulation=2)
+    expected = epoch_losses(SquaredError(), data, grad_accumulation=2)
+    torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
 
 
 def test_an_epoch_ends_with_a_step_over_the_batches_left():
