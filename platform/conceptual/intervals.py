@@ -138,10 +138,11 @@ def interval_cell(scores: Mapping[str, float | None], name: str, digits: int = 3
 
 def error_bars(scores: Mapping[str, float | None], names: Sequence[str]) -> np.ndarray:
     """matplotlib's `yerr` for the metrics `names` of `scores`: (2, len(names)), how far each
-    interval reaches below and above its value (0 without a value or an interval)."""
+    interval reaches below and above its value (0 without a value or an interval, or where
+    a percentile interval of a few images does not reach the value)."""
     bars = np.zeros((2, len(names)))
     for i, name in enumerate(names):
         value, low, high = scores.get(name), scores.get(name + LOW), scores.get(name + HIGH)
         if value is not None and low is not None and high is not None:
-            bars[:, i] = value - low, high - value
+            bars[:, i] = max(0.0, value - low), max(0.0, high - value)
     return bars

@@ -12,8 +12,9 @@ standing in for a corpus score:
   tf x tf' x idf², so the image's cosine numerators and squared norms are linear in idf²,
   and one sparse product gives them for all resamples at once.
 - METEOR: its corpus score is not the mean of the segment scores but METEOR's score of the
-  summed sufficient statistics (the fragmentation penalty is taken on the totals); Java's
-  scorer scores each resample's summed statistics, all resamples in one EVAL line.
+  summed sufficient statistics (the fragmentation penalty is taken on the totals, a segment
+  matched whole adding no chunk); Java's scorer scores each resample's summed statistics,
+  all resamples in one EVAL line.
 - ROUGE-L and SPICE: the corpus score is the mean of the per-image scores
   (`intervals.mean_over`).
 
@@ -35,6 +36,9 @@ CIDER_N, CIDER_SIGMA = 4, 6.0  # pycocoevalcap's Cider()
 BLEU_SMALL, BLEU_TINY = 1e-9, 1e-15  # pycocoevalcap's guards against dividing by zero
 RESAMPLE_CELLS = 4_000_000  # floats of one chunk of resamples' dense intermediates
 METEOR_CHUNK = 200  # resamples per EVAL line
+# Where METEOR 1.5's segment statistics (its SCORE reply) keep the lengths, the chunks and
+# the matched words of the hypothesis and the references.
+TEST_LENGTH, REF_LENGTH, CHUNKS, TEST_MATCHES, REF_MATCHES = 0, 1, 20, 21, 22
 
 
 def _ids(gts: Tokenized, counts: np.ndarray) -> range:
@@ -163,10 +167,17 @@ def _bigrams(counts: Mapping[tuple[str, ...], int]) -> int:
 
 def meteor(scorer: Any, gts: Tokenized, res: Tokenized, counts: np.ndarray) -> np.ndarray:
     """METEOR per resample: the running pycocoevalcap Meteor `scorer` scores each resample's
-    summed segment statistics (module docstring)."""
+    summed segment statistics (module docstring). As METEOR's own sum does, a segment
+    matched whole (every word, one chunk: no fragmentation penalty) adds no chunk."""
     stats = np.array(
         [[float(x) for x in scorer._stat(res[i][0], gts[i]).split()] for i in _ids(gts, counts)]
     )
+    whole = (
+        (stats[:, CHUNKS] == 1)
+        & (stats[:, TEST_MATCHES] == stats[:, TEST_LENGTH])
+        & (stats[:, REF_MATCHES] == stats[:, REF_LENGTH])
+    )
+    stats[whole, CHUNKS] = 0
     out = []
     for start in range(0, len(counts), METEOR_CHUNK):
         summed = counts[start : start + METEOR_CHUNK] @ stats

@@ -66,7 +66,7 @@ def test_paired_p_values_against_the_best():
 
 
 HYPOTHESES = [
-    "a dog runs on the grass",
+    "a dog runs on the green grass",  # a reference word for word: METEOR's special case
     "a man is riding a bike",
     "two children play in water",
     "a black dog",
@@ -74,7 +74,7 @@ HYPOTHESES = [
     "people on the street",
 ]
 REFERENCES = [
-    ["a brown dog running through grass", "the dog runs on the green grass"],
+    ["a brown dog running through grass", "a dog runs on the green grass"],
     ["a man rides a bicycle down the street", "a person on a bike"],
     ["kids playing in a pool", "two kids splash in the water", "children swim"],
     ["a black dog jumps over a log", "a dog"],
