@@ -42,9 +42,6 @@ class Step:
     rules: tuple[Rule, ...]
     run: Callable
 
-    def __call__(self, *args):
-        return self.run(*args)
-
 
 def steps_of(*rules: Rule) -> Callable[[Callable], Step]:
     """Registers a function as a step of several rules, run only when all are on."""
