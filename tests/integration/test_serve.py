@@ -749,10 +749,11 @@ def test_a_chunked_oversize_body_gets_413_before_it_is_all_sent(door):
 
 @pytest.mark.slow
 def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, coffee):
-    """70 connections straight to Serve (no front door) each declaring 1 MB and sending a
-    byte every 5 s, for 20 s (each starting over when refused): /healthz and a good caption
-    request still answer in time, and every slow upload is cut at the body deadline or
-    refused busy past max_concurrent_uploads."""
+    """Slow uploads straight to Serve (no front door), 8 fewer than max_concurrent_uploads,
+    each declaring 1 MB and sending a byte every 5 s, for 20 s (each starting over when
+    cut): /healthz and a good caption request still answer in time, and every slow upload is
+    cut at the body deadline. (More would refuse the good upload too: busy, by design.)"""
+    slow = ServeConfig().max_concurrent_uploads - 8
     stop_at = time.monotonic() + 20
     answers: list[tuple[int, dict] | None] = []
 
@@ -762,8 +763,8 @@ def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, co
                 answers.append(trickle(connection, every_s=5, until=stop_at))
 
     health_s: list[float] = []
-    with ThreadPoolExecutor(70) as pool:
-        for _ in range(70):
+    with ThreadPoolExecutor(slow) as pool:
+        for _ in range(slow):
             pool.submit(upload_slowly)
         time.sleep(2)  # every slow upload under way
         while time.monotonic() < stop_at - 4:
@@ -780,9 +781,8 @@ def test_slow_uploads_leave_health_and_good_requests_answered(ready, service, co
     assert captioned.status_code == 200 and caption_s < 5, (captioned.status_code, caption_s)
     assert max(health_s) < 1, f"/healthz took up to {max(health_s):.2f} s"
     cut = [answer for answer in answers if answer is not None]
-    assert cut and {(status, body["error"]["code"]) for status, body in cut} <= {
-        (408, "body_timeout"),
-        (503, "busy"),
+    assert cut and {(status, body["error"]["code"]) for status, body in cut} == {
+        (408, "body_timeout")
     }
 
 
