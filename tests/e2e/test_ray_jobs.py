@@ -155,14 +155,16 @@ def test_captioning_jobs_submitted_to_a_cluster(
     name = "captioner-e2e"
     out = run("conceptual.jobs.train_captioner", "--features", features, "--model-name", name,
               *TINY_MODEL)  # fmt: skip
-    assert "champion: first_champion" in out
+    # Registered; whether it is the champion depends on its dev CIDEr after one epoch (a zero
+    # makes none), which is the champion rule's test, not this one's: use the version.
+    assert f"registered: models:/{name}/1" in out and "champion: " in out
     assert_artifacts_outlive_the_session(platform_home, name)
-    champion = f"models:/{name}@champion"
-    out = run("conceptual.jobs.evaluate_captioner", "--model", champion, "--features", features,
+    model = f"models:/{name}/1"
+    out = run("conceptual.jobs.evaluate_captioner", "--model", model, "--features", features,
               "--split", "test", "metrics=[CIDEr,BLEU-4]")  # fmt: skip
     assert '"baseline"' in out and '"CIDEr"' in out
     photo = catalogue.path(catalogue.of_kind("good")[0])
-    out = run("conceptual.jobs.caption", "--model", champion, str(photo))
+    out = run("conceptual.jobs.caption", "--model", model, str(photo))
     assert any(line.startswith(f"{photo}\t") for line in out.splitlines())
     out = run("conceptual.jobs.compare_captioners", "--features", features, "--model-name",
               name, *TINY_MODEL, "experiment=e2e-comparison")  # fmt: skip
@@ -181,9 +183,9 @@ def assert_artifacts_outlive_the_session(home: Path, model_name: str) -> None:
     for experiment in mlflow.search_experiments():
         location = experiment.artifact_location.removeprefix("file://")
         assert location.startswith(str(home / "mlartifacts")), (experiment.name, location)
-    model_dir = Path(resolve(f"models:/{model_name}@champion"))
+    model_dir = Path(resolve(f"models:/{model_name}/1"))
     assert (model_dir / "model.safetensors").is_file()
     client = mlflow.MlflowClient()
-    version = client.get_model_version_by_alias(model_name, "champion")
+    version = client.get_model_version(model_name, "1")
     source = client.get_run(version.run_id).info.artifact_uri.removeprefix("file://")
     assert source.startswith(str(home / "mlartifacts")) and "runtime_resources" not in source
