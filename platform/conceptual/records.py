@@ -6,7 +6,7 @@ metric name, so never reword one) and a free-form detail for people. A filter re
 decoded image, the matched words, the fetched bytes, a caption) returns a small record of it
 with the same `Rejection | None` as its field `rejection`: TextCheck (text/filters.py),
 ImageCheck (vision/images.py), LabelMatch (vision/labels.py), Fetched (vision/fetch.py),
-Transformed (text/hypernymize.py).
+Transformed (text/hypernymize/).
 """
 
 from __future__ import annotations

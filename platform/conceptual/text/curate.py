@@ -26,7 +26,7 @@ from conceptual.records import Rejection
 from conceptual.text.filters import CHEAP_FILTERS, DOC_FILTERS, TextFilterConfig, TextFilters
 from conceptual.text.hypernymize import HypernymConfig, Hypernymizer
 
-# The stages, and the reasons each rejects with (hypernymize.py's are in its module doc).
+# The stages, and the reasons each rejects with (the hypernymize package's are in its doc).
 TEXT_STAGE, SYNTAX_STAGE, HYPERNYMIZE_STAGE = "text", "syntax", "hypernymize"
 TEXT_REASONS = ("empty", "too_long", *CHEAP_FILTERS)
 SYNTAX_REASONS = DOC_FILTERS
