@@ -215,6 +215,8 @@ def readme_pipeline_example(repo) -> list[str]:
     return shlex.split(command)[3:]  # after `python -m conceptual.jobs.pipeline`
 
 
+@pytest.mark.slow  # a text curation of 1,000 candidates; tests/integration/test_jobs_cli.py
+# curates the same sample in the default run
 def test_the_readme_example_keeps_captions_and_shows_the_funnel(
     ray_local, platform_home, repo, tmp_path, capsys, monkeypatch
 ):
@@ -253,19 +255,21 @@ def test_nothing_kept_stops_the_pipeline_with_the_hint_and_its_run_failed(
     experiment = "test-pipeline-stopped"
     args = settings(
         (candidates, str(tmp_path / "out")),
+        "curate.with_images=false",  # text alone: the quickest curation that keeps nothing
         "curate.entity_frequency.more_than=100000",
+        "stages=[curate,speech]",
         f"experiment={experiment}",
     )
     assert pipeline.main(args) == 1
     captured = capsys.readouterr()
     assert "the entity_frequency stage rejected the last" in captured.out
-    assert "curate kept none of the" in captured.err and "features has nothing" in captured.err
+    assert "curate kept none of the" in captured.err and "speech has nothing" in captured.err
 
     client = MlflowClient()
     runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
     parent = next(r for r in runs if r.data.tags["stage"] == "pipeline")
     assert parent.info.status == "FAILED"
-    assert parent.info.run_name.startswith("pipeline candidates [curate,features,train,")
+    assert parent.info.run_name.startswith("pipeline candidates [curate,speech] 20")
     curate_run = next(r for r in runs if r.data.tags["stage"] == "curate")
     assert curate_run.info.run_name.startswith("curate 20")  # its stage and time
 
