@@ -68,7 +68,7 @@ def read_all(files: list[str], range_bytes: int = 1 << 20) -> list[dict]:
     """What the read tasks of a run make of these files, without Ray."""
     fs = pafs.LocalFileSystem()
     ranges = plan_ranges(fs, files, "auto", range_bytes)
-    return _read_ranges(pa.Table.from_pylist(ranges), fs).to_pylist()
+    return pa.concat_tables(_read_ranges(pa.Table.from_pylist(ranges), fs)).to_pylist()
 
 
 @pytest.mark.parametrize("codec, name", [("gzip", "c.jsonl.gz"), ("zstd", "c.jsonl")])

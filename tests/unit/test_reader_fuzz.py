@@ -63,7 +63,7 @@ def read_file(data: bytes, name: str, range_bytes: int) -> pa.Table:
         Path(path).write_bytes(data)
         fs = pafs.LocalFileSystem()
         ranges = plan_ranges(fs, [path], "auto", range_bytes)
-        return _read_ranges(pa.Table.from_pylist(ranges), fs)
+        return pa.concat_tables(_read_ranges(pa.Table.from_pylist(ranges), fs))
 
 
 def check_rows(table: pa.Table) -> list[dict]:

@@ -181,8 +181,8 @@ def test_tsv_rows_carry_the_split_their_file_name_says(tmp_path):
     path.write_text("a dog on the beach .\thttp://img.test/a.jpg\n", encoding="utf-8")
     fs = pafs.LocalFileSystem()
     ranges = pa.Table.from_pylist(plan_ranges(fs, [str(path)], "auto", 1 << 20))
-    assert _read_ranges(ranges, fs, splits=True).to_pylist()[0]["split"] == "train"
-    assert _read_ranges(ranges, fs).to_pylist()[0]["split"] is None
+    assert next(_read_ranges(ranges, fs, splits=True)).to_pylist()[0]["split"] == "train"
+    assert next(_read_ranges(ranges, fs)).to_pylist()[0]["split"] is None
 
 
 # --- the overlap rule on the dataset's labels ---------------------------------------------

@@ -525,7 +525,7 @@ def test_a_variant_with_an_unknown_key_or_bad_value_names_the_variant(text):
 
 
 def comparison_rows() -> list[dict]:
-    def row(variant, loss, base, seconds):
+    def row(variant, loss, base, seconds, p_vs_best):
         ks = [(d, k) for d in ("text_to_image", "image_to_text") for k in (1, 5, 10, 50, 100)]
         recall = {f"{d}.R@{k}": base * k / 100 for d, k in ks}
         chance = {f"chance {d}.R@{k}": k / 1000 for d, k in ks}
@@ -536,29 +536,30 @@ def comparison_rows() -> list[dict]:
             "batch_size": 48,
             **recall,
             "mean_R@10": base / 10,
+            "mean_R@10.ci95_low": base / 10 - 0.1,
+            "mean_R@10.ci95_high": base / 10 + 0.1,
+            "mean_R@10.p_vs_best": p_vs_best,
             **chance,
             "train_seconds": seconds,
             "eval_set": "features@test:4q:abc",
             "version": None,
         }
 
-    return [row("mms", "mms", 5.0, 12.5), row("triplet", "triplet", 2.0, 10.0)]
+    return [row("mms", "mms", 5.0, 12.5, None), row("triplet", "triplet", 2.0, 10.0, 0.2)]
 
 
 def test_the_markdown_table_has_a_row_per_variant_and_chance_last():
     lines = markdown_table(comparison_rows()).split("\n")
     recall = [f"{d}.R@{k}" for d in ("text_to_image", "image_to_text") for k in (1, 5, 10)]
-    assert (
-        lines[0]
-        == "| "
-        + " | ".join(["variant", "loss", "batch_size", *recall, "mean_R@10", "train_seconds"])
-        + " |"
-    )
-    assert lines[1] == "|" + "---|" * 11
+    columns = ["variant", "loss", "batch_size", *recall, "mean_R@10", "p vs best", "train_seconds"]
+    assert lines[0] == "| " + " | ".join(columns) + " |"
+    assert lines[1] == "|" + "---|" * 12
     assert lines[2] == (
-        "| mms | mms | 48 | 0.050 | 0.250 | 0.500 | 0.050 | 0.250 | 0.500 | 0.500 | 12.500 |"
+        "| mms | mms | 48 | 0.050 | 0.250 | 0.500 | 0.050 | 0.250 | 0.500 "
+        "| 0.500 [0.400, 0.600] |  | 12.500 |"
     )
     assert lines[3].startswith("| triplet | triplet | 48 | 0.020 |")
-    assert lines[4] == "| chance |  |  | 0.001 | 0.005 | 0.010 | 0.001 | 0.005 | 0.010 |  |  |"
-    assert lines[5:] == ["", "Evaluation set: features@test:4q:abc", ""]
-    assert all(line.count("|") == 12 for line in lines[:5])
+    assert "| 0.200 [0.100, 0.300] | 0.200 ~ |" in lines[3]  # inside the noise
+    assert lines[4] == "| chance |  |  | 0.001 | 0.005 | 0.010 | 0.001 | 0.005 | 0.010 |  |  |  |"
+    assert lines[6].startswith("Evaluation set: features@test:4q:abc. mean_R@10 [95% bootstrap")
+    assert all(line.count("|") == 13 for line in lines[:5])
