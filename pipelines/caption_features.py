@@ -9,8 +9,6 @@ are the captions of every record with that id.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import posixpath
 from typing import Any
 

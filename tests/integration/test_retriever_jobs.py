@@ -133,6 +133,7 @@ def test_evaluate_retriever_refuses_a_model_that_is_not_there(
     assert experiment_runs("test-refused-evaluate") is None
 
 
+@pytest.mark.slow  # two trainings; test_train_retriever trains and registers by default
 def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
     ray_local, platform_home, features_uri, capsys
 ):

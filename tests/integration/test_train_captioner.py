@@ -316,6 +316,7 @@ def test_evaluate_job_refuses_clearly(train_job_output, features_uri, capsys, ar
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow  # two trainings; the submitted compare job runs by default (tests/e2e)
 def test_compare_job_trains_variants_as_children_of_one_comparison_run(
     ray_local, platform_home, features_uri, capsys
 ):

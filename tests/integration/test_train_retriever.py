@@ -160,6 +160,7 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     assert version.tags[registry.score_tag(result["eval_set"], "mean_R@10")]
 
 
+@pytest.mark.slow  # a fault test; the captioner's resume after a dead worker runs by default
 def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
     ray_local, platform_home, data, tmp_path, monkeypatch
 ):
@@ -244,6 +245,7 @@ def photo_features(tmp_path_factory) -> str:
     return str(root / "features")
 
 
+@pytest.mark.slow  # the CNN trained end to end on photos: a minute
 def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
     ray_local, platform_home, photo_features, tmp_path
 ):

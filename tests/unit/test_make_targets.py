@@ -12,7 +12,11 @@ import pytest
 def test_clean_outputs_keeps_the_tracking_store(repo, tmp_path):
     home, outputs = tmp_path / "home", tmp_path / "out"
     removed = [home / "train" / "run" / "checkpoint_000001", home / "models" / "run", outputs / "x"]
-    kept = [home / "mlflow.db", home / "mlartifacts" / "1" / "model.safetensors", home / "ratings.db"]
+    kept = [
+        home / "mlflow.db",
+        home / "mlartifacts" / "1" / "model.safetensors",
+        home / "ratings.db",
+    ]
     for folder in removed:
         folder.mkdir(parents=True)
     for file in kept:
@@ -58,6 +62,7 @@ def test_mlflow_ui_prints_its_address_once_it_answers(repo, tmp_path, free_port)
     assert (tmp_path / "mlflow.db").exists()  # the platform's store, not ./mlflow.db
 
 
+@pytest.mark.slow  # MLflow's CLI creating a store: half a minute
 def test_make_mlflow_runs_the_cli_on_the_platform_store(repo, tmp_path):
     env = {**os.environ, "CONCEPTUAL_HOME": str(tmp_path)}
     env.pop("MLFLOW_TRACKING_URI", None)
