@@ -195,6 +195,7 @@ def run_training_job(
     epoch's dev metrics, `report(result)` (more for people, such as a held-out table), where
     the model is, and the MLflow run. Returns the exit code: 2 after an error the user can
     fix (a bad key, missing data, no dev split)."""
+    from conceptual import registry
     from conceptual.config import ConfigError, load
     from conceptual.storage import StorageError
 
@@ -211,8 +212,7 @@ def run_training_job(
         print(report(result))
     print(f"model:    {result['model_dir']}")
     if decision:
-        print(f"registered: models:/{decision['name']}/{decision['version']}")
-        print(f"champion: {decision['reason']}: {decision['detail']}")
+        print(registry.decision_lines(decision))
     report_run(result["run_id"], config.experiment, log)
     return 0
 

@@ -50,7 +50,7 @@ from typing import Any
 import mlflow
 from mlflow.exceptions import MlflowException
 
-from conceptual import funnel, storage, tracking
+from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.intervals import HIGH, LOW, interval_cell
 from conceptual.pipelines import build_index, curation, features, speech, train_retriever
@@ -174,7 +174,7 @@ def _train_report(c: Context, result: dict[str, Any]) -> str:
 
 
 def _register_report(c: Context, result: dict[str, Any]) -> str:
-    return _decision_line(result)
+    return registry.decision_lines(result)
 
 
 def _evaluate_report(c: Context, result: dict[str, Any]) -> str:
@@ -197,19 +197,12 @@ def _speech_report(c: Context, result: dict[str, Any]) -> str:
 
 
 def _train_retriever_report(c: Context, result: dict[str, Any]) -> str:
-    return f"{_train_report(c, result)}\n{_decision_line(result['registered'])}"
+    return f"{_train_report(c, result)}\n{registry.decision_lines(result['registered'])}"
 
 
 def _index_report(c: Context, result: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} {what}" for what, n in result["counts"].items())
     return f"index:    {result['output']}  ({counts})"
-
-
-def _decision_line(decision: dict[str, Any]) -> str:
-    return (
-        f"registered: models:/{decision['name']}/{decision['version']}\n"
-        f"champion: {decision['reason']}: {decision['detail']}"
-    )
 
 
 def _rounded(value: Any) -> Any:

@@ -172,6 +172,15 @@ def publish(
     return {**decision, "name": name, "version": version.version}
 
 
+def decision_lines(decision: Mapping[str, Any]) -> str:
+    """A publish() decision as jobs print it: the version registered, the champion rule's
+    reason and detail."""
+    return (
+        f"registered: models:/{decision['name']}/{decision['version']}\n"
+        f"champion: {decision['reason']}: {decision['detail']}"
+    )
+
+
 def _meaningless(
     score: float, eval_set: str, metric: str, min_eval_size: int
 ) -> tuple[bool, str, str] | None:
