@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     add_common(parser, "FluencyComparisonConfig keys, e.g. train.epochs=10 registered=none")
     args = parser.parse_args(argv)
     from conceptual.config import ConfigError, load
+    from conceptual.fluency.translation import ProvidedTranslations
     from conceptual.importers import ImportSourceError
     from conceptual.pipelines.compare_fluency import (
         FluencyComparisonConfig,
@@ -63,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         markdown_table,
     )
     from conceptual.storage import StorageError
-    from conceptual.text.translation import ProvidedTranslations
 
     references = dict(args.reference)
     with job_output("compare_fluency", args.verbose) as log:

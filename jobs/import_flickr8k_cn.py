@@ -10,7 +10,7 @@ flickr8kenc.caption.txt, flickr8k{train,val,test}.txt). source picks the sentenc
 (default) or google machine translations, native Chinese captions, human translations
 (test photos only), or the English captions themselves (english). Chinese captions are
 segmented into words joined by spaces (jieba); records carry language, source, the English
-original and the unsegmented text (conceptual.flickr8k_cn).
+original and the unsegmented text (conceptual.fluency.flickr8k_cn).
 Splits: a stable hash of each photo (the fractions are ImportConfig keys), or split=official.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from conceptual.config import load
-from conceptual.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
+from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
 from conceptual.importers import run_import
 from conceptual.jobs.arguments import JobParser, job_main, location, output
 

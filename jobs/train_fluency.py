@@ -6,7 +6,7 @@ and make it the champion if it beats the current one on the same dev labels.
 
 DIR is the Flickr8k-CN folder: the labels are Baidu's and Google's translations of the test
 captions judged against the human translations (flickr8kzhmtest; chrF >= threshold, see
-conceptual.text.fluency), split by photo into train, dev and test. Overrides use the
+conceptual.fluency.labels), split by photo into train, dev and test. Overrides use the
 config's keys (pipelines/train_fluency.py), e.g. epochs=4 threshold=0.45 model.hidden=256.
 The run lands in MLflow (experiment `fluency`) with the held-out precision and recall of
 the four-view score, of each view alone and of sentence length; the best checkpoint by dev

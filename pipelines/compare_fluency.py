@@ -30,7 +30,7 @@ bootstrap p-value against the column's best approach (`human.CIDEr.p_vs_best`: e
 approach is scored on the same resamples); the table puts the best in bold and marks
 differences inside the noise (conceptual.intervals).
 
-Translation goes through the translator interface (conceptual.text.translation); offline
+Translation goes through the translator interface (conceptual.fluency.translation); offline
 that is Flickr8k-CN's provided machine translations, nearest match for a sentence they do
 not hold, which makes the late-translation rows a retrieval stand-in for a translator.
 """
@@ -49,6 +49,8 @@ from pydantic import Field
 
 from conceptual import registry, tracking
 from conceptual.config import Config, ConfigError
+from conceptual.fluency.scorer import FluencyScorer
+from conceptual.fluency.translation import Translator
 from conceptual.intervals import (
     NOISE_P,
     WITHIN_NOISE,
@@ -70,8 +72,6 @@ from conceptual.pipelines.evaluate_captioner import (
 )
 from conceptual.pipelines.train_captioner import FluencyStrategy, TrainConfig, publish, train
 from conceptual.text.chinese import tokens_for_captioning
-from conceptual.text.fluency import FluencyScorer
-from conceptual.text.translation import Translator
 
 LATE, RERANK, NEAREST = "late translation", "late translation rerank", "nearest neighbour"
 STRATEGY_NAMES: dict[str, str] = {

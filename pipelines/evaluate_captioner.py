@@ -27,12 +27,13 @@ import torch
 
 from conceptual import registry, tracking
 from conceptual.config import Config
+from conceptual.fluency.model import FLUENT_ABOVE
+from conceptual.fluency.scorer import FluencyScorer
 from conceptual.intervals import BootstrapConfig, mean_over, resample_counts, with_intervals
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.baselines import nearest_neighbour_captions
 from conceptual.models.captioner import Captioner, features_tensor
 from conceptual.models.decoding import n_best
-from conceptual.models.fluency import FLUENT_ABOVE
 from conceptual.models.saving import load_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.caption_features import (
@@ -45,7 +46,6 @@ from conceptual.pipelines.caption_features import (
 )
 from conceptual.plots import image_grid
 from conceptual.text.chinese import characters, normalize
-from conceptual.text.fluency import FluencyScorer
 
 # SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
 EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]

@@ -12,7 +12,7 @@ Actors hold the classifier, the spaCy tagger and jieba's dictionary (one actor p
 segmenting and tagging take most of the time, the four LSTMs over a 20-word sentence little.
 A translation is scored on its four views; a native sentence (no `original`) on its two
 Chinese views, and a record without a Chinese text on its English ones
-(conceptual.models.fluency says why). fluency.json counts the records scored, the share
+(conceptual.fluency.model says why). fluency.json counts the records scored, the share
 fluent (score > 0.5) by source, and the rate: sentences scored per second of the whole
 run (reading, scoring and writing, the actors' loading included) with the actors it had.
 
@@ -36,14 +36,14 @@ import pyarrow.parquet as pq
 from conceptual import registry, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
-from conceptual.models.fluency import FLUENT_ABOVE
+from conceptual.fluency.model import FLUENT_ABOVE
+from conceptual.fluency.scorer import FluencyScorer
 from conceptual.models.saving import load_fluency
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.executors import actor_pool
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import CURATED_LANGUAGE
 from conceptual.storage import SUCCESS
-from conceptual.text.fluency import FluencyScorer
 
 SUMMARY = "fluency.json"
 STAGE = "score_fluency"

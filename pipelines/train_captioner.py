@@ -49,9 +49,9 @@ from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
 from conceptual import storage, tracking
+from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
-from conceptual.models.fluency import FLUENT_ABOVE
 from conceptual.models.saving import FeatureSettings, save_model
 from conceptual.models.variants import Language, model_name
 from conceptual.models.vocab import Vocabulary

@@ -8,7 +8,7 @@ alone and of sentence length).
                               recall and AUC per epoch, the best model under model/,
                               held_out.md, test.* metrics)
 
-What is the fluency classifier's here: the labels (conceptual.text.fluency: Baidu's and
+What is the fluency classifier's here: the labels (conceptual.fluency.labels: Baidu's and
 Google's translations of the test captions against the human translations, chrF >= 0.40),
 split by photo (a stable hash of its name) so that no photo's sentences are on both sides;
 the views, analysed once on the driver (10,000 short sentences: seconds); vocabularies of
@@ -39,7 +39,8 @@ from pydantic import Field
 from torch import Tensor, nn
 
 from conceptual import tracking
-from conceptual.models.fluency import (
+from conceptual.fluency.labels import THRESHOLD, LabelledPair, labelled_pairs
+from conceptual.fluency.model import (
     FLUENT_ABOVE,
     VIEWS,
     FluencyConfig,
@@ -50,13 +51,13 @@ from conceptual.models.fluency import (
     predict,
     scores,
 )
+from conceptual.fluency.views import sentence_views
 from conceptual.models.saving import load_fluency, save_fluency
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import set_name
 from conceptual.runtime import init_ray
 from conceptual.splits import SPLITS, SplitConfig, assign_split
-from conceptual.text.fluency import THRESHOLD, LabelledPair, labelled_pairs, sentence_views
 
 MODEL_NAME = "fluency-zh"
 VARIANT = "four-view-lstm"

@@ -96,7 +96,7 @@ class ImportConfig(Config):
 def coco_pairs(annotations: Path | str, images_dir: Path | str) -> Iterator[Pair]:
     """The pairs of a COCO captions file (`captions_val2017.json`) whose photos are in
     `images_dir`. Paths are checked now; the JSON is parsed when iteration starts."""
-    annotations, images_dir = _existing_file(annotations), _existing_dir(images_dir)
+    annotations, images_dir = existing_file(annotations), existing_dir(images_dir)
     return _coco_pairs(annotations, images_dir)
 
 
@@ -118,7 +118,7 @@ def _coco_pairs(annotations: Path, images_dir: Path) -> Iterator[Pair]:
             file_name, coco_url = files[image_id]
             path, problem = image_in(images_dir, file_name)
             if not problem:
-                url = coco_url or dataset_path(path, _absolute(images_dir).parent)
+                url = coco_url or dataset_path(path, absolute(images_dir).parent)
         for caption_id, text in captions:
             yield Pair(path, url, text, split, f"{annotations.name}#{caption_id}", problem)
 
@@ -137,7 +137,7 @@ def coco_sources(root: Path | str) -> list[tuple[Path, Path]]:
     """(annotations, images folder) for each `captions_<split>.json` under a COCO root, in
     COCO's own layout (`annotations/captions_train2017.json` beside `train2017/`) or with the
     JSON files next to the image folders."""
-    root = _existing_dir(root)
+    root = existing_dir(root)
     files = sorted(root.glob("annotations/captions_*.json")) or sorted(root.glob("captions_*.json"))
     if not files:
         raise ImportSourceError(f"no captions_*.json in {root} or {root / 'annotations'}")
@@ -158,9 +158,9 @@ def csv_pairs(
 ) -> Iterator[Pair]:
     """The pairs of a folder holding `captions_file` (header `image,caption`, one row per
     caption) and the photos it names under `images_subdir`. Paths and header are checked now."""
-    folder = _existing_dir(folder)
-    images_dir = _existing_dir(folder / images_subdir)
-    rows = _read_captions_csv(_existing_file(folder / captions_file))
+    folder = existing_dir(folder)
+    images_dir = existing_dir(folder / images_subdir)
+    rows = _read_captions_csv(existing_file(folder / captions_file))
     return _csv_pairs(rows, images_dir, captions_file)
 
 
@@ -211,7 +211,7 @@ def _csv_pairs(
         by_image.setdefault(image, []).append((line, caption, problem))
     for image, captions in by_image.items():
         path, outside = image_in(images_dir, image) if image else (None, None)
-        url = dataset_path(path, _absolute(images_dir).parent) if path and not outside else ""
+        url = dataset_path(path, absolute(images_dir).parent) if path and not outside else ""
         for line, caption, problem in captions:
             yield Pair(path, url, caption, None, f"{name}:{line}", problem or outside)
 
@@ -241,24 +241,26 @@ def dataset_path(path: Path, root: Path) -> str:
     folder `root` (the folder holding the images folder), POSIX, normalized:
     `val2017/000000000139.jpg`. `path` must be inside `root` (image_in checked it)."""
     try:
-        return _absolute(path).relative_to(root).as_posix()
+        return absolute(path).relative_to(root).as_posix()
     except ValueError:  # `..` after a link inside: as the file system resolves it
         return path.resolve().relative_to(root.resolve()).as_posix()
 
 
-def _absolute(path: Path) -> Path:
+def absolute(path: Path) -> Path:
     """`path` made absolute without resolving links: "." is the folder's own name."""
     return Path(os.path.abspath(path))
 
 
-def _existing_file(path: Path | str) -> Path:
+def existing_file(path: Path | str) -> Path:
+    """`path` (a ~ expanded); an ImportSourceError where no such file is."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise ImportSourceError(f"no such file: {path}")
     return path
 
 
-def _existing_dir(path: Path | str) -> Path:
+def existing_dir(path: Path | str) -> Path:
+    """`path` (a ~ expanded); an ImportSourceError where no such folder is."""
     path = Path(path).expanduser()
     if not path.is_dir():
         raise ImportSourceError(f"no such folder: {path}")

@@ -1,4 +1,4 @@
-"""Fluency scoring speed on one CPU core (conceptual.text.fluency.FluencyScorer: the views,
+"""Fluency scoring speed on one CPU core (conceptual.fluency.scorer.FluencyScorer: the views,
 then the four LSTM classifiers), in sentences/s, on real Flickr8k-CN sentences (Baidu's
 translations, flickr8kzhb, with their English sources, flickr8kenc):
 
@@ -46,11 +46,12 @@ import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
-from conceptual.flickr8k_cn import ENGLISH, SOURCES, read_lines
-from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel, encode, predict, scores
+from conceptual.fluency.flickr8k_cn import ENGLISH, SOURCES, read_lines
+from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel, encode, predict, scores
+from conceptual.fluency.scorer import FluencyScorer
+from conceptual.fluency.views import sentence_views
 from conceptual.models.saving import save_fluency
 from conceptual.models.vocab import Vocabulary
-from conceptual.text.fluency import FluencyScorer, sentence_views
 
 SENTENCES = int(os.environ.get("CONCEPTUAL_BENCH_SENTENCES", 1000))  # per timed call
 ROUNDS = int(os.environ.get("CONCEPTUAL_BENCH_ROUNDS", 7))

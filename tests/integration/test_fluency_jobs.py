@@ -136,12 +136,12 @@ def test_score_job_scores_every_record_and_features_reads_the_output(
 ):
     import mlflow
 
-    from conceptual.flickr8k_cn import Flickr8kCnConfig, import_flickr8k_cn
+    from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, import_flickr8k_cn
+    from conceptual.fluency.scorer import FluencyScorer
     from conceptual.jobs import score_fluency
     from conceptual.pipelines.features import FeaturesConfig, extract
     from conceptual.records import CURATED_LANGUAGE
     from conceptual.registry import resolve
-    from conceptual.text.fluency import FluencyScorer
 
     _, out = trained
     run_id = re.search(r"mlflow:\s+run ([0-9a-f]{32}) ", out).group(1)
@@ -182,7 +182,7 @@ def test_score_job_scores_every_record_and_features_reads_the_output(
 
 
 def test_jobs_refuse_what_they_cannot_use(data, ray_local, platform_home, capsys, tmp_path):
-    from conceptual.flickr8k_cn import import_flickr8k_cn
+    from conceptual.fluency.flickr8k_cn import import_flickr8k_cn
     from conceptual.jobs import score_fluency, train_fluency
 
     assert train_fluency.main(["--cn", str(tmp_path / "missing"), *TINY]) == 2

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from conceptual.flickr8k_cn import Flickr8kCnConfig, import_flickr8k_cn
+from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, import_flickr8k_cn
 from conceptual.importers import ImportSourceError
 from conceptual.models.vocab import tokenize
 from conceptual.records import CURATED_LANGUAGE

@@ -25,7 +25,7 @@ from PIL import Image
 
 from conceptual.demo.images import good_jpeg
 from conceptual.errors import INTERNAL_ERROR
-from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel
+from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_fluency, save_retriever
 from conceptual.models.vocab import Vocabulary
@@ -219,7 +219,7 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def fluency_model(tmp_path_factory) -> str:
     """An untrained, tiny fluency classifier with the sentences' vocabularies."""
-    from conceptual.text.fluency import sentence_views
+    from conceptual.fluency.views import sentence_views
 
     english, chinese = zip(*SENTENCES)
     views = sentence_views(list(chinese), list(english))

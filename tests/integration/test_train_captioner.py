@@ -365,7 +365,7 @@ def test_compare_job_refuses_an_unknown_variant_before_training(features_uri, ca
 
 def tiny_fluency_model(directory):
     """An untrained fluency classifier, saved: its scores are numbers in [0, 1]."""
-    from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel
+    from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
     from conceptual.models.saving import save_fluency
     from conceptual.models.vocab import Vocabulary
 
@@ -435,8 +435,8 @@ def test_compare_fluency_scores_six_approaches_in_one_experiment(
 
     import mlflow
 
+    from conceptual.fluency.translation import ProvidedTranslations
     from conceptual.pipelines.compare_fluency import FluencyComparisonConfig, compare
-    from conceptual.text.translation import ProvidedTranslations
 
     chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
     references = write_features(tmp_path / "refs", KINDS_ZH, "zh", held_out="test")

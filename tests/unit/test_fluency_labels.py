@@ -1,4 +1,4 @@
-"""The derived fluency labels (conceptual.text.fluency): chrF on constructed sentences, the
+"""The derived fluency labels (conceptual.fluency.labels): chrF on constructed sentences, the
 labelled pairs of a tiny Flickr8k-CN folder, the split by photo, and the four views."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from conceptual.fluency.labels import THRESHOLD, chrf, labelled_pairs
+from conceptual.fluency.views import sentence_views
 from conceptual.importers import ImportSourceError
 from conceptual.splits import SplitConfig
-from conceptual.text.fluency import THRESHOLD, chrf, labelled_pairs, sentence_views
 
 HUMAN = [
     "a.jpg#zhm#0 一只狗在草地上跑。",

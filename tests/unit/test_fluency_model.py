@@ -1,4 +1,4 @@
-"""The four-view fluency classifier on tiny inputs (conceptual.models.fluency), its saved form,
+"""The four-view fluency classifier on tiny inputs (conceptual.fluency.model), its saved form,
 the in-process scorer, and the held-out scoring helpers of pipelines/train_fluency.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conceptual.models.fluency import (
+from conceptual.fluency.model import (
     VIEWS,
     FluencyConfig,
     FluencyModel,
@@ -130,8 +130,8 @@ def test_saved_model_loads_with_its_vocabularies_and_scores_the_same(tmp_path):
 
 
 def test_the_scorer_scores_sentences_with_and_without_a_source(tmp_path):
+    from conceptual.fluency.scorer import FluencyScorer
     from conceptual.models.saving import save_fluency
-    from conceptual.text.fluency import FluencyScorer
 
     model, vocabs = tiny()
     save_fluency(model, vocabs, tmp_path / "fluency")

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from conceptual import importers
-from conceptual.flickr8k_cn import flickr8k_cn_pairs
+from conceptual.fluency.flickr8k_cn import flickr8k_cn_pairs
 from conceptual.importers import ImportConfig, ImportSourceError, released_style, write_import
 from conceptual.records import CANDIDATE, CURATED, candidate_id
 from conceptual.splits import SplitConfig, assign_split

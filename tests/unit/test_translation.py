@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conceptual.text.translation import ProvidedTranslations, Translator, english_key
+from conceptual.fluency.translation import ProvidedTranslations, Translator, english_key
 
 ENGLISH = """\
 a.jpg#enc#0 A dog runs on the grass .

@@ -38,8 +38,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from conceptual.config import Config
+from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.models.fluency import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import Vocabulary
 from conceptual.vision.cnn import CNN_MODELS, CnnModel

@@ -10,7 +10,7 @@ VARIANTS = ("rnn-1x1", "rnn-8x8", "transformer-1x1", "transformer-8x8")
 # The registered model that captioners become versions of (Serve follows its champion).
 MODEL_NAME = "captioner"
 # The languages a captioner writes: English from curated captions, Chinese from translated
-# (or native) ones (conceptual.flickr8k_cn).
+# (or native) ones (conceptual.fluency.flickr8k_cn).
 LANGUAGES = ("en", "zh")
 
 

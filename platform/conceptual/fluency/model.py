@@ -6,7 +6,7 @@ of a (Chinese sentence, English original) pair, whose P(fluent) are averaged.
     logits = model(**columns)                                   # (B, 4, 2)
     scores(model.probabilities(**columns), columns["lengths"])  # (B,) in [0, 1]
 
-The views (conceptual.text.fluency makes them): `zh_words` and `zh_pos`, the translation's
+The views (conceptual.fluency.views makes them): `zh_words` and `zh_pos`, the translation's
 words and POS tags; `en_words` and `en_pos`, the English source's. One view's classifier:
 word embedding -> dropout -> LSTM -> dropout -> the LSTM's output at the sequence's last
 real token (its final hidden state; the padding after it never reaches it, so nothing

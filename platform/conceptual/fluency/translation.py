@@ -23,7 +23,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from conceptual.flickr8k_cn import ENGLISH, SOURCES, read_lines
+from conceptual.fluency.flickr8k_cn import ENGLISH, SOURCES, read_lines
 
 WORD = re.compile(r"\w+|[^\w\s]")
 QUOTES = {'"', "`"}

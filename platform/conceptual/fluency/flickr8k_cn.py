@@ -53,10 +53,10 @@ from conceptual.importers import (
     ImportConfig,
     ImportSourceError,
     Pair,
-    _absolute,
-    _existing_dir,
-    _existing_file,
+    absolute,
     dataset_path,
+    existing_dir,
+    existing_file,
     image_in,
     released_style,
     summary,
@@ -160,12 +160,12 @@ def flickr8k_cn_pairs(
     """The pairs of the source's sentences, those of each photo of `images_dir` together and
     the lines that cannot be imported last; and what the import counts about images (the
     "flickr8k_cn" section of import.json)."""
-    images_dir, cn_dir = _existing_dir(images_dir), _existing_dir(cn_dir)
+    images_dir, cn_dir = existing_dir(images_dir), existing_dir(cn_dir)
     file_name, tag = SOURCES[source]
-    lines = read_lines(_existing_file(cn_dir / file_name), tag)
+    lines = read_lines(existing_file(cn_dir / file_name), tag)
     english_path = cn_dir / ENGLISH[0]
     if source in TRANSLATED:
-        _existing_file(english_path)  # a translation without its original is half a pair
+        existing_file(english_path)  # a translation without its original is half a pair
     english_lines = read_lines(english_path, ENGLISH[1]) if english_path.is_file() else []
     english = {(line.image, line.n): line.text for line in english_lines if not line.problem}
     splits = official_splits(cn_dir) if official else {}
@@ -196,7 +196,7 @@ def flickr8k_cn_pairs(
             continue
         # The check import_captions makes: a link in the folder may lead anywhere.
         path, outside = image_in(images_dir, name)
-        url = "" if outside else dataset_path(path, _absolute(images_dir).parent)
+        url = "" if outside else dataset_path(path, absolute(images_dir).parent)
         split = splits.get(stem) if official else None
         if official and split is None and outside is None:
             outside = Rejection("outside_split", f"{stem} is in no {SPLIT_FILE.format('*')}")

@@ -1,18 +1,8 @@
-"""Fluency of Chinese sentences (docs/spec/fluency.md): the four views the classifier reads,
-the labels it learns from, and a scorer for any code that has sentences to score.
+"""The labels the fluency classifier learns from (docs/spec/fluency.md), derived from
+Flickr8k-CN's translations:
 
-    views = sentence_views(["一只狗在草地上跑。"], ["A dog runs on the grass ."])
     pairs = labelled_pairs("../shared/data/flickr8k_cn")     # 10,000 LabelledPair
-    FluencyScorer(model_dir).score(["一只狗在草地上跑。"])    # (1,) float32, fluent above 0.5
 
-Views: `zh_words` (conceptual.text.chinese.segment, punctuation kept: a misplaced comma is
-part of how a sentence reads), `zh_pos` (chinese.pos_tags: jieba's ICTCLAS tags),
-`en_words` and `en_pos` (the English source's tokens and Penn Treebank tags, from the spaCy
-pipeline with only its tagger running). Each view is its tokens joined by spaces, as a
-vocabulary (conceptual.models.vocab) reads them; None where the view is missing.
-
-Labels
-------
 Flickr8k-CN has no human fluency grades, so the labels are derived: a machine translation
 (Baidu's or Google's) of a test caption is fluent when it agrees closely with the human
 translation (flickr8kzhmtest, zhm) of the same English sentence. Every test sentence gives
@@ -85,25 +75,19 @@ fluency-guided captioner needs, so the labels are the human-agreement ones.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from conceptual.assets import load_spacy
-from conceptual.flickr8k_cn import ENGLISH, SOURCES, read_lines
-from conceptual.importers import _existing_dir, _existing_file
-from conceptual.models.fluency import VIEWS, encode, predict, scores
-from conceptual.models.saving import load_fluency
-from conceptual.text.chinese import is_punctuation, normalize, pos_tags, segment
+from conceptual.fluency.flickr8k_cn import ENGLISH, SOURCES, read_lines
+from conceptual.importers import existing_dir, existing_file
+from conceptual.text.chinese import is_punctuation, normalize
 
 MEASURE = "chrF"
 THRESHOLD = 0.40  # fluent when chrF against the human translation is at least this
 MACHINE_TRANSLATIONS = ("baidu", "google")
 CHRF_ORDERS, CHRF_BETA = 6, 2.0
-# The English tagger needs only its token vectors: the rest of the pipeline is skipped.
-ENGLISH_UNUSED = ("parser", "attribute_ruler", "lemmatizer", "ner")
 
 
 @dataclass(frozen=True)
@@ -148,10 +132,10 @@ def labelled_pairs(cn_dir: str | Path, threshold: float = THRESHOLD) -> list[Lab
     original, labelled by chrF against the human translation (the module's docstring), in
     the human file's order, Baidu's before Google's. Lines that do not parse are skipped;
     a missing folder or file is an importers.ImportSourceError (a ValueError)."""
-    cn_dir = _existing_dir(cn_dir)
+    cn_dir = existing_dir(cn_dir)
 
     def sentences(file_name: str, tag: str) -> dict[tuple[str, int], str]:
-        lines = read_lines(_existing_file(cn_dir / file_name), tag)
+        lines = read_lines(existing_file(cn_dir / file_name), tag)
         return {(line.image, line.n): line.text for line in lines if not line.problem}
 
     human, english = sentences(*SOURCES["human"]), sentences(*ENGLISH)
@@ -170,67 +154,3 @@ def labelled_pairs(cn_dir: str | Path, threshold: float = THRESHOLD) -> list[Lab
                 LabelledPair(image, n, source, text, original, reference, agreement, fluent)
             )
     return pairs
-
-
-def sentence_views(
-    chinese: Sequence[str | None], english: Sequence[str | None] | None = None
-) -> dict[str, list[str | None]]:
-    """The four views of each (Chinese sentence, English source) pair, VIEWS order; a view
-    of a missing (None or blank) sentence is None. Each distinct sentence is analysed once."""
-    english = english if english is not None else [None] * len(chinese)
-    if len(english) != len(chinese):
-        raise ValueError(f"{len(chinese)} Chinese sentences but {len(english)} English sources")
-    zh = _distinct(chinese, _chinese_views)
-    en = _distinct(english, _english_views)
-    views: dict[str, list[str | None]] = {view: [] for view in VIEWS}
-    for zh_text, en_text in zip(chinese, english):
-        zh_views, en_views = zh.get(_present(zh_text)), en.get(_present(en_text))
-        for view, value in zip(VIEWS, (*(zh_views or (None, None)), *(en_views or (None, None)))):
-            views[view].append(value)
-    return views
-
-
-def _present(text: str | None) -> str | None:
-    return text if text is not None and text.strip() else None
-
-
-def _distinct(texts: Sequence[str | None], analyse) -> dict[str, tuple[str, str]]:
-    distinct = list(dict.fromkeys(t for t in map(_present, texts) if t is not None))
-    return dict(zip(distinct, analyse(distinct)))
-
-
-def _chinese_views(texts: list[str]) -> list[tuple[str, str]]:
-    return [(" ".join(segment(text)), " ".join(tag for _, tag in pos_tags(text))) for text in texts]
-
-
-def _english_views(texts: list[str]) -> list[tuple[str, str]]:
-    nlp = load_spacy(disable=ENGLISH_UNUSED)
-    views = []
-    for doc in nlp.pipe(texts, batch_size=256):
-        tokens = [token for token in doc if not token.is_space]
-        views.append((" ".join(t.text for t in tokens), " ".join(t.tag_ for t in tokens)))
-    return views
-
-
-class FluencyScorer:
-    """Fluency scores from a saved classifier (models.saving.load_fluency), in this process:
-    for translations with their English sources, and for Chinese sentences without one
-    (native or generated captions, scored on the Chinese views)."""
-
-    def __init__(self, model_dir: str | Path, device: str = "cpu", batch_size: int = 256):
-        self.model, self.vocabs = load_fluency(model_dir, device)
-        self.batch_size = batch_size
-
-    def view_probabilities(
-        self, chinese: Sequence[str | None], english: Sequence[str | None] | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Each view's P(fluent), (N, 4), and each view's length in ids, (N, 4) (0: missing)."""
-        views = sentence_views(chinese, english)
-        columns = encode(views, self.vocabs, self.model.config.max_tokens)
-        return predict(self.model, columns, self.batch_size), columns["lengths"]
-
-    def score(
-        self, chinese: Sequence[str | None], english: Sequence[str | None] | None = None
-    ) -> np.ndarray:
-        """(N,) float32 in [0, 1]: fluent above models.fluency.FLUENT_ABOVE (0.5)."""
-        return scores(*self.view_probabilities(chinese, english))
