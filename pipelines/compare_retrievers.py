@@ -27,7 +27,8 @@ import mlflow
 from conceptual import tracking
 from conceptual.config import ConfigError, merge, parse_overrides
 from conceptual.intervals import NOISE_P, WITHIN_NOISE, against_best, interval_cell, p_cell
-from conceptual.pipelines.evaluate_retriever import KS, SELECT_BY, EvalConfig, directions, evaluate
+from conceptual.metrics import KS
+from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig, directions, evaluate
 from conceptual.pipelines.train_retriever import RetrieverTrainConfig, publish, train
 
 REGISTER = ("best", "all", "none")

@@ -50,14 +50,14 @@ from conceptual.intervals import (
     resample_counts,
     with_intervals,
 )
-from conceptual.models.retriever import DualEncoder, chance_recall, query_ranks, recall_at_k
+from conceptual.metrics import KS, chance_recall, query_ranks, recall_at_k
+from conceptual.models.retriever import DualEncoder
 from conceptual.models.saving import load_retriever
 from conceptual.pipelines.caption_features import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
 from conceptual.speech.recognizer import transcribe_clips, word_error_rate
 
-KS = (1, 5, 10, 50, 100)
 SELECT_BY = "mean_R@10"  # the mean of both directions' R@10: picks checkpoints and champions
 EMBED_BATCH = 256
 RANKINGS = "rankings.json"

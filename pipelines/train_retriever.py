@@ -62,6 +62,7 @@ from torch import Tensor, nn
 
 from conceptual import registry, tracking
 from conceptual.config import Config
+from conceptual.metrics import KS, recall_at_k
 from conceptual.models.retriever import (
     DualEncoder,
     RetrieverConfig,
@@ -70,14 +71,13 @@ from conceptual.models.retriever import (
     margin_at,
     match_mask,
     mms_loss,
-    recall_at_k,
     triplet_loss,
 )
 from conceptual.models.saving import load_retriever, save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import feature_files
-from conceptual.pipelines.evaluate_retriever import KS, SELECT_BY, dev_scores, embed, eval_set_name
+from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
 from conceptual.pipelines.retrieval_data import (
     TRAIN_SPLIT,
     Modality,

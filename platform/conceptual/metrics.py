@@ -1,5 +1,7 @@
-"""Text metrics the platform shares: token F1 (hypernymization quality, caption checks) and
-the COCO caption evaluation metrics (captioner evaluation)."""
+"""The metrics the platform shares, each family's in one place: token F1 (hypernymization
+quality, caption checks), the COCO caption evaluation metrics (captioners), Recall@k with its
+chance level (retrievers), and precision, recall, F1 and AUC of a binary classifier (the
+fluency classifier)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import Tensor
 
 from conceptual import resampled_metrics
 from conceptual.intervals import mean_over
@@ -200,3 +204,93 @@ def caption_scores(
     if resamples is not None:
         report["resampled"] = {m: v for m, v in resampled.items() if m in metrics}
     return report
+
+
+# ---------------------------------------------------------------- retrieval
+
+KS = (1, 5, 10, 50, 100)
+# recall_at_k ranks this many queries at a time: 1024 x 10,000 targets is about 60 MB.
+QUERY_CHUNK = 1024
+
+
+def recall_at_k(
+    scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor, ks: Sequence[int] = KS
+) -> dict[int, float]:
+    """The fraction of queries with a relevant target among their top k, for each k
+    (found at k: query_ranks < k, so always when k > T - relevant)."""
+    rank = torch.as_tensor(query_ranks(scores, relevant))
+    return {k: (rank < k).double().mean().item() for k in ks}
+
+
+def query_ranks(scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor) -> np.ndarray:
+    """Each query's rank, from 0. scores (Q, T) query by target; relevant (Q, T) bool, at
+    least one per query. A query's rank is the number of irrelevant targets scoring at
+    least as high as its best relevant one: ties count against the query, so a model that
+    scores everything alike gets chance, not perfect, recall."""
+    scores = torch.as_tensor(scores)
+    relevant = torch.as_tensor(relevant, device=scores.device).bool()
+    if scores.shape != relevant.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and relevant {tuple(relevant.shape)}")
+    if not relevant.any(dim=1).all():
+        raise ValueError("every query needs at least one relevant target")
+    if scores.isnan().any():
+        raise ValueError("scores contain NaN (a NaN would rank its relevant target first)")
+    ranks = []
+    for start in range(0, len(scores), QUERY_CHUNK):
+        chunk, hits = scores[start : start + QUERY_CHUNK], relevant[start : start + QUERY_CHUNK]
+        best = chunk.masked_fill(~hits, float("-inf")).amax(dim=1, keepdim=True)
+        ranks.append(((chunk >= best) & ~hits).sum(dim=1))
+    return torch.cat(ranks).cpu().numpy()
+
+
+def chance_recall(relevant: np.ndarray | Tensor, ks: Sequence[int] = KS) -> dict[int, float]:
+    """recall_at_k's expected value under a uniformly random ranking: a query with r of T
+    targets relevant misses at k with probability C(T-r, k) / C(T, k), computed exactly as
+    the product over i < k of (T-r-i) / (T-i)."""
+    relevant = np.asarray(relevant, dtype=bool)
+    n_targets = relevant.shape[1]
+    counts, queries = np.unique(relevant.sum(axis=1), return_counts=True)
+    if counts[0] == 0:
+        raise ValueError("every query needs at least one relevant target")
+    out = {}
+    for k in ks:
+        i = np.arange(min(k, n_targets))
+        missed = np.array(
+            [np.prod(np.clip(n_targets - r - i, 0, None) / (n_targets - i)) for r in counts]
+        )
+        out[k] = float(((1 - missed) * queries).sum() / len(relevant))
+    return out
+
+
+# ---------------------------------------------------------------- binary classification
+
+
+def binary_scores(predicted: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Precision, recall and F1 of the positive class, and the share predicted positive
+    (`predicted_fluent`: the fluency classifier's name for it)."""
+    hits = float(np.sum(predicted & labels))
+    precision = hits / max(int(predicted.sum()), 1)
+    recall = hits / max(int(labels.sum()), 1)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "F1": f1,
+        "predicted_fluent": float(predicted.mean()) if len(predicted) else 0.0,
+    }
+
+
+def auc(values: np.ndarray, labels: np.ndarray) -> float:
+    """The area under the ROC curve of `values` ranking positive items above the others (ties
+    count half); NaN when the labels hold one class only."""
+    positives, negatives = int(labels.sum()), int((~labels).sum())
+    if not positives or not negatives:
+        return float("nan")
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]  # 1-based, ties averaged
+    return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+def classifier_scores(values: np.ndarray, labels: np.ndarray, above: float) -> dict[str, float]:
+    """binary_scores of the decision `values > above`, and the AUC of the values."""
+    return {**binary_scores(values > above, labels), "AUC": auc(values, labels)}

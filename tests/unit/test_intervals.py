@@ -144,7 +144,7 @@ def test_recall_is_resampled_by_image_with_all_its_queries():
     """Two images: the one caption of image 0 finds it, none of the three of image 1 does;
     image 0 is found from its side, image 1 is not. R@1 over a resample is the share of
     the drawn images' queries that found theirs."""
-    from conceptual.models.retriever import recall_at_k
+    from conceptual.metrics import recall_at_k
     from conceptual.pipelines.evaluate_retriever import SELECT_BY, resampled_recall
 
     query_image = np.array([0, 1, 1, 1])

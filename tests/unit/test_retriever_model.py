@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from conceptual.metrics import chance_recall, recall_at_k
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.retriever import (
     DualEncoder,
@@ -13,11 +14,9 @@ from conceptual.models.retriever import (
     RetrieverConfig,
     SpeechTower,
     TextTower,
-    chance_recall,
     margin_at,
     match_mask,
     mms_loss,
-    recall_at_k,
     triplet_loss,
 )
 from conceptual.models.saving import load_model, load_retriever, save_model, save_retriever

@@ -1,7 +1,7 @@
 """The dual encoder of docs/spec/retrieval.md: an image tower and a query tower (speech or
 text), weights not shared, whose embeddings' dot products score every image of a batch
-against every query; the masked margin softmax (MMS) and triplet losses over those scores;
-and Recall@k, with its chance level, for evaluation.
+against every query; the masked margin softmax (MMS) and triplet losses over those scores.
+Recall@k, with its chance level, is in conceptual.metrics.
 
 - image:  an MLP over the pooled CNN vector (the features job's `pooled` column); or, with
           `image_backbone="finetune"`, the pretrained CNN itself (EfficientNet-lite0, the
@@ -21,16 +21,14 @@ their agreement. `normalize=False` gives the spec's plain dot product.
     model = DualEncoder(RetrieverConfig(modality="speech", image_dim=1280))
     scores = model(features, mfcc)                    # (B, B): image i against query j
     loss = mms_loss(scores, match_mask(image_ids), margin_at(step))
-    recall_at_k(query_embeddings @ image_embeddings.T, relevant)   # {1: ..., 5: ..., ...}
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from pydantic import ConfigDict, Field, model_validator
@@ -41,12 +39,9 @@ from conceptual.config import Config
 from conceptual.models.vocab import PAD
 from conceptual.vision.cnn import CnnConfig, load_backbone, normalize
 
-KS = (1, 5, 10, 50, 100)
 # The learned scale of normalized scores starts where CLIP's does and is capped like CLIP's:
 # past 100 the softmax over a batch is nearly one-hot and training becomes unstable.
 INITIAL_SCALE, MAX_SCALE = 10.0, 100.0
-# recall_at_k ranks this many queries at a time: 1024 x 10,000 targets is about 60 MB.
-QUERY_CHUNK = 1024
 
 
 class RetrieverSettings(Config):
@@ -347,52 +342,3 @@ def distillation_loss(
     if kind == "cosine":
         return (1 - F.cosine_similarity(queries, targets, dim=-1)).mean()
     return mms_loss(scores(targets, queries), match_mask(caption_groups), 0.0)
-
-
-def recall_at_k(
-    scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor, ks: Sequence[int] = KS
-) -> dict[int, float]:
-    """The fraction of queries with a relevant target among their top k, for each k
-    (found at k: query_ranks < k, so always when k > T - relevant)."""
-    rank = torch.as_tensor(query_ranks(scores, relevant))
-    return {k: (rank < k).double().mean().item() for k in ks}
-
-
-def query_ranks(scores: np.ndarray | Tensor, relevant: np.ndarray | Tensor) -> np.ndarray:
-    """Each query's rank, from 0. scores (Q, T) query by target; relevant (Q, T) bool, at
-    least one per query. A query's rank is the number of irrelevant targets scoring at
-    least as high as its best relevant one: ties count against the query, so a model that
-    scores everything alike gets chance, not perfect, recall."""
-    scores = torch.as_tensor(scores)
-    relevant = torch.as_tensor(relevant, device=scores.device).bool()
-    if scores.shape != relevant.shape:
-        raise ValueError(f"scores {tuple(scores.shape)} and relevant {tuple(relevant.shape)}")
-    if not relevant.any(dim=1).all():
-        raise ValueError("every query needs at least one relevant target")
-    if scores.isnan().any():
-        raise ValueError("scores contain NaN (a NaN would rank its relevant target first)")
-    ranks = []
-    for start in range(0, len(scores), QUERY_CHUNK):
-        chunk, hits = scores[start : start + QUERY_CHUNK], relevant[start : start + QUERY_CHUNK]
-        best = chunk.masked_fill(~hits, float("-inf")).amax(dim=1, keepdim=True)
-        ranks.append(((chunk >= best) & ~hits).sum(dim=1))
-    return torch.cat(ranks).cpu().numpy()
-
-
-def chance_recall(relevant: np.ndarray | Tensor, ks: Sequence[int] = KS) -> dict[int, float]:
-    """recall_at_k's expected value under a uniformly random ranking: a query with r of T
-    targets relevant misses at k with probability C(T-r, k) / C(T, k), computed exactly as
-    the product over i < k of (T-r-i) / (T-i)."""
-    relevant = np.asarray(relevant, dtype=bool)
-    n_targets = relevant.shape[1]
-    counts, queries = np.unique(relevant.sum(axis=1), return_counts=True)
-    if counts[0] == 0:
-        raise ValueError("every query needs at least one relevant target")
-    out = {}
-    for k in ks:
-        i = np.arange(min(k, n_targets))
-        missed = np.array(
-            [np.prod(np.clip(n_targets - r - i, 0, None) / (n_targets - i)) for r in counts]
-        )
-        out[k] = float(((1 - missed) * queries).sum() / len(relevant))
-    return out
