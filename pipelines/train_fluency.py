@@ -52,6 +52,7 @@ from conceptual.fluency.model import (
     scores,
 )
 from conceptual.fluency.views import sentence_views
+from conceptual.metrics import auc, binary_scores, classifier_scores
 from conceptual.models.saving import load_fluency, save_fluency
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
@@ -234,42 +235,13 @@ def eval_set_name(cn_dir: str, pairs: list[LabelledPair]) -> str:
 # ---------------------------------------------------------------- scoring
 
 
-def binary_scores(predicted: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Precision, recall and F1 of the fluent class, and the share predicted fluent."""
-    hits = float(np.sum(predicted & labels))
-    precision = hits / max(int(predicted.sum()), 1)
-    recall = hits / max(int(labels.sum()), 1)
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": precision,
-        "recall": recall,
-        "F1": f1,
-        "predicted_fluent": float(predicted.mean()) if len(predicted) else 0.0,
-    }
-
-
-def auc(values: np.ndarray, labels: np.ndarray) -> float:
-    """The area under the ROC curve of `values` ranking fluent pairs above the others (ties
-    count half); NaN when the labels hold one class only."""
-    positives, negatives = int(labels.sum()), int((~labels).sum())
-    if not positives or not negatives:
-        return float("nan")
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]  # 1-based, ties averaged
-    return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
-
-
-def classifier_scores(values: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    return {**binary_scores(values > FLUENT_ABOVE, labels), "AUC": auc(values, labels)}
-
-
 def dev_scores(probabilities: np.ndarray, lengths: np.ndarray, labels: np.ndarray) -> dict:
     """The four-view score's metrics (F1, precision, recall, AUC, predicted_fluent) and each
     view's as `<view>.F1` etc."""
-    out = classifier_scores(scores(probabilities, lengths), labels)
+    out = classifier_scores(scores(probabilities, lengths), labels, FLUENT_ABOVE)
     for i, view in enumerate(VIEWS):
         present = lengths[:, i] > 0
-        view_scores = classifier_scores(probabilities[present, i], labels[present])
+        view_scores = classifier_scores(probabilities[present, i], labels[present], FLUENT_ABOVE)
         out.update({f"{view}.{name}": value for name, value in view_scores.items()})
     return out
 
@@ -286,9 +258,12 @@ def held_out(
     sentence length (a threshold in Chinese words, set on the dev labels: length_rule)."""
     p = predict(model, test["columns"])
     lengths, labels = test["columns"]["lengths"], test["labels"]
-    rows = [{"classifier": "four_view", **classifier_scores(scores(p, lengths), labels)}]
+    rows = [
+        {"classifier": "four_view", **classifier_scores(scores(p, lengths), labels, FLUENT_ABOVE)}
+    ]
     rows += [
-        {"classifier": view, **classifier_scores(p[:, i], labels)} for i, view in enumerate(VIEWS)
+        {"classifier": view, **classifier_scores(p[:, i], labels, FLUENT_ABOVE)}
+        for i, view in enumerate(VIEWS)
     ]
     shorter, words = length_rule(dev)
     test_words = words_of(test)

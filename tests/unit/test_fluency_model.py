@@ -153,7 +153,8 @@ def test_the_scorer_scores_sentences_with_and_without_a_source(tmp_path):
 
 
 def test_held_out_scores_and_the_length_rule():
-    from conceptual.pipelines.train_fluency import auc, binary_scores, length_rule
+    from conceptual.metrics import auc, binary_scores
+    from conceptual.pipelines.train_fluency import length_rule
 
     labels = np.array([True, True, False, False, False])
     assert binary_scores(np.array([True, False, True, False, False]), labels) == {
