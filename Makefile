@@ -10,7 +10,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(PY) -m conceptual.demo
+	$(PY) -m conceptual_demo
 
 test: setup
 	$(PY) -m pytest -m "not benchmark and not slow" tests

@@ -95,7 +95,7 @@ def _free_port() -> int:
 def captioned_folder():
     """A function writing the demo's good photos with fitting captions as an importable
     folder (captions.csv, images/); it returns the catalogue."""
-    from conceptual.demo.images import write_captioned_folder
+    from conceptual_demo.images import write_captioned_folder
 
     return write_captioned_folder
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from conceptual.demo.corpus import generate_candidates, write_candidates
 from conceptual.pipelines.curation import CurationConfig, curate
 from conceptual.runtime import init_ray
+from conceptual_demo.corpus import generate_candidates, write_candidates
 
 SCALES = [int(n) for n in os.environ.get("BENCHMARK_SCALES", "100000,1000000").split(",")]
 CAPTION_KINDS = {"descriptive", "named_entities"}

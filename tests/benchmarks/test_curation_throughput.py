@@ -31,10 +31,10 @@ import ray
 
 from conceptual.assets import load_spacy
 from conceptual.candidates import parse
-from conceptual.demo.corpus import generate_candidates, write_candidates
 from conceptual.pipelines.curation import CurationConfig, curate
 from conceptual.runtime import init_ray
 from conceptual.text.filters import TextFilters
+from conceptual_demo.corpus import generate_candidates, write_candidates
 
 N = int(os.environ.get("BENCHMARK_CANDIDATES", "20000"))
 RAW_BASELINE = os.environ.get("BENCHMARK_RAW_BASELINE", "1") != "0"

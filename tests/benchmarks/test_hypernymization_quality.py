@@ -31,11 +31,11 @@ import statistics
 import sys
 import time
 
-from conceptual.demo.corpus import generate_candidates
 from conceptual.metrics import caption_scores, token_f1
 from conceptual.text.curate import TextCurator
 from conceptual.text.filters import TextFilters
 from conceptual.text.hypernymize import RULES, HypernymConfig, Hypernymizer
+from conceptual_demo.corpus import generate_candidates
 
 HALVES = ("tuning", "check")
 DEMO_CANDIDATES = 5000  # demo corpus rows; about 1,000 survive the cheap filters

@@ -54,7 +54,6 @@ import torch
 from PIL import Image
 from threadpoolctl import threadpool_limits
 
-from conceptual.demo.images import good_jpeg
 from conceptual.models.retriever import DualEncoder, match_mask, mms_loss, triplet_loss
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.retrieval_data import PhotoAugmentConfig, photo_pixels
@@ -66,6 +65,7 @@ from conceptual.pipelines.train_retriever import (
 from conceptual.pipelines.training import make_optimizer, train_epoch
 from conceptual.speech.audio import SAMPLE_RATE, encode_flac
 from conceptual.speech.features import AudioFeatureConfig, clip_features
+from conceptual_demo.images import good_jpeg
 
 BATCH = 48  # the spec's batch per worker
 IMAGE_DIM = 1280  # EfficientNet-lite0's pooled vector

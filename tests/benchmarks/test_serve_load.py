@@ -40,7 +40,6 @@ from PIL import Image
 from ray import serve
 
 from conceptual import registry
-from conceptual.demo.images import good_jpeg
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.inference import ImageCaptioner, read_image
 from conceptual.models.saving import save_model
@@ -49,6 +48,7 @@ from conceptual.serve.app import APP_NAME, ServeConfig, start
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.tracking import start_run
+from conceptual_demo.images import good_jpeg
 
 # Serve's handles and replicas report their load to the autoscaler every 10 s by default:
 # every second here, so that the autoscaling phase fits a short run. Ray's processes read

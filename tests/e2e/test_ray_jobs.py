@@ -29,9 +29,9 @@ def submit(cluster, *args: str, **options) -> subprocess.CompletedProcess:
 def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
     """The whole funnel as a user runs it: images fetched by the cluster from an HTTP server
     on 127.0.0.1, then the features of what was kept."""
-    from conceptual.demo.corpus import write_candidates
-    from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
-    from conceptual.demo.server import serve_directory
+    from conceptual_demo.corpus import write_candidates
+    from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
+    from conceptual_demo.server import serve_directory
 
     catalogue = build_images(tmp_path / "images")
     out = tmp_path / "out"

@@ -19,9 +19,9 @@ import pytest
 from ray_cli import ray_env
 
 from conceptual import storage
-from conceptual.demo.corpus import write_candidates
-from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
-from conceptual.demo.server import serve_directory
+from conceptual_demo.corpus import write_candidates
+from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
+from conceptual_demo.server import serve_directory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.faults]
 

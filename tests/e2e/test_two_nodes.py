@@ -150,8 +150,8 @@ def candidate_ids(output: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def demo_images(tmp_path_factory):
-    from conceptual.demo.images import build_images
-    from conceptual.demo.server import serve_directory
+    from conceptual_demo.images import build_images
+    from conceptual_demo.server import serve_directory
 
     catalogue = build_images(tmp_path_factory.mktemp("images"))
     with serve_directory(catalogue.directory) as server:
@@ -161,8 +161,8 @@ def demo_images(tmp_path_factory):
 def upload_candidates(rows: list, tmp_path: Path, name: str) -> tuple[str, list[str]]:
     """The rows as a Conceptual Captions TSV on S3, and the candidate ids of its lines."""
     from conceptual import storage
-    from conceptual.demo.corpus import write_candidates
     from conceptual.records import candidate_id
+    from conceptual_demo.corpus import write_candidates
 
     local, uri = tmp_path / f"{name}.tsv", f"{BUCKET}/{name}/in.tsv"
     write_candidates(rows, str(local), fmt="cc_tsv")
@@ -200,7 +200,7 @@ def curated(cluster, demo_images, tmp_path_factory):
     """The demo's candidates with their photos, curated from S3 to S3 by the cluster: the
     output (which the training test reads), the candidate ids, the input and the settings
     that fetch from the demo's server."""
-    from conceptual.demo.images import demo_candidates, fetch_overrides
+    from conceptual_demo.images import demo_candidates, fetch_overrides
 
     catalogue, url = demo_images
     rows = demo_candidates(catalogue, url, 300, seed=5)
@@ -371,7 +371,7 @@ def text_job(
     """A text-only curation of `rows` generated candidates by two NLP actors, in input
     ranges of 64 KiB (about 600 candidates), submitted without waiting: (submission id,
     output URI, the candidate ids)."""
-    from conceptual.demo.corpus import generate_candidates
+    from conceptual_demo.corpus import generate_candidates
 
     source, expected = upload_candidates(generate_candidates(rows, seed=rows), tmp_path, name)
     output, submission = f"{BUCKET}/{name}/out", f"{name}-{uuid.uuid4().hex[:8]}"

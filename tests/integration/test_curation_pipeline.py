@@ -14,9 +14,9 @@ import pytest
 
 from conceptual import storage
 from conceptual.candidates import CandidateFormatError
-from conceptual.demo.corpus import generate_candidates, write_candidates
 from conceptual.pipelines.curation import CurationConfig, curate, run
 from conceptual.storage import SUCCESS
+from conceptual_demo.corpus import generate_candidates, write_candidates
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,11 @@ from email.message import Message
 
 import pytest
 
-from conceptual.demo import server
-from conceptual.demo.images import EXPECTED_REASONS, build_images, failure_urls
-from conceptual.demo.server import serve_directory
 from conceptual.vision import fetch
 from conceptual.vision.fetch import FetchConfig, Fetcher
+from conceptual_demo import server
+from conceptual_demo.images import EXPECTED_REASONS, build_images, failure_urls
+from conceptual_demo.server import serve_directory
 
 pytestmark = pytest.mark.integration
 
@@ -108,7 +108,7 @@ def test_a_missing_directory_is_an_error(tmp_path):
 
 def test_the_command_line_serves_a_directory(catalogue, free_port):
     port = free_port()
-    command = [sys.executable, "-m", "conceptual.demo.server", str(catalogue.directory)]
+    command = [sys.executable, "-m", "conceptual_demo.server", str(catalogue.directory)]
     process = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, text=True)
     try:
         assert f"http://127.0.0.1:{port}/" in process.stdout.readline()

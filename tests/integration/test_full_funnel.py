@@ -14,13 +14,13 @@ from PIL import Image
 
 from conceptual import storage
 from conceptual.config import load
-from conceptual.demo.corpus import write_candidates
-from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
-from conceptual.demo.server import serve_directory
 from conceptual.importers import csv_pairs, write_import
 from conceptual.pipelines.curation import STAGES, CurationConfig, run
 from conceptual.pipelines.features import FeaturesConfig, extract
 from conceptual.storage import SUCCESS
+from conceptual_demo.corpus import write_candidates
+from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
+from conceptual_demo.server import serve_directory
 
 pytestmark = pytest.mark.integration
 

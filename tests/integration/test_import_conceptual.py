@@ -17,11 +17,11 @@ from PIL import Image
 from released_fixtures import build, write_parquet, write_tsv  # tests/released_fixtures.py
 
 from conceptual import storage
-from conceptual.demo.server import serve_directory
 from conceptual.jobs import import_conceptual
 from conceptual.records import CURATED
 from conceptual.storage import SUCCESS
 from conceptual.vision.labels import LabelMatcher
+from conceptual_demo.server import serve_directory
 
 pytestmark = [pytest.mark.integration, pytest.mark.realdata]
 

@@ -23,7 +23,6 @@ import torch
 from fault_injection import Faulty, fault, raising_on, ship
 from PIL import Image
 
-from conceptual.demo.images import good_jpeg
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
@@ -32,6 +31,7 @@ from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import build_index, features, score_fluency, speech
 from conceptual.records import CLIP, CURATED_LANGUAGE, FEATURES
 from conceptual.speech.audio import encode_flac
+from conceptual_demo.images import good_jpeg
 
 pytestmark = pytest.mark.integration
 

@@ -282,15 +282,15 @@ def test_the_readme_small_example_runs_every_stage(
     with examples/pipeline_small.yaml, every stage run and a champion of each system."""
     import shlex
 
-    from conceptual.demo import example
     from conceptual.jobs import import_captions, pipeline
     from conceptual.pipelines.pipeline import STAGES
+    from conceptual_demo import example
 
     section = (repo / "README.md").read_text().split("**Every stage on a small input.**", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     commands = [shlex.split(line.replace("out/", f"{tmp_path}/")) for line in block.splitlines()]
     monkeypatch.chdir(repo)
-    jobs = {"conceptual.demo.example": example, "conceptual.jobs.import_captions": import_captions}
+    jobs = {"conceptual_demo.example": example, "conceptual.jobs.import_captions": import_captions}
     jobs["conceptual.jobs.pipeline"] = pipeline
     for command in commands:
         assert jobs[command[2]].main(command[3:]) == 0, command

@@ -12,11 +12,11 @@ from curated_rows import outputs, own_files, scores_rounded
 
 from conceptual import storage
 from conceptual.config import load
-from conceptual.demo.corpus import generate_candidates, write_candidates
-from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
-from conceptual.demo.server import serve_directory
 from conceptual.pipelines import journal as journaling
 from conceptual.pipelines.curation import CurationConfig, curate
+from conceptual_demo.corpus import generate_candidates, write_candidates
+from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
+from conceptual_demo.server import serve_directory
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,6 @@ from PIL import Image
 from ray import serve
 
 from conceptual import registry
-from conceptual.demo.images import good_jpeg
 from conceptual.jobs import build_index as build_index_job
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
@@ -51,6 +50,7 @@ from conceptual.serve.retriever_deployment import (
 )
 from conceptual.speech.audio import encode_flac
 from conceptual.tracking import start_run
+from conceptual_demo.images import good_jpeg
 
 pytestmark = pytest.mark.integration
 

@@ -17,13 +17,13 @@ from fault_injection import Faulty, ship
 
 from conceptual import storage
 from conceptual.config import load
-from conceptual.demo.corpus import generate_candidates, write_candidates
-from conceptual.demo.images import build_images, demo_candidates, fetch_overrides
-from conceptual.demo.server import serve_directory
 from conceptual.errors import INTERNAL_ERROR, TooManyErrors
 from conceptual.pipelines import curation
 from conceptual.pipelines.curation import CurationConfig, curate, run
 from conceptual.pipelines.image_stages import fetch_images
+from conceptual_demo.corpus import generate_candidates, write_candidates
+from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
+from conceptual_demo.server import serve_directory
 
 pytestmark = pytest.mark.integration
 

@@ -38,7 +38,6 @@ from ray import serve
 from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 
 from conceptual import registry
-from conceptual.demo.images import bomb, corrupt, good_jpeg, truncated
 from conceptual.models.inference import max_decoded_pixels
 from conceptual.models.saving import LEGACY_FEATURES
 from conceptual.serve.app import APP_NAME, MAX_FORM_PARTS, Api, ServeConfig, build, start
@@ -49,6 +48,7 @@ from conceptual.serve.captioner_deployment import (
 )
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.tracking import start_run
+from conceptual_demo.images import bomb, corrupt, good_jpeg, truncated
 
 pytestmark = pytest.mark.integration
 

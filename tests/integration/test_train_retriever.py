@@ -206,7 +206,7 @@ PHOTO_SIZE = 64
 
 def photo_records() -> list[dict]:
     """Curated records (id, image_url, caption, split, image) of the photos."""
-    from conceptual.demo.images import good_jpeg, mirrored
+    from conceptual_demo.images import good_jpeg, mirrored
 
     records = []
     for name, (split, captions) in PHOTOS.items():

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pyarrow.parquet as pq
 import pytest
 
-from conceptual.demo.corpus import (
+from conceptual_demo.corpus import (
     GENERATORS,
     HUGE_MAX_CHARS,
     HUGE_MIN_CHARS,

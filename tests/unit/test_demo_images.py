@@ -11,9 +11,13 @@ import pytest
 from PIL import Image
 
 from conceptual.config import load
-from conceptual.demo import server
-from conceptual.demo.corpus import generate_candidates
-from conceptual.demo.images import (
+from conceptual.vision.cnn import ImageNetClassifier
+from conceptual.vision.fetch import FetchConfig
+from conceptual.vision.images import ImageFilters
+from conceptual.vision.labels import LabelMatcher
+from conceptual_demo import server
+from conceptual_demo.corpus import generate_candidates
+from conceptual_demo.images import (
     EXPECTED_REASONS,
     FAILURES,
     FITTING_SHARE,
@@ -30,10 +34,6 @@ from conceptual.demo.images import (
     fetch_overrides,
     fitting_candidates,
 )
-from conceptual.vision.cnn import ImageNetClassifier
-from conceptual.vision.fetch import FetchConfig
-from conceptual.vision.images import ImageFilters
-from conceptual.vision.labels import LabelMatcher
 
 BASE_URL = "http://127.0.0.1:8000"
 

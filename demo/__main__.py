@@ -27,9 +27,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conceptual import registry, storage
-from conceptual.demo.corpus import write_candidates
-from conceptual.demo.images import Catalogue, build_images, demo_candidates, fetch_overrides
-from conceptual.demo.server import serve_directory
 from conceptual.jobs import (
     caption,
     curate,
@@ -41,6 +38,9 @@ from conceptual.jobs import (
 from conceptual.logs import job_output
 from conceptual.paths import state_dir
 from conceptual.serve.app import start
+from conceptual_demo.corpus import write_candidates
+from conceptual_demo.images import Catalogue, build_images, demo_candidates, fetch_overrides
+from conceptual_demo.server import serve_directory
 
 # The demo has 15 distinct photos (5 scenes x 3 views): these fractions hold 6 of them out
 # (4 val, 2 test; the split is a hash of the image bytes), every scene staying in train.
@@ -66,7 +66,7 @@ CHAMPION = f"models:/{registry.MODEL_NAME}@{registry.CHAMPION}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conceptual.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m conceptual_demo", description=__doc__)
     parser.add_argument("--candidates", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--curate-only", action="store_true", help="stop after curation")

@@ -29,7 +29,7 @@ that fail before any image arrives (FAILURES). The build is deterministic: the s
 on every build with the same Pillow.
 
 Candidates. `demo_candidates` is what the demo curates: the generated web alt-texts of
-`conceptual.demo.corpus`, each given an image on the demo server by `attach_images` (the
+`conceptual_demo.corpus`, each given an image on the demo server by `attach_images` (the
 captions do not describe those photos, so the image&text rule rejects them), plus
 `fitting_candidates`, the photos with captions that fit them (FITTING_SHARE of the rows).
 """
@@ -49,8 +49,8 @@ import numpy as np
 from PIL import Image
 from skimage import data
 
-from conceptual.demo import server
-from conceptual.demo.corpus import apportion, generate_candidates
+from conceptual_demo import server
+from conceptual_demo.corpus import apportion, generate_candidates
 
 MIN_SIDE = 400  # the image filter's default: both sides must be > 400 px
 UPSAMPLED_SIDE = 480  # the short side of photos that were too small for the filter

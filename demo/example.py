@@ -3,7 +3,7 @@ the demo's photos (5 scenes, each in 3 views: 15 JPEGs of 400 to 600 pixels a si
 above the image filters' 400-pixel `image.min_side`) with captions that fit them, in the
 layout import_captions reads (captions.csv, images/).
 
-    python -m conceptual.demo.example out/example [--captions-per-photo 8]
+    python -m conceptual_demo.example out/example [--captions-per-photo 8]
     python -m conceptual.jobs.import_captions --folder out/example --output out/example-import
     python -m conceptual.jobs.pipeline --config examples/pipeline_small.yaml \\
         input=out/example-import/candidates output=out/pipeline-all
@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.demo.images import write_captioned_folder
+from conceptual_demo.images import write_captioned_folder
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conceptual.demo.example", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m conceptual_demo.example", description=__doc__)
     parser.add_argument("folder", help="where captions.csv and images/ go (created)")
     parser.add_argument("--captions-per-photo", type=int, default=8)
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ Paths besides the directory's files (and its listing at /):
 | /redirect-private | a redirect to PRIVATE_TARGET, an address on a private network |
 | /slow | nothing for `slow_s` seconds (longer than the demo's fetch timeout), then a 204 |
 
-To browse the images: `python -m conceptual.demo.server DIR [--port N]`.
+To browse the images: `python -m conceptual_demo.server DIR [--port N]`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def serve_directory(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m conceptual.demo.server", description="Serve the demo's images."
+        prog="python -m conceptual_demo.server", description="Serve the demo's images."
     )
     parser.add_argument("directory", type=Path)
     parser.add_argument("--port", type=int, default=0, help="default: any free port")
