@@ -77,9 +77,10 @@ class CaptionerSettings(Config):
     tracking_uri: str | None = None
     poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks the alias
     max_batch_size: int = Field(8, ge=1)  # 1 turns batching off
-    # How long a batch waits to fill up. Short: a lone request pays all of it, while under
-    # load requests queue during the running batch and the next one starts full anyway.
-    batch_wait_timeout_s: float = Field(0.005, ge=0)
+    # How long a batch waits to fill up. None by default: a lone request would pay all of it,
+    # while under load requests queue (decoded) during the running batch, which the next
+    # batch takes at once.
+    batch_wait_timeout_s: float = Field(0.0, ge=0)
     # Pixels one replica decodes and holds at once (a decode reserves what the header
     # declares, the decoded image keeps what it has); more wait. RGB takes 3 bytes a pixel,
     # decoding twice that: 50M is about 0.3 GB.
@@ -282,7 +283,7 @@ class CaptionerDeployment:
             captioned.timings.update(decode=decode_ms, replica=since(started))
             return captioned
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)  # set from the settings above
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.0)  # set from the settings above
     async def _caption_batch(self, requests: list[CaptionRequest]) -> list[Captioned]:
         served = self.champion.served  # this batch's version, whatever the alias does meanwhile
         started = time.perf_counter()

@@ -19,18 +19,29 @@ is the real EfficientNet-lite0. Phases, on the same photos and at beam 3:
     .venv/bin/pytest -m benchmark tests/benchmarks/test_serve_load.py -s -k flood
     # SERVE_BENCH_FLOOD_CLIENTS=200 SERVE_BENCH_FLOOD_SECONDS=30 by default
 The load generator runs on the same cores as the replicas.
+
+With SERVE_BENCH_PROFILE=DIR, -k overhead also samples Serve's proxy and each replica with
+py-spy during a second pass of the one-client phase over HTTP: DIR gets each process's collapsed stacks
+(flamegraph input) and profile.json, the Python CPU milliseconds each process spent per request and
+the functions that spent them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -64,6 +75,8 @@ COOLDOWN_S = 60.0
 BEAM = 3
 SEQUENTIAL_REQUESTS = 20  # for the in-process and one-client latencies
 MODEL_NAME = "bench-captioner"
+PROFILE_DIR = os.environ.get("SERVE_BENCH_PROFILE")
+PROFILE_RATE = 250  # samples/s: one sample is 4 ms of a process's time holding the GIL
 CAPTIONS = [
     "a cup of coffee on a saucer beside a spoon",
     "a cat sleeps on a striped cushion",
@@ -282,11 +295,74 @@ def sequential(url: str, photos: list[bytes]) -> dict:
     return {**percentiles(latencies), "server_timing_p50_ms": medians}
 
 
+def serve_processes() -> dict[str, int]:
+    """Serve's proxy and replica processes on this machine, by their Ray process titles
+    (`ray::ServeReplica:APP:Captioner` -> `Captioner`)."""
+    listed = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True)
+    found = {}
+    for line in listed.stdout.splitlines():
+        pid, _, title = line.strip().partition(" ")
+        if title.startswith("ray::ProxyActor"):
+            found["proxy"] = int(pid)
+        elif title.startswith("ray::ServeReplica:"):
+            found[title.split()[0].rsplit(":", 1)[-1]] = int(pid)
+    return found
+
+
+@contextlib.contextmanager
+def profiled(directory: Path):
+    """py-spy sampling each Serve process while the block runs: only threads holding the GIL,
+    so that threads blocked in Ray's C++ core do not count as busy."""
+    directory.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    samplers = {
+        name: subprocess.Popen(
+            [spy, "record", "--pid", str(pid), "--rate", str(PROFILE_RATE), "--format", "raw",
+             "--gil", "--nonblocking", "--output", str(directory / f"{name}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for name, pid in serve_processes().items()
+    }
+    time.sleep(1)  # attached
+    try:
+        yield
+    finally:
+        for sampler in samplers.values():
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its file and exits
+        for sampler in samplers.values():
+            sampler.wait(timeout=60)
+
+
+def profile_summary(directory: Path, requests: int, top: int = 12) -> dict:
+    """Per process: Python CPU ms per request, and the functions (leaf frames) that spent
+    most of it."""
+    summary = {}
+    for stacks in sorted(directory.glob("*.txt")):
+        leaves, total = Counter(), 0
+        for line in stacks.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            leaves[stack.rsplit(";", 1)[-1]] += int(count)
+            total += int(count)
+        summary[stacks.stem] = {
+            "cpu_ms_per_request": round(total * 1000 / PROFILE_RATE / requests, 1),
+            "top_ms_per_request": {
+                frame: round(n * 1000 / PROFILE_RATE / requests, 2)
+                for frame, n in leaves.most_common(top)
+            },
+        }
+    (directory / "profile.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
 def overhead(model_dir, photos: list[bytes], url: str, door_port: int) -> dict:
     """Phase 1: the in-process call, then one client over HTTP to Serve, then through the
     front door (nginx) in front of it, one request at a time, in one run."""
     direct = in_process(model_dir, photos)
     one_client = sequential(url, photos)
+    if PROFILE_DIR:  # a pass of its own: sampling slows the processes it samples
+        with profiled(Path(PROFILE_DIR)):
+            sequential(url, photos)
+        profile_summary(Path(PROFILE_DIR), SEQUENTIAL_REQUESTS + 1)  # with the warm-up
     door = FrontDoor(
         FrontDoorConfig(listen=f"127.0.0.1:{door_port}", upstream=url.removeprefix("http://"))
     )
