@@ -77,7 +77,7 @@ class CaptionerSettings(Config):
     tracking_uri: str | None = None
     poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks the alias
     max_batch_size: int = Field(8, ge=1)  # 1 turns batching off
-    # How long a batch waits to fill up. None by default: a lone request would pay all of it,
+    # How long a batch waits to fill up. Not at all by default: a lone request would pay all,
     # while under load requests queue (decoded) during the running batch, which the next
     # batch takes at once.
     batch_wait_timeout_s: float = Field(0.0, ge=0)
