@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from conceptual.models.captioner import Captioner, CaptionerConfig, features_tensor, tokens_tensor
+from conceptual.models.captioner import Captioner, CaptionerConfig, features_tensor
 from conceptual.models.decoding import greedy
 from conceptual.models.vocab import BOS, PAD, Vocabulary
 
@@ -80,6 +80,15 @@ def test_features_tensor_reads_pooled_or_grid_cells_in_row_major_order():
     cells = features_tensor(rows_pooled, rows_grid, "8x8")
     assert cells.shape == (2, 64, 5) and cells.dtype == torch.float32
     assert torch.equal(cells[1, 3 * 8 + 6], torch.from_numpy(grid[1, 3, 6]))
+
+
+def tokens_tensor(encoded: list[list[int]]) -> torch.Tensor:
+    """Encoded captions as one (B, T) tensor, padded at the end with <pad> (as the features
+    dataset's tokens column is)."""
+    tokens = torch.full((len(encoded), max(map(len, encoded))), PAD, dtype=torch.long)
+    for row, ids in zip(tokens, encoded):
+        row[: len(ids)] = torch.tensor(ids)
+    return tokens
 
 
 def test_tokens_tensor_pads_at_the_end():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conceptual.rating.agreement import fleiss_kappa, interval, krippendorff_alpha, nominal
+from conceptual.rating.agreement import fleiss_kappa, interval, krippendorff_alpha
 
 
 def test_fleiss_kappa_of_three_raters_worked_by_hand():
@@ -62,6 +62,10 @@ KRIPPENDORFF = [
     [1, 1],
     [3],
 ]
+
+
+def nominal(a: float, b: float) -> float:
+    return 0.0 if a == b else 1.0
 
 
 def test_krippendorff_alpha_nominal_of_the_textbook_example():

@@ -84,7 +84,6 @@ from conceptual.fluency.flickr8k_cn import ENGLISH, SOURCES, read_lines
 from conceptual.importers import existing_dir, existing_file
 from conceptual.text.chinese import is_punctuation, normalize
 
-MEASURE = "chrF"
 THRESHOLD = 0.40  # fluent when chrF against the human translation is at least this
 MACHINE_TRANSLATIONS = ("baidu", "google")
 CHRF_ORDERS, CHRF_BETA = 6, 2.0

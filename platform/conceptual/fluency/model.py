@@ -34,7 +34,6 @@ from conceptual.config import Config
 from conceptual.models.vocab import PAD, Vocabulary
 
 VIEWS = ("zh_words", "zh_pos", "en_words", "en_pos")
-SOURCE_VIEWS = ("en_words", "en_pos")  # absent when the sentence translates nothing
 FLUENT_ABOVE = 0.5  # the spec's decision: fluent when the score is above this
 
 

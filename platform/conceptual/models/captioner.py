@@ -13,7 +13,8 @@ Both project the features to `d_model` and tie the word embeddings to the output
 
     model = Captioner(CaptionerConfig(feature_map="8x8", vocab_size=len(vocab)))
     features = features_tensor(batch["pooled"], batch["grid"], "8x8")   # (B, 64, 1280)
-    loss = model.loss(features, tokens_tensor([vocab.encode(c) for c in batch["caption"]]))
+    tokens = vocab.encode_array(batch["caption"], model.config.max_tokens)  # padded with <pad>
+    loss = model.loss(features, torch.from_numpy(tokens))
 """
 
 from __future__ import annotations
@@ -83,14 +84,6 @@ def features_tensor(pooled: Sequence, grid: Sequence, kind: FeatureKind) -> Tens
 
 def _stack(rows: Sequence) -> np.ndarray:
     return np.stack([np.asarray(row, dtype=np.float32) for row in rows])
-
-
-def tokens_tensor(encoded: Sequence[Sequence[int]]) -> Tensor:
-    """Encoded captions as one (B, T) tensor, padded at the end with <pad>."""
-    tokens = torch.full((len(encoded), max(map(len, encoded))), PAD, dtype=torch.long)
-    for row, ids in zip(tokens, encoded):
-        row[: len(ids)] = torch.tensor(ids)
-    return tokens
 
 
 def sinusoids(length: int, dim: int) -> Tensor:

@@ -33,10 +33,6 @@ def fleiss_kappa(subjects: Sequence[Sequence[Hashable]]) -> float | None:
     return (observed - expected) / (1 - expected)
 
 
-def nominal(a: float, b: float) -> float:
-    return 0.0 if a == b else 1.0
-
-
 def interval(a: float, b: float) -> float:
     return (a - b) ** 2
 
