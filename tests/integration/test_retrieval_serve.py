@@ -13,6 +13,7 @@ import io
 import json
 import re
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from conceptual.pipelines.build_index import BuildIndexConfig, run
 from conceptual.pipelines.features import FeaturesConfig, FeatureStage
 from conceptual.records import CLIP, image_id
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
+from conceptual.serve import retriever_deployment
 from conceptual.serve.app import ServeConfig, start
 from conceptual.serve.captioner_deployment import CaptionerSettings
 from conceptual.serve.retriever_deployment import (
@@ -472,6 +474,41 @@ def test_with_asr_a_spoken_query_is_transcribed_and_searched_by_text(ready, mode
     assert answer.path == "asr" and answer.query == "speech" and len(answer.images) == 3
     assert {"pink", "stairs"} <= set(answer.transcript.split())  # "a child in a pink dress..."
     assert answer.model.name == models["names"]["text"]
+
+
+def test_a_held_decode_does_not_hold_up_other_queries(ready, models, monkeypatch):
+    """Issue 32: audio is decoded on a thread of its own. While one spoken query's decode is
+    held, a text query and an image query on the same replica (a text retriever with asr,
+    the one that takes all three) are answered; then the spoken one is."""
+    decoding, released = threading.Event(), threading.Event()
+    decode = retriever_deployment.read_audio
+
+    def held_decode(*args):
+        decoding.set()
+        assert released.wait(WAIT_S)
+        return decode(*args)
+
+    monkeypatch.setattr(retriever_deployment, "read_audio", held_decode)
+    settings = RetrievalSettings(text_model=models["names"]["text"], asr=True, poll_seconds=60)
+
+    async def queries():
+        deployment = RetrieverDeployment.func_or_class.__new__(RetrieverDeployment.func_or_class)
+        await deployment.__init__(settings, "text")
+        try:
+            spoken = asyncio.create_task(deployment.search_audio(wav(tone(1.0)), 2, "audio/wav"))
+            assert await asyncio.to_thread(decoding.wait, WAIT_S)
+            text = await asyncio.wait_for(deployment.search_text("a rocket", 2), WAIT_S)
+            image = await asyncio.wait_for(deployment.search_image(jpeg("rocket"), 2), WAIT_S)
+            assert not spoken.done()  # still decoding
+            released.set()
+            return text, image, await asyncio.wait_for(spoken, WAIT_S)
+        finally:
+            released.set()
+            deployment._following.cancel()
+
+    text, image, spoken = asyncio.run(queries())
+    assert len(text.images) == 2 and len(image.captions) == 2
+    assert spoken.path == "asr"
 
 
 def test_an_index_on_s3_is_built_and_served(ready, models, data, s3_endpoint):
