@@ -3,7 +3,8 @@
     read -> text -> syntax -> hypernymize   (one NLP actor pool, one spaCy parse per text)
          -> fetch -> image -> overlap       (fetch tasks with a thread pool each, feeding
                                              one vision actor pool: GPUs when the cluster has them)
-         -> entity_frequency                (a global count, then a filter)
+         -> deduplicate -> entity_frequency (global steps: a tally over all rows, then a
+                                             decision on each)
          -> split                           (train/val/test by a stable hash of the image)
          -> curated/ and rejected/ Parquet, optional WebDataset shards, stats.json, _SUCCESS
 
@@ -34,8 +35,6 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-import numpy as np
-import pyarrow as pa
 import ray
 import ray.data
 from pydantic import model_validator
@@ -69,17 +68,27 @@ from conceptual.pipelines.rows import (
     DUPLICATE,
     ENTITY_FREQUENCY_STAGE,
     RARE_TYPE,
+    assign_splits,
     concept_tally,
     duplicate_keys,
-    duplicates,
-    finalize,
+    mark_duplicates,
+    mark_rare,
     outcome_tally,
+    rare_concepts,
+    repeated_images,
     to_curated,
     to_rejected,
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
-from conceptual.pipelines.stages import Stage, Step, run_steps
-from conceptual.records import PROCESSED
+from conceptual.pipelines.stages import (
+    GlobalStep,
+    Step,
+    checked,
+    per_candidate,
+    run_global_steps,
+    run_steps,
+)
+from conceptual.records import Stage
 from conceptual.splits import SplitConfig
 from conceptual.storage import SUCCESS
 from conceptual.text.curate import (
@@ -235,9 +244,43 @@ ENTITY_FREQUENCY = Stage(
 )
 
 
-def steps(config: CurationConfig) -> tuple[Step, ...]:
-    """The per-candidate stages as operators, in order: `read` (the readers) comes before
-    them, `entity_frequency` (a global count, in `curate`) after."""
+# The columns the readers fill in every row; the image, split and labels only when the input
+# carries them, so no step may count on them.
+READ_COLUMNS = ("id", "image_url", "page_url", "alt_text", "position")
+
+
+def steps(config: CurationConfig) -> tuple[Step | GlobalStep, ...]:
+    """The stages as operators, in order, each finding what it needs (`checked`): `read`
+    (the readers) comes before them; the per-candidate steps, then the global ones."""
+    return checked((*per_candidate_steps(config), *global_steps(config)), READ_COLUMNS)
+
+
+def global_steps(config: CurationConfig) -> tuple[GlobalStep, ...]:
+    """Exact duplicates, then the entity-frequency rule (which so counts each photo once)."""
+    by_image = config.dedup.by_image and config.with_images
+    per_task = config.resources.rows_per_pass_task(config.with_images)
+    deduplicate = GlobalStep(
+        (DEDUPLICATE,),
+        duplicate_keys,
+        repeated_images,
+        mark_duplicates,
+        {"by_url": config.dedup.by_url, "by_image": by_image},
+        per_task,
+        needs=("position", "image_url", *(("image_id",) if by_image else ())),
+    )
+    entity_frequency = GlobalStep(
+        (ENTITY_FREQUENCY,),
+        concept_tally,
+        rare_concepts,
+        mark_rare,
+        config.entity_frequency.model_dump(),
+        per_task,
+        needs=("types",),
+    )
+    return (deduplicate, entity_frequency)
+
+
+def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
     resources = config.resources
     text = Step(
         (TEXT, SYNTAX, HYPERNYMIZE),
@@ -245,6 +288,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
         {"text": config.text},
         # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
         Resources(resources.batch_size, resources.nlp_actors, resources.cpus_per_actor),
+        needs=("alt_text",),
         adds=("caption", "entities", "types"),
         materialize=True,  # the NLP pool is gone before the vision pool, which gets every CPU
     )
@@ -256,6 +300,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
             # As light as reading: no CPU reserved (the vision pool may hold every CPU), and
             # so a bounded number of tasks.
             Resources(resources.batch_size, resources.fetch_tasks, cpus=0, tasks=True),
+            needs=("alt_text",),
             adds=("caption", "entities", "types", "split"),
         )
     if not config.with_images:
@@ -267,6 +312,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
         # Fetching waits on the network, not a CPU: its tasks reserve none (they would starve
         # behind the vision actors otherwise) and their number is capped instead.
         Resources(resources.fetch_batch_size, resources.fetch_tasks, cpus=0, tasks=True),
+        needs=("image_url",),
         adds=("image",),
         journals_itself=True,
     )
@@ -285,6 +331,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
             resources.cpus_per_actor,
             cnn=config.cnn,
         ),
+        needs=("image", "alt_text", "caption", "types", "entities"),
         adds=("width", "height", "labels", "matched", "image_id"),
         materialize=True,
     )
@@ -296,6 +343,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
         {"resize": config.image.resize, "max_pixels": config.image.max_pixels},
         # After the vision pool is gone (it materialized): a CPU per task.
         Resources(resources.vision_batch_size, None, resources.cpus_per_actor, tasks=True),
+        needs=("image",),
         adds=("image", "width", "height", "image_id"),
         materialize=True,
     )
@@ -304,8 +352,7 @@ def steps(config: CurationConfig) -> tuple[Step, ...]:
 
 def funnel_stages(config: CurationConfig) -> tuple[Stage, ...]:
     """Every stage a candidate can be rejected at, in funnel order."""
-    per_candidate = (stage for step in steps(config) for stage in step.stages)
-    return (READ, *per_candidate, DEDUPLICATE, ENTITY_FREQUENCY)
+    return (READ, *(stage for step in steps(config) for stage in step.stages))
 
 
 def stages(config: CurationConfig) -> tuple[str, ...]:
@@ -322,14 +369,6 @@ def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
     yield
     phases[phase] = round(time.monotonic() - started, 2)
     print(f"  {phase:<18}{phases[phase]:>7.1f} s", flush=True)
-
-
-def process(
-    candidates: ray.data.Dataset, config: CurationConfig, journal: Journal | None = None
-) -> ray.data.Dataset:
-    """Every per-candidate stage, materialized (its last step is): the global rules need it
-    all."""
-    return run_steps(candidates, steps(config), journal)
 
 
 def resume_settings(config: CurationConfig) -> dict[str, Any]:
@@ -358,10 +397,10 @@ def curate(
         *(() if config.resume else (RESUME,)),
     ):
         storage.delete(storage.join(output_uri, part))
-    journal = None
+    table, journal = steps(config), None
     if config.resume:
         identity = fingerprint(input_uri, resume_settings(config))
-        journal = Journal.open(output_uri, identity, len(steps(config)))
+        journal = Journal.open(output_uri, identity, len(per_candidate(table)))
         if journal.resumed_rows:
             print(f"  resuming: {journal.resumed_rows} candidates done before", flush=True)
 
@@ -374,40 +413,19 @@ def curate(
             journal,
             splits=config.captions == "released",
         )
-        processed = process(candidates, config, journal)
+        # materialized (its last step is): the global steps need it all
+        processed = run_steps(candidates, table, journal)
 
-    ef, dedup = config.entity_frequency, config.dedup
     per_task = config.resources.rows_per_pass_task(config.with_images)
     with timed(phases, "global_rules"):
-        same_url, same_image = None, None
-        if dedup.by_url or (dedup.by_image and config.with_images):
-            keys = processed.map_batches(
-                duplicate_keys, batch_format="pyarrow", batch_size=per_task
-            )
-            found = duplicates(_collect(keys), dedup.by_url, dedup.by_image and config.with_images)
-            same_url, same_image = (ray.put(positions) for positions in found)
-            repeats = ray.put(np.union1d(*found))
-        else:
-            repeats = None
-        type_count = tally(processed, concept_tally, per_task, duplicates=repeats).get("type", {})
-        rare = (
-            frozenset(t for t, n in type_count.items() if n <= ef.more_than)
-            if ef.enabled
-            else frozenset()
-        )
-        final = processed.map_batches(
-            finalize,
-            fn_kwargs={
-                "rare": rare,
-                "more_than": ef.more_than,
-                "split": config.split,
-                "same_url": same_url,
-                "same_image": same_image,
-            },
+        decided, reports = run_global_steps(processed, table)
+        final = decided.map_batches(
+            assign_splits,
+            fn_kwargs={"split": config.split},
             batch_format="pyarrow",
             batch_size=per_task,
         ).materialize()
-        del processed
+        del processed, decided
 
     with timed(phases, "write"):
         fs, path = storage.resolve(output_uri)
@@ -452,12 +470,7 @@ def curate(
         "vocabulary_size": len(tallies.get("token", {})),
     }
     stats["splits"] = dict(sorted(tallies.get("split", {}).items()))
-    stats["entity_frequency"] = {
-        "enabled": ef.enabled,
-        "more_than": ef.more_than,
-        "types": len(type_count),
-        "types_kept": len(type_count) - len(rare),
-    }
+    stats["entity_frequency"] = reports[ENTITY_FREQUENCY_STAGE]
     if config.with_images:
         stats["image"] = {
             # The funnel must say when no unsafe-content detector looked at the images.
@@ -479,12 +492,6 @@ def curate(
     if journal is not None:
         journal.delete()  # the output is complete: nothing left to resume
     return stats
-
-
-def _collect(dataset: ray.data.Dataset) -> pa.Table:
-    """A small dataset's rows on the driver as one table."""
-    tables = [t for t in dataset.iter_batches(batch_size=None, batch_format="pyarrow")]
-    return pa.concat_tables(tables) if tables else duplicate_keys(PROCESSED.empty_table())
 
 
 def _failed_ids(final: ray.data.Dataset) -> dict[str, list[str]]:

@@ -1,5 +1,7 @@
 """The rows in flight through curation, and the per-batch functions of the passes after the
-per-candidate stages (the entity-frequency rule, the split, the outputs, the tallies).
+per-candidate stages: the global steps' (exact duplicates and the entity-frequency rule, each
+a tally, a decision and the rejections; pipelines/stages.py, GlobalStep), the split, the
+outputs, the tallies.
 
 A candidate is one row of records.PROCESSED from the first stage to the last; a stage that rejects
 it fills stage/reason/detail and drops its image, and the row travels on.
@@ -79,11 +81,35 @@ def counted(kind: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
     )
 
 
-def concept_tally(batch: pa.Table, duplicates=None) -> pa.Table:
-    """The concepts of the captions still in the running (duplicates aside), for the
-    entity-frequency rule."""
-    kept = batch.filter(pc.and_(is_kept(batch), pc.invert(among(batch, duplicates))))
-    return counted("type", pc.list_flatten(kept["types"]))
+def concept_tally(batch: pa.Table) -> pa.Table:
+    """The concepts of the captions still in the running, for the entity-frequency rule."""
+    return counted("type", pc.list_flatten(batch.filter(is_kept(batch))["types"]))
+
+
+def rare_concepts(
+    counts: pa.Table, enabled: bool, more_than: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`mark_rare`'s arguments from the concept tallies of every batch, and what stats.json
+    reports of the rule: every concept is counted, whether the rule is on or not."""
+    totals = counts.group_by("key").aggregate([("n", "sum")])
+    count = dict(zip(totals["key"].to_pylist(), totals["n_sum"].to_pylist()))
+    rare = frozenset(t for t, n in count.items() if n <= more_than) if enabled else frozenset()
+    report = {
+        "enabled": enabled,
+        "more_than": more_than,
+        "types": len(count),
+        "types_kept": len(count) - len(rare),
+    }
+    return {"rare": rare, "more_than": more_than}, report
+
+
+def mark_rare(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table:
+    """Spec §5: a caption mentioning a `rare` concept is rejected."""
+    details = {}
+    for i, types in enumerate(batch["types"].to_pylist()):
+        if below := sorted(set(types) & rare):
+            details[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
+    return rejecting(batch, ENTITY_FREQUENCY_STAGE, RARE_TYPE, details)
 
 
 def among(batch: pa.Table, positions) -> pa.ChunkedArray | pa.Array:
@@ -135,6 +161,30 @@ def duplicates(keys: pa.Table, by_url: bool, by_image: bool) -> tuple[np.ndarray
     return np.sort(positions[repeats]), np.sort(positions[same_image])
 
 
+def repeated_images(
+    keys: pa.Table, by_url: bool, by_image: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`mark_duplicates`'s arguments from the `duplicate_keys` of every batch (references:
+    every task reads the same positions); stats.json reports nothing of them."""
+    same_url, same_image = duplicates(keys, by_url, by_image)
+    return {"same_url": ray.put(same_url), "same_image": ray.put(same_image)}, {}
+
+
+def mark_duplicates(batch: pa.Table, same_url, same_image) -> pa.Table:
+    """The rows at the positions `duplicates` found rejected as duplicates."""
+    image_ids = batch["image_id"].to_pylist()
+    repeats = (among(batch, same_url).to_pylist(), among(batch, same_image).to_pylist())
+    details = {}
+    for i, (url_repeat, image_repeat) in enumerate(zip(*repeats)):
+        if url_repeat or image_repeat:
+            details[i] = (
+                "the same image URL as an earlier candidate"
+                if url_repeat
+                else f"the same image bytes as an earlier candidate (image_id {image_ids[i]})"
+            )
+    return rejecting(batch, DEDUPLICATE_STAGE, DUPLICATE, details)
+
+
 def first_of_each(keys: np.ndarray) -> np.ndarray:
     """Whether each entry is the first with its key (0 is no key: always first)."""
     first = np.zeros(len(keys), bool)
@@ -158,57 +208,52 @@ def outcome_tally(batch: pa.Table) -> pa.Table:
     )
 
 
-def finalize(
-    batch: pa.Table,
-    rare: frozenset[str],
-    more_than: int,
-    split: SplitConfig,
-    same_url=None,
-    same_image=None,
-) -> pa.Table:
-    """The global rules, then the split of each caption kept: duplicates (`same_url`,
-    `same_image`: positions from `duplicates`), then the entity-frequency rule. A row that
-    came with its split (the released dataset) keeps it. Column by column: only the columns
-    it reads or changes become Python values (converting whole rows, with their entities,
-    cost more than everything else in this pass)."""
-    stage, reason, detail, splits, image_ids = (
-        batch[c].to_pylist() for c in ("stage", "reason", "detail", "split", "image_id")
+def rejecting(batch: pa.Table, stage: str, reason: str, details: dict[int, str]) -> pa.Table:
+    """The batch with the rows `details` names by index (those still in the running) rejected
+    at `stage` for `reason`, each with its detail, losing caption and image as reject() does
+    for one row. Column by column: converting whole rows, with their entities, to Python
+    values cost more than everything else in these passes."""
+    kept = is_kept(batch).to_pylist()
+    details = {i: detail for i, detail in details.items() if kept[i]}
+    if not details:
+        return batch
+    rejected = np.zeros(batch.num_rows, bool)
+    rejected[list(details)] = True
+    dropped = pa.array(rejected)
+    detail = batch["detail"].to_pylist()
+    for i, text in details.items():
+        detail[i] = text
+    return replaced(
+        batch,
+        {
+            "stage": pc.if_else(dropped, pa.scalar(stage), batch["stage"]),
+            "reason": pc.if_else(dropped, pa.scalar(reason), batch["reason"]),
+            "detail": pa.array(detail, pa.string()),
+            "caption": pc.if_else(dropped, pa.scalar(None, pa.string()), batch["caption"]),
+            "image": pc.if_else(dropped, pa.scalar(None, pa.binary()), batch["image"]),
+        },
     )
-    rejected_here = [False] * batch.num_rows
-    repeats = (among(batch, same_url).to_pylist(), among(batch, same_image).to_pylist())
-    for i, (url_repeat, image_repeat) in enumerate(zip(*repeats)):
-        if reason[i] is None and (url_repeat or image_repeat):
-            stage[i], reason[i], rejected_here[i] = DEDUPLICATE_STAGE, DUPLICATE, True
-            detail[i] = (
-                "the same image URL as an earlier candidate"
-                if url_repeat
-                else f"the same image bytes as an earlier candidate (image_id {image_ids[i]})"
-            )
-    for i, types in enumerate(batch["types"].to_pylist()):
-        if reason[i] is None and (below := sorted(set(types) & rare)):
-            stage[i], reason[i] = ENTITY_FREQUENCY_STAGE, RARE_TYPE
-            detail[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
-            rejected_here[i] = True
-    kept = [i for i, r in enumerate(reason) if r is None]
-    indices = pa.array(kept, pa.int64())  # typed: an empty list would have no take kernel
+
+
+def assign_splits(batch: pa.Table, split: SplitConfig) -> pa.Table:
+    """After the global rules: each caption kept gets its image's id and the split of its
+    image (its URL without one). A row that came with its split (the released dataset)
+    keeps it."""
+    splits, image_ids = batch["split"].to_pylist(), batch["image_id"].to_pylist()
+    kept = np.flatnonzero(is_kept(batch).to_numpy(zero_copy_only=False))
+    indices = pa.array(kept, pa.int64())  # typed: an empty one would have no take kernel
     images = batch["image"].take(indices).to_pylist()
     urls = batch["image_url"].take(indices).to_pylist()
-    for i, image, url in zip(kept, images, urls):
+    for i, image, url in zip(kept.tolist(), images, urls):
         if image is not None and image_ids[i] is None:
             image_ids[i] = image_id(image)
         if splits[i] is None:
             splits[i] = assign_split(image if image is not None else url.encode(), split)
-    # As reject() does for one row: a rejected candidate loses its caption and image.
-    dropped = pa.array(rejected_here)
-    columns = {
-        "stage": pa.array(stage, pa.string()),
-        "reason": pa.array(reason, pa.string()),
-        "detail": pa.array(detail, pa.string()),
-        "split": pa.array(splits, pa.string()),
-        "image_id": pa.array(image_ids, pa.string()),
-        "caption": pc.if_else(dropped, pa.scalar(None, pa.string()), batch["caption"]),
-        "image": pc.if_else(dropped, pa.scalar(None, pa.binary()), batch["image"]),
-    }
+    columns = {"split": pa.array(splits, pa.string()), "image_id": pa.array(image_ids, pa.string())}
+    return replaced(batch, columns)
+
+
+def replaced(batch: pa.Table, columns: dict[str, Any]) -> pa.Table:
     for name, column in columns.items():
         batch = batch.set_column(batch.schema.get_field_index(name), name, column)
     return batch

@@ -1,9 +1,12 @@
 """A pipeline as a list of stages (docs/design.md), after NeMo Curator's ProcessingStage but
-smaller. A `Stage` is a row of the funnel: the name a rejected row carries in `stage`, the
+smaller. A `Stage` (records.py) is a row of the funnel: the name a rejected row carries in `stage`, the
 reasons it may give, and the settings that decide them. A `Step` is one Ray Data operator and
-the stages it decides (one spaCy parse serves three: text, syntax, hypernymize). A pipeline
-is its steps in order (pipelines/curation.py, `steps`); its STAGES and its funnel follow
-from them, and `run_steps` runs them.
+the stages it decides (one spaCy parse serves three: text, syntax, hypernymize); a
+`GlobalStep` decides a stage over all the rows at once (tally every batch, then decide each
+row: exact duplicates, the entity-frequency rule). A pipeline is its steps in order
+(pipelines/curation.py, `steps`), each declaring the columns it needs and adds, `checked`
+as it is built; its STAGES and its funnel follow from them, and `run_steps` and
+`run_global_steps` run them.
 """
 
 from __future__ import annotations
@@ -22,21 +25,13 @@ from conceptual.errors import describe, stage_of
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.journal import write_batch
 from conceptual.pipelines.rows import quarantine
+from conceptual.records import PROCESSED, Stage
 
 log = logging.getLogger(__name__)
 
 # What becomes of one row whose processing raised: (the row as a one-row batch, the stage,
 # the detail) -> the row as the step would have output it, rejected.
 Quarantine = Callable[[pa.Table, str, str], pa.Table]
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A row of the funnel."""
-
-    name: str  # what a row it rejects carries in `stage`
-    reasons: tuple[str, ...]  # what such a row carries in `reason`: metric names, never reworded
-    settings: str  # what decides its rejections: the setting to change when it rejects all
 
 
 @dataclass(frozen=True)
@@ -49,6 +44,7 @@ class Step:
     operator: Callable
     kwargs: Mapping[str, Any]
     resources: Resources
+    needs: tuple[str, ...] = ()  # the columns it reads: the input's or an earlier step's
     adds: tuple[str, ...] = ()  # the columns it fills
     materialize: bool = False  # all its output before the next step starts
     quarantine: Quarantine = quarantine
@@ -56,12 +52,91 @@ class Step:
     # the whole batch at its end (fetching: a kill then loses only what was in flight).
     journals_itself: bool = False
 
+    @property
+    def name(self) -> str:
+        return self.stages[0].name
 
-def run_steps(dataset: ray.data.Dataset, steps: Iterable[Step], journal=None) -> ray.data.Dataset:
-    """Each step as a guarded operator (`guarded`): no row that raises ends the run. With a
-    `journal` (pipelines/journal.py), each step writes the batches it finishes there, and the
-    rows an earlier attempt of the run wrote join after the step that wrote them."""
+
+@dataclass(frozen=True)
+class GlobalStep:
+    """A rule over all the rows at once (pipelines/rows.py has the functions): `tally` counts
+    each batch into a table, `decide(the tables of every batch as one, **kwargs)` returns the
+    arguments of `apply` and what stats.json reports of the rule, and `apply` then rejects
+    rows batch by batch. Global steps come after the per-candidate ones: a resumed run
+    resumes those, and a global rule must count every row of this run."""
+
+    stages: tuple[Stage, ...]
+    tally: Callable[[pa.Table], pa.Table]
+    decide: Callable[..., tuple[dict[str, Any], dict[str, Any]]]
+    apply: Callable[..., pa.Table]
+    kwargs: Mapping[str, Any]  # to `decide`
+    batch_size: int  # rows per task of the tally and of `apply`
+    needs: tuple[str, ...] = ()  # the columns it reads: the input's or an earlier step's
+    adds: tuple[str, ...] = ()  # the columns it fills
+
+    @property
+    def name(self) -> str:
+        return self.stages[0].name
+
+
+def checked(
+    steps: Iterable[Step | GlobalStep], provided: Iterable[str]
+) -> tuple[Step | GlobalStep, ...]:
+    """The steps, once each finds the columns it needs filled by the input (`provided`) or
+    an earlier step, and the global steps come last: a pipeline in the wrong order fails as
+    it is built, not on its rows."""
+    steps, filled = tuple(steps), set(provided)
+    names = ", ".join(step.name for step in steps)
     for number, step in enumerate(steps):
+        missing = [column for column in step.needs if column not in filled]
+        if missing:
+            raise ValueError(
+                f"the {step.name} step needs {', '.join(missing)}, which neither the input nor "
+                f"an earlier step provides (steps: {names})"
+            )
+        if isinstance(step, Step) and any(isinstance(s, GlobalStep) for s in steps[:number]):
+            raise ValueError(
+                f"the {step.name} step comes after a global step: global steps go last, "
+                f"after every per-candidate step (steps: {names})"
+            )
+        filled.update(step.adds)
+    return steps
+
+
+def per_candidate(steps: Iterable[Step | GlobalStep]) -> tuple[Step, ...]:
+    return tuple(step for step in steps if isinstance(step, Step))
+
+
+def run_global_steps(
+    dataset: ray.data.Dataset, steps: Iterable[Step | GlobalStep]
+) -> tuple[ray.data.Dataset, dict[str, dict[str, Any]]]:
+    """The dataset with the global steps' rejections (lazy: the tallies have run, `apply`
+    runs as the result is consumed), and what each reports, by its name."""
+    # Here, not at the top: the workers running the guarded operators import this module,
+    # and funnel imports MLflow, seconds of a fresh worker's start.
+    from conceptual.funnel import partials
+
+    reports = {}
+    for step in steps:
+        if not isinstance(step, GlobalStep):
+            continue
+        tables = partials(dataset, step.tally, step.batch_size)
+        counts = pa.concat_tables(tables) if tables else step.tally(PROCESSED.empty_table())
+        arguments, reports[step.name] = step.decide(counts, **step.kwargs)
+        dataset = dataset.map_batches(
+            step.apply, fn_kwargs=arguments, batch_format="pyarrow", batch_size=step.batch_size
+        )
+    return dataset, reports
+
+
+def run_steps(
+    dataset: ray.data.Dataset, steps: Iterable[Step | GlobalStep], journal=None
+) -> ray.data.Dataset:
+    """Each per-candidate step as a guarded operator (`guarded`): no row that raises ends the
+    run. With a `journal` (pipelines/journal.py), each step writes the batches it finishes
+    there, and the rows an earlier attempt of the run wrote join after the step that wrote
+    them."""
+    for number, step in enumerate(per_candidate(steps)):
         target = journal.target(number) if journal is not None else None
         kwargs = {**step.kwargs, "journal": target} if step.journals_itself else step.kwargs
         fn, arguments = guarded(

@@ -122,14 +122,17 @@ def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n:
     return True
 
 
+def partials(ds, fn, batch_size: int, **kwargs) -> list[pa.Table]:
+    """`fn(batch, **kwargs)` of every batch of a dataset, run on the cluster, here. Partial
+    counts per batch are small, so they are combined here rather than shuffled (a hash
+    shuffle costs seconds of fixed overhead, more than the counting itself)."""
+    counts = ds.map_batches(fn, fn_kwargs=kwargs, batch_format="pyarrow", batch_size=batch_size)
+    return [t for t in counts.iter_batches(batch_size=None, batch_format="pyarrow") if t.num_rows]
+
+
 def tally(ds, fn, batch_size: int, **kwargs) -> dict[str, dict[str, int]]:
-    """{kind: {key: n}} over a whole dataset (`fn(batch, **kwargs)` counts a batch). Partial
-    counts per batch run on the cluster and are small, so they are combined here rather than
-    shuffled (a hash shuffle costs seconds of fixed overhead, more than the counting itself)."""
-    partials = ds.map_batches(
-        fn, fn_kwargs=kwargs, batch_format="pyarrow", batch_size=batch_size
-    ).iter_batches(batch_size=None, batch_format="pyarrow")
-    tables = [t for t in partials if t.num_rows]
+    """{kind: {key: n}} over a whole dataset (`fn(batch, **kwargs)` counts a batch)."""
+    tables = partials(ds, fn, batch_size, **kwargs)
     result: dict[str, dict[str, int]] = {}
     if tables:
         combined = pa.concat_tables(tables).group_by(["kind", "key"]).aggregate([("n", "sum")])

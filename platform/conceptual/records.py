@@ -23,6 +23,16 @@ class Rejection:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Stage:
+    """A row of a job's funnel (curation's: pipelines/curation.py; the speech and
+    fluency-scoring jobs' too)."""
+
+    name: str  # what a row it rejects carries in `stage`
+    reasons: tuple[str, ...]  # what such a row carries in `reason`: metric names, never reworded
+    settings: str  # what decides its rejections: the setting to change when it rejects all
+
+
 def candidate_id(image_url: str | None, alt_text: str | None) -> str:
     """Stable id of a candidate: the same pair gets the same id in every run and shard."""
     key = f"{image_url or ''}\t{alt_text or ''}".encode("utf-8", "surrogatepass")

@@ -58,9 +58,9 @@ def faulty_fetch(batch, needle, **kwargs):
 
 
 def with_faults(monkeypatch, patches: dict[str, list], fetch_url: str | None = None):
-    """curation.steps, with the NLP and vision actors' parts patched and the fetch raising
-    on one URL."""
-    real = curation.steps
+    """curation's per-candidate steps, with the NLP and vision actors' parts patched and the
+    fetch raising on one URL."""
+    real = curation.per_candidate_steps
 
     def steps(config):
         changed = []
@@ -79,7 +79,7 @@ def with_faults(monkeypatch, patches: dict[str, list], fetch_url: str | None = N
             changed.append(step)
         return tuple(changed)
 
-    monkeypatch.setattr(curation, "steps", steps)
+    monkeypatch.setattr(curation, "per_candidate_steps", steps)
 
 
 def without(rows: list[dict], ids: set[str]) -> list[dict]:

@@ -20,6 +20,7 @@ from conceptual.candidates import candidate, dataset_labels, split_of_name
 from conceptual.pipelines.curation import (
     CurationConfig,
     ImportConceptualConfig,
+    per_candidate_steps,
     stages,
     steps,
 )
@@ -294,14 +295,15 @@ def test_the_import_replaces_the_text_stages_and_keeps_the_image_stages():
         "deduplicate",
         "entity_frequency",
     )
-    first, _, vision = steps(config)
+    first, _, vision = per_candidate_steps(config)
     assert first.operator is released_captions and first.kwargs["split"] is None
     assert vision.kwargs["labels"].source == "classifier"
     resized = ImportConceptualConfig.model_validate(
         {"released": {"split": "train"}, "image": {"resize": {"short_side": 256}}}
     )
     assert steps(resized)[0].kwargs["split"] == "train"
-    assert steps(resized)[-1].operator is resize_images and "resize" in stages(resized)
+    assert per_candidate_steps(resized)[-1].operator is resize_images
+    assert "resize" in stages(resized)
     assert "syntax" in stages(CurationConfig()) and "resize" not in stages(CurationConfig())
 
 

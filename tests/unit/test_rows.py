@@ -1,14 +1,21 @@
-"""The passes after the per-candidate stages, on one batch (no Ray needed): the
-entity-frequency rule (spec §5), the split, and the tallies stats.json is built from."""
+"""The passes after the per-candidate stages, on one batch (no Ray needed): the global steps
+(exact duplicates, the entity-frequency rule of spec §5), the split, and the tallies
+stats.json is built from."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from conceptual.pipelines.rows import (
+    assign_splits,
     concept_tally,
-    finalize,
+    duplicate_keys,
+    duplicates,
+    mark_duplicates,
+    mark_rare,
     outcome_tally,
+    rare_concepts,
     to_curated,
     to_rejected,
 )
@@ -57,6 +64,44 @@ def test_concept_tally_counts_the_concepts_of_captions_still_in_the_running():
     assert {r["kind"] for r in counts} == {"type"}
     # The zeppelin of the candidate the text stage rejected does not count.
     assert by_key == {"actor": 2, "city": 2, "festival": 1, "zeppelin": 1}
+
+
+def finalize(batch: pa.Table, rare: frozenset[str], more_than: int, split: SplitConfig):
+    """The entity-frequency rule, then the split, as the pipeline runs them."""
+    return assign_splits(mark_rare(batch, rare, more_than), split)
+
+
+def test_the_rule_counts_every_concept_and_finds_the_rare_ones():
+    counts = pa.concat_tables([concept_tally(batch()), concept_tally(batch())])
+    arguments, report = rare_concepts(counts, enabled=True, more_than=2)
+    assert arguments == {"rare": {"festival", "zeppelin"}, "more_than": 2}
+    assert report == {"enabled": True, "more_than": 2, "types": 4, "types_kept": 2}
+    arguments, report = rare_concepts(counts, enabled=False, more_than=2)
+    assert arguments["rare"] == frozenset() and report["types_kept"] == 4
+
+
+def test_the_first_of_each_image_url_or_image_is_kept():
+    rows = [
+        row("a", "a dog", [], position=3, image_url="u1", image_id="i1"),
+        row("b", "a dog", [], position=1, image_url="u1", image_id="i2"),
+        row("c", "a dog", [], position=2, image_url="u2", image_id="i2"),
+        row("d", "a dog", [], position=4, image_url="u3", image_id=None),
+        row("e", None, [], position=0, image_url="u3", stage="text", reason="hashtag"),
+    ]
+    candidates = pa.Table.from_pylist(rows, schema=PROCESSED)
+    same_url, same_image = duplicates(duplicate_keys(candidates), by_url=True, by_image=True)
+    # b (position 1) comes before a, and e was rejected before: d is the first of u3
+    assert same_url.tolist() == [3] and same_image.tolist() == [2]
+    assert duplicates(duplicate_keys(candidates), by_url=False, by_image=False)[0].size == 0
+
+    out = {r["id"]: r for r in mark_duplicates(candidates, same_url, same_image).to_pylist()}
+    assert [out[i]["reason"] for i in "abcde"] == ["duplicate", None, "duplicate", None, "hashtag"]
+    assert out["a"]["detail"] == "the same image URL as an earlier candidate"
+    assert out["c"]["detail"] == "the same image bytes as an earlier candidate (image_id i2)"
+    assert out["a"]["caption"] is None and out["c"]["stage"] == "deduplicate"
+    assert out["e"]["stage"] == "text"
+    unchanged = mark_duplicates(candidates, np.array([9]), None)
+    assert unchanged.to_pylist() == candidates.to_pylist()
 
 
 def test_finalize_rejects_captions_mentioning_a_rare_concept():

@@ -9,8 +9,15 @@ import pytest
 
 from conceptual.candidates import READ_REASONS
 from conceptual.pipelines import curation
-from conceptual.pipelines.curation import STAGES, CurationConfig, nothing_kept_hint, steps
+from conceptual.pipelines.curation import (
+    READ_COLUMNS,
+    STAGES,
+    CurationConfig,
+    nothing_kept_hint,
+    steps,
+)
 from conceptual.pipelines.rows import table
+from conceptual.pipelines.stages import GlobalStep, checked, per_candidate
 from conceptual.records import IN_FLIGHT, PROCESSED
 from conceptual.text import hypernymize
 from conceptual.text.filters import FILTER_NAMES
@@ -40,7 +47,7 @@ def test_the_funnel_follows_the_steps():
         "deduplicate",
         "entity_frequency",
     )
-    assert len(steps(without_images)) == 1
+    assert len(per_candidate(steps(without_images))) == 1
 
 
 def test_each_stage_declares_its_reasons_and_settings():
@@ -66,6 +73,41 @@ def test_the_steps_fill_every_column_a_stage_adds():
     added = {column for step in steps(CurationConfig()) for column in step.adds}
     # the split and labels of the released dataset come with the input (IN_FLIGHT)
     assert added == set(PROCESSED.names) - set(IN_FLIGHT.names) | {"image", "labels"}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        CurationConfig(),
+        CurationConfig(with_images=False),
+        CurationConfig(captions="released"),
+        CurationConfig.model_validate({"image": {"resize": {"short_side": 256}}}),
+    ],
+)
+def test_every_step_finds_the_columns_it_needs(config):
+    table = steps(config)  # checked as it is built
+    assert all(step.needs for step in table)
+    assert checked(table, READ_COLUMNS) == table
+
+
+def test_a_step_before_the_one_that_fills_its_columns_is_refused():
+    text, fetching, vision, *_ = steps(CurationConfig())
+    with pytest.raises(ValueError, match=r"the image step needs caption, types, entities, which"):
+        checked((fetching, vision, text), READ_COLUMNS)
+    with pytest.raises(ValueError, match=r"the text step needs alt_text, which neither"):
+        checked((text,), ("id",))
+
+
+def test_the_global_steps_are_entries_of_the_list_after_the_others():
+    table = steps(CurationConfig())
+    global_steps = [step for step in table if isinstance(step, GlobalStep)]
+    assert [step.name for step in global_steps] == ["deduplicate", "entity_frequency"]
+    assert table[-2:] == tuple(global_steps)
+    text, deduplicate = table[0], global_steps[0]
+    with pytest.raises(ValueError, match=r"the text step comes after a global step"):
+        checked((deduplicate, text), READ_COLUMNS + ("caption", "types", "image_id"))
+    with pytest.raises(ValueError, match=r"the entity_frequency step needs types"):
+        checked(global_steps, READ_COLUMNS + ("image_id",))
 
 
 def test_a_column_no_stage_filled_is_empty():
