@@ -58,7 +58,7 @@ from conceptual import registry, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
 from conceptual.models.retriever import MAX_SCALE, DualEncoder
-from conceptual.models.saving import load_retriever
+from conceptual.models.saving import SavedRetriever, load
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.caption_features import feature_files, features_summary
@@ -433,7 +433,8 @@ def build(
     started = time.monotonic()
     version = registry.registered_version(model_uri)
     device = resolve_device(config.device)
-    model, vocab, audio_settings = load_retriever(registry.resolve(model_uri), device)
+    saved = load(registry.resolve(model_uri), device, SavedRetriever)
+    model, vocab, audio_settings = saved.model, saved.vocab, saved.audio
     modality = model.config.modality
     if modality == "text" and speech_uri is not None:
         raise ValueError("--speech is for speech models; this is a text model")

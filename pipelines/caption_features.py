@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conceptual import storage
+from conceptual.models.saving import FeatureSettings
 from conceptual.registry import set_name
 from conceptual.splits import split_names
 
@@ -48,6 +49,13 @@ def features_summary(features_uri: str) -> dict[str, Any]:
         f"no {SUMMARY} at {features_uri}: models and indexes record the CNN settings the "
         "features were made with (the features job writes that file)"
     )
+
+
+def feature_settings(features_uri: str) -> FeatureSettings:
+    """The CNN and image size the features were made with (features.json), saved with a
+    model trained on them so that captioning or embedding an image computes the same."""
+    summary = features_summary(features_uri)
+    return FeatureSettings(model=summary["model"], image_size=summary["image_size"])
 
 
 def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:

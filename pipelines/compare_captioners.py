@@ -37,7 +37,7 @@ from conceptual.intervals import (
     resample_counts,
     with_intervals,
 )
-from conceptual.models.saving import load_model
+from conceptual.models.saving import load
 from conceptual.models.variants import VARIANTS
 from conceptual.pipelines.caption_features import feature_files, split_images
 from conceptual.pipelines.evaluate_captioner import captioner_scores
@@ -142,7 +142,7 @@ def comparison_row(
     decision: dict | None,
     scores: dict[str, float],
 ) -> dict[str, Any]:
-    model, _ = load_model(result["model_dir"])
+    model = load(result["model_dir"]).model
     return {
         "variant": variant(config),
         **{metric: None for metric in REPORTED},  # METEOR without Java

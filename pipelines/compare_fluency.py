@@ -61,7 +61,7 @@ from conceptual.intervals import (
     within_noise,
 )
 from conceptual.models.captioner import CaptionerSettings
-from conceptual.models.saving import load_model
+from conceptual.models.saving import SavedCaptioner, load
 from conceptual.pipelines.caption_features import feature_files, split_images
 from conceptual.pipelines.evaluate_captioner import (
     baseline_captions,
@@ -140,7 +140,8 @@ def compare(
             assert english_features is not None and translator is not None
             started = time.monotonic()
             result = train(english_features, english_config(config))
-            model, vocab = load_model(result["model_dir"])
+            saved = load(result["model_dir"], kind=SavedCaptioner)
+            model, vocab = saved.model, saved.vocab
             seconds = time.monotonic() - started
             late, reranked = {}, {}
             for name, images in test_sets.items():
@@ -156,7 +157,8 @@ def compare(
                 update={"language": "zh", "fluency": strategy, "experiment": config.experiment}
             )
             result = train(features_uri, strategy_config)
-            model, vocab = load_model(result["model_dir"])
+            saved = load(result["model_dir"], kind=SavedCaptioner)
+            model, vocab = saved.model, saved.vocab
             name = STRATEGY_NAMES[strategy]
             generated[name] = {
                 ref: caption_images(model, vocab, images, config.beam)

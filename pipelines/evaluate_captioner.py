@@ -34,7 +34,7 @@ from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.baselines import nearest_neighbour_captions
 from conceptual.models.captioner import Captioner, features_tensor
 from conceptual.models.decoding import n_best
-from conceptual.models.saving import load_model
+from conceptual.models.saving import SavedCaptioner, load
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.caption_features import (
     TRAIN_SPLIT,
@@ -124,7 +124,8 @@ def evaluate(
     `run_id` and `version` (the registered version scored, or None); every score is
     followed by its interval (`NAME.ci95_low`, `NAME.ci95_high`)."""
     files = feature_files(features_uri)
-    model, vocab = load_model(registry.resolve(model_uri))
+    saved = load(registry.resolve(model_uri), kind=SavedCaptioner)
+    model, vocab = saved.model, saved.vocab
     language = model.config.language
     if (found := caption_languages(files, features_uri)) != {language}:
         raise ValueError(f"a model writing {language!r} scored on captions in {sorted(found)}")

@@ -52,7 +52,7 @@ from conceptual.intervals import (
 )
 from conceptual.metrics import KS, chance_recall, query_ranks, recall_at_k
 from conceptual.models.retriever import DualEncoder
-from conceptual.models.saving import load_retriever
+from conceptual.models.saving import SavedRetriever, load
 from conceptual.pipelines.caption_features import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
@@ -215,7 +215,8 @@ def evaluate(
     scored, or None) and `resampled` (metric -> its value on every resample, for paired
     comparisons; not in evaluation.json)."""
     version = registry.registered_version(model_uri)
-    model, vocab, audio = load_retriever(registry.resolve(model_uri))
+    saved = load(registry.resolve(model_uri), kind=SavedRetriever)
+    model, vocab, audio = saved.model, saved.vocab, saved.audio
     if config.asr and model.config.modality != "text":
         raise ValueError("asr=true scores a text retriever on transcripts; this one is speech")
     modality = "speech" if config.asr else model.config.modality  # what the queries are

@@ -38,7 +38,7 @@ from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.scorer import FluencyScorer
-from conceptual.models.saving import load_fluency
+from conceptual.models.saving import SavedFluency, load
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.executors import actor_pool
 from conceptual.pipelines.readers import read_row_groups
@@ -89,7 +89,8 @@ def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -
     fs, _ = storage.resolve(data)
     files = [f for f in storage.list_files(data) if f.endswith(".parquet")]
     check_language_records(fs, files, data)
-    load_fluency(registry.resolve(model_uri))  # a URI that is no fluency classifier fails here
+    # A URI that is no fluency classifier fails here, before anything is deleted.
+    load(registry.resolve(model_uri), kind=SavedFluency)
     storage.delete(storage.join(output_uri, SUCCESS))
     storage.delete(curated_uri)
     storage.delete(rejected_uri)

@@ -61,7 +61,7 @@ from conceptual.pipelines.caption_features import (
     caption_languages,
     eval_set_name,
     feature_files,
-    features_summary,
+    feature_settings,
     split_images,
     train_captions,
     train_fluency,
@@ -167,13 +167,6 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
         "history": history,
         "eval_set": eval_set_name(features_uri, config.eval_split, eval_set),
     }
-
-
-def feature_settings(features_uri: str) -> FeatureSettings:
-    """The CNN and image size the features were made with (features.json), saved with the
-    model so that captioning an image computes the same features."""
-    summary = features_summary(features_uri)
-    return FeatureSettings(model=summary["model"], image_size=summary["image_size"])
 
 
 def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | None:

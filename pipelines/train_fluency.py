@@ -53,7 +53,7 @@ from conceptual.fluency.model import (
 )
 from conceptual.fluency.views import sentence_views
 from conceptual.metrics import auc, binary_scores, classifier_scores
-from conceptual.models.saving import load_fluency, save_fluency
+from conceptual.models.saving import SavedFluency, load, save_fluency
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import set_name
@@ -144,7 +144,7 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
             SELECT_BY,
             eval_size=len(held[EVAL_SPLIT]),
         )
-        model, _ = load_fluency(best_dir / training.MODEL_DIR)
+        model = load(best_dir / training.MODEL_DIR, kind=SavedFluency).model
         table = held_out(model, held[EVAL_SPLIT], held["test"])
         mlflow.log_metrics(
             {

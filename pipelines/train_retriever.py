@@ -73,10 +73,10 @@ from conceptual.models.retriever import (
     mms_loss,
     triplet_loss,
 )
-from conceptual.models.saving import load_retriever, save_retriever
+from conceptual.models.saving import FeatureSettings, SavedRetriever, load, save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import feature_files
+from conceptual.pipelines.caption_features import feature_files, feature_settings
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
 from conceptual.pipelines.retrieval_data import (
     TRAIN_SPLIT,
@@ -212,7 +212,7 @@ def train(
         initial, vocab, model_config = starting_point(config, image_dim)
     else:
         if config.init.text:
-            vocab = load_retriever(registry.resolve(config.init.text))[1]
+            vocab = load(registry.resolve(config.init.text), kind=SavedRetriever).vocab
         elif config.modality == "text":
             vocab = Vocabulary.build(
                 train_captions(features_uri, files), min_count=config.min_count
@@ -255,6 +255,7 @@ def train(
             "config": config.model_dump(mode="json"),
             "model": model_config.model_dump(),
             "vocab": vocab.to_json() if vocab else None,
+            "features": feature_settings(features_uri).model_dump(),
             "init": None if initial is None else ray.put(initial),
             "dev": ray.put((dev, dev_inputs)),  # rank 0 fetches it; the driver keeps it alive
         }
@@ -301,7 +302,8 @@ def starting_point(
     """The weights, vocabulary and model config of `config.init.model`, checked against the
     run: the same modality and (unless it fine-tunes the CNN on the photos) image features; a
     speech model's frames follow this run's audio."""
-    model, vocab, _ = load_retriever(registry.resolve(config.init.model))
+    loaded = load(registry.resolve(config.init.model), kind=SavedRetriever)
+    model, vocab = loaded.model, loaded.vocab
     saved = model.config
     if saved.modality != config.modality or _other_features(saved, image_dim):
         raise ValueError(
@@ -349,7 +351,8 @@ def _teacher_targets(captions: list[str], shared: tuple[ray.ObjectRef]) -> np.nd
 
 def load_teacher(uri: str, image_dim: int) -> Teacher:
     """The teacher of `teacher=URI`: a text retriever over this run's image features."""
-    model, vocab, _ = load_retriever(registry.resolve(uri))
+    loaded = load(registry.resolve(uri), kind=SavedRetriever)
+    model, vocab = loaded.model, loaded.vocab
     if model.config.modality != "text" or _other_features(model.config, image_dim):
         raise ValueError(
             f"teacher={uri} is a {model.config.modality} retriever over "
@@ -372,7 +375,7 @@ def tower_weights(
         sources["image"] = teacher.model
     for tower, uri in towers.items():
         wanted = "text" if tower == "text" else "speech" if tower == "speech" else None
-        saved = load_retriever(registry.resolve(uri))[0]
+        saved = load(registry.resolve(uri), kind=SavedRetriever).model
         if wanted and wanted != model_config.modality:
             raise ValueError(f"init.{tower}: this run trains a {model_config.modality} tower")
         if wanted and saved.config.modality != wanted:
@@ -551,6 +554,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     rank = ray.train.get_context().get_world_rank()
     dev, dev_inputs = ray.get(loop_config["dev"]) if rank == 0 else (None, None)
     audio = config.audio.model_dump() if config.modality == "speech" else None
+    features = FeatureSettings.model_validate(loop_config["features"])
     dev_targets = loop_config.get("dev_targets")
 
     def evaluate() -> tuple[dict[str, float], dict[str, str]]:
@@ -563,7 +567,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         model=model,
         loss=loss,
         evaluate=evaluate,
-        save=partial(save_retriever, model, vocab=vocab, audio=audio),
+        save=partial(save_retriever, model, vocab=vocab, audio=audio, features=features),
         at_step=loss.at_step,
     )
     training.run(task, config, loop_config)

@@ -3,9 +3,10 @@
 sets it), following both as they move.
 
 - text (`TextRetriever`):  images for a text query; captions for an image query, the image's
-                           features computed here with the CNN and image size the index
-                           records (as the features job computed the indexed images'), or,
-                           for a model that fine-tuned its CNN, its centre square at the
+                           features computed here with the CNN and image size the model was
+                           saved with (as the features job computed its training images';
+                           a model saved before it recorded them: those the index records),
+                           or, for a model that fine-tuned its CNN, its centre square at the
                            model's image size through the model's own CNN (as build_index
                            embedded the indexed photos).
 - speech (`SpeechRetriever`): images for a spoken query (WAV, FLAC or MP3), heard as the
@@ -62,7 +63,7 @@ from ray import serve
 from conceptual import registry, storage
 from conceptual.config import Config
 from conceptual.models.inference import ImageError, read_image
-from conceptual.models.saving import load_retriever
+from conceptual.models.saving import FeatureSettings, SavedRetriever, load
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
 from conceptual.serve.champion import (
@@ -191,16 +192,17 @@ def read_audio(
 
 
 @functools.lru_cache(maxsize=2)
-def feature_extractor(model: str, image_size: int) -> FeatureExtractor:
-    """The CNN an index's images went through (kept across model versions)."""
-    return FeatureExtractor(CnnConfig(model=model), image_size=image_size)
+def feature_extractor(features: FeatureSettings) -> FeatureExtractor:
+    """The CNN a model's images went through (kept across model versions)."""
+    return FeatureExtractor(CnnConfig(model=features.model), image_size=features.image_size)
 
 
 class Searcher:
     """One model version and its index: queries in, ranked images or captions out."""
 
     def __init__(self, model_dir: Path, index: RetrievalIndex, approximate: bool):
-        self.model, self.vocab, audio = load_retriever(model_dir)
+        saved = load(model_dir, kind=SavedRetriever)
+        self.model, self.vocab = saved.model, saved.vocab
         self.modality: Modality = self.model.config.modality
         manifest = index.manifest
         if manifest["modality"] != self.modality or index.embed_dim != self.model.config.embed_dim:
@@ -210,18 +212,22 @@ class Searcher:
                 f"{self.model.config.embed_dim}"
             )
         self.index, self.approximate = index, approximate
-        self.audio = AudioFeatureConfig.model_validate(audio or {})
+        self.audio = AudioFeatureConfig.model_validate(saved.audio or {})
         self.searches_captions = self.modality == "text" and index.searchable("captions")
         self.extractor = None  # the features job's CNN, for a model over its pooled vectors
         if self.searches_captions and self.model.config.photo_size is None:
-            features = manifest["features"]
-            self.extractor = feature_extractor(features["model"], features["image_size"])
+            # A model saved before it recorded its features' CNN was trained on features
+            # made as the index's were, which the index records.
+            indexed = {key: manifest["features"][key] for key in ("model", "image_size")}
+            features = saved.features or FeatureSettings.model_validate(indexed)
+            self.extractor = feature_extractor(features)
 
     @property
     def image_size(self) -> int:
-        """The side of the image tower's input: the model's own (finetune), else the features'."""
+        """The side of the image tower's input: the model's own (finetune), else the
+        features' (only a searcher of captions reads images)."""
         own = self.model.config.photo_size
-        return own if own is not None else int(self.index.manifest["features"]["image_size"])
+        return own if own is not None else self.extractor.image_size
 
     def _embed_query(self, inputs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

@@ -5,7 +5,7 @@ evaluation set.
     # a training run saves its best model as the run's `model` artifacts (runs:/<id>/model)
     version = register(run_id, {"variant": "transformer-8x8"})
     decision = promote_if_better(version, score=0.87, eval_set="val-2024")
-    model, vocab = load_model(resolve("models:/captioner@champion"))
+    saved = load(resolve("models:/captioner@champion"))   # models.saving.load
 
 Scores live on the versions as tags named `eval.<eval_set>.<metric>`, so the registry alone
 says which set a score came from; a champion without a score on the challenger's set is kept
@@ -224,7 +224,7 @@ def _judge(
 
 
 def resolve(model_uri: str, dst: Path | None = None) -> Path:
-    """A local directory holding the saved model (load it with saving.load_model) for
+    """A local directory holding the saved model (load it with saving.load) for
     `models:/captioner@champion`, `models:/captioner/3`, `runs:/<id>/model` or a local path."""
     if Path(model_uri).is_dir():
         return Path(model_uri)  # already local: nothing to fetch, `dst` is not used

@@ -104,7 +104,7 @@ def trained(ray_local, platform_home, data) -> tuple[int, str]:
 def test_train_job_logs_the_held_out_table_and_registers_the_model(trained):
     import mlflow
 
-    from conceptual.models.saving import load_fluency
+    from conceptual.models.saving import SavedFluency, load
     from conceptual.registry import resolve
 
     code, out = trained
@@ -125,7 +125,8 @@ def test_train_job_logs_the_held_out_table_and_registers_the_model(trained):
     assert table.strip() in out  # the printed table is the logged one
     labels = mlflow.artifacts.load_dict(f"runs:/{run_id}/labels.json")
     assert labels["train"]["photos"] == 20 and labels["val"]["pairs"] == 2 * 2 * 2
-    model, vocabs = load_fluency(resolve(f"runs:/{run_id}/model"))
+    saved = load(resolve(f"runs:/{run_id}/model"), kind=SavedFluency)
+    model, vocabs = saved.model, saved.vocabs
     assert len(vocabs["zh_words"]) == model.config.vocab_sizes["zh_words"]
     version = mlflow.MlflowClient().get_model_version_by_alias(MODEL_NAME, "champion")
     assert version.run_id == run_id and version.tags["variant"] == "four-view-lstm"

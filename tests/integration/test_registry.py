@@ -11,7 +11,7 @@ import torch
 
 from conceptual import registry
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.models.saving import load_model
+from conceptual.models.saving import load
 from conceptual.models.vocab import Vocabulary
 from conceptual.tracking import start_run
 
@@ -65,7 +65,8 @@ def test_log_register_resolve_round_trip_gives_identical_logits(logged, name, tm
     version = registry.register(run_id, {"variant": "rnn-1x1"}, name=name)
     assert version.tags["variant"] == "rnn-1x1"
     for uri in (f"models:/{name}/{version.version}", f"runs:/{run_id}/model"):
-        restored, vocab = load_model(registry.resolve(uri, tmp_path / uri.split(":")[0]))
+        saved = load(registry.resolve(uri, tmp_path / uri.split(":")[0]))
+        restored, vocab = saved.model, saved.vocab
         assert torch.equal(logits(restored), logits(model))
         assert len(vocab) == model.config.vocab_size
 
@@ -123,7 +124,7 @@ def test_champion_alias_resolves_to_the_promoted_version(logged, name):
     registry.promote_if_better(first, 0.2, "val", name=name)
     registry.promote_if_better(second, 0.8, "val", name=name)
 
-    restored, _ = load_model(registry.resolve(f"models:/{name}@{registry.CHAMPION}"))
+    restored = load(registry.resolve(f"models:/{name}@{registry.CHAMPION}")).model
     assert torch.equal(logits(restored), logits(second_model))
 
 

@@ -10,6 +10,7 @@ in one epoch (one real training comparison only: the file stays quick)."""
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -72,6 +73,9 @@ def features_uri(tmp_path_factory) -> str:
     (folder / "features").mkdir(parents=True)
     table = pa.Table.from_pylist(rows, schema=FEATURES)
     pq.write_table(table, folder / "features" / "part-0.parquet", row_group_size=16)
+    # The features job's summary: the CNN settings a model trained on them saves.
+    summary = {"model": "efficientnet-lite0", "image_size": 256}
+    (folder / "features.json").write_text(json.dumps(summary))
     (folder / "_SUCCESS").write_text("{}")
     return str(folder)
 

@@ -131,7 +131,7 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     from mlflow import MlflowClient
 
     from conceptual.metrics import find_java
-    from conceptual.models.saving import load_model
+    from conceptual.models.saving import load
     from conceptual.pipelines.train_captioner import EVAL_METRICS, train
 
     handler = signal.getsignal(signal.SIGINT)
@@ -160,7 +160,8 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     samples = logged_table(result["run_id"], "samples.json")
     assert len(samples) == 8 and set(samples.columns) == {"id", "generated", "references"}
 
-    model, vocab = load_model(result["model_dir"])
+    saved = load(result["model_dir"])
+    model, vocab = saved.model, saved.vocab
     assert model.config.feature_dim == CHANNELS and "dog" in vocab.tokens
     # The features' CNN and image size travel with the model, for captioning images.
     saved = json.loads((Path(result["model_dir"]) / "config.json").read_text())
@@ -238,7 +239,7 @@ def test_train_job_registers_and_crowns_the_first_model(train_job_output, platfo
     model URI that resolves to a loadable model."""
     import mlflow
 
-    from conceptual.models.saving import load_model
+    from conceptual.models.saving import load
     from conceptual.registry import resolve
 
     code, out = train_job_output
@@ -246,7 +247,8 @@ def test_train_job_registers_and_crowns_the_first_model(train_job_output, platfo
     assert "champion: first_champion" in out
     version = mlflow.MlflowClient().get_model_version_by_alias(JOB_MODEL, "champion")
     assert version.tags["variant"] == "transformer-8x8"
-    model, vocab = load_model(resolve(f"models:/{JOB_MODEL}@champion"))
+    saved = load(resolve(f"models:/{JOB_MODEL}@champion"))
+    model, vocab = saved.model, saved.vocab
     assert len(vocab) == model.config.vocab_size
     # What a finished run leaves on disk: the model, not its checkpoints or optimizer state.
     run_id = version.run_id
@@ -382,7 +384,7 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     baseline; features in another language, or unscored for a strategy, are refused."""
     import mlflow
 
-    from conceptual.models.saving import load_model
+    from conceptual.models.saving import load
     from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
     from conceptual.pipelines.train_captioner import publish, train
     from conceptual.registry import resolve
@@ -396,7 +398,8 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     decision = publish(result, config)
     version = mlflow.MlflowClient().get_model_version_by_alias("captioner-zh", "champion")
     assert str(version.version) == str(decision["version"])
-    model, vocab = load_model(resolve("models:/captioner-zh@champion"))
+    saved = load(resolve("models:/captioner-zh@champion"))
+    model, vocab = saved.model, saved.vocab
     assert model.config.language == "zh" and "狗" in vocab.tokens
 
     fluency = str(tiny_fluency_model(tmp_path / "fluency"))

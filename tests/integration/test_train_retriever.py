@@ -77,6 +77,9 @@ def write_data(directory) -> tuple[str, str]:
         table = pa.Table.from_pylist(rows, schema=schema)
         pq.write_table(table, directory / name / part / "part-0.parquet", row_group_size=16)
         (directory / name / "_SUCCESS").write_text("{}")  # written last, as the jobs do
+    # The features job's summary: the CNN settings a model trained on them saves.
+    summary = {"model": "efficientnet-lite0", "image_size": 256}
+    (directory / "features" / "features.json").write_text(json.dumps(summary))
     return str(directory / "features"), str(directory / "speech")
 
 
@@ -118,7 +121,7 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     from mlflow import MlflowClient
 
     from conceptual import registry
-    from conceptual.models.saving import load_retriever
+    from conceptual.models.saving import FeatureSettings, load
     from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
     from conceptual.pipelines.train_retriever import model_name, publish, train
 
@@ -138,8 +141,11 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     assert {"loss", "text_to_image.R_1", "image_to_text.R_10", "mean_R_10"} <= set(run.data.metrics)
     assert run.data.params["model.text_architecture"] == "transformer"
     assert "model.speech_channels" not in run.data.params  # the other modality's keys
-    model, vocab, audio = load_retriever(result["model_dir"])
-    assert model.config.modality == "text" and "dog" in vocab.tokens and audio is None
+    saved = load(result["model_dir"])
+    model, vocab = saved.model, saved.vocab
+    assert model.config.modality == "text" and "dog" in vocab.tokens and saved.audio is None
+    # The features' CNN and image size travel with the model, for embedding images.
+    assert saved.features == FeatureSettings(model="efficientnet-lite0", image_size=256)
 
     decision = publish(result, config)
     assert decision["promoted"] and decision["reason"] == "first_champion"
@@ -250,7 +256,7 @@ def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
     ray_local, platform_home, photo_features, tmp_path
 ):
     from conceptual.models.retriever import DualEncoder
-    from conceptual.models.saving import load_retriever
+    from conceptual.models.saving import load
     from conceptual.pipelines.build_index import BuildIndexConfig, build
     from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
     from conceptual.pipelines.train_retriever import train
@@ -263,7 +269,7 @@ def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
 
     [epoch] = result["history"]
     assert math.isfinite(epoch["loss"]) and "text_to_image.R@1" in result["best"]
-    model, vocab, _ = load_retriever(result["model_dir"])
+    model = load(result["model_dir"]).model
     assert model.config.photo_size == PHOTO_SIZE
     stem = "image.backbone._conv_stem.weight"
     pretrained = DualEncoder(model.config).state_dict()[stem]

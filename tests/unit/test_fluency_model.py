@@ -111,19 +111,21 @@ def test_config_needs_a_vocabulary_per_view():
 
 
 def test_saved_model_loads_with_its_vocabularies_and_scores_the_same(tmp_path):
-    from conceptual.models.saving import load_fluency, load_model, save_fluency
+    from conceptual.models.saving import SavedCaptioner, SavedFluency, load, save_fluency
 
     model, vocabs = tiny()
     save_fluency(model, vocabs, tmp_path / "fluency")
-    loaded, loaded_vocabs = load_fluency(tmp_path / "fluency")
+    saved = load(tmp_path / "fluency")
+    assert isinstance(saved, SavedFluency)
+    loaded, loaded_vocabs = saved.model, saved.vocabs
     assert {v: x.tokens for v, x in loaded_vocabs.items()} == {
         v: x.tokens for v, x in vocabs.items()
     }
     np.testing.assert_array_equal(
         predict(loaded, columns(loaded_vocabs)), predict(model, columns(vocabs))
     )
-    with pytest.raises(ValueError, match="holds a fluency.*load_fluency"):
-        load_model(tmp_path / "fluency")
+    with pytest.raises(ValueError, match="holds a fluency, not a captioner"):
+        load(tmp_path / "fluency", kind=SavedCaptioner)
     wrong = {**vocabs, "zh_pos": Vocabulary.build(["a b"], 1)}
     with pytest.raises(ValueError, match="vocabulary"):
         save_fluency(model, wrong, tmp_path / "wrong")

@@ -8,8 +8,8 @@ from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.saving import (
     LEGACY_FEATURES,
     FeatureSettings,
-    load_feature_settings,
-    load_model,
+    SavedCaptioner,
+    load,
     save_model,
 )
 from conceptual.models.vocab import Vocabulary
@@ -42,7 +42,9 @@ def test_round_trip_gives_identical_logits(tmp_path, architecture, kind):
     vocab = Vocabulary.build(CAPTIONS, min_count=1)
     model = trained_looking(architecture, kind, vocab)
     save_model(model, vocab, tmp_path / "model")
-    loaded, loaded_vocab = load_model(tmp_path / "model")
+    saved = load(tmp_path / "model")
+    loaded, loaded_vocab = saved.model, saved.vocab
+    assert isinstance(saved, SavedCaptioner)
     assert loaded.config == model.config and not loaded.training
     assert loaded_vocab.tokens == vocab.tokens
     features = torch.randn(2, 1 if kind == "1x1" else 64, 16)
@@ -64,7 +66,7 @@ def test_refuses_an_unknown_format_version(tmp_path):
     saved["format_version"] = 99
     (tmp_path / "config.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match="format version 99; this code reads versions 1, 2"):
-        load_model(tmp_path)
+        load(tmp_path)
 
 
 def test_refuses_a_vocabulary_of_another_size(tmp_path):
@@ -83,7 +85,7 @@ def test_reads_a_version_1_model_whose_config_says_features(tmp_path):
     saved["format_version"] = 1
     saved["config"]["features"] = saved["config"].pop("feature_map")
     (tmp_path / "config.json").write_text(json.dumps(saved))
-    loaded, _ = load_model(tmp_path)
+    loaded = load(tmp_path).model
     assert loaded.config == model.config and loaded.config.feature_map == "8x8"
 
 
@@ -93,7 +95,7 @@ def test_a_captioner_keeps_the_image_size_of_its_features(tmp_path):
     save_model(trained_looking("transformer", "8x8", vocab), vocab, tmp_path, features)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["features"] == {"model": "efficientnet-lite0", "image_size": 224}
-    assert load_feature_settings(tmp_path) == features
+    assert load(tmp_path).features == features
 
 
 def test_a_captioner_saved_without_its_features_reads_as_the_old_defaults(tmp_path):
@@ -101,8 +103,7 @@ def test_a_captioner_saved_without_its_features_reads_as_the_old_defaults(tmp_pa
     vocab = Vocabulary.build(CAPTIONS, min_count=1)
     save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path)
     assert "features" not in json.loads((tmp_path / "config.json").read_text())
-    load_model(tmp_path)
-    assert load_feature_settings(tmp_path) == LEGACY_FEATURES
+    assert load(tmp_path).features == LEGACY_FEATURES
     assert LEGACY_FEATURES == FeatureSettings(model="efficientnet-lite0", image_size=256)
 
 
@@ -112,6 +113,6 @@ def test_a_captioner_of_a_cnn_this_code_cannot_load_is_named(tmp_path):
     saved = json.loads((tmp_path / "config.json").read_text())
     saved["features"]["model"] = "efficientnet-lite4"
     (tmp_path / "config.json").write_text(json.dumps(saved))
-    load_model(tmp_path)  # the model itself loads: evaluation over saved features needs no CNN
+    saved = load(tmp_path)  # the model loads: evaluation over saved features needs no CNN
     with pytest.raises(ValueError, match="'efficientnet-lite4', which this code cannot load"):
-        load_feature_settings(tmp_path)
+        _ = saved.features

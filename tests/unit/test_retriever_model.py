@@ -19,7 +19,14 @@ from conceptual.models.retriever import (
     mms_loss,
     triplet_loss,
 )
-from conceptual.models.saving import load_model, load_retriever, save_model, save_retriever
+from conceptual.models.saving import (
+    FeatureSettings,
+    SavedCaptioner,
+    SavedRetriever,
+    load,
+    save_model,
+    save_retriever,
+)
 from conceptual.models.vocab import BOS, EOS, PAD, Vocabulary
 from conceptual.vision.cnn import FEATURE_CHANNELS
 
@@ -285,9 +292,11 @@ def test_a_speech_retriever_round_trip_gives_identical_embeddings(tmp_path):
     encoder = trained_looking("speech")
     audio = {"n_mfcc": 16, "seconds": 0.2}
     save_retriever(encoder, tmp_path / "retriever", audio=audio)
-    loaded, vocab, loaded_audio = load_retriever(tmp_path / "retriever")
+    saved = load(tmp_path / "retriever")
+    loaded = saved.model
+    assert isinstance(saved, SavedRetriever)
     assert loaded.config == encoder.config and not loaded.training
-    assert vocab is None and loaded_audio == audio
+    assert saved.vocab is None and saved.audio == audio
     features, mfcc = torch.randn(3, 12), queries("speech", 3)
     assert torch.equal(loaded.embed_images(features), encoder.embed_images(features))
     assert torch.equal(loaded.embed_queries(mfcc), encoder.embed_queries(mfcc))
@@ -300,10 +309,20 @@ def test_a_text_retriever_round_trip_gives_identical_embeddings(tmp_path, archit
     vocab = Vocabulary([*Vocabulary.build([]).tokens, *(f"w{i}" for i in range(20))])
     encoder = trained_looking("text", text_architecture=architecture)
     save_retriever(encoder, tmp_path, vocab=vocab)
-    loaded, loaded_vocab, audio = load_retriever(tmp_path)
-    assert loaded_vocab.tokens == vocab.tokens and audio is None
+    saved = load(tmp_path, kind=SavedRetriever)
+    assert saved.vocab.tokens == vocab.tokens and saved.audio is None
     batch = queries("text", 3)
-    assert torch.equal(loaded.embed_queries(batch), encoder.embed_queries(batch))
+    assert torch.equal(saved.model.embed_queries(batch), encoder.embed_queries(batch))
+
+
+def test_a_retriever_keeps_the_cnn_settings_of_its_features(tmp_path):
+    features = FeatureSettings(model="efficientnet-lite0", image_size=224)
+    save_retriever(model("speech"), tmp_path / "recorded", features=features)
+    assert load(tmp_path / "recorded", kind=SavedRetriever).features == features
+    # Saved before they were recorded: none, and the server takes its index's.
+    save_retriever(model("speech"), tmp_path / "older")
+    assert "features" not in json.loads((tmp_path / "older" / "config.json").read_text())
+    assert load(tmp_path / "older", kind=SavedRetriever).features is None
 
 
 def test_a_text_retriever_needs_its_vocabulary():
@@ -379,7 +398,7 @@ def test_a_finetune_retriever_round_trip_holds_its_cnn(tmp_path):
 
     saved = json.loads((tmp_path / "config.json").read_text())["config"]
     assert (saved["image_backbone"], saved["image_size"]) == ("finetune", PHOTO)
-    loaded, _, _ = load_retriever(tmp_path)
+    loaded = load(tmp_path, kind=SavedRetriever).model
     assert loaded.config == encoder.config
     # Its own weights, not the pretrained ones a fresh model loads.
     stem = "image.backbone._conv_stem.weight"
@@ -389,7 +408,7 @@ def test_a_finetune_retriever_round_trip_holds_its_cnn(tmp_path):
     assert torch.equal(loaded.embed_images(batch), encoder.embed_images(batch))
 
 
-def test_each_loader_refuses_the_other_kind(tmp_path):
+def test_a_loader_asked_for_a_kind_refuses_the_others(tmp_path):
     vocab = Vocabulary.build(["a dog on the beach"], min_count=1)
     captioner = Captioner(
         CaptionerConfig(
@@ -398,15 +417,16 @@ def test_each_loader_refuses_the_other_kind(tmp_path):
     )
     save_model(captioner, vocab, tmp_path / "captioner")
     save_retriever(model("speech"), tmp_path / "retriever")
-    with pytest.raises(ValueError, match="holds a captioner, not a retriever.*load_model"):
-        load_retriever(tmp_path / "captioner")
-    with pytest.raises(ValueError, match="holds a retriever, not a captioner.*load_retriever"):
-        load_model(tmp_path / "retriever")
+    assert isinstance(load(tmp_path / "captioner"), SavedCaptioner)
+    with pytest.raises(ValueError, match="holds a captioner, not a retriever"):
+        load(tmp_path / "captioner", kind=SavedRetriever)
+    with pytest.raises(ValueError, match="holds a retriever, not a captioner"):
+        load(tmp_path / "retriever", kind=SavedCaptioner)
     # captioners saved before retrievers existed say no kind
     path = tmp_path / "captioner" / "config.json"
     saved = json.loads(path.read_text())
     del saved["kind"]
     path.write_text(json.dumps(saved))
-    load_model(tmp_path / "captioner")
+    load(tmp_path / "captioner", kind=SavedCaptioner)
     with pytest.raises(ValueError, match="holds a captioner"):
-        load_retriever(tmp_path / "captioner")
+        load(tmp_path / "captioner", kind=SavedRetriever)

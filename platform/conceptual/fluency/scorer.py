@@ -14,16 +14,17 @@ import numpy as np
 
 from conceptual.fluency.model import encode, predict, scores
 from conceptual.fluency.views import sentence_views
-from conceptual.models.saving import load_fluency
+from conceptual.models.saving import SavedFluency, load
 
 
 class FluencyScorer:
-    """Fluency scores from a saved classifier (models.saving.load_fluency), in this process:
+    """Fluency scores from a saved classifier (models.saving.SavedFluency), in this process:
     for translations with their English sources, and for Chinese sentences without one
     (native or generated captions, scored on the Chinese views)."""
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", batch_size: int = 256):
-        self.model, self.vocabs = load_fluency(model_dir, device)
+        saved = load(model_dir, device, SavedFluency)
+        self.model, self.vocabs = saved.model, saved.vocabs
         self.batch_size = batch_size
 
     def view_probabilities(

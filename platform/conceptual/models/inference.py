@@ -2,7 +2,7 @@
 `caption` job and Ray Serve use it: one code path from a file to a caption.
 
 The features must be computed as they were for training: the CNN and input size the
-captioner was saved with (saving.load_feature_settings), centre crop, as the features job
+captioner was saved with (saving.SavedCaptioner.features), centre crop, as the features job
 computes them.
 """
 
@@ -16,7 +16,7 @@ from PIL import Image
 
 from conceptual.models.captioner import features_tensor
 from conceptual.models.decoding import n_best
-from conceptual.models.saving import load_feature_settings, load_model
+from conceptual.models.saving import SavedCaptioner, load
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import decode
 
@@ -36,8 +36,8 @@ class ImageCaptioner:
     ):
         """`cnn` says how the CNN runs (device, precision, weights, batch size); which CNN,
         and at what input size, the saved captioner says."""
-        self.model, self.vocab = load_model(model_dir)
-        features = load_feature_settings(model_dir)
+        saved = load(model_dir, kind=SavedCaptioner)
+        self.model, self.vocab, features = saved.model, saved.vocab, saved.features
         cnn = (cnn or CnnConfig()).model_copy(update={"model": features.model})
         self.extractor = FeatureExtractor(cnn, image_size=features.image_size)
         self.beam, self.length_penalty = beam, length_penalty

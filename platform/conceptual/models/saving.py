@@ -5,32 +5,33 @@ model.safetensors   the weights (a captioner's tied word matrix is one tensor, s
 config.json         {"format_version": 2, "kind": "captioner", "config": CaptionerConfig fields,
                      "features": the CNN and input size its image features were made with}
                     {"format_version": 2, "kind": "retriever", "config": RetrieverConfig
-                     fields, "audio": the MFCC settings the model was trained with, or null}
+                     fields, "audio": the MFCC settings the model was trained with, or null,
+                     "features": as a captioner's}
                     {"format_version": 2, "kind": "fluency", "config": FluencyConfig fields}
                     (captioners saved before retrievers existed have no "kind"; version 1
                     named feature_map `features`; both load the same. A captioner without
                     "features", saved before it was recorded, was trained on the features
                     job's defaults of then: it reads as LEGACY_FEATURES, efficientnet-lite0
-                    at 256 px. The entry is an addition to version 2, not a version 3: code
-                    from before it still loads a captioner that has one, at 256 px whatever
-                    it says)
+                    at 256 px; a retriever without it reads as None, and whoever embeds an
+                    image with it takes the settings of the index it serves. The entry is an
+                    addition to version 2, not a version 3: code from before it still loads a
+                    model that has one, a captioner at 256 px whatever it says)
 vocab.json          the vocabulary (captioners and text retrievers)
 vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh_pos, ...)
 
 save_model(model, vocab, "out/model", features)   # FeatureSettings, from features.json
-model, vocab = load_model("out/model")   # in eval mode
-features = load_feature_settings("out/model")   # how to compute its image features
-save_retriever(model, "out/retriever", audio=features_config.model_dump())
-model, vocab, audio = load_retriever("out/retriever")   # vocab None for speech
+save_retriever(model, "out/retriever", audio=features_config.model_dump(), features=features)
 save_fluency(model, vocabs, "out/fluency")
-model, vocabs = load_fluency("out/fluency")   # vocabs: view -> Vocabulary
+saved = load("out/model")   # whatever kind: saved.model in eval mode, with its preprocessing
+saved = load("out/retriever", kind=SavedRetriever)   # ValueError when it holds another kind
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from pydantic import ConfigDict, Field
@@ -48,14 +49,13 @@ from conceptual.vision.cnn import CNN_MODELS, CnnModel
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
-LOADERS = {"captioner": "load_model", "retriever": "load_retriever", "fluency": "load_fluency"}
-
 M = TypeVar("M", bound=nn.Module)
 
 
 class FeatureSettings(Config):
-    """How a captioner's image features were made (the features job's `cnn.model` and
-    `image_size`, from its features.json): captioning an image must compute the same grid."""
+    """How a model's image features were made (the features job's `cnn.model` and
+    `image_size`, from its features.json): captioning or embedding an image must compute the
+    same ones."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,32 +76,7 @@ def save_model(
     """`features`: how the image features it was trained on were made; None (made-up
     features) saves none, and the model then reads as LEGACY_FEATURES."""
     _check_vocabulary(model.config.vocab_size, vocab)
-    extra = {} if features is None else {"features": features.model_dump()}
-    return _save(model, "captioner", extra, vocab, directory)
-
-
-def load_model(
-    directory: str | Path, device: str | torch.device = "cpu"
-) -> tuple[Captioner, Vocabulary]:
-    saved = _read(directory, "captioner")
-    model = Captioner(CaptionerConfig.model_validate(saved["config"]))
-    vocab = Vocabulary.from_json((Path(directory) / VOCAB).read_text())
-    return _load_weights(model, directory, device), vocab
-
-
-def load_feature_settings(directory: str | Path) -> FeatureSettings:
-    """How to compute a saved captioner's image features (LEGACY_FEATURES when it saved
-    none); ValueError naming the CNN when it is not one this code loads."""
-    saved = _read(directory, "captioner").get("features")
-    if saved is None:
-        return LEGACY_FEATURES
-    if saved.get("model") not in CNN_MODELS:
-        raise ValueError(
-            f"the captioner at {directory} was trained on features of the CNN "
-            f"{saved.get('model')!r}, which this code cannot load (it loads "
-            f"{', '.join(CNN_MODELS)}): caption with the version of conceptual that trained it"
-        )
-    return FeatureSettings.model_validate(saved)
+    return _save(model, "captioner", _features_entry(features), vocab, directory)
 
 
 def save_retriever(
@@ -109,30 +84,19 @@ def save_retriever(
     directory: str | Path,
     vocab: Vocabulary | None = None,
     audio: dict[str, Any] | None = None,
+    features: FeatureSettings | None = None,
 ) -> Path:
     """`vocab` for a text retriever (and only then); `audio`, for a speech retriever, the
     feature settings (conceptual.speech.features.AudioFeatureConfig) its MFCCs were made with,
-    so that whoever loads it computes the same."""
+    so that whoever loads it computes the same; `features`, as save_model's."""
     if model.config.modality == "text":
         if vocab is None:
             raise ValueError("a text retriever is saved with its vocabulary")
         _check_vocabulary(model.config.vocab_size, vocab)
     elif vocab is not None:
         raise ValueError("a speech retriever has no vocabulary to save")
-    return _save(model, "retriever", {"audio": audio}, vocab, directory)
-
-
-def load_retriever(
-    directory: str | Path, device: str | torch.device = "cpu"
-) -> tuple[DualEncoder, Vocabulary | None, dict[str, Any] | None]:
-    """The model in eval mode, its vocabulary (None for speech) and the audio settings saved
-    with it. A model that fine-tuned its CNN (model.image_backbone=finetune) loads whole from
-    here too: its config says so, and its weights hold the CNN's."""
-    saved = _read(directory, "retriever")
-    model = DualEncoder(RetrieverConfig.model_validate(saved["config"]))
-    vocab_file = Path(directory) / VOCAB
-    vocab = Vocabulary.from_json(vocab_file.read_text()) if vocab_file.exists() else None
-    return _load_weights(model, directory, device), vocab, saved.get("audio")
+    extra = {"audio": audio, **_features_entry(features)}
+    return _save(model, "retriever", extra, vocab, directory)
 
 
 def save_fluency(model: FluencyModel, vocabs: dict[str, Vocabulary], directory: str | Path) -> Path:
@@ -144,17 +108,119 @@ def save_fluency(model: FluencyModel, vocabs: dict[str, Vocabulary], directory: 
     return directory
 
 
-def load_fluency(
-    directory: str | Path, device: str | torch.device = "cpu"
-) -> tuple[FluencyModel, dict[str, Vocabulary]]:
-    """The model in eval mode and each view's vocabulary."""
-    saved = _read(directory, "fluency")
-    model = FluencyModel(FluencyConfig.model_validate(saved["config"]))
-    vocabs = {
-        view: Vocabulary.from_json((Path(directory) / f"vocab.{view}.json").read_text())
-        for view in VIEWS
-    }
-    return _load_weights(model, directory, device), vocabs
+@dataclass(frozen=True)
+class Saved:
+    """A saved model (in eval mode) and what turns a raw input into its input."""
+
+    kind: ClassVar[str]
+    model: nn.Module
+    directory: Path
+    settings: dict[str, Any]  # its config.json
+
+    def _saved_features(self) -> FeatureSettings | None:
+        """The CNN settings saved with it, checked only when asked for: evaluating a model
+        on features already computed needs no CNN."""
+        saved = self.settings.get("features")
+        if saved is None:
+            return None
+        if saved.get("model") not in CNN_MODELS:
+            raise ValueError(
+                f"the {self.kind} at {self.directory} was trained on features of the CNN "
+                f"{saved.get('model')!r}, which this code cannot load (it loads "
+                f"{', '.join(CNN_MODELS)}): use the version of conceptual that trained it"
+            )
+        return FeatureSettings.model_validate(saved)
+
+
+@dataclass(frozen=True)
+class SavedCaptioner(Saved):
+    kind: ClassVar[str] = "captioner"
+    model: Captioner
+    vocab: Vocabulary
+
+    @classmethod
+    def read(
+        cls, directory: Path, settings: dict[str, Any], device: str | torch.device
+    ) -> SavedCaptioner:
+        model = Captioner(CaptionerConfig.model_validate(settings["config"]))
+        vocab = Vocabulary.from_json((directory / VOCAB).read_text())
+        return cls(_load_weights(model, directory, device), directory, settings, vocab)
+
+    @property
+    def features(self) -> FeatureSettings:
+        """How to compute its image features (LEGACY_FEATURES when it saved none);
+        ValueError naming the CNN when it is not one this code loads."""
+        return self._saved_features() or LEGACY_FEATURES
+
+
+@dataclass(frozen=True)
+class SavedRetriever(Saved):
+    """A model that fine-tuned its CNN (model.image_backbone=finetune) loads whole too: its
+    config says so, and its weights hold the CNN's; its image input is the photo at
+    model.config.photo_size."""
+
+    kind: ClassVar[str] = "retriever"
+    model: DualEncoder
+    vocab: Vocabulary | None  # None for speech
+
+    @classmethod
+    def read(
+        cls, directory: Path, settings: dict[str, Any], device: str | torch.device
+    ) -> SavedRetriever:
+        model = DualEncoder(RetrieverConfig.model_validate(settings["config"]))
+        vocab_file = directory / VOCAB
+        vocab = Vocabulary.from_json(vocab_file.read_text()) if vocab_file.exists() else None
+        return cls(_load_weights(model, directory, device), directory, settings, vocab)
+
+    @property
+    def audio(self) -> dict[str, Any] | None:
+        """The MFCC settings (AudioFeatureConfig fields) of a speech retriever."""
+        return self.settings.get("audio")
+
+    @property
+    def features(self) -> FeatureSettings | None:
+        """How its pooled image vectors were made; None for a retriever saved before they
+        were recorded."""
+        return self._saved_features()
+
+
+@dataclass(frozen=True)
+class SavedFluency(Saved):
+    kind: ClassVar[str] = "fluency"
+    model: FluencyModel
+    vocabs: dict[str, Vocabulary]  # view -> its vocabulary
+
+    @classmethod
+    def read(
+        cls, directory: Path, settings: dict[str, Any], device: str | torch.device
+    ) -> SavedFluency:
+        model = FluencyModel(FluencyConfig.model_validate(settings["config"]))
+        vocabs = {
+            view: Vocabulary.from_json((directory / f"vocab.{view}.json").read_text())
+            for view in VIEWS
+        }
+        return cls(_load_weights(model, directory, device), directory, settings, vocabs)
+
+
+KINDS = {saved.kind: saved for saved in (SavedCaptioner, SavedRetriever, SavedFluency)}
+S = TypeVar("S", bound=Saved)
+
+
+def load(directory: str | Path, device: str | torch.device = "cpu", kind: type[S] = Saved) -> S:
+    """The saved model with its preprocessing, whatever its kind; `kind` (a Saved class)
+    refuses the others."""
+    directory = Path(directory)
+    settings = _read(directory)
+    saved_kind = settings.get("kind", "captioner")  # captioners were saved before kinds
+    found = KINDS.get(saved_kind)
+    if found is None or not issubclass(found, kind):
+        wanted = "" if kind is Saved else f", not a {kind.kind}"
+        raise ValueError(f"{directory} holds a {saved_kind}{wanted}")
+    return found.read(directory, settings, device)
+
+
+def _features_entry(features: FeatureSettings | None) -> dict[str, Any]:
+    return {} if features is None else {"features": features.model_dump()}
 
 
 def _check_vocabulary(vocab_size: int, vocab: Vocabulary) -> None:
@@ -185,9 +251,9 @@ def _save(
     return directory
 
 
-def _read(directory: str | Path, kind: str) -> dict[str, Any]:
-    """config.json, once its version is one this code reads and it holds a `kind`."""
-    path = Path(directory) / CONFIG
+def _read(directory: Path) -> dict[str, Any]:
+    """config.json, once its version is one this code reads."""
+    path = directory / CONFIG
     saved = json.loads(path.read_text())
     version = saved.get("format_version")
     if version not in READABLE_VERSIONS:
@@ -196,16 +262,9 @@ def _read(directory: str | Path, kind: str) -> dict[str, Any]:
             f"{', '.join(map(str, READABLE_VERSIONS))} (load it with the version of conceptual "
             "that saved it)"
         )
-    saved_kind = saved.get("kind", "captioner")  # captioners were saved before kinds
-    if saved_kind != kind:
-        loader = LOADERS.get(saved_kind)
-        raise ValueError(
-            f"{directory} holds a {saved_kind}, not a {kind}"
-            + (f" (load it with {loader})" if loader else "")
-        )
     return saved
 
 
-def _load_weights(model: M, directory: str | Path, device: str | torch.device) -> M:
-    model.load_state_dict(load_file(Path(directory) / WEIGHTS, device=str(device)))
+def _load_weights(model: M, directory: Path, device: str | torch.device) -> M:
+    model.load_state_dict(load_file(directory / WEIGHTS, device=str(device)))
     return model.to(device).eval()
