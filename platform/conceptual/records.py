@@ -120,8 +120,8 @@ CURATED = pa.schema(
 )
 
 # The language of a curated caption and where its words came from, for captions that are not
-# the English of the curation pipeline (conceptual.fluency.flickr8k_cn: Chinese, machine-translated or
-# written by people). A separate schema, not nullable columns of CURATED: the curation
+# the English of the curation pipeline (conceptual.fluency.flickr8k_cn: Chinese,
+# machine-translated or written by people). A separate schema, not nullable columns of CURATED: the curation
 # pipeline writes exactly CURATED's columns (pipelines/rows.py, to_curated), and every reader
 # of curated records reads the columns it names, so English records stay as they are and a
 # reader takes a record without `language` as English. Nullable: a native caption has no
