@@ -10,10 +10,13 @@ job gives its data, here once so that a new job cannot forget them:
   imports its pipeline: `error: ... epoch: unknown key, did you mean epochs?` at once; the
   config is loaded in full before Ray starts (conceptual.config.load says the same);
 - errors are printed by conceptual.logs.error (`error: ...`, credentials redacted), and
-  conceptual.logs.job_output redacts every other line the job prints or logs.
+  conceptual.logs.job_output redacts every other line the job prints or logs;
+- a job does its work inside `job_run` (its output in its log, job_output), which turns the
+  errors a user can fix (a bad key or value, missing data) into an `error:` line and exit
+  code 2, and the failures it is told of into exit code 1.
 
-Every job's `main` is wrapped in `job_main`, so that what JobParser refuses is the exit code
-2 that main returns, in a process of its own or called from another.
+Every job's `main` is wrapped in `job_main`, so that what JobParser refuses and what job_run
+stops on is the exit code that main returns, in a process of its own or called from another.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,25 +47,62 @@ def output(value: str) -> str:
     return location(value)
 
 
-class Refused(SystemExit):
-    """What JobParser refuses, printed as an `error:` line: exit code 2 (job_main returns it)."""
+class Stopped(SystemExit):
+    """A job stopped, said in an `error:` line, with its exit code (job_main returns it): 2
+    for what the user can fix (what JobParser refuses, a bad key, missing data), 1 for what
+    failed in the system."""
 
-    def __init__(self, message: object) -> None:
+    def __init__(self, message: object, code: int = 2) -> None:
         error(message)
-        super().__init__(2)
+        super().__init__(code)
 
 
 def job_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """Every job's `main`: what its JobParser refused is returned as 2."""
+    """Every job's `main`: what its JobParser refused or its job_run stopped on is returned as
+    its exit code."""
 
     @functools.wraps(main)
     def run(argv: list[str] | None = None) -> int:
         try:
             return main(argv)
-        except Refused as exc:
+        except Stopped as exc:
             return int(exc.code)  # type: ignore[arg-type]
 
     return run
+
+
+@contextmanager
+def stopping(
+    refused: tuple[type[BaseException], ...] | None = None,
+    failed: tuple[type[BaseException], ...] = (),
+) -> Iterator[None]:
+    """Errors a user can fix (`refused`; by default a bad key or value and missing data:
+    ConfigError, StorageError, ValueError) stop the job with exit code 2, the `failed` ones
+    with 1, each said in an `error:` line (Stopped)."""
+    if refused is None:
+        from conceptual.config import ConfigError
+        from conceptual.storage import StorageError
+
+        refused = (ConfigError, StorageError, ValueError)
+    try:
+        yield
+    except refused as exc:
+        raise Stopped(exc) from None
+    except failed as exc:
+        raise Stopped(exc, code=1) from None
+
+
+@contextmanager
+def job_run(
+    job: str,
+    verbose: bool,
+    refused: tuple[type[BaseException], ...] | None = None,
+    failed: tuple[type[BaseException], ...] = (),
+) -> Iterator[Path | None]:
+    """A job's work: its output in its log (job_output, whose path it yields) and its errors
+    stopping it (`stopping`)."""
+    with job_output(job, verbose) as log, stopping(refused, failed):
+        yield log
 
 
 class JobParser(argparse.ArgumentParser):
@@ -83,7 +124,7 @@ class JobParser(argparse.ArgumentParser):
             try:
                 check_keys(self.keys, namespace.overrides, getattr(namespace, "config", None))
             except ConfigError as exc:
-                raise Refused(exc) from None
+                raise Stopped(exc) from None
         outputs: dict[str, str] = {}
         inputs: dict[str, str] = {}
         for action in self._actions:
@@ -101,7 +142,7 @@ class JobParser(argparse.ArgumentParser):
             try:
                 refuse_overlap(outputs, inputs)
             except StorageError as exc:
-                raise Refused(exc) from None
+                raise Stopped(exc) from None
         return namespace, extra
 
 
@@ -137,11 +178,12 @@ def run_data_job(
     config_class: type,
     run: Callable[[str, str, Any], Any],
     user_errors: tuple[type[Exception], ...] = (),
-) -> tuple[Any, Any, Path | None] | int:
+) -> tuple[Any, Any, Path | None]:
     """A data job from its arguments to its result: the config, a line saying what goes
     where, Ray, the run, all with third-party output in the job's log. Returns (config, what
-    `run` returned, the log's path), or exit code 2 after printing an error the user can fix
-    (a bad key, a missing input, ...), or 1 after object storage failed for good."""
+    `run` returned, the log's path), or stops the job (Stopped) with exit code 2 on an error
+    the user can fix (a bad key, a missing input, `user_errors`), 1 after rows failed past
+    errors.* or object storage failed for good."""
     from conceptual import storage
     from conceptual.config import ConfigError, load
     from conceptual.errors import TooManyErrors
@@ -158,17 +200,17 @@ def run_data_job(
             require_shared({"the input": source, "--output": args.output})
             return config, run(source, args.output, config), log
         except (ConfigError, StorageError, *user_errors) as exc:
-            error(exc)
-            return 2
+            raise Stopped(exc) from None
         except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
-            error(f"{exc}. {args.output} is incomplete (no {storage.SUCCESS} marker).")
-            return 1
+            incomplete = f"{args.output} is incomplete (no {storage.SUCCESS} marker)"
+            raise Stopped(f"{exc}. {incomplete}.", code=1) from None
         except OSError as exc:  # a Ray task's error is also an instance of its cause's type
             if (failure := storage.store_failure(exc)) is None:
                 raise
-            error(f"{failure}. {args.output} is incomplete (no {storage.SUCCESS} marker): "
-                  "run the job again once the store answers.")  # fmt: skip
-            return 1
+            incomplete = f"{args.output} is incomplete (no {storage.SUCCESS} marker)"
+            raise Stopped(
+                f"{failure}. {incomplete}: run the job again once the store answers.", code=1
+            ) from None
 
 
 def add_training_arguments(
@@ -183,30 +225,28 @@ def add_training_arguments(
 
 
 def run_training_job(
-    job: str,
     args: argparse.Namespace,
-    config_class: type,
-    train: Callable[[Any], dict[str, Any]],
-    publish: Callable[[dict[str, Any], Any, str | None], dict[str, Any]],
+    recipe: Any,
+    *data: Any,
     report: Callable[[dict[str, Any]], str] | None = None,
 ) -> int:
-    """A training job from its arguments to its last line: the config, `train(config)`, the
-    model registered (unless --no-register) with the champion rule's decision, the best
-    epoch's dev metrics, `report(result)` (more for people, such as a held-out table), where
-    the model is, and the MLflow run. Returns the exit code: 2 after an error the user can
-    fix (a bad key, missing data, no dev split)."""
+    """A training job from its arguments to its last line: the config, a model of the
+    `recipe`'s family trained on `data` (training.train), registered (unless --no-register)
+    with the champion rule's decision, the best epoch's dev metrics, `report(result)` (more
+    for people, such as a held-out table), where the model is, and the MLflow run. Returns
+    the exit code, or stops (`stopping`) on an error the user can fix (a bad key, missing
+    data, no dev split)."""
     from conceptual import registry
-    from conceptual.config import ConfigError, load
-    from conceptual.storage import StorageError
+    from conceptual.config import load
+    from conceptual.pipelines import training
 
-    with job_output(job, args.verbose) as log:
-        try:
-            config = load(config_class, args.config, args.overrides)
-            result = train(config)
-        except (ConfigError, StorageError, ValueError) as exc:
-            error(exc)
-            return 2
-        decision = None if args.no_register else publish(result, config, args.model_name)
+    with job_output(recipe.stage, args.verbose) as log:
+        with stopping():
+            config = load(recipe.config, args.config, args.overrides)
+            result = training.train(recipe, config, *data)
+        decision = None
+        if not args.no_register:
+            decision = training.publish(recipe, result, config, args.model_name)
     print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
     if report is not None:
         print(report(result))

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import JobParser, add_common, job_main, location, stopping
+from conceptual.logs import job_output
 
 
 @job_main
@@ -38,18 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     import mlflow
 
     from conceptual import tracking
-    from conceptual.config import ConfigError, load
+    from conceptual.config import load
     from conceptual.pipelines.benchmark_training import benchmark
     from conceptual.pipelines.train_captioner import TrainConfig
-    from conceptual.storage import StorageError
 
     with job_output("benchmark_training", args.verbose):
-        try:
+        with stopping():
             config = load(TrainConfig, args.config, args.overrides)
             rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
-        except (ConfigError, StorageError, ValueError) as exc:
-            error(exc)
-            return 2
         with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
             tracking.log_config(config)
             mlflow.log_params({"features_uri": args.features or "synthetic", "steps": args.steps})

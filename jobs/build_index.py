@@ -20,8 +20,16 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, output, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import (
+    JobParser,
+    Stopped,
+    add_common,
+    job_main,
+    job_run,
+    location,
+    output,
+    report_run,
+)
 
 
 @job_main
@@ -39,25 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     add_common(parser, "BuildIndexConfig keys, e.g. approximate=true splits=[test]")
     args = parser.parse_args(argv)
     from conceptual import storage
-    from conceptual.config import ConfigError, load
+    from conceptual.config import load
     from conceptual.errors import TooManyErrors
     from conceptual.pipelines.build_index import BuildIndexConfig, run
     from conceptual.storage import StorageError
 
-    with job_output("build_index", args.verbose) as log:
+    with job_run("build_index", args.verbose) as log:  # unknown model, bad data
+        config = load(BuildIndexConfig, args.config, args.overrides)
+        for uri in (args.data, args.speech):
+            if uri is not None and not storage.exists(uri):
+                raise StorageError(f"no input data at {uri}")
+        print(f"build_index: {args.model} over {args.data} -> {args.output}", flush=True)
         try:
-            config = load(BuildIndexConfig, args.config, args.overrides)
-            for uri in (args.data, args.speech):
-                if uri is not None and not storage.exists(uri):
-                    raise StorageError(f"no input data at {uri}")
-            print(f"build_index: {args.model} over {args.data} -> {args.output}", flush=True)
             result = run(args.model, args.data, args.output, config, args.speech)
-        except (ConfigError, StorageError, ValueError) as exc:  # unknown model, bad data
-            error(exc)
-            return 2
         except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
-            error(f"{exc}. {args.output} holds no index.")
-            return 1
+            raise Stopped(f"{exc}. {args.output} holds no index.", code=1) from None
     print(json.dumps(result, indent=2))
     report_run(result["run_id"], config.experiment, log)
     return 0

@@ -12,8 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conceptual.jobs.arguments import JobParser, job_main, location
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import JobParser, job_main, job_run, location
 
 
 @job_main
@@ -31,17 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.registry import resolve
 
     missing = [str(p) for p in args.images if not p.is_file()]
-    with job_output("caption", args.verbose):
-        try:
-            if missing:
-                raise ValueError(f"no such image file: {', '.join(missing)}")
-            captioner = ImageCaptioner(
-                resolve(args.model), beam=args.beam, length_penalty=args.length_penalty
-            )
-            captions = captioner.caption_bytes([p.read_bytes() for p in args.images])
-        except ValueError as exc:
-            error(exc)
-            return 2
+    with job_run("caption", args.verbose, refused=(ValueError,)):
+        if missing:
+            raise ValueError(f"no such image file: {', '.join(missing)}")
+        captioner = ImageCaptioner(
+            resolve(args.model), beam=args.beam, length_penalty=args.length_penalty
+        )
+        captions = captioner.caption_bytes([p.read_bytes() for p in args.images])
     for path, caption in zip(args.images, captions):
         print(f"{path}\t{caption}")
     return 0

@@ -2,12 +2,15 @@
 
     python -m conceptual.jobs.compare_captioners --features URI
         [--variants rnn-1x1,rnn-8x8,transformer-1x1,transformer-8x8]
+        [--variant "name: key=value ..." ...]
         [--register best|all|none] [--config FILE] [key=value ...]
 
 Every variant trains with the same TrainConfig (overrides as for train_captioner, e.g.
 epochs=20 workers=2; experiment=NAME keeps the comparison in an experiment of its own) as a
 child of one comparison run, whose artifacts are the comparison table (comparison.json,
-comparison.md) and plot (comparison.png). The best variant by dev CIDEr is registered and
+comparison.md) and plot (comparison.png). `--variant "name: key=value ..."` adds a variant
+of its own overrides, as compare_retrievers' are (e.g. "wide: model.d_model=1024"); with
+--variant and no --variants, only those train. The best variant by dev CIDEr is registered and
 the champion rule applied (`--register all`: every variant; `--register none` or
 `--no-register`: none). The table gives each variant's dev CIDEr with its 95% bootstrap
 interval over the dev images and its paired p-value against the best, `~` where the
@@ -19,8 +22,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    job_run,
+    location,
+    report_run,
+)
 from conceptual.models.variants import MODEL_NAME, VARIANTS
 
 
@@ -35,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument(
         "--variants",
-        default=",".join(VARIANTS),
-        help=f"comma-separated, from: {', '.join(VARIANTS)}",
+        help=f"comma-separated, from: {', '.join(VARIANTS)} (default: all, without --variant)",
+    )
+    parser.add_argument(
+        "--variant", action="append", default=[], help="'name: key=value ...' (repeat)"
     )
     parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
     parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
@@ -51,25 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_common(parser, "TrainConfig keys, e.g. epochs=20 workers=2; bootstrap.samples=N")
     args = parser.parse_args(argv)
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    from conceptual.config import ConfigError, load
+    named = args.variants or ("" if args.variant else ",".join(VARIANTS))
+    variants = [v.strip() for v in named.split(",") if v.strip()] + args.variant
+    from conceptual.config import load
     from conceptual.intervals import BootstrapConfig
     from conceptual.pipelines.compare_captioners import compare, markdown_table
     from conceptual.pipelines.train_captioner import TrainConfig
-    from conceptual.storage import StorageError
 
-    with job_output("compare_captioners", args.verbose) as log:
-        try:
-            bootstrap_keys = [o for o in args.overrides if o.startswith("bootstrap.")]
-            train_keys = [o for o in args.overrides if o not in bootstrap_keys]
-            config = load(TrainConfig, args.config, train_keys)
-            bootstrap = load(BootstrapConfig, None, [o[10:] for o in bootstrap_keys])
-            result = compare(
-                args.features, config, variants, args.register, args.model_name, bootstrap
-            )
-        except (ConfigError, StorageError, ValueError) as exc:  # ValueError: e.g. no dev split
-            error(exc)
-            return 2
+    with job_run("compare_captioners", args.verbose) as log:  # ValueError: e.g. no dev split
+        bootstrap_keys = [o for o in args.overrides if o.startswith("bootstrap.")]
+        train_keys = [o for o in args.overrides if o not in bootstrap_keys]
+        config = load(TrainConfig, args.config, train_keys)
+        bootstrap = load(BootstrapConfig, None, [o[10:] for o in bootstrap_keys])
+        result = compare(args.features, config, variants, args.register, args.model_name, bootstrap)
     print(markdown_table(result["rows"]))
     for row in result["rows"]:
         if row["version"] is not None:

@@ -20,8 +20,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    job_run,
+    location,
+    report_run,
+)
 
 
 def reference(value: str) -> tuple[str, str]:
@@ -66,16 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.storage import StorageError
 
     references = dict(args.reference)
-    with job_output("compare_fluency", args.verbose) as log:
-        try:
-            config = load(FluencyComparisonConfig, args.config, args.overrides)
-            translator = None
-            if config.late_translation and args.cn:
-                translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
-            result = compare(args.features, references, config, args.english_features, translator)
-        except (ConfigError, StorageError, ImportSourceError, ValueError, OSError) as exc:
-            error(exc)
-            return 2
+    with job_run(
+        "compare_fluency",
+        args.verbose,
+        refused=(ConfigError, StorageError, ImportSourceError, ValueError, OSError),
+    ) as log:
+        config = load(FluencyComparisonConfig, args.config, args.overrides)
+        translator = None
+        if config.late_translation and args.cn:
+            translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
+        result = compare(args.features, references, config, args.english_features, translator)
     print(markdown_table(result["rows"], list(references)))
     report_run(result["run_id"], config.experiment, log, "comparison run")
     return 0

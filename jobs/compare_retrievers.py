@@ -20,8 +20,14 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    job_run,
+    location,
+    report_run,
+)
 
 
 @job_main
@@ -41,31 +47,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=location, help="YAML file of RetrieverTrainConfig keys")
     add_common(parser, "shared RetrieverTrainConfig keys; eval.KEY for EvalConfig keys")
     args = parser.parse_args(argv)
-    from conceptual.config import ConfigError, load
+    from conceptual.config import load
     from conceptual.pipelines.compare_retrievers import compare, markdown_table
     from conceptual.pipelines.evaluate_retriever import EvalConfig
     from conceptual.pipelines.train_retriever import RetrieverTrainConfig
-    from conceptual.storage import StorageError
 
     train_overrides = [o for o in args.overrides if not o.startswith("eval.")]
     eval_overrides = [o[5:] for o in args.overrides if o.startswith("eval.")]
-    with job_output("compare_retrievers", args.verbose) as log:
-        try:
-            config = load(RetrieverTrainConfig, args.config, train_overrides)
-            evaluation = load(EvalConfig, None, [*eval_overrides, f"split={args.split}"])
-            result = compare(
-                args.features,
-                args.speech,
-                args.eval_features,
-                args.eval_speech,
-                config,
-                args.variant,
-                evaluation,
-                args.register,
-            )
-        except (ConfigError, StorageError, ValueError) as exc:
-            error(exc)
-            return 2
+    with job_run("compare_retrievers", args.verbose) as log:
+        config = load(RetrieverTrainConfig, args.config, train_overrides)
+        evaluation = load(EvalConfig, None, [*eval_overrides, f"split={args.split}"])
+        result = compare(
+            args.features,
+            args.speech,
+            args.eval_features,
+            args.eval_speech,
+            config,
+            args.variant,
+            evaluation,
+            args.register,
+        )
     print(markdown_table(result["rows"]))
     report_run(result["run_id"], config.experiment, log, what="comparison run")
     return 0

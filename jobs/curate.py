@@ -37,10 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.candidates import CandidateFormatError
     from conceptual.pipelines.curation import CurationConfig, run, where_it_went
 
-    outcome = run_data_job("curate", args, args.input, CurationConfig, run, (CandidateFormatError,))
-    if isinstance(outcome, int):
-        return outcome
-    config, (stats, run_id), log = outcome
+    config, (stats, run_id), log = run_data_job(
+        "curate", args, args.input, CurationConfig, run, (CandidateFormatError,)
+    )
     print(funnel.render(stats))
     print(where_it_went(stats, args.output, config))
     report_run(run_id, config.experiment, log)

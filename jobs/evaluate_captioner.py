@@ -20,8 +20,14 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    job_run,
+    location,
+    report_run,
+)
 
 
 @job_main
@@ -40,18 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
     add_common(parser, "EvalConfig keys")
     args = parser.parse_args(argv)
-    from conceptual.config import ConfigError, load
+    from conceptual.config import load
     from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
-    from conceptual.storage import StorageError
 
     overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
-    with job_output("evaluate_captioner", args.verbose) as log:
-        try:
-            config = load(EvalConfig, args.config, overrides)
-            result = evaluate(args.model, args.features, config, args.baseline_features)
-        except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
-            error(exc)
-            return 2
+    with job_run("evaluate_captioner", args.verbose) as log:  # unknown model, no split
+        config = load(EvalConfig, args.config, overrides)
+        result = evaluate(args.model, args.features, config, args.baseline_features)
     print(json.dumps(result, indent=2))
     report_run(result["run_id"], config.experiment, log)
     return 0

@@ -22,8 +22,14 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    job_run,
+    location,
+    report_run,
+)
 
 
 @job_main
@@ -38,18 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
     add_common(parser, "EvalConfig keys, e.g. max_images=500 seconds=8")
     args = parser.parse_args(argv)
-    from conceptual.config import ConfigError, load
+    from conceptual.config import load
     from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
-    from conceptual.storage import StorageError
 
     overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
-    with job_output("evaluate_retriever", args.verbose) as log:
-        try:
-            config = load(EvalConfig, args.config, overrides)
-            result = evaluate(args.model, args.features, config, args.speech)
-        except (ConfigError, StorageError, ValueError) as exc:  # unknown model, no split
-            error(exc)
-            return 2
+    with job_run("evaluate_retriever", args.verbose) as log:  # unknown model, no split
+        config = load(EvalConfig, args.config, overrides)
+        result = evaluate(args.model, args.features, config, args.speech)
     del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
     print(result.pop("table"))
     print(json.dumps(result, indent=2))

@@ -39,10 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual import storage
     from conceptual.pipelines.features import FeaturesConfig, run
 
-    outcome = run_data_job("features", args, args.data, FeaturesConfig, run)
-    if isinstance(outcome, int):
-        return outcome
-    config, (summary, run_id), log = outcome
+    config, (summary, run_id), log = run_data_job("features", args, args.data, FeaturesConfig, run)
     print(json.dumps(summary, indent=2))
     if summary["rows"]:
         print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")

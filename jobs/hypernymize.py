@@ -16,8 +16,7 @@ import sys
 from typing import TextIO
 
 from conceptual.config import ConfigError, load
-from conceptual.jobs.arguments import JobParser, job_main, location
-from conceptual.logs import error
+from conceptual.jobs.arguments import JobParser, job_main, location, stopping
 from conceptual.pipelines.curation import CurationConfig
 from conceptual.text.curate import TextCurator
 
@@ -58,11 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if len(files) > 1:
         parser.error(f"one input file at most, got {files}")
-    try:
+    with stopping((ConfigError,)):
         config = load(CurationConfig, args.config, overrides)
-    except ConfigError as exc:
-        error(exc)
-        return 2
     curator = TextCurator(config.text)
     if files:
         with open(files[0], encoding="utf-8", errors="replace", newline="\n") as lines:

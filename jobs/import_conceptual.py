@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 config.released = config.released.model_copy(update={"split": named})
         return run(source, output, config)
 
-    outcome = run_data_job(
+    config, (stats, run_id), log = run_data_job(
         "import_conceptual",
         args,
         args.input,
@@ -72,9 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         run_import,
         (CandidateFormatError, ReleasedInputError),
     )
-    if isinstance(outcome, int):
-        return outcome
-    config, (stats, run_id), log = outcome
     print(funnel.render(stats))
     print(summary(stats))
     print(where_it_went(stats, args.output, config))

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import JobParser, add_common, job_main, job_run, location, report_run
 
 
 @job_main
@@ -36,25 +35,19 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.runtime import init_ray, require_shared
     from conceptual.storage import StorageError, refuse_overlap
 
-    with job_output("pipeline", args.verbose) as log:
-        try:
-            config = load(PipelineConfig, args.config, args.overrides)
-            if config.input and config.output:
-                config = config.model_copy(
-                    update={"input": user_path(config.input), "output": user_path(config.output)}
-                )
-            check_stages(config)  # before Ray starts
-            # Each stage clears and rewrites its folder under output: not the input's.
-            refuse_overlap({"output": config.output}, {"input": config.input})
-            init_ray()
-            require_shared({"input": config.input, "output": config.output})
-            result = run(config)
-        except (ConfigError, CandidateFormatError, StorageError, ValueError) as exc:
-            error(exc)
-            return 2
-        except PipelineStopped as exc:
-            error(exc)
-            return 1
+    refused = (ConfigError, CandidateFormatError, StorageError, ValueError)
+    with job_run("pipeline", args.verbose, refused, failed=(PipelineStopped,)) as log:
+        config = load(PipelineConfig, args.config, args.overrides)
+        if config.input and config.output:
+            config = config.model_copy(
+                update={"input": user_path(config.input), "output": user_path(config.output)}
+            )
+        check_stages(config)  # before Ray starts
+        # Each stage clears and rewrites its folder under output: not the input's.
+        refuse_overlap({"output": config.output}, {"input": config.input})
+        init_ray()
+        require_shared({"input": config.input, "output": config.output})
+        result = run(config)
     print(f"\nsummary:  {result['summary']}  (every stage's result)")
     report_run(result["run_id"], config.experiment, log, "pipeline run")
     return 0

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, location
-from conceptual.logs import error
+from conceptual.jobs.arguments import JobParser, job_main, location, stopping
 
 DEFAULT_PORT = 8300
 
@@ -41,12 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.storage import StorageError
     from conceptual.uris import redact
 
-    try:
+    with stopping((StorageError, ValueError, sqlalchemy.exc.SQLAlchemyError)):
         tasks = read_task_set(args.tasks)
         app = rating_app(tasks, args.db)
-    except (StorageError, ValueError, sqlalchemy.exc.SQLAlchemyError) as exc:
-        error(exc)
-        return 2
     print(f"rating:   {tasks.name} ({len(tasks.items)} items, {tasks.raters} raters each)")
     print(f"answers:  {redact(args.db or default_url())}")
     print(

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, location, report_run
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import JobParser, job_main, job_run, location, report_run
 
 
 @job_main
@@ -37,14 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.rating.tasks import read_task_set
     from conceptual.storage import StorageError
 
-    with job_output("rating_results", args.verbose) as log:
-        try:
-            tasks = read_task_set(args.tasks)
-            rows = ratings(tasks, args.ratings, args.db)
-            tables, run_id, experiment = results(tasks, args.tasks, rows, args.run)
-        except (StorageError, ValueError, MlflowException) as exc:  # no tasks, bad CSV, run
-            error(exc)
-            return 2
+    refused = (StorageError, ValueError, MlflowException)  # no tasks, bad CSV, run
+    with job_run("rating_results", args.verbose, refused) as log:
+        tasks = read_task_set(args.tasks)
+        rows = ratings(tasks, args.ratings, args.db)
+        tables, run_id, experiment = results(tasks, args.tasks, rows, args.run)
     for name, table in tables.tables.items():
         if table:
             print(f"{name}:\n{text_table(table)}\n")

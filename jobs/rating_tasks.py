@@ -17,8 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, location, output
-from conceptual.logs import error, job_output
+from conceptual.jobs.arguments import JobParser, job_main, job_run, location, output
 from conceptual.rating.tasks import KINDS
 
 
@@ -49,14 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.rating_tasks import build
     from conceptual.storage import StorageError
 
-    with job_output("rating_tasks", args.verbose):
-        try:
-            tasks = build(
-                args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed
-            )
-        except (StorageError, ValueError) as exc:  # no such run, data or photos
-            error(exc)
-            return 2
+    # no such run, data or photos
+    with job_run("rating_tasks", args.verbose, refused=(StorageError, ValueError)):
+        tasks = build(
+            args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed
+        )
     counts = ", ".join(
         f"{a} {sum(i['approach'] == a for i in tasks.items)}" for a in tasks.manifest["approaches"]
     )

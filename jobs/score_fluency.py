@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual import storage
     from conceptual.pipelines.score_fluency import ScoreConfig, run
 
-    outcome = run_data_job(
+    config, (summary, run_id), log = run_data_job(
         "score_fluency",
         args,
         args.data,
@@ -52,9 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         partial(run, args.model),
         user_errors=(ValueError,),  # not a fluency model, not Chinese records
     )
-    if isinstance(outcome, int):
-        return outcome
-    config, (summary, run_id), log = outcome
     print(json.dumps(summary, indent=2))
     print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['scored']} scored)")
     if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):

@@ -41,12 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.candidates import CandidateFormatError
     from conceptual.pipelines.speech import SpeechConfig, example_clips, run
 
-    outcome = run_data_job(
+    config, (stats, run_id), log = run_data_job(
         "synthesize_speech", args, args.input, SpeechConfig, run, (CandidateFormatError,)
     )
-    if isinstance(outcome, int):
-        return outcome
-    config, (stats, run_id), log = outcome
     print(funnel.render(stats))
     print(f"audio:    {json.dumps(stats['audio'])}")
     for clip in example_clips(args.output, 1):

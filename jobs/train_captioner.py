@@ -42,11 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         "model.architecture=rnn model.feature_map=1x1",
     )
     args = parser.parse_args(argv)
-    from conceptual.pipelines.train_captioner import TrainConfig, publish, train
+    from conceptual.pipelines.train_captioner import RECIPE
 
-    return run_training_job(
-        "train_captioner", args, TrainConfig, lambda config: train(args.features, config), publish
-    )
+    return run_training_job(args, RECIPE, args.features)
 
 
 if __name__ == "__main__":

@@ -38,21 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
     add_training_arguments(parser, "FluencyTrainConfig", "fluency-zh", "epochs=4 threshold=0.45")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.train_fluency import (
-        FluencyTrainConfig,
-        held_out_markdown,
-        publish,
-        train,
-    )
+    from conceptual.pipelines.train_fluency import RECIPE, held_out_markdown
 
-    return run_training_job(
-        "train_fluency",
-        args,
-        FluencyTrainConfig,
-        lambda config: train(args.cn, config),
-        publish,
-        lambda result: held_out_markdown(result["held_out"]),
-    )
+    def report(result: dict) -> str:
+        return held_out_markdown(result["held_out"])
+
+    return run_training_job(args, RECIPE, args.cn, report=report)
 
 
 if __name__ == "__main__":

@@ -55,15 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         "modality=text loss=triplet epochs=4",
     )
     args = parser.parse_args(argv)
-    from conceptual.pipelines.train_retriever import RetrieverTrainConfig, publish, train
+    from conceptual.pipelines.train_retriever import RECIPE
 
-    return run_training_job(
-        "train_retriever",
-        args,
-        RetrieverTrainConfig,
-        lambda config: train(args.features, config, args.speech, args.teacher_speech),
-        publish,
-    )
+    return run_training_job(args, RECIPE, args.features, args.speech, args.teacher_speech)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ comparison run in one MLflow experiment, so the MLflow UI compares them side by 
               ->  the comparison run: comparison.json (table), comparison.md, comparison.png
               ->  the best variant registered, champion rule applied (or every variant)
 
+The driver is pipelines/comparison.py's. A variant is one of the four by its name
+(`rnn-1x1`) or `name: key=value ...` over the shared config (`wide: model.d_model=1024`).
+
 Each variant's best checkpoint's dev captions are scored with 95% bootstrap intervals over
 the dev images (`CIDEr.ci95_low`, ...) and a paired bootstrap p-value of its dev CIDEr
 against the best variant's (`CIDEr.p_vs_best`; the same resamples for every variant), and
@@ -15,22 +18,18 @@ the table marks differences inside the noise (conceptual.intervals).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import numpy as np
 from matplotlib.figure import Figure
 
-from conceptual import registry, tracking
-from conceptual.config import ConfigError
+from conceptual import registry
 from conceptual.intervals import (
     NOISE_P,
     WITHIN_NOISE,
     BootstrapConfig,
-    against_best,
     error_bars,
     interval_cell,
     p_cell,
@@ -40,24 +39,21 @@ from conceptual.intervals import (
 from conceptual.models.saving import load
 from conceptual.models.variants import VARIANTS
 from conceptual.pipelines.caption_features import feature_files, split_images
+from conceptual.pipelines.comparison import Comparison, Trained, parse_variant, registered_columns
+from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_captioner import captioner_scores
-from conceptual.pipelines.train_captioner import CAPTIONS, TrainConfig, publish, train, variant
+from conceptual.pipelines.train_captioner import CAPTIONS, RECIPE, TrainConfig
 
-REGISTER = ("best", "all", "none")
 # The columns of the table and the bars of the plot, CIDEr first: it ranks the variants.
 REPORTED = ("CIDEr", "BLEU-4", "METEOR", "ROUGE-L")
 P_VS_BEST = "CIDEr.p_vs_best"
-
-
-def variant_config(config: TrainConfig, name: str) -> TrainConfig:
-    """The shared config with one variant's architecture and feature map."""
-    if name not in VARIANTS:
-        raise ConfigError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}")
-    architecture, _, feature_map = name.partition("-")
-    model = config.model.model_copy(
-        update={"architecture": architecture, "feature_map": feature_map}
+# The variants given by their name alone: rnn-1x1 is "rnn-1x1: model.architecture=rnn ...".
+NAMED = {
+    f"{architecture}-{feature_map}": (
+        f"model.architecture={architecture} model.feature_map={feature_map}"
     )
-    return config.model_copy(update={"model": model})
+    for architecture, _, feature_map in (name.partition("-") for name in VARIANTS)
+}
 
 
 def compare(
@@ -68,58 +64,30 @@ def compare(
     model_name: str = registry.MODEL_NAME,
     bootstrap: BootstrapConfig | None = None,
 ) -> dict[str, Any]:
-    """Train every variant and log the comparison; register the best one by dev CIDEr
-    (`register="best"`: a comparison's losers are not worth a registry version), every one
-    ("all") or none ("none"); the champion rule judges each registered version. Returns
-    `run_id` (the comparison run) and `rows` (one per variant, best first by dev CIDEr,
-    with intervals and p-values: module docstring)."""
-    if register not in REGISTER:
-        raise ConfigError(f"register must be one of {REGISTER}, not {register!r}")
-    configs = [variant_config(config, name) for name in variants]  # fail before training
+    """Train every variant (a name of VARIANTS or `name: key=value ...`) and log the
+    comparison (pipelines/comparison.py); register the best one by dev CIDEr, every one
+    ("all") or none ("none"). Returns `run_id` (the comparison run) and `rows` (one per
+    variant, best first by dev CIDEr, with intervals and p-values: module docstring)."""
+    parsed = [parse_variant(text, config, NAMED) for text in variants]  # fail before training
     dev = split_images(
         feature_files(features_uri), features_uri, config.eval_split, config.eval_max_images, False
     )
     counts = resample_counts(len(dev["keys"]), bootstrap or BootstrapConfig())
-    with tracking.start_run(
-        config.experiment, run_name="comparison", tags={"stage": "compare_captioners"}
-    ) as parent:
-        tracking.log_config(config)
-        mlflow.log_params({"features_uri": features_uri, "variants": ",".join(variants)})
-    parent_id = parent.info.run_id
 
-    trained = []
-    with tracking.children_of(parent_id):
-        for i, variant_cfg in enumerate(configs, 1):
-            print(f"variant {i}/{len(configs)} {variant(variant_cfg)}", flush=True)
-            started = time.monotonic()
-            result = train(features_uri, variant_cfg)
-            trained.append((variant_cfg, result, time.monotonic() - started))
-    trained.sort(key=lambda t: t[1]["best"]["CIDEr"], reverse=True)
-    rows, resampled = [], []
-    for rank, (variant_cfg, result, seconds) in enumerate(trained):
-        registered = register == "all" or (register == "best" and rank == 0)
-        decision = publish(result, variant_cfg, model_name) if registered else None
-        scores, on_resamples = best_dev_scores(result, variant_cfg, dev, counts)
-        rows.append(comparison_row(variant_cfg, result, seconds, decision, scores))
-        resampled.append(on_resamples.get("CIDEr"))
-    p_values = against_best([row["CIDEr"] for row in rows], resampled)
-    for row, p_value in zip(rows, p_values):
-        row[P_VS_BEST] = p_value
+    def score(name: str, variant_config: TrainConfig, result: dict[str, Any]) -> tuple:
+        return *best_dev_scores(result, variant_config, dev, counts), None
 
-    with mlflow.start_run(run_id=parent_id):
-        mlflow.log_table({k: [row.get(k) for row in rows] for k in rows[0]}, "comparison.json")
-        mlflow.log_text(markdown_table(rows), "comparison.md")
-        mlflow.log_figure(comparison_plot(rows), "comparison.png")
-        mlflow.log_metrics(
-            {
-                tracking.metric_key(row["variant"], key): row[key]
-                for row in rows
-                for key in ("CIDEr", "CIDEr.ci95_low", "CIDEr.ci95_high", P_VS_BEST)
-                if row.get(key) is not None
-            }
-        )
-        mlflow.set_tag("best_variant", rows[0]["variant"])
-    return {"run_id": parent_id, "rows": rows}
+    how = Comparison(
+        recipe=RECIPE,
+        stage="compare_captioners",
+        metric="CIDEr",
+        score=score,
+        row=comparison_row,
+        table=markdown_table,
+        plot=comparison_plot,
+    )
+    params = {"features_uri": features_uri, "variants": ",".join(variants)}
+    return run_comparison(how, config, parsed, [features_uri], params, register, model_name)
 
 
 def best_dev_scores(
@@ -135,24 +103,18 @@ def best_dev_scores(
     return with_intervals(reported, resampled), resampled
 
 
-def comparison_row(
-    config: TrainConfig,
-    result: dict[str, Any],
-    seconds: float,
-    decision: dict | None,
-    scores: dict[str, float],
-) -> dict[str, Any]:
+def comparison_row(trained: Trained) -> dict[str, Any]:
+    result = trained.result
     model = load(result["model_dir"]).model
     return {
-        "variant": variant(config),
+        "variant": trained.name,
         **{metric: None for metric in REPORTED},  # METEOR without Java
-        **scores,
+        **trained.scores,
         "best_epoch": result["best"]["epoch"],
         "parameters": sum(p.numel() for p in model.parameters()),
-        "train_seconds": round(seconds, 1),
+        "train_seconds": round(trained.seconds, 1),
         "run_id": result["run_id"],
-        "version": None if decision is None else decision["version"],
-        "champion": None if decision is None else decision["reason"],
+        **registered_columns(trained.decision),
         "eval_set": result["eval_set"],
         "cider_per_epoch": [epoch.get("CIDEr") for epoch in result["history"]],
     }

@@ -62,7 +62,9 @@ from conceptual.intervals import (
 )
 from conceptual.models.captioner import CaptionerSettings
 from conceptual.models.saving import SavedCaptioner, load
+from conceptual.pipelines import training
 from conceptual.pipelines.caption_features import feature_files, split_images
+from conceptual.pipelines.comparison import to_register
 from conceptual.pipelines.evaluate_captioner import (
     baseline_captions,
     caption_fluency,
@@ -70,7 +72,7 @@ from conceptual.pipelines.evaluate_captioner import (
     captioner_scores,
     n_best_captions,
 )
-from conceptual.pipelines.train_captioner import FluencyStrategy, TrainConfig, publish, train
+from conceptual.pipelines.train_captioner import RECIPE, FluencyStrategy, TrainConfig
 from conceptual.text.chinese import tokens_for_captioning
 
 LATE, RERANK, NEAREST = "late translation", "late translation rerank", "nearest neighbour"
@@ -139,7 +141,7 @@ def compare(
         if config.late_translation:
             assert english_features is not None and translator is not None
             started = time.monotonic()
-            result = train(english_features, english_config(config))
+            result = training.train(RECIPE, english_config(config), english_features)
             saved = load(result["model_dir"], kind=SavedCaptioner)
             model, vocab = saved.model, saved.vocab
             seconds = time.monotonic() - started
@@ -156,7 +158,7 @@ def compare(
             strategy_config = config.train.model_copy(
                 update={"language": "zh", "fluency": strategy, "experiment": config.experiment}
             )
-            result = train(features_uri, strategy_config)
+            result = training.train(RECIPE, strategy_config, features_uri)
             saved = load(result["model_dir"], kind=SavedCaptioner)
             model, vocab = saved.model, saved.vocab
             name = STRATEGY_NAMES[strategy]
@@ -284,10 +286,12 @@ def register_captioners(
     trained: Sequence[tuple[TrainConfig, dict[str, Any]]], register: str
 ) -> dict[str, str]:
     """Training run id -> registered version: the best Chinese captioner by dev CIDEr, every
-    one, or none (compare_captioners' rule)."""
+    one, or none (comparison.to_register)."""
     ranked = sorted(trained, key=lambda t: t[1]["best"]["CIDEr"], reverse=True)
-    chosen = ranked if register == "all" else ranked[:1] if register == "best" else []
-    return {result["run_id"]: str(publish(result, cfg)["version"]) for cfg, result in chosen}
+    return {
+        result["run_id"]: str(training.publish(RECIPE, result, cfg)["version"])
+        for cfg, result in to_register(ranked, register)
+    }
 
 
 def table_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:

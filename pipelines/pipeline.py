@@ -53,13 +53,21 @@ from mlflow.exceptions import MlflowException
 from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.intervals import HIGH, LOW, interval_cell
-from conceptual.pipelines import build_index, curation, features, speech, train_retriever
+from conceptual.pipelines import (
+    build_index,
+    curation,
+    features,
+    speech,
+    train_captioner,
+    train_retriever,
+    training,
+)
 from conceptual.pipelines.build_index import BuildIndexConfig
 from conceptual.pipelines.curation import CurationConfig, where_it_went
 from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.speech import SpeechConfig
-from conceptual.pipelines.train_captioner import TrainConfig, publish, train
+from conceptual.pipelines.train_captioner import TrainConfig
 from conceptual.pipelines.train_retriever import RetrieverTrainConfig
 from conceptual.storage import SUCCESS
 
@@ -107,12 +115,13 @@ def _features(c: Context) -> dict[str, Any]:
 
 
 def _train(c: Context) -> dict[str, Any]:
-    result = train(c.folder("features"), c.section("train"))
+    result = training.train(train_captioner.RECIPE, c.section("train"), c.folder("features"))
     return {k: result[k] for k in ("run_id", "best", "eval_set")}
 
 
 def _register(c: Context) -> dict[str, Any]:
-    return publish(c.done["train"], c.config.train, name=c.config.model_name)
+    recipe = train_captioner.RECIPE
+    return training.publish(recipe, c.done["train"], c.config.train, c.config.model_name)
 
 
 def _evaluate(c: Context) -> dict[str, Any]:
@@ -128,8 +137,9 @@ def _speech(c: Context) -> dict[str, Any]:
 
 def _train_retriever(c: Context) -> dict[str, Any]:
     """Train, then register by the champion rule, as the train_retriever job does."""
-    result = train_retriever.train(c.folder("features"), c.section("train_retriever"), c.clips())
-    registered = train_retriever.publish(result, c.config.train_retriever, c.config.retriever_name)
+    recipe, config = train_retriever.RECIPE, c.section("train_retriever")
+    result = training.train(recipe, config, c.folder("features"), c.clips())
+    registered = training.publish(recipe, result, c.config.train_retriever, c.config.retriever_name)
     return {**{k: result[k] for k in ("run_id", "best", "eval_set")}, "registered": registered}
 
 

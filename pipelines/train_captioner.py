@@ -37,9 +37,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
-import mlflow
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,7 +48,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
-from conceptual import storage, tracking
+from conceptual import storage
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
@@ -113,11 +113,10 @@ class TrainConfig(training.TrainingConfig):
 # ---------------------------------------------------------------- the driver
 
 
-def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
-    """Train, evaluate every epoch and keep the best model by dev CIDEr. Returns the MLflow
-    `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
-    metrics), `history` (one entry per epoch: loss and dev metrics) and `eval_set` (the
-    name of the dev set the scores belong to)."""
+def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
+    """A run on a features dataset (the module's docstring): the vocabulary of its train
+    captions, its dev images, the rows; after training, the best model's dev captions beside
+    their references (log_samples)."""
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
     features = feature_settings(features_uri)
@@ -125,48 +124,35 @@ def train(features_uri: str, config: TrainConfig) -> dict[str, Any]:
     vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
     eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
-    config = training.resolved(config, {"--features": features_uri})
+    shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
+    scored = config.fluency != "none"
 
-    run_tags = {"stage": "train_captioner", "variant": variant(config)}
-    with tracking.start_run(config.experiment, tags=run_tags) as active:
-        run_id = active.info.run_id
-        tracking.log_config(config, skip=unused_keys(config))
-        mlflow.log_params(
-            {
-                "features_uri": features_uri,
-                "vocab_size": len(vocab),
-                "eval_images": len(eval_set["keys"]),
-            }
-        )
-        if fluent_share is not None:
-            mlflow.log_metric("train_fluent_share", fluent_share)
-        loop_config = {
-            "config": config.model_dump(mode="json"),
+    def log_best_samples(best_dir: Path) -> dict[str, Any]:
+        generated = json.loads((best_dir / CAPTIONS).read_text())
+        log_samples(eval_set, generated, features_uri, config.samples)
+        return {}
+
+    return training.Prepared(
+        data={"--features": features_uri},
+        params={
+            "features_uri": features_uri,
+            "vocab_size": len(vocab),
+            "eval_images": len(eval_set["keys"]),
+        },
+        metrics={} if fluent_share is None else {"train_fluent_share": fluent_share},
+        loop_config={
             "model": model_config.model_dump(),
             "vocab": vocab.to_json(),
             "features": features.model_dump(),
             "eval_set": ray.put(eval_set),  # rank 0 fetches it; the driver keeps it alive
-        }
-        shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
-        scored = config.fluency != "none"
-        rows = train_examples(train_rows(features_uri, files, scored), vocab, config, shape)
-        dev_size = len(eval_set["keys"])
-        best_dir, best_metrics, history = training.fit(
-            train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY, dev_size
-        )
-        generated = json.loads((best_dir / CAPTIONS).read_text())
-        log_samples(eval_set, generated, features_uri, config.samples)
-        best = {
-            k: v for k, v in best_metrics.items() if k in ("epoch", "loss", *config.eval_metrics)
-        }
-        mlflow.log_dict({"best": best, "history": history}, "training.json")
-    return {
-        "run_id": run_id,
-        "model_dir": str(best_dir / training.MODEL_DIR),
-        "best": best,
-        "history": history,
-        "eval_set": eval_set_name(features_uri, config.eval_split, eval_set),
-    }
+        },
+        rows=lambda resolved: train_examples(
+            train_rows(features_uri, files, scored), vocab, resolved, shape
+        ),
+        eval_size=len(eval_set["keys"]),
+        eval_set=eval_set_name(features_uri, config.eval_split, eval_set),
+        finish=log_best_samples,
+    )
 
 
 def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | None:
@@ -191,13 +177,6 @@ def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | N
     if config.fluency == "only" and fluent_share == 0:
         raise ValueError("fluency=only, but no train caption is fluent")
     return fluent_share
-
-
-def publish(result: dict[str, Any], config: TrainConfig, name: str | None = None) -> dict:
-    """Register a train() result's model as a version of `name` (by default the language's
-    model, captioner or captioner-zh), the champion rule on dev CIDEr (training.publish)."""
-    name = name or model_name(config.language)
-    return training.publish(result, config, name, variant(config), SELECT_BY)
 
 
 def unused_keys(config: TrainConfig) -> tuple[str, ...]:
@@ -344,3 +323,16 @@ def evaluate_dev(
     scores = caption_scores(generated, eval_set["references"], metrics=config.eval_metrics)
     available = {m: scores[m] for m in config.eval_metrics if scores[m] is not None}
     return available, {CAPTIONS: json.dumps(generated, indent=1)}
+
+
+RECIPE = training.Recipe(
+    stage="train_captioner",
+    config=TrainConfig,
+    select_by=SELECT_BY,
+    model_name=lambda config: model_name(config.language),
+    variant=variant,
+    prepare=prepare,
+    train_loop=train_loop,
+    reports=lambda config, metric: metric in ("epoch", "loss", *config.eval_metrics),
+    unused_keys=unused_keys,
+)

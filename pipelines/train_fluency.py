@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 import mlflow
@@ -87,11 +88,10 @@ class FluencyTrainConfig(training.TrainingConfig):
 # ---------------------------------------------------------------- the driver
 
 
-def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
-    """Derive the labels, train, keep the best model by dev AUC and score it on the test
-    labels. Returns the MLflow `run_id`, `model_dir` (a local copy of the best model), `best`
-    (its epoch and dev metrics), `history`, `held_out` (the test table's rows) and
-    `eval_set` (the name of the dev labels the scores belong to)."""
+def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
+    """A run on the Flickr8k-CN folder: the labels by split, their views and vocabularies,
+    the rows (read here and sent to the workers); after training, the best model's held-out
+    table (its rows are the result's `held_out`)."""
     pairs = labelled_pairs(cn_dir, config.threshold)
     split = split_pairs(pairs, config.splits)
     if not split["train"] or not split[EVAL_SPLIT]:
@@ -111,39 +111,8 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
         for name in SPLITS
     }
     init_ray()
-    config = training.resolved(config, {})  # rows are read here and sent to the workers
 
-    with tracking.start_run(
-        config.experiment, tags={"stage": "train_fluency", "variant": VARIANT}
-    ) as active:
-        run_id = active.info.run_id
-        tracking.log_config(config)
-        mlflow.log_params(
-            {
-                "cn_dir": cn_dir,
-                "labelled_pairs": len(pairs),
-                **{f"{name}_pairs": len(split[name]) for name in SPLITS},
-                **{f"vocab_size.{view}": len(vocabs[view]) for view in VIEWS},
-            }
-        )
-        mlflow.log_dict(label_summary(split), "labels.json")
-        loop_config = {
-            "config": config.model_dump(mode="json"),
-            "model": model_config.model_dump(),
-            "vocabs": {view: vocab.to_json() for view, vocab in vocabs.items()},
-            "dev": ray.put(held[EVAL_SPLIT]),  # rank 0 fetches it; the driver keeps it alive
-        }
-        rows = ray.data.from_items(train_rows(held["train"]))
-        best_dir, best_metrics, history = training.fit(
-            train_loop,
-            loop_config,
-            rows,
-            config,
-            run_id,
-            VARIANT,
-            SELECT_BY,
-            eval_size=len(held[EVAL_SPLIT]),
-        )
+    def log_held_out(best_dir: Path) -> dict[str, Any]:
         model = load(best_dir / training.MODEL_DIR, kind=SavedFluency).model
         table = held_out(model, held[EVAL_SPLIT], held["test"])
         mlflow.log_metrics(
@@ -155,22 +124,27 @@ def train(cn_dir: str, config: FluencyTrainConfig) -> dict[str, Any]:
             }
         )
         mlflow.log_text(held_out_markdown(table), HELD_OUT)
-        best = {k: v for k, v in best_metrics.items() if k in ("epoch", *dev_metric_names())}
-        mlflow.log_dict({"best": best, "history": history, "held_out": table}, "training.json")
-    return {
-        "run_id": run_id,
-        "model_dir": str(best_dir / training.MODEL_DIR),
-        "best": best,
-        "history": history,
-        "held_out": table,
-        "eval_set": eval_set_name(cn_dir, split[EVAL_SPLIT]),
-    }
+        return {"held_out": table}
 
-
-def publish(result: dict[str, Any], config: FluencyTrainConfig, name: str | None = None) -> dict:
-    """Register the model as a version of `name` (by default `fluency-zh`), the champion rule
-    on dev AUC (training.publish)."""
-    return training.publish(result, config, name or MODEL_NAME, VARIANT, SELECT_BY)
+    return training.Prepared(
+        data={},
+        params={
+            "cn_dir": cn_dir,
+            "labelled_pairs": len(pairs),
+            **{f"{name}_pairs": len(split[name]) for name in SPLITS},
+            **{f"vocab_size.{view}": len(vocabs[view]) for view in VIEWS},
+        },
+        artifacts={"labels.json": label_summary(split)},
+        loop_config={
+            "model": model_config.model_dump(),
+            "vocabs": {view: vocab.to_json() for view, vocab in vocabs.items()},
+            "dev": ray.put(held[EVAL_SPLIT]),  # rank 0 fetches it; the driver keeps it alive
+        },
+        rows=lambda resolved: ray.data.from_items(train_rows(held["train"])),
+        eval_size=len(held[EVAL_SPLIT]),
+        eval_set=eval_set_name(cn_dir, split[EVAL_SPLIT]),
+        finish=log_held_out,
+    )
 
 
 def split_pairs(pairs: list[LabelledPair], splits: SplitConfig) -> dict[str, list[LabelledPair]]:
@@ -358,3 +332,15 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         save=partial(save_fluency, model, vocabs),
     )
     training.run(task, config, loop_config)
+
+
+RECIPE = training.Recipe(
+    stage="train_fluency",
+    config=FluencyTrainConfig,
+    select_by=SELECT_BY,
+    model_name=lambda config: MODEL_NAME,
+    variant=lambda config: VARIANT,
+    prepare=prepare,
+    train_loop=train_loop,
+    reports=lambda config, metric: metric in ("epoch", *dev_metric_names()),
+)

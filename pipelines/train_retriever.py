@@ -50,7 +50,6 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, Literal
 
-import mlflow
 import numpy as np
 import pyarrow as pa
 import ray
@@ -60,7 +59,7 @@ import torch.distributed.nn.functional as dist_nn
 from pydantic import Field, model_validator
 from torch import Tensor, nn
 
-from conceptual import registry, tracking
+from conceptual import registry
 from conceptual.config import Config
 from conceptual.metrics import KS, recall_at_k
 from conceptual.models.retriever import (
@@ -184,17 +183,15 @@ def variant(config: RetrieverTrainConfig) -> str:
 # ---------------------------------------------------------------- the driver
 
 
-def train(
-    features_uri: str,
+def prepare(
     config: RetrieverTrainConfig,
+    features_uri: str,
     speech_uri: str | None = None,
     teacher_speech: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Train, evaluate every epoch and keep the best model by dev mean R@10. Returns the
-    MLflow `run_id`, `model_dir` (a local copy of the best model), `best` (its epoch and dev
-    metrics), `history` and `eval_set` (the name of the dev set the scores belong to).
-    `teacher_speech`: more clips (with `teacher`) that teach the speech tower by their
-    captions alone."""
+) -> training.Prepared:
+    """A run on a features dataset and, for speech, its clips (the module's docstring): the
+    model's starting point, the dev set and the rows. `teacher_speech`: more clips (with
+    `teacher`) that teach the speech tower by their captions alone."""
     if config.modality == "speech" and speech_uri is None:
         raise ValueError("modality=speech needs spoken captions: --speech URI")
     if config.teacher and config.modality != "speech":
@@ -229,71 +226,47 @@ def train(
         model_config.photo_size,
     )
     dev_inputs = query_inputs(dev, config.modality, vocab, config.audio, model_config.max_tokens)
-    config = training.resolved(
-        config,
-        {"--features": features_uri, "--speech": speech_uri}
-        | {f"--teacher-speech {i}": uri for i, uri in enumerate(teacher_speech)},
-    )
+    loop_config = {
+        "model": model_config.model_dump(),
+        "vocab": vocab.to_json() if vocab else None,
+        "features": feature_settings(features_uri).model_dump(),
+        "init": None if initial is None else ray.put(initial),
+        "dev": ray.put((dev, dev_inputs)),  # rank 0 fetches it; the driver keeps it alive
+    }
+    if teacher is not None:
+        loop_config["dev_targets"] = teacher.embed_captions(dev["captions"])
 
-    with tracking.start_run(
-        config.experiment, tags={"stage": "train_retriever", "variant": variant(config)}
-    ) as active:
-        run_id = active.info.run_id
-        tracking.log_config(config, skip=unused_keys(config))
-        mlflow.log_params(
-            {
-                "features_uri": features_uri,
-                "speech_uri": speech_uri,
-                "teacher_speech": " ".join(teacher_speech) or None,
-                "train_images": len(images.image_ids),
-                "dev_images": len(dev["image_ids"]),
-                "dev_queries": len(dev["query_ids"]),
-                **({"vocab_size": len(vocab)} if vocab else {}),
-            }
-        )
-        loop_config = {
-            "config": config.model_dump(mode="json"),
-            "model": model_config.model_dump(),
-            "vocab": vocab.to_json() if vocab else None,
-            "features": feature_settings(features_uri).model_dump(),
-            "init": None if initial is None else ray.put(initial),
-            "dev": ray.put((dev, dev_inputs)),  # rank 0 fetches it; the driver keeps it alive
-        }
+    def rows(resolved: RetrieverTrainConfig) -> ray.data.Dataset:
         pairs = train_pairs(features_uri, files, images, speech_uri, config.allow_incomplete)
-        targets = None
         if teacher_speech:
             more = teacher_pairs(features_uri, files, teacher_speech, config.allow_incomplete)
             pairs = pairs.union(more).randomize_block_order()
-        if teacher is not None:
-            targets = teacher.targets()
-            loop_config["dev_targets"] = teacher.embed_captions(dev["captions"])
+        targets = None if teacher is None else teacher.targets()
         if model_config.photo_size is None:
-            image_input = pooled_crops(images, np.float16 if config.use_gpu else np.float32)
+            image_input = pooled_crops(images, np.float16 if resolved.use_gpu else np.float32)
         else:
             image_input = photo_crops(features_uri, images, model_config.photo_size, config.image)
-        rows = train_examples(
+        return train_examples(
             pairs, image_input, config.modality, query_input(config, vocab), targets
         )
-        dev_size = len(dev["image_ids"])
-        best_dir, best_metrics, history = training.fit(
-            train_loop, loop_config, rows, config, run_id, variant(config), SELECT_BY, dev_size
-        )
-        best = {k: v for k, v in best_metrics.items() if k == "epoch" or "R@" in k}
-        mlflow.log_dict({"best": best, "history": history}, "training.json")
-    return {
-        "run_id": run_id,
-        "model_dir": str(best_dir / training.MODEL_DIR),
-        "best": best,
-        "history": history,
-        "eval_set": eval_set_name(features_uri, dev),
-    }
 
-
-def publish(result: dict[str, Any], config: RetrieverTrainConfig, name: str | None = None) -> dict:
-    """Register the model as a version of `name` (by default `retriever-<modality>`), the
-    champion rule on dev mean R@10 (training.publish)."""
-    name = name or model_name(config.modality)
-    return training.publish(result, config, name, variant(config), SELECT_BY)
+    return training.Prepared(
+        data={"--features": features_uri, "--speech": speech_uri}
+        | {f"--teacher-speech {i}": uri for i, uri in enumerate(teacher_speech)},
+        params={
+            "features_uri": features_uri,
+            "speech_uri": speech_uri,
+            "teacher_speech": " ".join(teacher_speech) or None,
+            "train_images": len(images.image_ids),
+            "dev_images": len(dev["image_ids"]),
+            "dev_queries": len(dev["query_ids"]),
+            **({"vocab_size": len(vocab)} if vocab else {}),
+        },
+        loop_config=loop_config,
+        rows=rows,
+        eval_size=len(dev["image_ids"]),
+        eval_set=eval_set_name(features_uri, dev),
+    )
 
 
 def starting_point(
@@ -591,3 +564,16 @@ def speech_to_text(
     relevant = np.array([[c == t for t in distinct] for c in captions])
     found = recall_at_k(scores, relevant, [k for k in KS if k <= 10])
     return {f"speech_to_text.R@{k}": v for k, v in found.items()}
+
+
+RECIPE = training.Recipe(
+    stage="train_retriever",
+    config=RetrieverTrainConfig,
+    select_by=SELECT_BY,
+    model_name=lambda config: model_name(config.modality),
+    variant=variant,
+    prepare=prepare,
+    train_loop=train_loop,
+    reports=lambda config, metric: metric == "epoch" or "R@" in metric,
+    unused_keys=unused_keys,
+)

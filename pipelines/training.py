@@ -1,9 +1,12 @@
 """The training core every model of the platform trains through (docs/DESIGN.md: one shared core,
 a model-specific step): Ray Train wiring, the input path, the step loop, checkpoints, MLflow.
 
-A model family brings a `Task` (its model, its loss as a module, its dev evaluation and its
-saved form) and its training rows as a Ray Dataset of fixed-shape columns, each named as
-the loss module's forward argument that reads it; pipelines/train_captioner.py is one.
+A model family is a `Recipe` (pipelines/train_captioner.py's RECIPE is one): its config, how
+a version is named and registered, how it prepares a run from its data (`Prepared`: the
+params, what the workers read, the training rows as a Ray Dataset of fixed-shape columns,
+each named as the loss module's forward argument that reads it), and its workers' loop,
+which builds a `Task` (its model, its loss as a module, its dev evaluation and its saved
+form) and calls `run()`. `train()` and `publish()` are the one driver of every family.
 
 Driver: `fit()` runs a TorchTrainer (one worker per CPU slot or GPU, synchronous data
 parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and logs the
@@ -42,7 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -129,6 +132,45 @@ class Task:
     # loss, such as the retrievers' growing margin); a function of the step, so a resumed
     # run continues where it was
     at_step: Callable[[int], None] | None = None
+
+
+@dataclass
+class Prepared:
+    """One training run as a recipe prepares it from its data, on the driver."""
+
+    # What the workers read, by the option that names it ({"--features": uri}): resolved()
+    # checks that every node of a cluster sees it.
+    data: dict[str, str | None]
+    params: dict[str, Any]  # logged beside the config
+    loop_config: dict[str, Any]  # the workers' (the resolved config is added as "config")
+    rows: Callable[[Any], ray.data.Dataset]  # the resolved config -> the training rows
+    eval_size: int  # the dev set's (small_eval_warning)
+    eval_set: str  # the dev set's name: scores are compared on the same set only
+    metrics: dict[str, float] = field(default_factory=dict)  # logged as the run starts
+    artifacts: dict[str, Any] = field(default_factory=dict)  # JSON files, as it starts
+    # In the run, after fit(), given the best checkpoint's directory: what else the run logs
+    # from the best model; returns entries for the result and training.json.
+    finish: Callable[[Path], dict[str, Any]] = lambda best_dir: {}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A model family as the platform trains, registers and compares it."""
+
+    stage: str  # the training run's `stage` tag and the job's name: train_captioner
+    config: type[TrainingConfig]
+    select_by: str  # the dev metric that picks the best checkpoint and the champion
+    model_name: Callable[[Any], str]  # config -> the registered model it joins by default
+    variant: Callable[[Any], str]  # config -> the tag of its runs and versions: rnn-1x1
+    # (config, the family's data arguments) -> Prepared; a ValueError for data it refuses
+    prepare: Callable[..., Prepared]
+    # Ray Train's per-worker loop (importable, so workers find it in the installed package):
+    # builds the Task from the loop config and calls run()
+    train_loop: Callable[[dict[str, Any]], None]
+    # (config, metric) -> whether the result's `best` reports that metric of the best epoch
+    reports: Callable[[Any, str], bool]
+    # config -> keys that do not apply to it (not logged as the run's params)
+    unused_keys: Callable[[Any], tuple[str, ...]] = lambda config: ()
 
 
 # ---------------------------------------------------------------- the driver
@@ -218,16 +260,65 @@ def fit(
     return best_dir, best, history
 
 
+def train(recipe: Recipe, config: TrainingConfig, *data: Any) -> dict[str, Any]:
+    """Train a model of `recipe`'s family on `data` (its prepare's arguments), evaluate every
+    epoch and keep the best model by the dev recipe.select_by. Returns the MLflow `run_id`,
+    `model_dir` (a local copy of the best model), `best` (its epoch and dev metrics),
+    `history` (one entry per epoch: loss and dev metrics), `eval_set` (the name of the dev
+    set the scores belong to) and what the recipe's finish adds."""
+    prepared = recipe.prepare(config, *data)
+    config = resolved(config, prepared.data)
+    label = recipe.variant(config)
+    tags = {"stage": recipe.stage, "variant": label}
+    with tracking.start_run(config.experiment, tags=tags) as active:
+        run_id = active.info.run_id
+        tracking.log_config(config, skip=recipe.unused_keys(config))
+        mlflow.log_params(prepared.params)
+        if prepared.metrics:
+            mlflow.log_metrics(prepared.metrics)
+        for name, content in prepared.artifacts.items():
+            mlflow.log_dict(content, name)
+        loop_config = {"config": config.model_dump(mode="json"), **prepared.loop_config}
+        rows = prepared.rows(config)
+        best_dir, best_metrics, history = fit(
+            recipe.train_loop,
+            loop_config,
+            rows,
+            config,
+            run_id,
+            label,
+            recipe.select_by,
+            prepared.eval_size,
+        )
+        more = prepared.finish(best_dir)
+        best = {k: v for k, v in best_metrics.items() if recipe.reports(config, k)}
+        mlflow.log_dict({"best": best, "history": history, **more}, "training.json")
+    return {
+        "run_id": run_id,
+        "model_dir": str(best_dir / MODEL_DIR),
+        "best": best,
+        "history": history,
+        "eval_set": prepared.eval_set,
+        **more,
+    }
+
+
 def publish(
-    result: dict[str, Any], config: TrainingConfig, name: str, variant: str, metric: str
+    recipe: Recipe, result: dict[str, Any], config: TrainingConfig, name: str | None = None
 ) -> dict[str, Any]:
-    """Register a fit's best model (a train() result: its run, best dev scores and dev set)
-    as a version of `name` tagged with `variant`, and apply the champion rule on its dev
-    `metric` with config.min_eval_size (registry.publish). Returns the decision, with the
-    model's `name` and the new `version`."""
-    score = result["best"][metric]
+    """Register a train() result's model as a version of `name` (by default the recipe's
+    model_name) tagged with its variant, and apply the champion rule on its dev
+    recipe.select_by with config.min_eval_size (registry.publish). Returns the decision,
+    with the model's `name` and the new `version`."""
+    metric = recipe.select_by
     return registry.publish(
-        result["run_id"], variant, score, result["eval_set"], metric, name, config.min_eval_size
+        result["run_id"],
+        recipe.variant(config),
+        result["best"][metric],
+        result["eval_set"],
+        metric,
+        name or recipe.model_name(config),
+        config.min_eval_size,
     )
 
 

@@ -132,10 +132,11 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
 
     from conceptual.metrics import find_java
     from conceptual.models.saving import load
-    from conceptual.pipelines.train_captioner import EVAL_METRICS, train
+    from conceptual.pipelines.train_captioner import EVAL_METRICS, RECIPE
+    from conceptual.pipelines.training import train
 
     handler = signal.getsignal(signal.SIGINT)
-    result = train(features_uri, tiny_config(eval_metrics=EVAL_METRICS))
+    result = train(RECIPE, tiny_config(eval_metrics=EVAL_METRICS), features_uri)
     # Ray Train installs its own SIGINT handler; one Ctrl-C must still stop the process.
     assert signal.getsignal(signal.SIGINT) is handler
 
@@ -171,10 +172,11 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
 def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri):
     import mlflow
 
-    from conceptual.pipelines.train_captioner import train
+    from conceptual.pipelines.train_captioner import RECIPE
+    from conceptual.pipelines.training import train
 
     config = tiny_config({"architecture": "rnn"}, workers=2, epochs=1, grad_accumulation=2)
-    result = train(features_uri, config)
+    result = train(RECIPE, config, features_uri)
 
     assert [h["epoch"] for h in result["history"]] == [1]
     params = mlflow.MlflowClient().get_run(result["run_id"]).data.params
@@ -189,14 +191,14 @@ def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri)
 def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     ray_local, platform_home, features_uri, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines.train_captioner import train
-    from conceptual.pipelines.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV
+    from conceptual.pipelines.train_captioner import RECIPE
+    from conceptual.pipelines.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV, train
 
     marker = tmp_path / "failed-once"
     monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "3")
     monkeypatch.setenv(FAIL_MARKER_ENV, str(marker))
 
-    result = train(features_uri, tiny_config({"feature_map": "1x1"}, lr_schedule="cosine"))
+    result = train(RECIPE, tiny_config({"feature_map": "1x1"}, lr_schedule="cosine"), features_uri)
 
     assert marker.exists()  # the worker did die during epoch 3 (of 3)
     assert [h["epoch"] for h in result["history"]] == [1, 2, 3]
@@ -386,16 +388,17 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
 
     from conceptual.models.saving import load
     from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
-    from conceptual.pipelines.train_captioner import publish, train
+    from conceptual.pipelines.train_captioner import RECIPE
+    from conceptual.pipelines.training import publish, train
     from conceptual.registry import resolve
 
     chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
     config = tiny_config(language="zh", fluency="rejection", epochs=2)
-    result = train(chinese, config)
+    result = train(RECIPE, config, chinese)
     run = mlflow.MlflowClient().get_run(result["run_id"])
     assert run.data.metrics["train_fluent_share"] == 0.5
     assert run.data.params["fluency"] == "rejection"
-    decision = publish(result, config)
+    decision = publish(RECIPE, result, config)
     version = mlflow.MlflowClient().get_model_version_by_alias("captioner-zh", "champion")
     assert str(version.version) == str(decision["version"])
     saved = load(resolve("models:/captioner-zh@champion"))
@@ -420,10 +423,10 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     with pytest.raises(ValueError, match=r"writing 'zh' scored on captions in \['en'\]"):
         evaluate("models:/captioner-zh@champion", features_uri, EvalConfig(split="val"))
     with pytest.raises(ValueError, match=r"captions are in \['en'\], not language=zh"):
-        train(features_uri, tiny_config(language="zh"))
+        train(RECIPE, tiny_config(language="zh"), features_uri)
     unscored = write_features(tmp_path / "unscored", KINDS_ZH, "zh")
     with pytest.raises(ValueError, match="fluency=weighted needs a fluency score"):
-        train(unscored, tiny_config(language="zh", fluency="weighted"))
+        train(RECIPE, tiny_config(language="zh", fluency="weighted"), unscored)
 
 
 @pytest.mark.slow  # five trainings and their evaluations: minutes

@@ -123,11 +123,12 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     from conceptual import registry
     from conceptual.models.saving import FeatureSettings, load
     from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
-    from conceptual.pipelines.train_retriever import model_name, publish, train
+    from conceptual.pipelines.train_retriever import RECIPE, model_name
+    from conceptual.pipelines.training import publish, train
 
     features_uri, _ = data
     config = tiny_config(modality="text", loss="mms")
-    result = train(features_uri, config)
+    result = train(RECIPE, config, features_uri)
 
     history = result["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3, 4]
@@ -147,7 +148,7 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     # The features' CNN and image size travel with the model, for embedding images.
     assert saved.features == FeatureSettings(model="efficientnet-lite0", image_size=256)
 
-    decision = publish(result, config)
+    decision = publish(RECIPE, result, config)
     assert decision["promoted"] and decision["reason"] == "first_champion"
     champion = f"models:/{model_name('text')}@{registry.CHAMPION}"
     evaluated = evaluate(
@@ -171,14 +172,15 @@ def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
     ray_local, platform_home, data, tmp_path, monkeypatch
 ):
     from conceptual.pipelines import training
-    from conceptual.pipelines.train_retriever import train
+    from conceptual.pipelines.train_retriever import RECIPE
+    from conceptual.pipelines.training import train
 
     features_uri, speech_uri = data
     marker = tmp_path / "failed-once"
     monkeypatch.setenv(training.FAIL_AT_EPOCH_ENV, "2")
     monkeypatch.setenv(training.FAIL_MARKER_ENV, str(marker))
     config = tiny_config(modality="speech", loss="mms", workers=2, epochs=3)
-    result = train(features_uri, config, speech_uri)
+    result = train(RECIPE, config, features_uri, speech_uri)
 
     assert marker.exists()  # a worker did die in epoch 2
     history = result["history"]
@@ -188,11 +190,12 @@ def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
 
 
 def test_speech_without_clips_is_refused(data):
-    from conceptual.pipelines.train_retriever import train
+    from conceptual.pipelines.train_retriever import RECIPE
+    from conceptual.pipelines.training import train
 
     features_uri, _ = data
     with pytest.raises(ValueError, match="--speech"):
-        train(features_uri, tiny_config(modality="speech"))
+        train(RECIPE, tiny_config(modality="speech"), features_uri)
 
 
 # ---------------------------------------------------------------- a fine-tuned CNN
@@ -259,13 +262,14 @@ def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
     from conceptual.models.saving import load
     from conceptual.pipelines.build_index import BuildIndexConfig, build
     from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
-    from conceptual.pipelines.train_retriever import train
+    from conceptual.pipelines.train_retriever import RECIPE
+    from conceptual.pipelines.training import train
     from conceptual.retrieval_index import RetrievalIndex
     from conceptual.serve.retriever_deployment import Searcher
 
     finetune = {"image_backbone": "finetune", "image_size": PHOTO_SIZE}
     config = tiny_config(modality="text", epochs=1, model=finetune)
-    result = train(photo_features, config)
+    result = train(RECIPE, config, photo_features)
 
     [epoch] = result["history"]
     assert math.isfinite(epoch["loss"]) and "text_to_image.R@1" in result["best"]

@@ -225,8 +225,9 @@ def test_a_job_prints_and_logs_nothing_with_credentials(verbose, home, capsys, m
 
 def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
     import argparse
+    import types
 
-    from conceptual.jobs.arguments import run_training_job
+    from conceptual.jobs.arguments import job_main, run_training_job
 
     args = argparse.Namespace(config=None, overrides=[], verbose=False, no_register=True)
 
@@ -234,14 +235,15 @@ def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
         experiment: str = "x"
 
     def failing(kind):
-        def train(config):
+        def prepare(config):
             raise kind(f"API request to {CREDENTIALED}/api/2.0/mlflow/runs/create failed")
 
-        return train
+        recipe = types.SimpleNamespace(stage="unit", config=Settings, prepare=prepare)
+        return job_main(lambda argv: run_training_job(args, recipe))
 
-    assert run_training_job("unit", args, Settings, failing(ValueError), None) == 2
+    assert failing(ValueError)() == 2
     with pytest.raises(RuntimeError):  # what MLflow raises: not a user error
-        run_training_job("unit", args, Settings, failing(RuntimeError), None)
+        failing(RuntimeError)()
     err = capsys.readouterr().err
     assert err.count("error: ") == 2 and "http://***@127.0.0.1:9" in err and SECRET not in err
 
