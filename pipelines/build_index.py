@@ -61,11 +61,23 @@ from conceptual.models.retriever import MAX_SCALE, DualEncoder
 from conceptual.models.saving import SavedRetriever, load
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import set_aside
-from conceptual.pipelines.caption_features import feature_files, features_summary
+from conceptual.pipelines.caption_features import (
+    check_image_ids,
+    feature_files,
+    features_summary,
+)
 from conceptual.pipelines.evaluate_retriever import embed
 from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
 from conceptual.pipelines.stages import isolated
-from conceptual.records import CLIP, CURATED, FEATURES, rejected_records
+from conceptual.records import (
+    CLIP,
+    CURATED,
+    FEATURES,
+    INDEX_CAPTIONS,
+    INDEX_CLIPS,
+    INDEX_IMAGES,
+    rejected_records,
+)
 from conceptual.retrieval_index import (
     INDEX_TAG,
     ApproximateSettings,
@@ -147,8 +159,9 @@ class Embedded:
 
     def __init__(self, staging: str, dim: int, text: bool):
         self.image_rows: dict[str, int] = {}
-        self.images: dict[str, list] = {"image_id": [], "id": [], "caption": [], "split": []}
-        self.captions: dict[str, list] = {"id": [], "image_id": [], "caption": [], "split": []}
+        # INDEX_IMAGES's columns but the URL, looked up once the images are known
+        self.images: dict[str, list] = {c: [] for c in INDEX_IMAGES.names if c != "image_url"}
+        self.captions: dict[str, list] = {c: [] for c in INDEX_CAPTIONS.names}
         self.image_vectors = VectorSink(staging, "images", dim)
         self.caption_vectors = VectorSink(staging, "captions", dim) if text else None
         self.splits_seen: set[str] = set()
@@ -243,11 +256,7 @@ def embed_features(
         batch = batch.filter(split_filter(batch, config.splits))
         if batch.num_rows == 0:
             continue
-        if batch["image_id"].null_count:
-            raise ValueError(
-                f"the features at {features_uri} have no image ids (made by an older features "
-                "job): run the features job again"
-            )
+        check_image_ids(batch["image_id"], features_uri)
         lengths = pc.list_value_length(batch["pooled"]) if pooled_images else None
         if pooled_images and not pc.any(pc.equal(lengths, model.config.image_dim)).as_py():
             raise ValueError(
@@ -372,7 +381,7 @@ def embed_clips(
     how many clips were left out for speaking no indexed caption or image). A clip whose
     embedding raises is rejected (Embedded.rejected)."""
     caption_image = dict(zip(embedded.captions["id"], embedded.captions["image_id"]))
-    rows: dict[str, list] = {"id": [], "caption_id": [], "image_id": [], "caption": [], "split": []}
+    rows: dict[str, list] = {c: [] for c in INDEX_CLIPS.names}
     sink, skipped = VectorSink(staging, "clips", model.config.embed_dim), 0
     files = clip_files(speech_uri, config.allow_incomplete)
     for batch in batches(speech_uri, files, CLIP_COLUMNS, config.read_rows):
@@ -450,10 +459,11 @@ def build(
         if model.config.photo_size is not None:
             embed_photos(model, summary.get("curated"), embedded, config, device)
         urls = image_urls(summary.get("curated"), embedded.images["id"])
-        images = pa.table(embedded.images).append_column(
-            "image_url", pa.array(urls or [None] * len(embedded.image_rows), pa.string())
-        )
-        tables = {"images": images, "captions": pa.table(embedded.captions)}
+        image_url = urls or [None] * len(embedded.image_rows)
+        tables = {
+            "images": pa.table({**embedded.images, "image_url": image_url}, schema=INDEX_IMAGES),
+            "captions": pa.table(embedded.captions, schema=INDEX_CAPTIONS),
+        }
         vectors = {"images": embedded.image_vectors.array()}
         if embedded.caption_vectors is not None:
             vectors["captions"] = embedded.caption_vectors.array()
@@ -465,7 +475,7 @@ def build(
             clips, vectors["clips"], skipped_clips = embed_clips(
                 model, audio, speech_uri, embedded, config, staging, device
             )
-            tables["clips"] = pa.table(clips)
+            tables["clips"] = pa.table(clips, schema=INDEX_CLIPS)
         if embedded.rejected:
             set_aside.write_rejected(embedded.rejected, rejected_uri, REJECTED_ROWS)
         rejected, samples = set_aside.counted(embedded.rejected)

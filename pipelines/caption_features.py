@@ -1,10 +1,13 @@
-"""A features job's output as captioning needs it: the train captions (for the vocabulary),
-and a split grouped by image with all its references (to evaluate on, or to search for the
-nearest-neighbour baseline). Training itself streams the rows through Ray Data.
+"""The reader of a features job's output (records.FEATURES), for every model family: its
+files, its summary (features.json: the CNN settings a model saves), a split's rows, the train
+captions (for a vocabulary). Captioning reads a split grouped by image with all its
+references here (to evaluate on, or to search for the nearest-neighbour baseline); the
+retrievers' pairs, crops and clips build on these reads (pipelines/retrieval_data.py).
+Training itself streams the rows through Ray Data.
 
 Features rows are one per (caption record, crop); the records of one image share its
-`image_id` (records.image_id, computed once by the features job), and an image's references
-are the captions of every record with that id.
+`image_id` (written once by curation, records.CURATED), and an image's references are the
+captions of every record with that id.
 """
 
 from __future__ import annotations
@@ -58,15 +61,51 @@ def feature_settings(features_uri: str) -> FeatureSettings:
     return FeatureSettings(model=summary["model"], image_size=summary["image_size"])
 
 
-def read_rows(files: list[str], uri: str, split: str, columns: list[str]) -> pa.Table:
-    """One split's centre-crop rows, read on the driver (vocabularies and eval sets are small)."""
+def read_table(
+    files: list[str], uri: str, columns: list[str], where: pc.Expression | None = None
+) -> pa.Table:
+    """The `columns` of the rows `where` holds, from every file (features or clips)."""
     fs, _ = storage.resolve(uri)
-    wanted = pc.field("split").isin(split_names(split)) & (pc.field("crop") == 0)
     tables = []
     for path in files:
         with fs.open_input_file(path) as f:
-            tables.append(pq.read_table(f, columns=columns, filters=wanted))
+            tables.append(pq.read_table(f, columns=columns, filters=where))
     return pa.concat_tables(tables)
+
+
+def has_column(files: list[str], uri: str, name: str) -> bool:
+    """Whether the files have the column (the first one's schema says for all)."""
+    fs, _ = storage.resolve(uri)
+    with fs.open_input_file(files[0]) as f:
+        return name in pq.read_schema(f).names
+
+
+def read_rows(
+    files: list[str], uri: str, split: str, columns: list[str], every_crop: bool = False
+) -> pa.Table:
+    """One split's rows (its centre crops unless `every_crop`), read on the driver
+    (vocabularies and eval sets are small); features without image ids are refused when
+    `columns` asks for them."""
+    wanted = pc.field("split").isin(split_names(split))
+    if not every_crop:
+        wanted &= pc.field("crop") == 0
+    reads_images = "image_id" in columns
+    if reads_images and not has_column(files, uri, "image_id"):
+        check_image_ids(None, uri)
+    table = read_table(files, uri, columns, wanted)
+    if reads_images:
+        check_image_ids(table["image_id"], uri)
+    return table
+
+
+def check_image_ids(image_ids: pa.Array | pa.ChunkedArray | None, uri: str) -> None:
+    """Refuse features without an image id in every row (None: without the column), as
+    features jobs made them before it was written."""
+    if image_ids is None or image_ids.null_count:
+        raise ValueError(
+            f"the features at {uri} have rows without an image_id (made by an older features "
+            "job): run the features job again"
+        )
 
 
 def train_captions(files: list[str], uri: str) -> list[str]:
@@ -92,10 +131,8 @@ def caption_languages(files: list[str], uri: str) -> set[str]:
 
 def train_fluency(files: list[str], uri: str) -> np.ndarray:
     """The fluency scores of the train captions (NaN where a caption has none)."""
-    fs, _ = storage.resolve(uri)
-    with fs.open_input_file(files[0]) as f:
-        if "fluency" not in pq.read_schema(f).names:
-            return np.full(len(train_captions(files, uri)), np.nan)
+    if not has_column(files, uri, "fluency"):
+        return np.full(len(train_captions(files, uri)), np.nan)
     scores = read_rows(files, uri, TRAIN_SPLIT, ["fluency"])["fluency"].cast(pa.float64())
     return pc.fill_null(scores, np.nan).to_numpy()
 
@@ -111,11 +148,6 @@ def split_images(
     rows = read_rows(files, uri, split, columns).to_pylist()
     if not rows:
         raise ValueError(f"no {split!r} rows in the features at {uri}")
-    if any(row["image_id"] is None for row in rows):
-        raise ValueError(
-            f"the features at {uri} have rows without an image_id (made by an older features "
-            "job): run the features job again"
-        )
     images: dict[str, dict[str, Any]] = {}
     for row in rows:
         image = images.setdefault(row["image_id"], {**row, "references": []})

@@ -44,7 +44,6 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import ray
 from PIL import Image
 from pydantic import Field
@@ -52,15 +51,19 @@ from pydantic import Field
 from conceptual import storage
 from conceptual.config import Config
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.caption_features import feature_files, source_images
+from conceptual.pipelines.caption_features import (
+    TRAIN_SPLIT,
+    feature_files,
+    read_rows,
+    read_table,
+    source_images,
+)
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
 from conceptual.speech.features import AudioFeatureConfig, clip_features
-from conceptual.splits import split_names
 from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
 from conceptual.vision.images import ImageFilterConfig, decode
 
 Modality = Literal["speech", "text"]
-TRAIN_SPLIT = "train"
 CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "audio"]
 # Every curated photo is within the curation's bound (decoded pixels are fewer still).
 PHOTO_PIXELS = ImageFilterConfig().max_pixels
@@ -89,15 +92,6 @@ def group_id(text: str) -> int:
     return int(hashlib.sha1(text.encode()).hexdigest()[:15], 16)
 
 
-def _read(uri: str, files: list[str], columns: list[str], where: pc.Expression) -> pa.Table:
-    fs, _ = storage.resolve(uri)
-    tables = []
-    for path in files:
-        with fs.open_input_file(path) as f:
-            tables.append(pq.read_table(f, columns=columns, filters=where))
-    return pa.concat_tables(tables)
-
-
 @dataclass
 class SplitImages:
     """One split of a features output: its images (every crop) and its caption records."""
@@ -122,21 +116,9 @@ class SplitImages:
 
 def split_images(features_uri: str, files: list[str], split: str) -> SplitImages:
     columns = ["id", "image_id", "caption", "crop", "pooled"]
-    fs, _ = storage.resolve(features_uri)
-    with fs.open_input_file(files[0]) as f:
-        has_image_ids = "image_id" in pq.read_schema(f).names
-    table = (
-        _read(features_uri, files, columns, pc.field("split").isin(split_names(split)))
-        if has_image_ids
-        else None
-    )
-    if table is not None and table.num_rows == 0:
+    table = read_rows(files, features_uri, split, columns, every_crop=True)
+    if table.num_rows == 0:
         raise ValueError(f"no {split!r} rows in the features at {features_uri}")
-    if table is None or table["image_id"].null_count:
-        raise ValueError(
-            f"the features at {features_uri} have no image ids (made by an older features "
-            "job): run the features job again"
-        )
     table = table.sort_by([("image_id", "ascending"), ("crop", "ascending"), ("id", "ascending")])
     crops = pc.max(table["crop"]).as_py() + 1
     by_image: dict[str, np.ndarray] = {}
@@ -159,7 +141,7 @@ def split_images(features_uri: str, files: list[str], split: str) -> SplitImages
 def clips_of(speech_uri: str, images: SplitImages, allow_incomplete: bool = False) -> pa.Table:
     """The clips (id, caption_id, image_id, caption, audio) whose caption or image is in the
     split, each with the id of its image in `images` (read on the driver: evaluation sets)."""
-    table = _read(speech_uri, clip_files(speech_uri, allow_incomplete), CLIP_COLUMNS, None)
+    table = read_table(clip_files(speech_uri, allow_incomplete), speech_uri, CLIP_COLUMNS)
     return clips_in_split(table, images.caption_image, set(images.image_ids))
 
 
@@ -302,12 +284,6 @@ def query_inputs(
 # ---------------------------------------------------------------- training rows
 
 
-def train_captions(features_uri: str, files: list[str]) -> list[str]:
-    """The train split's captions, one per record (for the text tower's vocabulary)."""
-    where = (pc.field("split") == TRAIN_SPLIT) & (pc.field("crop") == 0)
-    return _read(features_uri, files, ["caption"], where)["caption"].to_pylist()
-
-
 def train_pairs(
     features_uri: str,
     files: list[str],
@@ -352,7 +328,7 @@ def teacher_pairs(
     embeddings; no photo): `image_id` null, `caption`, `audio`, from every output in
     `speech_uris`. A clip of a caption or image in the features' other splits than train is
     left out, so no dev or test caption is ever learned."""
-    held_out = _read(features_uri, files, ["id", "image_id"], pc.field("split") != TRAIN_SPLIT)
+    held_out = read_table(files, features_uri, ["id", "image_id"], pc.field("split") != TRAIN_SPLIT)
     unseen = ray.put(set(held_out["id"].to_pylist()) | set(held_out["image_id"].to_pylist()))
     parts = []
     for uri in speech_uris:

@@ -75,10 +75,14 @@ from conceptual.models.retriever import (
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load, save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import feature_files, feature_settings
+from conceptual.pipelines.caption_features import (
+    TRAIN_SPLIT,
+    feature_files,
+    feature_settings,
+    train_captions,
+)
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
 from conceptual.pipelines.retrieval_data import (
-    TRAIN_SPLIT,
     Modality,
     PhotoAugmentConfig,
     eval_set,
@@ -87,7 +91,6 @@ from conceptual.pipelines.retrieval_data import (
     query_inputs,
     split_images,
     teacher_pairs,
-    train_captions,
     train_examples,
     train_pairs,
 )
@@ -212,7 +215,7 @@ def prepare(
             vocab = load(registry.resolve(config.init.text), kind=SavedRetriever).vocab
         elif config.modality == "text":
             vocab = Vocabulary.build(
-                train_captions(features_uri, files), min_count=config.min_count
+                train_captions(files, features_uri), min_count=config.min_count
             )
         model_config = retriever_config(config, image_dim, vocab, teacher)
         initial = tower_weights(config.init.towers(), model_config, teacher)

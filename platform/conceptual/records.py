@@ -189,6 +189,36 @@ FEATURES = pa.schema(
 )
 
 
+# A retrieval index's tables (pipelines/build_index.py writes them beside their vectors,
+# conceptual.retrieval_index reads them): row i of a table is row i of its <target>.npy.
+INDEX_IMAGES = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("id", pa.string()),  # its first caption record: where its photo is
+        ("caption", pa.string()),  # that record's
+        ("split", pa.string()),
+        ("image_url", pa.string()),  # null when the curated data was not reachable
+    ]
+)
+INDEX_CAPTIONS = pa.schema(
+    [
+        ("id", pa.string()),  # the caption record
+        ("image_id", pa.string()),
+        ("caption", pa.string()),
+        ("split", pa.string()),
+    ]
+)
+INDEX_CLIPS = pa.schema(
+    [
+        ("id", pa.string()),  # the clip
+        ("caption_id", pa.string()),
+        ("image_id", pa.string()),
+        ("caption", pa.string()),  # the transcript
+        ("split", pa.string()),
+    ]
+)
+
+
 def image_id(image: bytes) -> str:
     """The identity of an image: the SHA-1 of its bytes (hex), so that the captions, clips
     and embeddings of one image join without guessing, whatever URL or file it came from."""

@@ -8,13 +8,15 @@ Layout of an index (the build_index job's OUTPUT; local or s3://):
                       model, image_size, curated}, splits, counts, targets (below),
                       approximate: null, or {settings, recall_queries, targets: {target:
                       kind, metric, faiss_version, nlist/nprobe or m/ef_*, recall@10}}
-    images.parquet    image_id, id (its first caption record), image_url, caption (that
-                      record's), split; row i is row i of images.npy
+    images.parquet    records.INDEX_IMAGES: image_id, id (its first caption record),
+                      caption (that record's), split, image_url; row i is row i of
+                      images.npy
     images.npy        (images, embed_dim) float32
-    captions.parquet  id (the caption record), image_id, caption, split
+    captions.parquet  records.INDEX_CAPTIONS: id (the caption record), image_id, caption,
+                      split
     captions.npy      text models only: (captions, embed_dim) float32
-    clips.parquet     speech models built with clips: id, caption_id, image_id, caption
-                      (the transcript), split
+    clips.parquet     speech models built with clips, records.INDEX_CLIPS: id, caption_id,
+                      image_id, caption (the transcript), split
     clips.npy         (clips, embed_dim) float32
     <target>.faiss    with approximate=true: FAISS's own serialization of the target's index
     _SUCCESS          written last
