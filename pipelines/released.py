@@ -30,13 +30,14 @@ from conceptual.candidates import RELEASED_SPLITS, SPLIT_COLUMNS, detect_format,
 from conceptual.config import Config
 from conceptual.pipelines.readers import candidate_files, is_labeled
 from conceptual.pipelines.rows import pending, reject, table
-from conceptual.records import Rejection, image_id
+from conceptual.records import image_id
+from conceptual.text.bounds import BOUND_REASONS, out_of_bounds
 from conceptual.vision.resize import ResizeConfig, resize_image
 
 # The stage a released caption is judged at: the name of the text stage it replaces
 # (conceptual.text.curate.TEXT_STAGE, not imported: that module loads the text filters).
 CAPTION_STAGE = "text"
-CAPTION_REASONS = ("empty", "too_long")
+CAPTION_REASONS = BOUND_REASONS
 RESIZE_STAGE = "resize"
 Split = Literal[RELEASED_SPLITS]  # type: ignore[valid-type]
 
@@ -59,11 +60,8 @@ def released_captions(batch: pa.Table, max_chars: int, split: str | None) -> pa.
     rows = batch.to_pylist()
     for i in pending(rows):
         row, text = rows[i], rows[i]["alt_text"]
-        if text is None or not text.strip():
-            reject(row, CAPTION_STAGE, Rejection("empty", "no caption"))
-        elif len(text) > max_chars:
-            detail = f"{len(text)} characters > {max_chars}"
-            reject(row, CAPTION_STAGE, Rejection("too_long", detail))
+        if rejection := out_of_bounds(text, max_chars, "no caption"):
+            reject(row, CAPTION_STAGE, rejection)
         else:
             row.update(caption=text, entities=[], types=[], split=split or row["split"])
     return table(rows)

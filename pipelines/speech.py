@@ -53,7 +53,7 @@ from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, describe
 from conceptual.models.variants import language_code
 from conceptual.pipelines.readers import candidate_files
 from conceptual.pipelines.shards import add_member
-from conceptual.records import CLIP, REJECTED, Rejection
+from conceptual.records import CLIP, REJECTED, Rejection, Stage
 from conceptual.speech.audio import duration
 from conceptual.speech.clips import synthesized_clip
 from conceptual.speech.synthesis import (
@@ -64,9 +64,14 @@ from conceptual.speech.synthesis import (
     speakable,
 )
 from conceptual.storage import SUCCESS
+from conceptual.text.bounds import BOUND_REASONS, out_of_bounds
 
-STAGE = "synthesize"
-REASONS = ("empty_text", "too_long", "unsupported_language", "synthesis_failed", INTERNAL_ERROR)
+# The job's one stage; its first rejections are those of the text filters (text/bounds.py).
+SYNTHESIZE = Stage(
+    "synthesize",
+    (*BOUND_REASONS, "unsupported_language", "synthesis_failed", INTERNAL_ERROR),
+    "max_chars, max_seconds (synthesis.* for how it sounds)",
+)
 # The voices (SynthesisConfig.voices) are English: a record of another language (its
 # `language` column, records.LANGUAGE_FIELDS) is refused, not spelled out letter by letter.
 # espeak-ng's Mandarin voice (cmn) exists, but as commonly packaged (without the extended
@@ -160,13 +165,14 @@ def read_shard(fs, shard: dict[str, Any]) -> list[dict[str, Any]]:
 def text_rejection(
     caption: str | None, config: SpeechConfig, language: str | None = None
 ) -> Rejection | None:
-    """Why a caption gets no clip before synthesis: nothing speakable once espeak-ng's
-    commands and control characters are removed (synthesis.speakable), too long, or in a
-    language the voices do not speak (a record without `language` is English)."""
-    if not caption or not speakable(caption):
-        return Rejection("empty_text", "no text to speak")
-    if len(caption) > config.max_chars:
-        return Rejection("too_long", f"{len(caption)} characters > max_chars={config.max_chars}")
+    """Why a caption gets no clip before synthesis: `empty` (nothing speakable once
+    espeak-ng's commands and control characters are removed, synthesis.speakable) or
+    `too_long`, as the text filters say it, or in a language the voices do not speak (a
+    record without `language` is English)."""
+    if caption and not speakable(caption):
+        caption = None
+    if rejection := out_of_bounds(caption, config.max_chars, "no text to speak"):
+        return rejection
     if language and language_code(language) not in LANGUAGES:
         detail = f"language {language[:20]!r}: the voices speak {', '.join(LANGUAGES)}"
         return Rejection("unsupported_language", detail)
@@ -192,7 +198,7 @@ def speak(record: dict[str, Any], config: SpeechConfig) -> dict[str, Any] | Reje
 def rejected_row(record: dict[str, Any], rejection: Rejection) -> dict[str, Any]:
     return {
         "id": record["id"],
-        "stage": STAGE,
+        "stage": SYNTHESIZE.name,
         "reason": rejection.reason,
         "detail": rejection.detail,
         "image_url": record.get("image_url"),
@@ -325,10 +331,10 @@ def synthesize(input_uri: str, output_uri: str, config: SpeechConfig) -> dict[st
             num_cpus=config.cpus_per_task,
         ).materialize()
     stats = account(output_uri, shards)
-    failed = stats["rejected"].get(STAGE, {}).get(INTERNAL_ERROR, 0)
+    failed = stats["rejected"].get(SYNTHESIZE.name, {}).get(INTERNAL_ERROR, 0)
     if failed > config.errors.budget(stats["input"]):
-        samples = {STAGE: failed_ids(output_uri)}
-        errors.check({STAGE: failed}, stats["input"], config.errors, samples)
+        samples = {SYNTHESIZE.name: failed_ids(output_uri)}
+        errors.check({SYNTHESIZE.name: failed}, stats["input"], config.errors, samples)
     stats["resumed_shards"] = len(done)
     stats["seconds"] = round(time.monotonic() - started, 2)
     storage.write_json(storage.join(output_uri, "stats.json"), stats)
@@ -350,7 +356,9 @@ def account(output_uri: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
         for reason, n in c["rejected"].items():
             rejected[reason] = rejected.get(reason, 0) + n
     records, clips = sum(c["input"] for c in counts), sum(c["clips"] for c in counts)
-    stats = funnel.build(records, clips, {STAGE: rejected} if rejected else {}, (STAGE,))
+    stats = funnel.build(
+        records, clips, {SYNTHESIZE.name: rejected} if rejected else {}, (SYNTHESIZE.name,)
+    )
     on_disk = {
         "clips": storage.written_rows(storage.join(output_uri, "clips")),
         "rejected": storage.written_rows(storage.join(output_uri, "rejected")),
@@ -427,8 +435,8 @@ def log_to_mlflow(stats: dict[str, Any], output_uri: str, config: SpeechConfig) 
         "clips": stats["kept"],
         "resumed_shards": stats["resumed_shards"],
     }
-    for reason, n in stats["rejected"].get(STAGE, {}).items():
-        metrics[tracking.metric_key("rejected", STAGE, reason)] = n
+    for reason, n in stats["rejected"].get(SYNTHESIZE.name, {}).items():
+        metrics[tracking.metric_key("rejected", SYNTHESIZE.name, reason)] = n
     metrics.update({f"audio.{k}": v for k, v in stats["audio"].items()})
     metrics["seconds"] = stats["seconds"]
     mlflow.log_metrics(metrics)

@@ -182,7 +182,7 @@ def test_a_record_that_raises_in_speech_is_rejected_and_its_shard_goes_on(
 
     monkeypatch.setattr(speech, "speak", functools.partial(raising_speak))
     stats, run_id = speech.run(data, faulty_out, config)
-    assert stats["rejected"]["synthesize"] == {"empty_text": 1, INTERNAL_ERROR: 1}
+    assert stats["rejected"]["synthesize"] == {"empty": 1, INTERNAL_ERROR: 1}
     assert (stats["input"], stats["kept"]) == (5, 3)
     assert (
         json.loads((tmp_path / "faulty" / "stats.json").read_text())["rejected"]

@@ -58,9 +58,9 @@ def speech_run(ray_local, tmp_path_factory):
 def test_every_caption_is_a_clip_or_a_rejection_with_its_reason(speech_run):
     stats, out = speech_run["stats"], speech_run["root"] / "out"
     assert (stats["input"], stats["kept"]) == (7, 5)
-    assert stats["rejected"] == {"synthesize": {"empty_text": 1, "too_long": 1}}
+    assert stats["rejected"] == {"synthesize": {"empty": 1, "too_long": 1}}
     rejected = pq.read_table(out / "rejected").to_pylist()
-    assert sorted(r["reason"] for r in rejected) == ["empty_text", "too_long"]
+    assert sorted(r["reason"] for r in rejected) == ["empty", "too_long"]
     assert (out / "_SUCCESS").exists() and storage.read_json(str(out / "stats.json"))["kept"] == 5
 
 

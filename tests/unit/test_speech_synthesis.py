@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conceptual.pipelines.speech import SpeechConfig, speak
+from conceptual.pipelines.speech import SYNTHESIZE, SpeechConfig, speak
 from conceptual.records import Rejection
 from conceptual.speech.audio import SAMPLE_RATE, decode
 from conceptual.speech.synthesis import (
@@ -20,6 +20,7 @@ from conceptual.speech.synthesis import (
     render,
     speakable,
 )
+from conceptual.text.curate import TEXT_REASONS
 
 CAPTION = "a dog runs across the grassy field with a ball in its mouth"
 
@@ -104,16 +105,23 @@ def test_a_pitch_draw_moves_the_voice_by_its_semitones():
 @pytest.mark.parametrize(
     ("caption", "reason"),
     [
-        ("", "empty_text"),
-        ("   \t ", "empty_text"),
-        (None, "empty_text"),
+        ("", "empty"),
+        ("   \t ", "empty"),
+        (None, "empty"),
         ("a very long caption " * 100, "too_long"),
         ("...", "synthesis_failed"),  # espeak-ng renders silence for punctuation alone
     ],
 )
 def test_captions_without_a_clip_are_rejected_with_their_reason(caption, reason):
     outcome = speak({"id": "r", "caption": caption}, SpeechConfig())
-    assert isinstance(outcome, Rejection) and outcome.reason == reason
+    assert isinstance(outcome, Rejection) and outcome.reason in SYNTHESIZE.reasons
+    assert outcome.reason == reason
+
+
+def test_an_empty_or_long_caption_has_the_text_filters_reasons_and_details():
+    assert SYNTHESIZE.reasons[:2] == TEXT_REASONS[:2] == ("empty", "too_long")
+    outcome = speak({"id": "r", "caption": "word " * 40}, SpeechConfig(max_chars=100))
+    assert outcome == Rejection("too_long", "200 characters > 100")
 
 
 def test_non_ascii_and_option_like_captions_are_spoken():
@@ -160,7 +168,7 @@ def test_phoneme_brackets_are_read_as_text():
 @pytest.mark.parametrize("caption", ["\x00", "\x01\x0130S\x00 \t", "\ud800"])
 def test_a_caption_of_control_characters_only_is_empty(caption):
     outcome = speak({"id": "c", "caption": caption}, SpeechConfig())
-    assert isinstance(outcome, Rejection) and outcome.reason == "empty_text"
+    assert isinstance(outcome, Rejection) and outcome.reason == "empty"
 
 
 @pytest.mark.parametrize("language", ["zh", "zh-CN", "cmn", "de"])

@@ -41,6 +41,7 @@ from wordfreq import get_frequency_dict
 
 from conceptual.config import Config
 from conceptual.records import Rejection
+from conceptual.text.bounds import BOUND_REASONS
 
 # The filters by reason, in the order they run; the decorators below fill them from the
 # methods of TextFilters (the lists of names are at the end of the module).
@@ -635,4 +636,4 @@ class TextFilters:
 CHEAP_FILTERS = tuple(_CHEAP)
 DOC_FILTERS = tuple(_DOC)
 # empty and too_long always run: they bound what the other filters see.
-FILTER_NAMES = ("empty", "too_long", *CHEAP_FILTERS, *DOC_FILTERS)
+FILTER_NAMES = (*BOUND_REASONS, *CHEAP_FILTERS, *DOC_FILTERS)
