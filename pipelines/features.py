@@ -38,9 +38,10 @@ from conceptual.records import FEATURES, image_id
 from conceptual.storage import SUCCESS
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 
-# What a caption in another language brings along (records.LANGUAGE_FIELDS): its language
-# and its fluency score, which captioner training reads.
-CARRIED = ["language", "fluency"]
+# What a record brings along when it has it: its image's id (curation writes it) and, for a
+# caption in another language (records.LANGUAGE_FIELDS), its language and its fluency
+# score, which captioner training reads.
+CARRIED = ["image_id", "language", "fluency"]
 STAGE = "features"
 
 
@@ -83,7 +84,8 @@ class FeatureStage:
         carried = [c for c in CARRIED if c in batch.column_names]
         records = batch.select(["id", "split", "caption", *carried]).to_pylist()
         for record, photo, crops in zip(records, photos, per_record):
-            record["image_id"] = image_id(photo)
+            if record.get("image_id") is None:  # curated before curation wrote the column
+                record["image_id"] = image_id(photo)
             for crop, (pooled, grid) in enumerate(crops):
                 rows.append(
                     {

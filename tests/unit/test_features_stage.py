@@ -10,6 +10,7 @@ import skimage.data
 from PIL import Image
 
 from conceptual.pipelines.features import FeaturesConfig, FeatureStage
+from conceptual.records import image_id
 
 
 def jpeg(array) -> bytes:
@@ -58,3 +59,13 @@ def test_a_captions_language_and_fluency_score_come_along():
     )
     rows = FeatureStage(FeaturesConfig())(batch).to_pylist()
     assert [(r["language"], r["fluency"]) for r in rows] == [("zh", 0.75), ("zh", None)]
+
+
+def test_the_image_id_curation_wrote_is_kept_and_older_data_gets_one():
+    photo = jpeg(skimage.data.coffee())
+    curated = {"id": ["a"], "split": ["train"], "caption": ["a cup"], "image": [photo]}
+    stored = FeatureStage(FeaturesConfig())(pa.table({**curated, "image_id": ["written"]}))
+    assert stored["image_id"].to_pylist() == ["written"]
+    # Curated data from before curation wrote the column: the hash of the photo's bytes.
+    older = FeatureStage(FeaturesConfig())(pa.table(curated))
+    assert older["image_id"].to_pylist() == [image_id(photo)]

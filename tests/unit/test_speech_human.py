@@ -12,6 +12,7 @@ from audio_bombs import opus  # tests/audio_bombs.py
 from conceptual.importers import ImportConfig, csv_pairs, write_import
 from conceptual.records import CLIP, image_id
 from conceptual.speech.audio import decode
+from conceptual.speech.clips import caption_fields
 from conceptual.speech.human import speech_step
 
 
@@ -86,3 +87,10 @@ def test_recordings_are_checked_before_decoding(real_data, tmp_path):
     )
     speech = report["speech"]
     assert (speech["clips"], speech["too_long_clip"], speech["unreadable_clip"]) == (0, 2, 1)
+
+
+def test_a_clip_keeps_its_records_image_id_and_hashes_the_image_only_without_one():
+    record = {"id": "c", "caption": "a cup", "image": b"jpeg", "image_id": "written"}
+    assert caption_fields(record)["image_id"] == "written"
+    assert caption_fields({**record, "image_id": None})["image_id"] == image_id(b"jpeg")
+    assert caption_fields({"id": "c", "caption": "a cup"})["image_id"] is None

@@ -18,13 +18,15 @@ def clip_id(caption_id: str, source: str, seed: int) -> str:
 
 
 def caption_fields(record: dict[str, Any]) -> dict[str, Any]:
-    """What a clip keeps of the caption record it speaks. The image's identity is the hash
-    of its bytes when the record has them, else the record's own `image_id` column if any
-    (a features output has neither: null)."""
-    image = record.get("image")
+    """What a clip keeps of the caption record it speaks. The image's identity is the
+    record's `image_id` (curation writes it; a features output carries it), null for a
+    record with neither it nor an image."""
+    image, stored = record.get("image"), record.get("image_id")
     return {
         "caption_id": record["id"],
-        "image_id": image_id(image) if image else record.get("image_id"),
+        # Records without the column (candidates; curated data from before curation wrote
+        # it) get it here, from their image's bytes.
+        "image_id": stored if stored is not None or not image else image_id(image),
         "image_url": record.get("image_url"),
         "caption": record["caption"],
         "split": record.get("split"),
