@@ -35,18 +35,19 @@ import pyarrow.parquet as pq
 
 from conceptual import registry, storage, tracking
 from conceptual.config import Config
-from conceptual.errors import ErrorsConfig
+from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.scorer import FluencyScorer
 from conceptual.models.saving import SavedFluency, load
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.executors import actor_pool
 from conceptual.pipelines.readers import read_row_groups
-from conceptual.records import CURATED_LANGUAGE
+from conceptual.records import CURATED_LANGUAGE, Stage
 from conceptual.storage import SUCCESS
 
 SUMMARY = "fluency.json"
-STAGE = "score_fluency"
+# The job's one stage: a record is rejected only when its scoring raises.
+SCORE = Stage("score_fluency", (INTERNAL_ERROR,), "errors.max_rate, errors.max_count")
 
 
 class ScoreConfig(Config):
@@ -98,7 +99,7 @@ def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -
     cls, kwargs = operator(model_uri)
     scored = read_row_groups(fs, files).map_batches(
         set_aside.Guarded,
-        **set_aside.guarded(cls, kwargs, STAGE, rejected_uri, CURATED_LANGUAGE),
+        **set_aside.guarded(cls, kwargs, SCORE.name, rejected_uri, CURATED_LANGUAGE),
         batch_size=config.batch_size,
         batch_format="pyarrow",
         compute=(pool := actor_pool(config.actors, config.cpus_per_actor)),
@@ -173,7 +174,7 @@ def run(
     model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig
 ) -> tuple[dict[str, Any], str]:
     """The score_fluency job: one MLflow run around the scoring. Returns (summary, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": "score_fluency"}) as active:
+    with tracking.start_run(config.experiment, tags={"stage": SCORE.name}) as active:
         tracking.log_config(config)
         mlflow.log_params({"model_uri": model_uri, "data_uri": data_uri, "output_uri": output_uri})
         summary = score(model_uri, data_uri, output_uri, config)
