@@ -317,9 +317,22 @@ def profiled(directory: Path):
     spy = Path(sys.executable).with_name("py-spy")
     samplers = {
         name: subprocess.Popen(
-            [spy, "record", "--pid", str(pid), "--rate", str(PROFILE_RATE), "--format", "raw",
-             "--gil", "--nonblocking", "--output", str(directory / f"{name}.txt")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                str(PROFILE_RATE),
+                "--format",
+                "raw",
+                "--gil",
+                "--nonblocking",
+                "--output",
+                str(directory / f"{name}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for name, pid in serve_processes().items()
     }
