@@ -32,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from conceptual.models.captioner import Captioner
 from conceptual.models.vocab import PAD, Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import feature_files, train_captions
+from conceptual.pipelines.features_data import feature_files, train_captions
 from conceptual.pipelines.train_captioner import (
     CaptionLoss,
     TrainConfig,

@@ -61,12 +61,12 @@ from conceptual.models.retriever import MAX_SCALE, DualEncoder
 from conceptual.models.saving import SavedRetriever, load
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import set_aside
-from conceptual.pipelines.caption_features import (
+from conceptual.pipelines.evaluate_retriever import embed
+from conceptual.pipelines.features_data import (
     check_image_ids,
     feature_files,
     features_summary,
 )
-from conceptual.pipelines.evaluate_retriever import embed
 from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
 from conceptual.pipelines.stages import isolated
 from conceptual.records import (

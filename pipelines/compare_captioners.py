@@ -38,10 +38,10 @@ from conceptual.intervals import (
 )
 from conceptual.models.saving import load
 from conceptual.models.variants import VARIANTS
-from conceptual.pipelines.caption_features import feature_files, split_images
 from conceptual.pipelines.comparison import Comparison, Trained, parse_variant, registered_columns
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_captioner import captioner_scores
+from conceptual.pipelines.features_data import feature_files, split_images
 from conceptual.pipelines.train_captioner import CAPTIONS, RECIPE, TrainConfig
 
 # The columns of the table and the bars of the plot, CIDEr first: it ranks the variants.

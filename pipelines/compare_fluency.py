@@ -63,7 +63,6 @@ from conceptual.intervals import (
 from conceptual.models.captioner import CaptionerSettings
 from conceptual.models.saving import SavedCaptioner, load
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import feature_files, split_images
 from conceptual.pipelines.comparison import to_register
 from conceptual.pipelines.evaluate_captioner import (
     baseline_captions,
@@ -72,6 +71,7 @@ from conceptual.pipelines.evaluate_captioner import (
     captioner_scores,
     n_best_captions,
 )
+from conceptual.pipelines.features_data import feature_files, split_images
 from conceptual.pipelines.train_captioner import RECIPE, FluencyStrategy, TrainConfig
 from conceptual.text.chinese import tokens_for_captioning
 

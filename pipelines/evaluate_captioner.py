@@ -36,7 +36,7 @@ from conceptual.models.captioner import Captioner, features_tensor
 from conceptual.models.decoding import n_best
 from conceptual.models.saving import SavedCaptioner, load
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.caption_features import (
+from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     caption_languages,
     eval_set_name,

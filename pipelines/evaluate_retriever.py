@@ -53,7 +53,7 @@ from conceptual.intervals import (
 from conceptual.metrics import KS, chance_recall, query_ranks, recall_at_k
 from conceptual.models.retriever import DualEncoder
 from conceptual.models.saving import SavedRetriever, load
-from conceptual.pipelines.caption_features import set_name
+from conceptual.pipelines.features_data import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
 from conceptual.speech.recognizer import transcribe_clips, word_error_rate

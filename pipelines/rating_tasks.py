@@ -26,7 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from conceptual import storage, tracking
-from conceptual.pipelines.caption_features import features_summary
+from conceptual.pipelines.features_data import features_summary
 from conceptual.rating.tasks import RESULTS_SHOWN, TaskSet, item_id, new_task_set, sample
 from conceptual.text.chinese import normalize
 

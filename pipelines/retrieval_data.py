@@ -51,7 +51,7 @@ from pydantic import Field
 from conceptual import storage
 from conceptual.config import Config
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.caption_features import (
+from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     feature_files,
     read_rows,

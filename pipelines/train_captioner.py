@@ -56,7 +56,8 @@ from conceptual.models.saving import FeatureSettings, save_model
 from conceptual.models.variants import Language, model_name
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import (
+from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images, log_samples
+from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     caption_languages,
     eval_set_name,
@@ -66,7 +67,6 @@ from conceptual.pipelines.caption_features import (
     train_captions,
     train_fluency,
 )
-from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images, log_samples
 from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
 from conceptual.runtime import init_ray
 

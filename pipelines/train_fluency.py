@@ -57,7 +57,7 @@ from conceptual.metrics import auc, binary_scores, classifier_scores
 from conceptual.models.saving import SavedFluency, load, save_fluency
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import set_name
+from conceptual.pipelines.features_data import set_name
 from conceptual.runtime import init_ray
 from conceptual.splits import SPLITS, SplitConfig, assign_split
 

@@ -75,13 +75,13 @@ from conceptual.models.retriever import (
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load, save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.caption_features import (
+from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
+from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     feature_files,
     feature_settings,
     train_captions,
 )
-from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
 from conceptual.pipelines.retrieval_data import (
     Modality,
     PhotoAugmentConfig,

@@ -116,8 +116,8 @@ def test_captions_are_byte_identical_and_the_split_is_the_file_s(gz_tsv, release
 
 
 def test_the_features_job_takes_the_import(gz_tsv, tmp_path):
-    from conceptual.pipelines.caption_features import feature_files, split_images
     from conceptual.pipelines.features import FeaturesConfig, extract
+    from conceptual.pipelines.features_data import feature_files, split_images
 
     summary = extract(str(gz_tsv["out"]), str(tmp_path / "f"), FeaturesConfig(crops=0))
     assert summary["images"] == PHOTOS

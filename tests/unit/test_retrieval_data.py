@@ -26,9 +26,9 @@ from PIL import Image
 
 from conceptual.config import ConfigError
 from conceptual.pipelines import retrieval_data
-from conceptual.pipelines.caption_features import feature_files
 from conceptual.pipelines.compare_retrievers import markdown_table
 from conceptual.pipelines.comparison import parse_variant
+from conceptual.pipelines.features_data import feature_files
 from conceptual.pipelines.retrieval_data import (
     PhotoAugmentConfig,
     _examples,

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from conceptual.pipelines.caption_features import (
+from conceptual.pipelines.features_data import (
     eval_set_name,
     feature_files,
     source_images,
