@@ -342,13 +342,22 @@ def test_an_image_query_finds_captions(ready, models):
     assert form.status_code == 200 and form.json()["captions"][0] == captions[0]
 
 
-def test_an_image_query_is_embedded_as_the_indexed_images_were(models, data):
-    """The replica's path (decode, CNN at the index's image size, image tower) gives an
-    indexed photo the very embedding the index stored for it."""
+@pytest.mark.parametrize("recorded", [False, True])
+def test_an_image_query_is_embedded_as_the_indexed_images_were(models, data, recorded):
+    """The replica's path (decode, CNN at the features' image size, image tower) gives an
+    indexed photo the very embedding the index stored for it: with the CNN settings the
+    model saved (`recorded`; the index's then go unread), or, for a model saved before it
+    recorded them, the index's."""
     index = RetrievalIndex.load(indexes(data)["text"])
     name = models["names"]["text"]
     with tempfile.TemporaryDirectory() as folder:
         model_dir = registry.resolve(f"models:/{name}/{models['versions']['text']}", Path(folder))
+        if recorded:
+            saved = json.loads((model_dir / "config.json").read_text())
+            indexed = index.manifest["features"]
+            saved["features"] = {"model": indexed["model"], "image_size": indexed["image_size"]}
+            (model_dir / "config.json").write_text(json.dumps(saved))
+            index.manifest["features"] = {**indexed, "model": None, "image_size": None}
         searcher = Searcher(model_dir, index, approximate=False)
     rows = {row: i for i, row in enumerate(index.tables["images"]["image_id"].to_pylist())}
     for photo in ("coffee", "rocket"):
