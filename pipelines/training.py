@@ -1,4 +1,4 @@
-"""The training core every model of the platform trains through (docs/DESIGN.md: one shared core,
+"""The training core every model of the platform trains through (docs/design.md: one shared core,
 a model-specific step): Ray Train wiring, the input path, the step loop, checkpoints, MLflow.
 
 A model family is a `Recipe` (pipelines/train_captioner.py's RECIPE is one): its config, how
