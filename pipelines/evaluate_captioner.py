@@ -25,7 +25,7 @@ import mlflow
 import numpy as np
 import torch
 
-from conceptual import registry, tracking
+from conceptual import registry
 from conceptual.config import Config
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.scorer import FluencyScorer
@@ -36,6 +36,7 @@ from conceptual.models.captioner import Captioner, features_tensor
 from conceptual.models.decoding import n_best
 from conceptual.models.saving import SavedCaptioner, load
 from conceptual.models.vocab import Vocabulary
+from conceptual.pipelines.evaluation import Evaluation, record
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     caption_languages,
@@ -131,7 +132,6 @@ def evaluate(
         raise ValueError(f"a model writing {language!r} scored on captions in {sorted(found)}")
     images = split_images(files, features_uri, config.split, config.max_images)
     eval_set = eval_set_name(features_uri, config.split, images)
-    version = registry.registered_version(model_uri)
     counts = resample_counts(len(images["keys"]), config.bootstrap)
     scorer = None
     if config.fluency_model:
@@ -152,27 +152,23 @@ def evaluate(
         )
         baseline = with_intervals(found, resampled)
 
-    tags = {"stage": "evaluate_captioner", "model_uri": model_uri}
-    with tracking.start_run(config.experiment, tags=tags) as active:
-        tracking.log_config(config)
-        mlflow.log_params({"features_uri": features_uri, "eval_set": eval_set})
-        mlflow.log_metrics({**scores, "images": len(images["keys"])})
-        if baseline:
-            mlflow.log_metrics({f"baseline.{m}": v for m, v in baseline.items()})
-        log_samples(images, generated, features_uri, config.samples, nearest)
-        result = {
+    evaluation = Evaluation(
+        metrics={
+            **scores,
+            "images": len(images["keys"]),
+            **{f"baseline.{m}": v for m, v in (baseline or {}).items()},
+        },
+        eval_set=eval_set,
+        result={
             "scores": scores,
             "unavailable": unavailable,
             "baseline": baseline,
-            "eval_set": eval_set,
             "images": len(images["keys"]),
-            "run_id": active.info.run_id,
-            "version": None if version is None else str(version.version),
-        }
-        mlflow.log_dict(result, "evaluation.json")
-    if version is not None:
-        registry.record_score(version, scores["CIDEr"], eval_set)
-    return result
+        },
+        log_figures=lambda: log_samples(images, generated, features_uri, config.samples, nearest),
+        score=("CIDEr", scores["CIDEr"]),
+    )
+    return record("evaluate_captioner", model_uri, features_uri, config, evaluation)
 
 
 def captioner_scores(

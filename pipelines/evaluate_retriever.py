@@ -35,11 +35,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import mlflow
 import numpy as np
 import torch
 
-from conceptual import registry, tracking
+from conceptual import registry
 from conceptual.config import Config
 from conceptual.intervals import (
     HIGH,
@@ -53,6 +52,7 @@ from conceptual.intervals import (
 from conceptual.metrics import KS, chance_recall, query_ranks, recall_at_k
 from conceptual.models.retriever import DualEncoder
 from conceptual.models.saving import SavedRetriever, load
+from conceptual.pipelines.evaluation import Evaluation, record
 from conceptual.pipelines.features_data import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
@@ -214,7 +214,6 @@ def evaluate(
     `table`, `eval_set`, `images`, `queries`, `run_id`, `version` (the registered version
     scored, or None) and `resampled` (metric -> its value on every resample, for paired
     comparisons; not in evaluation.json)."""
-    version = registry.registered_version(model_uri)
     saved = load(registry.resolve(model_uri), kind=SavedRetriever)
     model, vocab, audio = saved.model, saved.vocab, saved.audio
     if config.asr and model.config.modality != "text":
@@ -248,32 +247,27 @@ def evaluate(
         metrics["wer"] = word_error_rate(evaluated["captions"], transcripts)
     name = eval_set_name(features_uri, evaluated)
 
-    tags = {"stage": "evaluate_retriever", "model_uri": model_uri, "modality": modality}
-    with tracking.start_run(config.experiment, tags=tags) as active:
-        tracking.log_config(config)
-        params = {"features_uri": features_uri, "eval_set": name, "speech_uri": speech_uri}
-        mlflow.log_params(params)
-        counts = {"images": len(evaluated["image_ids"]), "queries": len(evaluated["query_ids"])}
-        # MLflow refuses "@" in a name: R@10 is logged as R_10 (tracking.metric_key).
-        mlflow.log_metrics({tracking.metric_key(k): v for k, v in {**metrics, **counts}.items()})
-        mlflow.log_dict(rankings(evaluated, scores, config.rankings), RANKINGS)
-        if transcripts is not None:
-            heard = zip(evaluated["query_ids"], evaluated["captions"], transcripts)
-            mlflow.log_dict(
-                [{"clip": q, "caption": c, "transcript": t} for q, c, t in heard], TRANSCRIPTS
-            )
-        result = {
+    counts = {"images": len(evaluated["image_ids"]), "queries": len(evaluated["query_ids"])}
+    artifacts = {RANKINGS: rankings(evaluated, scores, config.rankings)}
+    if transcripts is not None:
+        heard = zip(evaluated["query_ids"], evaluated["captions"], transcripts)
+        artifacts[TRANSCRIPTS] = [{"clip": q, "caption": c, "transcript": t} for q, c, t in heard]
+    evaluation = Evaluation(
+        metrics={**metrics, **counts},
+        eval_set=name,
+        result={
             "metrics": {k: v for k, v in metrics.items() if not k.startswith("chance.")},
             "chance": {k[7:]: v for k, v in metrics.items() if k.startswith("chance.")},
             "table": table(metrics, modality),
-            "eval_set": name,
             **counts,
-            "run_id": active.info.run_id,
-            "version": None if version is None else str(version.version),
-        }
-        mlflow.log_dict(result, "evaluation.json")
-    if version is not None and not config.asr:  # its score tag is on its own queries' kind
-        registry.record_score(version, metrics[SELECT_BY], name, SELECT_BY, version.name)
+        },
+        params={"speech_uri": speech_uri},
+        tags={"modality": modality},
+        artifacts=artifacts,
+        # Not with asr: a version's score tag is on its own queries' kind.
+        score=None if config.asr else (SELECT_BY, metrics[SELECT_BY]),
+    )
+    result = record("evaluate_retriever", model_uri, features_uri, config, evaluation)
     return result | {"resampled": resampled}
 
 
