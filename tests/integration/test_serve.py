@@ -515,11 +515,11 @@ class TestChinese:
 
 
 def test_concurrent_requests_all_succeed_and_share_batches(ready, coffee):
-    # 12: within what one replica holds (8 ongoing + 8 queued), with room for the status
-    # calls that also reach it; more would be refused 503 by design.
-    with ThreadPoolExecutor(12) as pool:
-        responses = list(pool.map(lambda _: ready.post("/v1/captions", content=coffee), range(12)))
-    assert [r.status_code for r in responses] == [200] * 12
+    # 8: at most what the ingress's handle queues (max_queued_requests) while the replica
+    # takes them up, so none can be refused; beyond it a 503 busy is the designed answer.
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda _: ready.post("/v1/captions", content=coffee), range(8)))
+    assert [r.status_code for r in responses] == [200] * 8
     assert len({tuple(r.json()["captions"]) for r in responses}) == 1  # same image, same model
     assert max(int(r.headers["x-batch-size"]) for r in responses) > 1
 
