@@ -305,7 +305,7 @@ def train_pairs(
         fs, _ = storage.resolve(features_uri)
         rows = read_row_groups(fs, files, columns=["image_id", "caption", "split", "crop"])
         keep = partial(_train_records, split=TRAIN_SPLIT)
-    rows = rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS)
+    rows = rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks())
     return rows.randomize_block_order()
 
 
@@ -335,7 +335,9 @@ def teacher_pairs(
         fs, _ = storage.resolve(uri)
         rows = read_row_groups(fs, clip_files(uri, allow_incomplete), CLIP_COLUMNS)
         keep = partial(_teaching_clips, unseen=(unseen,))
-        parts.append(rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS))
+        parts.append(
+            rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks())
+        )
     return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
 
 
