@@ -388,6 +388,7 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
         "teacher",
         "distill.loss",
         "distill.weight",
+        "model.speech_tower",
         "model.speech_channels",
         "model.speech_residual",
         "audio.n_mfcc",
@@ -395,6 +396,7 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
         "audio.seconds",
         "audio.freq_mask",
         "audio.time_mask",
+        "audio.cmvn",
         *photos,
     )
 

@@ -290,7 +290,7 @@ def trained_looking(modality, **overrides):
 
 def test_a_speech_retriever_round_trip_gives_identical_embeddings(tmp_path):
     encoder = trained_looking("speech")
-    audio = {"n_mfcc": 16, "seconds": 0.2}
+    audio = {"n_mfcc": 16, "seconds": 0.2, "cmvn": True}
     save_retriever(encoder, tmp_path / "retriever", audio=audio)
     saved = load(tmp_path / "retriever")
     loaded = saved.model
@@ -302,6 +302,24 @@ def test_a_speech_retriever_round_trip_gives_identical_embeddings(tmp_path):
     assert torch.equal(loaded.embed_queries(mfcc), encoder.embed_queries(mfcc))
     saved = json.loads((tmp_path / "retriever" / "config.json").read_text())
     assert saved["kind"] == "retriever" and saved["format_version"] == 2
+
+
+def test_a_speech_retriever_saved_before_the_audio_defaults_moved_reads_as_the_spec(tmp_path):
+    """Saved without `cmvn` (and `n_mfcc`): trained on the spec's 128 raw MFCCs."""
+    save_retriever(trained_looking("speech"), tmp_path / "old", audio={"seconds": 3.5})
+    assert load(tmp_path / "old").audio == {"seconds": 3.5, "n_mfcc": 128, "cmvn": False}
+
+
+def test_the_conv1d_speech_tower_reads_any_length_and_round_trips(tmp_path):
+    encoder = trained_looking("speech", speech_tower="conv1d", speech_channels=[8, 16])
+    assert encoder.embed_queries(queries("speech", 2)).shape == (2, TINY["embed_dim"])
+    longer = torch.randn(2, TINY["n_mfcc"], 3 * TINY["frames"])  # 8 s of a 3.5 s model
+    assert encoder.embed_queries(longer).shape == (2, TINY["embed_dim"])
+    save_retriever(encoder, tmp_path / "conv1d", audio={"n_mfcc": TINY["n_mfcc"]})
+    loaded = load(tmp_path / "conv1d").model
+    mfcc = queries("speech", 3)
+    assert loaded.config.speech_tower == "conv1d"
+    assert torch.equal(loaded.embed_queries(mfcc), encoder.embed_queries(mfcc))
 
 
 @pytest.mark.parametrize("architecture", ["transformer", "lstm"])

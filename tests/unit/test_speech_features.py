@@ -19,6 +19,7 @@ from conceptual.speech.features import (
     draw_mask,
     mel_filters,
     mfcc,
+    samples_features,
     spec_augment,
 )
 
@@ -120,14 +121,55 @@ def test_draw_mask_stays_inside():
         assert 0 <= start and start + width <= 30
 
 
-def test_clip_features_augment_in_training_only():
-    config = AudioFeatureConfig()
+@pytest.mark.parametrize("cmvn", [True, False])
+def test_clip_features_augment_in_training_only(cmvn):
+    config = AudioFeatureConfig(cmvn=cmvn)
     audio = encode_flac(tone(300, 2.0, SAMPLE_RATE))
     evaluation = clip_features(audio, config)
-    assert evaluation.shape == (128, 351) and np.array_equal(
+    assert evaluation.shape == (40, 351) and np.array_equal(
         evaluation, clip_features(audio, config)
     )
     training = clip_features(audio, config, np.random.default_rng(3))
-    assert training.shape == (128, 351) and not np.array_equal(training, evaluation)
-    human = clip_features(audio, AudioFeatureConfig(seconds=8.0))
+    assert training.shape == (40, 351) and not np.array_equal(training, evaluation)
+    human = clip_features(audio, AudioFeatureConfig(seconds=8.0, n_mfcc=128, cmvn=cmvn))
     assert human.shape == (128, 801)
+
+
+def speech_like(seconds: float) -> np.ndarray:
+    """A tone gliding in pitch with noise bursts: frames that differ from one another."""
+    rng = np.random.default_rng(0)
+    t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    glide = np.sin(2 * np.pi * (200 + 300 * t) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))
+    return (0.3 * glide + 0.02 * rng.standard_normal(len(t))).astype(np.float32)
+
+
+def test_cmvn_normalizes_each_coefficient_over_the_clip_and_pads_with_zero():
+    samples = speech_like(2.0)  # 201 frames of a 3.5 s (351-frame) input
+    features = samples_features(samples, AudioFeatureConfig())
+    heard, tail = features[:, :201], features[:, 201:]
+    assert np.abs(heard.mean(axis=1)).max() < 1e-4
+    assert np.allclose(heard.std(axis=1), 1.0, atol=1e-3)
+    assert not tail.any()  # the padding is the mean, not silence's MFCCs
+    # The spec's unnormalized 128 coefficients, on the same samples, are the rows' source.
+    spec = samples_features(samples, AudioFeatureConfig(n_mfcc=128, cmvn=False))
+    assert spec.shape == (128, 351) and np.abs(spec[:, :190].mean(axis=1)).max() > 1
+
+
+def test_cmvn_features_do_not_depend_on_loudness():
+    """A gain adds the same dB to every mel band: only the 0th coefficient's level moves, and
+    its mean over the clip is taken out."""
+    samples = speech_like(3.0)
+    config = AudioFeatureConfig()
+    quiet, loud = samples_features(0.25 * samples, config), samples_features(samples, config)
+    assert np.abs(quiet - loud).max() < 1e-2
+    spec = AudioFeatureConfig(cmvn=False)
+    assert (
+        np.abs(samples_features(0.25 * samples, spec) - samples_features(samples, spec)).max() > 1
+    )
+
+
+def test_cmvn_features_of_silence_and_of_a_clip_shorter_than_a_window():
+    config = AudioFeatureConfig()
+    assert np.abs(samples_features(np.zeros(16_000, np.float32), config)).max() < 1e-6
+    short = samples_features(speech_like(0.01), config)  # 160 samples: less than one window
+    assert short.shape == (40, 351) and np.isfinite(short).all()

@@ -7,9 +7,11 @@ Recall@k, with its chance level, is in conceptual.metrics.
           `image_backbone="finetune"`, the pretrained CNN itself (EfficientNet-lite0, the
           features job's) over the photo's pixels, its last feature map averaged, then that
           MLP, trained end to end.
-- speech: the MFCC matrix as an image with 3 identical channels, through stride-2 conv
-          blocks (each followed by `speech_residual` residual blocks), averaged over what is
-          left of time and frequency.
+- speech: `speech_tower="cnn"` (the spec's): the MFCC matrix as an image with 3 identical
+          channels, through stride-2 conv blocks (each followed by `speech_residual` residual
+          blocks), averaged over what is left of time and frequency; `"conv1d"`: 1-D
+          convolutions over time with the coefficients as channels (as DAVEnet reads a
+          spectrogram), averaged over time.
 - text:   a pre-norm Transformer encoder (or an LSTM) over the token ids, averaged over the
           tokens that are not padding.
 
@@ -59,6 +61,8 @@ class RetrieverSettings(Config):
     # new layers on top; training.parameter_groups)
     backbone_lr_scale: float = Field(default=0.1, gt=0, le=1)
     image_hidden: int = 1024  # the image MLP's hidden width
+    # "cnn": the spec's 2-D convolutions over the MFCC matrix; "conv1d": 1-D over time
+    speech_tower: Literal["cnn", "conv1d"] = "cnn"
     speech_channels: list[int] = [32, 64, 128, 256]  # one stride-2 conv block each
     # Residual blocks (two 3x3 convolutions and a skip) after each stride-2 block: 0 is the
     # spec's plain CNN; 1 doubles its depth (a deeper residual tower over the MFCCs).
@@ -171,6 +175,34 @@ class SpeechTower(nn.Module):
         return self.out(self.dropout(x.mean(dim=(2, 3))))
 
 
+class SpeechConv1d(nn.Module):
+    """mfcc (B, n_mfcc, frames) -> (B, embed_dim), every coefficient an input channel: a
+    width-5 convolution over time at the first width, then one stride-2 width-5 block per
+    `speech_channels` entry, averaged over time. A filter spans every coefficient at once,
+    so the first layer already sees a whole spectral envelope (a phone), where the 2-D
+    tower needs several layers to; its input is the audio features' normalized MFCCs
+    (`cmvn`), taken as they come."""
+
+    def __init__(self, config: RetrieverConfig):
+        super().__init__()
+        channels = config.speech_channels[0]
+        blocks: list[nn.Module] = [*self.block(config.n_mfcc, channels, stride=1)]
+        for width in config.speech_channels:
+            blocks += self.block(channels, width, stride=2)
+            channels = width
+        self.convs = nn.Sequential(*blocks)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(channels, config.embed_dim)
+
+    @staticmethod
+    def block(channels: int, width: int, stride: int) -> list[nn.Module]:
+        conv = nn.Conv1d(channels, width, 5, stride=stride, padding=2, bias=False)
+        return [conv, nn.BatchNorm1d(width), nn.ReLU()]
+
+    def forward(self, mfcc: Tensor) -> Tensor:
+        return self.out(self.dropout(self.convs(mfcc).mean(dim=2)))
+
+
 class TextTower(nn.Module):
     """tokens (B, T) int64, T <= max_tokens, padded at the end with PAD -> (B, embed_dim)."""
 
@@ -222,9 +254,10 @@ class DualEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.image = ImageTower(config)
-        self.query: SpeechTower | TextTower
+        self.query: SpeechTower | SpeechConv1d | TextTower
         if config.modality == "speech":
-            self.query, self.query_input = SpeechTower(config), "mfcc"
+            tower = SpeechConv1d if config.speech_tower == "conv1d" else SpeechTower
+            self.query, self.query_input = tower(config), "mfcc"
         else:
             self.query, self.query_input = TextTower(config), "tokens"
         if config.normalize:

@@ -65,6 +65,8 @@ class FeatureSettings(Config):
 
 # What a captioner saved without "features" was trained on: the features job's defaults then.
 LEGACY_FEATURES = FeatureSettings(model="efficientnet-lite0", image_size=256)
+# What a speech retriever's audio settings were before their defaults moved off the spec's.
+LEGACY_AUDIO = {"n_mfcc": 128, "cmvn": False}
 
 
 def save_model(
@@ -174,8 +176,10 @@ class SavedRetriever(Saved):
 
     @property
     def audio(self) -> dict[str, Any] | None:
-        """The MFCC settings (AudioFeatureConfig fields) of a speech retriever."""
-        return self.settings.get("audio")
+        """The MFCC settings (AudioFeatureConfig fields) of a speech retriever; a key it was
+        saved without reads as LEGACY_AUDIO has it."""
+        audio = self.settings.get("audio")
+        return None if audio is None else LEGACY_AUDIO | audio
 
     @property
     def features(self) -> FeatureSettings | None:

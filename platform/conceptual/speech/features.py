@@ -1,6 +1,17 @@
-"""What the audio tower sees (spec/retrieval.md, "Audio features"): 128 MFCCs of the 16 kHz
-signal, 20 ms windows every 10 ms, over a clip cropped or padded to a fixed length, with
-SpecAugment (one frequency mask, one time mask, no time warping) in training only.
+"""What the audio tower sees: MFCCs of the 16 kHz signal, 20 ms windows every 10 ms, over a
+clip cropped or padded to a fixed length, with SpecAugment (one frequency mask, one time mask,
+no time warping) in training only.
+
+The spec (spec/retrieval.md, "Audio features") takes 128 MFCCs as they come
+(`n_mfcc=128 cmvn=false`). The defaults here are 40 MFCCs, each normalized to mean 0 and
+variance 1 over the clip's own frames (cepstral mean and variance normalization, as speech
+recognizers' front ends do), because that is what lets a tower trained on a few thousand
+synthetic voices hear an unseen one (BENCHMARKS.md, "Spoken search at our scale"): the
+coefficients past the 40th resolve the harmonics of the voice's pitch rather than what is
+said, and a coefficient's mean over a clip is the speaker's and the channel's average
+spectral envelope, not the words. With `cmvn` the statistics are taken before padding, so a
+short clip's silent tail does not enter them; the tail is then 0 (the mean), as is a
+SpecAugment mask.
 
 Computed on the fly by the training data loader, not precomputed by a job: a clip's MFCCs
 take a few milliseconds of one core (BENCHMARKS.md, "Spoken captions"), while stored they
@@ -31,11 +42,13 @@ N_FFT = 512
 
 
 class AudioFeatureConfig(Config):
-    n_mfcc: int = 128
+    n_mfcc: int = 40  # the spec's 128
     n_mels: int = 128
     seconds: float = 3.5  # crop/pad length: 3.5 s for synthesized clips, 8 s for human speech
     freq_mask: int = 20  # SpecAugment F: the frequency mask is 0..F coefficients wide
     time_mask: int = 40  # SpecAugment T: the time mask is 0..T frames wide
+    # Each coefficient to mean 0, variance 1 over the clip's frames (the spec's: false).
+    cmvn: bool = True
 
 
 @functools.cache
@@ -50,16 +63,31 @@ def mfcc(samples: np.ndarray, n_mfcc: int = 128, n_mels: int = 128) -> np.ndarra
     return librosa.feature.mfcc(S=mel_db, n_mfcc=n_mfcc).astype(np.float32)
 
 
-def crop_or_pad(
-    samples: np.ndarray, seconds: float, rng: np.random.Generator | None = None
-) -> np.ndarray:
-    """Exactly `seconds` of samples: a longer clip cropped (at a random offset with `rng`,
-    else from its start), a shorter one padded with silence at the end."""
+def crop(samples: np.ndarray, seconds: float, rng: np.random.Generator | None = None) -> np.ndarray:
+    """At most `seconds` of samples: a longer clip cropped at a random offset with `rng`,
+    else from its start."""
     length = round(seconds * SAMPLE_RATE)
     if len(samples) > length:
         start = int(rng.integers(len(samples) - length + 1)) if rng is not None else 0
         return samples[start : start + length]
-    return np.pad(samples, (0, length - len(samples)))
+    return samples
+
+
+def crop_or_pad(
+    samples: np.ndarray, seconds: float, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """Exactly `seconds` of samples: cropped, or a shorter clip padded with silence at the end."""
+    samples = crop(samples, seconds, rng)
+    return np.pad(samples, (0, round(seconds * SAMPLE_RATE) - len(samples)))
+
+
+def normalized(features: np.ndarray, frames: int) -> np.ndarray:
+    """Each row (coefficient) to mean 0 and variance 1 over its columns, then padded with 0 to
+    `frames` columns. A constant row (silence) becomes 0."""
+    features = features.astype(np.float64)  # identical frames must give exactly their mean
+    var, mean = features.var(axis=1, keepdims=True), features.mean(axis=1, keepdims=True)
+    features = (features - mean) / np.sqrt(var + 1e-5)
+    return np.pad(features, ((0, 0), (0, frames - features.shape[1])))
 
 
 def draw_mask(size: int, max_width: int, rng: np.random.Generator) -> tuple[int, int]:
@@ -92,9 +120,18 @@ def clip_features(
 def samples_features(
     samples: np.ndarray, config: AudioFeatureConfig, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """The tower's input for 16 kHz samples: crop/pad, MFCC; with `rng` (training) the crop
-    is random and SpecAugment applies, without it (evaluation, search) neither does."""
-    features = mfcc(crop_or_pad(samples, config.seconds, rng), config.n_mfcc, config.n_mels)
+    """The tower's input (n_mfcc, 1 + seconds * 100) for 16 kHz samples: crop/pad, MFCC (and
+    with `cmvn` their normalization over the clip's own frames, then the padding); with `rng`
+    (training) the crop is random and SpecAugment applies, without it (evaluation, search)
+    neither does."""
+    if config.cmvn:
+        frames = 1 + round(config.seconds * SAMPLE_RATE) // HOP  # as many as padded samples give
+        heard = crop(samples, config.seconds, rng)
+        heard = np.pad(heard, (0, max(0, N_FFT - len(heard))))  # at least one whole window
+        coefficients = mfcc(heard, config.n_mfcc, config.n_mels)
+        features = normalized(coefficients, frames).astype(np.float32)
+    else:
+        features = mfcc(crop_or_pad(samples, config.seconds, rng), config.n_mfcc, config.n_mels)
     if rng is None:
         return features
     return spec_augment(features, config.freq_mask, config.time_mask, rng)
