@@ -1,13 +1,13 @@
 """Train retriever variants on the same data, score them on the same held-out set, compare.
 
     python -m conceptual.jobs.compare_retrievers --features URI [--speech URI]
-        --eval-features URI [--eval-speech URI] [--split test]
+        [--teacher-speech URI ...] --eval-features URI [--eval-speech URI] [--split test]
         --variant "mms: loss=mms" --variant "triplet: loss=triplet" ...
         [--register none|best|all] [--config FILE] [key=value ...]
 
 Every variant is `name: key=value ...` over the shared config (trailing key=value overrides,
 as for train_retriever; experiment=NAME keeps the comparison in an experiment of its own).
-Each trains on FEATURES (+ SPEECH) as a child of one comparison run and is scored on the
+Each trains on FEATURES (+ SPEECH, + TEACHER SPEECH with teacher=) as a child of one comparison run and is scored on the
 --split of EVAL FEATURES (+ EVAL SPEECH) with R@1..100 both ways beside chance level; the
 comparison run holds comparison.json and comparison.md. eval.seconds=8 lets speech models
 hear 8 s of each evaluation clip. Nothing is registered unless --register says so. The
@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--features", required=True, type=location, help="training features")
     parser.add_argument("--speech", type=location, help="training clips (speech variants)")
+    parser.add_argument(
+        "--teacher-speech",
+        action="append",
+        default=[],
+        type=location,
+        help="more clips that teach the speech tower through teacher= (repeatable)",
+    )
     parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
     parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
     parser.add_argument("--split", default="test", help="the held-out split to score")
@@ -66,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             args.variant,
             evaluation,
             args.register,
+            args.teacher_speech,
         )
     print(markdown_table(result["rows"]))
     report_run(result["run_id"], config.experiment, log, what="comparison run")

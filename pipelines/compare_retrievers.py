@@ -40,10 +40,11 @@ def compare(
     variants: Sequence[str],
     evaluation: EvalConfig,
     register: str = "none",
+    teacher_speech: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Train and evaluate every variant (pipelines/comparison.py); register none, the best by
-    held-out mean R@10, or all (the champion rule judges each). Returns `run_id` and `rows`,
-    best first."""
+    held-out mean R@10, or all (the champion rule judges each); `teacher_speech` as
+    train_retriever's. Returns `run_id` and `rows`, best first."""
     parsed = [parse_variant(text, config) for text in variants]  # fail before training
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
 
@@ -64,9 +65,11 @@ def compare(
         "speech_uri": speech_uri,
         "eval_features": eval_features,
         "eval_speech": eval_speech,
+        "teacher_speech": " ".join(teacher_speech) or None,
         "variants": " | ".join(variants),
     }
-    return run_comparison(how, config, parsed, [features_uri, speech_uri], params, register)
+    data = [features_uri, speech_uri, list(teacher_speech)]
+    return run_comparison(how, config, parsed, data, params, register)
 
 
 def comparison_row(trained: Trained) -> dict[str, Any]:
