@@ -275,7 +275,7 @@ KINDS = [
     ("a cat on the sofa", "a small cat sleeping"),
     ("a boat on the lake", "a white boat sailing"),
 ]
-AUDIO = {"n_mfcc": 20, "n_mels": 40, "seconds": 1.0, "freq_mask": 5, "time_mask": 5}
+AUDIO = {"n_mfcc": 20, "n_mels": 40, "seconds": 1.0, "freq_mask": 5, "time_mask": 5, "cmvn": True}
 TINY = {
     "embed_dim": 16,
     "image_dim": CHANNELS,

@@ -63,7 +63,7 @@ PHOTOS = {
     "astronaut": ["a woman in a space suit", "an astronaut with a flag"],
     "rocket": ["a rocket on the launch pad", "a rocket before the launch"],
 }
-AUDIO = {"n_mfcc": 20, "n_mels": 40, "seconds": 1.0, "freq_mask": 5, "time_mask": 5}
+AUDIO = {"n_mfcc": 20, "n_mels": 40, "seconds": 1.0, "freq_mask": 5, "time_mask": 5, "cmvn": True}
 TINY = {
     "embed_dim": 16,
     "image_dim": 1280,

@@ -221,7 +221,7 @@ TINY = {
     "frames": 51,
     "dropout": 0.0,
 }
-AUDIO = {"n_mfcc": 20, "n_mels": 40, "seconds": 0.5, "freq_mask": 5, "time_mask": 5}
+AUDIO = {"n_mfcc": 20, "n_mels": 40, "seconds": 0.5, "freq_mask": 5, "time_mask": 5, "cmvn": True}
 # (image, split, captions): img-a has two caption records.
 IMAGES = [
     ("img-a", "train", ["a dog on grass", "a brown dog"]),
