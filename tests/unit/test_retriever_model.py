@@ -216,9 +216,9 @@ def test_the_text_tower_ignores_padding():
         assert torch.allclose(tower(padded[:, :5]), tower(padded), atol=1e-5)
 
 
-def test_the_speech_tower_sees_each_matrix_standardized():
+def test_the_cnn_speech_tower_sees_each_matrix_standardized():
     torch.manual_seed(0)
-    tower = model("speech").query.eval()
+    tower = model("speech", speech_tower="cnn").query.eval()
     mfcc = queries("speech", 2)
     assert torch.allclose(tower(mfcc * 3 + 7), tower(mfcc), atol=1e-4)
 
@@ -227,6 +227,7 @@ def test_the_speech_tower_sees_each_matrix_standardized():
     "modality, overrides",
     [
         ("speech", {}),
+        ("speech", {"speech_tower": "cnn"}),
         ("speech", {"normalize": False}),
         ("text", {}),
         ("text", {"text_architecture": "lstm", "text_layers": 1}),
@@ -304,10 +305,20 @@ def test_a_speech_retriever_round_trip_gives_identical_embeddings(tmp_path):
     assert saved["kind"] == "retriever" and saved["format_version"] == 2
 
 
-def test_a_speech_retriever_saved_before_the_audio_defaults_moved_reads_as_the_spec(tmp_path):
-    """Saved without `cmvn` (and `n_mfcc`): trained on the spec's 128 raw MFCCs."""
-    save_retriever(trained_looking("speech"), tmp_path / "old", audio={"seconds": 3.5})
-    assert load(tmp_path / "old").audio == {"seconds": 3.5, "n_mfcc": 128, "cmvn": False}
+def test_a_speech_retriever_saved_before_the_defaults_moved_reads_as_the_spec(tmp_path):
+    """Saved without `cmvn` and `n_mfcc` (audio) or `speech_tower` (model): the spec's 128 raw
+    MFCCs and 2-D CNN."""
+    encoder = trained_looking("speech", speech_tower="cnn")
+    save_retriever(encoder, tmp_path / "old", audio={"seconds": 3.5})
+    config_file = tmp_path / "old" / "config.json"
+    saved = json.loads(config_file.read_text())
+    del saved["config"]["speech_tower"]
+    config_file.write_text(json.dumps(saved))
+    loaded = load(tmp_path / "old")
+    assert loaded.audio == {"seconds": 3.5, "n_mfcc": 128, "cmvn": False}
+    assert loaded.model.config.speech_tower == "cnn"
+    mfcc = queries("speech", 2)
+    assert torch.equal(loaded.model.embed_queries(mfcc), encoder.embed_queries(mfcc))
 
 
 def test_the_conv1d_speech_tower_reads_any_length_and_round_trips(tmp_path):

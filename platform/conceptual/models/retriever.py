@@ -7,11 +7,11 @@ Recall@k, with its chance level, is in conceptual.metrics.
           `image_backbone="finetune"`, the pretrained CNN itself (EfficientNet-lite0, the
           features job's) over the photo's pixels, its last feature map averaged, then that
           MLP, trained end to end.
-- speech: `speech_tower="cnn"` (the spec's): the MFCC matrix as an image with 3 identical
-          channels, through stride-2 conv blocks (each followed by `speech_residual` residual
-          blocks), averaged over what is left of time and frequency; `"conv1d"`: 1-D
-          convolutions over time with the coefficients as channels (as DAVEnet reads a
-          spectrogram), averaged over time.
+- speech: `speech_tower="conv1d"` (the default): 1-D convolutions over time with the
+          coefficients as channels (as DAVEnet reads a spectrogram), averaged over time;
+          `"cnn"` (the spec's): the MFCC matrix as an image with 3 identical channels,
+          through stride-2 conv blocks (each followed by `speech_residual` residual
+          blocks), averaged over what is left of time and frequency.
 - text:   a pre-norm Transformer encoder (or an LSTM) over the token ids, averaged over the
           tokens that are not padding.
 
@@ -61,9 +61,11 @@ class RetrieverSettings(Config):
     # new layers on top; training.parameter_groups)
     backbone_lr_scale: float = Field(default=0.1, gt=0, le=1)
     image_hidden: int = 1024  # the image MLP's hidden width
-    # "cnn": the spec's 2-D convolutions over the MFCC matrix; "conv1d": 1-D over time
-    speech_tower: Literal["cnn", "conv1d"] = "cnn"
-    speech_channels: list[int] = [32, 64, 128, 256]  # one stride-2 conv block each
+    # "conv1d": 1-D convolutions over time, which learned fastest (BENCHMARKS.md, "Spoken
+    # search at our scale"); "cnn": the spec's 2-D ones over the MFCC matrix, with
+    # speech_channels=[32, 64, 128, 256].
+    speech_tower: Literal["cnn", "conv1d"] = "conv1d"
+    speech_channels: list[int] = [256, 256, 512, 512]  # one stride-2 conv block each
     # Residual blocks (two 3x3 convolutions and a skip) after each stride-2 block: 0 is the
     # spec's plain CNN; 1 doubles its depth (a deeper residual tower over the MFCCs).
     speech_residual: int = Field(default=0, ge=0)

@@ -65,8 +65,9 @@ class FeatureSettings(Config):
 
 # What a captioner saved without "features" was trained on: the features job's defaults then.
 LEGACY_FEATURES = FeatureSettings(model="efficientnet-lite0", image_size=256)
-# What a speech retriever's audio settings were before their defaults moved off the spec's.
+# What a speech retriever's settings were before their defaults moved off the spec's.
 LEGACY_AUDIO = {"n_mfcc": 128, "cmvn": False}
+LEGACY_RETRIEVER = {"speech_tower": "cnn"}
 
 
 def save_model(
@@ -169,7 +170,7 @@ class SavedRetriever(Saved):
     def read(
         cls, directory: Path, settings: dict[str, Any], device: str | torch.device
     ) -> SavedRetriever:
-        model = DualEncoder(RetrieverConfig.model_validate(settings["config"]))
+        model = DualEncoder(RetrieverConfig.model_validate(LEGACY_RETRIEVER | settings["config"]))
         vocab_file = directory / VOCAB
         vocab = Vocabulary.from_json(vocab_file.read_text()) if vocab_file.exists() else None
         return cls(_load_weights(model, directory, device), directory, settings, vocab)
