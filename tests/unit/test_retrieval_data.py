@@ -28,6 +28,7 @@ from conceptual.config import ConfigError
 from conceptual.pipelines import retrieval_data
 from conceptual.pipelines.compare_retrievers import markdown_table
 from conceptual.pipelines.comparison import parse_variant
+from conceptual.pipelines.evaluate_retriever import EvalConfig
 from conceptual.pipelines.features_data import feature_files
 from conceptual.pipelines.retrieval_data import (
     PhotoAugmentConfig,
@@ -523,6 +524,25 @@ def test_a_variant_without_a_name_and_a_colon_is_refused(text):
 def test_a_variant_with_an_unknown_key_or_bad_value_names_the_variant(text):
     with pytest.raises(ConfigError, match="variant 'lossy'"):
         parse_variant(text, shared_config())
+
+
+def test_every_variant_trains_on_the_teaching_clips_too(monkeypatch):
+    """--teacher-speech reaches each variant's training as train_retriever's third input."""
+    from conceptual.pipelines import compare_retrievers
+
+    trained_on = {}
+
+    def comparison(how, config, variants, data, params, register):
+        trained_on.update(data=data, params=params)
+        return {"run_id": "r", "rows": []}
+
+    monkeypatch.setattr(compare_retrievers, "run_comparison", comparison)
+    config = RetrieverTrainConfig(modality="speech", teacher="TEXT")
+    compare_retrievers.compare(
+        "F", "S", "EF", "ES", config, ["a:"], EvalConfig(), teacher_speech=["CC", "F8R"]
+    )
+    assert trained_on["data"] == ["F", "S", ["CC", "F8R"]]
+    assert trained_on["params"]["teacher_speech"] == "CC F8R"
 
 
 def comparison_rows() -> list[dict]:
