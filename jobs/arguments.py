@@ -213,6 +213,18 @@ def run_data_job(
             ) from None
 
 
+def add_teacher_speech(parser: argparse.ArgumentParser) -> None:
+    """`--teacher-speech URI` (repeatable): the retriever trainers' clips that teach a speech
+    tower through `teacher=` by their captions alone."""
+    parser.add_argument(
+        "--teacher-speech",
+        action="append",
+        default=[],
+        type=location,
+        help="more clips that teach the speech tower through teacher= (repeatable)",
+    )
+
+
 def add_training_arguments(
     parser: argparse.ArgumentParser, config: str, default_model: str, example: str
 ) -> None:

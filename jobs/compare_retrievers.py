@@ -23,6 +23,7 @@ import sys
 from conceptual.jobs.arguments import (
     JobParser,
     add_common,
+    add_teacher_speech,
     job_main,
     job_run,
     location,
@@ -37,13 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--features", required=True, type=location, help="training features")
     parser.add_argument("--speech", type=location, help="training clips (speech variants)")
-    parser.add_argument(
-        "--teacher-speech",
-        action="append",
-        default=[],
-        type=location,
-        help="more clips that teach the speech tower through teacher= (repeatable)",
-    )
+    add_teacher_speech(parser)
     parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
     parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
     parser.add_argument("--split", default="test", help="the held-out split to score")

@@ -25,6 +25,7 @@ import sys
 
 from conceptual.jobs.arguments import (
     JobParser,
+    add_teacher_speech,
     add_training_arguments,
     job_main,
     location,
@@ -41,13 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument("--speech", type=location, help="clips of the captions (modality=speech)")
-    parser.add_argument(
-        "--teacher-speech",
-        action="append",
-        default=[],
-        type=location,
-        help="more clips that teach the speech tower through teacher= (repeatable)",
-    )
+    add_teacher_speech(parser)
     add_training_arguments(
         parser,
         "RetrieverTrainConfig",
