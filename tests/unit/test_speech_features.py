@@ -173,3 +173,5 @@ def test_cmvn_features_of_silence_and_of_a_clip_shorter_than_a_window():
     assert np.abs(samples_features(np.zeros(16_000, np.float32), config)).max() < 1e-6
     short = samples_features(speech_like(0.01), config)  # 160 samples: less than one window
     assert short.shape == (40, 351) and np.isfinite(short).all()
+    tiny = AudioFeatureConfig(seconds=0.01)  # shorter than the window it is padded to
+    assert samples_features(speech_like(1.0), tiny).shape == (40, 2)

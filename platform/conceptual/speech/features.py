@@ -129,7 +129,7 @@ def samples_features(
         frames = 1 + round(config.seconds * SAMPLE_RATE) // HOP  # as many as padded samples give
         heard = crop(samples, config.seconds, rng)
         heard = np.pad(heard, (0, max(0, N_FFT - len(heard))))  # at least one whole window
-        coefficients = mfcc(heard, config.n_mfcc, config.n_mels)
+        coefficients = mfcc(heard, config.n_mfcc, config.n_mels)[:, :frames]
         features = normalized(coefficients, frames).astype(np.float32)
     else:
         features = mfcc(crop_or_pad(samples, config.seconds, rng), config.n_mfcc, config.n_mels)
