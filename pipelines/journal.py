@@ -33,10 +33,9 @@ import ray.data
 from conceptual import storage
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.pipelines.readers import (
-    READ_CPUS,
     ROW_BITS,
+    map_read,
     read_row_groups,
-    read_tasks,
     without_positions,
 )
 
@@ -161,13 +160,7 @@ class Journal:
         rows = read_row_groups(fs, self.files[step])
         if not len(skip):
             return rows
-        return rows.map_batches(
-            without_positions,
-            fn_kwargs={"skip": ray.put(skip)},
-            batch_format="pyarrow",
-            num_cpus=READ_CPUS,
-            compute=read_tasks(),
-        )
+        return map_read(rows, without_positions, fn_kwargs={"skip": ray.put(skip)})
 
     def delete(self) -> None:
         storage.delete(self.uri)

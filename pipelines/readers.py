@@ -14,7 +14,8 @@ be entered at a byte offset.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +66,14 @@ def read_tasks(units: int | None = None) -> ray.data.TaskPoolStrategy:
     return ray.data.TaskPoolStrategy(size=cpus if units is None else max(1, min(cpus, units)))
 
 
+def map_read(rows: ray.data.Dataset, fn: Callable, **kwargs: Any) -> ray.data.Dataset:
+    """`rows.map_batches(fn)` on Arrow batches as a reading step: no CPU reserved, at most
+    one task per CPU (read_tasks; unbounded, each task would get a worker process)."""
+    return rows.map_batches(
+        fn, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks(), **kwargs
+    )
+
+
 def candidate_files(uri: str) -> list[str]:
     """Data files under a URI; markers and hidden files (`_SUCCESS`, `.crc`) are not data."""
     files = [p for p in storage.list_files(uri) if not posixpath.basename(p).startswith(("_", "."))]
@@ -113,16 +122,10 @@ def read_candidates(
         for path in parquet_files:
             check_parquet(fs, path)
         named = unit_splits(fs, parquet_files, len(ranges)) if splits else None
-        rows = read_row_groups(fs, parquet_files, first_unit=len(ranges)).map_batches(
-            _parquet_candidates,
-            fn_kwargs={"splits": named},
-            batch_format="pyarrow",
-            num_cpus=READ_CPUS,
-        )
+        rows = read_row_groups(fs, parquet_files, first_unit=len(ranges))
+        rows = map_read(rows, _parquet_candidates, fn_kwargs={"splits": named})
         if skip is not None:
-            rows = rows.map_batches(
-                without_positions, fn_kwargs={"skip": skip}, batch_format="pyarrow", num_cpus=0
-            )
+            rows = map_read(rows, without_positions, fn_kwargs={"skip": skip})
         parts.append(rows)
     if not parts:  # every row is in the journal
         return ray.data.from_arrow(IN_FLIGHT.empty_table())

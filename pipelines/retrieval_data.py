@@ -58,7 +58,7 @@ from conceptual.pipelines.features_data import (
     read_table,
     source_images,
 )
-from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
+from conceptual.pipelines.readers import map_read, read_row_groups
 from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
 from conceptual.vision.images import ImageFilterConfig, decode
@@ -305,7 +305,7 @@ def train_pairs(
         fs, _ = storage.resolve(features_uri)
         rows = read_row_groups(fs, files, columns=["image_id", "caption", "split", "crop"])
         keep = partial(_train_records, split=TRAIN_SPLIT)
-    rows = rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks())
+    rows = map_read(rows, keep)
     return rows.randomize_block_order()
 
 
@@ -335,9 +335,7 @@ def teacher_pairs(
         fs, _ = storage.resolve(uri)
         rows = read_row_groups(fs, clip_files(uri, allow_incomplete), CLIP_COLUMNS)
         keep = partial(_teaching_clips, unseen=(unseen,))
-        parts.append(
-            rows.map_batches(keep, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks())
-        )
+        parts.append(map_read(rows, keep))
     return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
 
 
@@ -374,9 +372,7 @@ def train_examples(
     examples = partial(
         _examples, column=column, image_input=image_input, query_input=query_input, targets=targets
     )
-    return pairs.map_batches(
-        examples, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
-    )
+    return map_read(pairs, examples)
 
 
 def _examples(

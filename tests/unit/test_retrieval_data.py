@@ -25,7 +25,7 @@ import ray
 from PIL import Image
 
 from conceptual.config import ConfigError
-from conceptual.pipelines import retrieval_data
+from conceptual.pipelines import readers, retrieval_data
 from conceptual.pipelines.compare_retrievers import markdown_table
 from conceptual.pipelines.comparison import parse_variant
 from conceptual.pipelines.evaluate_retriever import EvalConfig
@@ -351,7 +351,7 @@ def test_train_examples_maps_the_pairs_with_the_image_input(
 ):
     object_store(monkeypatch)
     images = split_images(features_uri, feature_files(features_uri), "train")
-    monkeypatch.setattr(retrieval_data, "read_tasks", lambda: "bounded")
+    monkeypatch.setattr(readers, "read_tasks", lambda: "bounded")  # map_read's bound
     pairs = RecordingDataset()
     image_input = pooled_crops(images, np.float16)
 
