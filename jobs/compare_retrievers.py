@@ -7,13 +7,13 @@
 
 Every variant is `name: key=value ...` over the shared config (trailing key=value overrides,
 as for train_retriever; experiment=NAME keeps the comparison in an experiment of its own).
-Each trains on FEATURES (+ SPEECH, + TEACHER SPEECH with teacher=) as a child of one comparison run and is scored on the
---split of EVAL FEATURES (+ EVAL SPEECH) with R@1..100 both ways beside chance level; the
-comparison run holds comparison.json and comparison.md. eval.seconds=8 lets speech models
-hear 8 s of each evaluation clip. Nothing is registered unless --register says so. The
-table gives each variant's mean R@10 with its 95% bootstrap interval over the images and
-its paired p-value against the best, `~` where the difference is inside the noise;
-eval.bootstrap.samples=N and eval.bootstrap.seed=S set the resamples.
+Each trains on FEATURES (+ SPEECH, + TEACHER SPEECH with teacher=) as a child of one
+comparison run and is scored on the --split of EVAL FEATURES (+ EVAL SPEECH) with R@1..100
+both ways beside chance level; the comparison run holds comparison.json and comparison.md.
+eval.seconds=8 lets speech models hear 8 s of each evaluation clip. Nothing is registered
+unless --register says so. The table gives each variant's mean R@10 with its 95% bootstrap
+interval over the images and its paired p-value against the best, `~` where the difference
+is inside the noise; eval.bootstrap.samples=N and eval.bootstrap.seed=S set the resamples.
 """
 
 from __future__ import annotations
