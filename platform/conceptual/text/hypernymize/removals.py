@@ -60,6 +60,8 @@ NUMBERS = Rule(
     labels=("CARDINAL", "QUANTITY", "MONEY", "PERCENT"),
 )
 
+# Brackets are single characters: a text without one has no bracket token.
+BRACKET_MARKS = frozenset({*BRACKETS, *OPENING_BRACKETS})
 # Showings of a work, whose "of" takes the work's title ("the premiere of Speed Racer"),
 # and the words that end a title left unmarked in caseless text.
 SHOWINGS = frozenset({"premiere", "screening"})
@@ -68,17 +70,17 @@ TITLE_ENDS = frozenset({"at", "in", "during", "on", "for", "with", "near", "held
 
 @ASIDES.step
 def remove_asides(doc, edits, know):
+    if BRACKET_MARKS.isdisjoint(doc.text):
+        return  # most captions: no Token object is made (each costs more than this test)
     for aside in bracketed(doc):
         edits.remove(aside, "ASIDE", aside.text)
     # and a bracket nothing closes or opened ("a barn (built in 1890")
-    edits.remove([t for t in doc if t.text in BRACKETS or t.text in OPENING_BRACKETS])
+    edits.remove([t for t in doc if t.text in BRACKET_MARKS])
 
 
 def bracketed(doc) -> Iterator:
     """The spans in brackets, brackets included, outermost only; an unclosed bracket
     opens none."""
-    if not any(opener in doc.text for opener in BRACKETS):
-        return  # most captions: no Token object is made (each costs more than this test)
     depth = start = 0
     for token in doc:
         if depth == 0 and token.text in BRACKETS:

@@ -27,6 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from spacy.attrs import LOWER
+from spacy.strings import get_string_id
+
 from conceptual.text.hypernymize.registry import Rule, steps_of
 
 FIRST_SENTENCE = Rule(
@@ -59,6 +62,8 @@ MONTHS = frozenset(
     "january february march april may june july august september october november december"
     " jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
+# ... as spaCy keys its words' lowercase forms: a doc's words are read without a Token.
+MONTH_KEYS = frozenset(map(get_string_id, MONTHS))
 DAY_OR_YEAR = re.compile(r"\d{1,2}(?:st|nd|rd|th)?|\d{4}")
 MAX_DATELINE = 16
 SENTENCE_ENDS = frozenset({".", "!", "?"})
@@ -137,6 +142,8 @@ def after_dateline(doc, know) -> int:
     """Where the text starts after its dateline, else 0. A news photo's dateline ends in a
     colon after a date ("LOS ANGELES, CA - JANUARY 10: Actress ..."); a slug's is places
     around a date ("washington dc may 3 2017 usa members of ...")."""
+    if MONTH_KEYS.isdisjoint(doc.to_array(LOWER).tolist()):
+        return 0  # a date needs a month (most captions have none)
     for colon in (t for t in doc[:MAX_DATELINE] if t.text == ":"):
         if any(date_run_end(t) for t in doc[: colon.i]):
             return colon.i + 1

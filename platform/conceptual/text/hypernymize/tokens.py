@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from spacy.attrs import IS_QUOTE
+
 PLACE_LABELS = {"GPE", "LOC", "FAC", "ORG"}
 PLACE_PREPOSITIONS = {"in", "at", "near"}
 TIME_LABELS = {"DATE", "TIME"}
@@ -71,7 +73,7 @@ def trim(span):
 
 def is_caseless(doc) -> bool:
     """Whether the text came without capitals (`restore_case` may have added guesses)."""
-    return bool(doc.user_data.get(CASE_RESTORED)) or doc.text == doc.text.lower()
+    return bool(doc.user_data.get(CASE_RESTORED)) or (text := doc.text) == text.lower()
 
 
 def capitals_mark_names(doc) -> bool:
@@ -91,7 +93,7 @@ def capitals_mark_names(doc) -> bool:
 def quoted_titles(doc) -> Iterator:
     """Spans between a pair of quotes that start with a capital, a few words long: the
     titles of works ('the premiere of "Sully"', "her book 'The Long Road'")."""
-    quotes = [t.i for t in doc if t.is_quote]
+    quotes = doc.to_array(IS_QUOTE).nonzero()[0].tolist()  # no Token object per word
     for opening, closing in zip(quotes[::2], quotes[1::2]):
         inner = doc[opening + 1 : closing]
         if 0 < len(inner) <= MAX_TITLE_WORDS and inner[0].is_title:
