@@ -48,18 +48,23 @@ def load_spacy(name: str | None = None, disable: tuple[str, ...] = ()):
     installed of SPACY_PIPELINES. Cached per process, so a Ray actor loads it once.
 
     Its models multiply their matrices with numpy's OpenBLAS, not thinc's default BLIS: the
-    same captions parse 1.5x faster on our CPUs, with outputs identical over every shared
-    text (BENCHMARKS.md, "Text curation at 1,000,000 candidates")."""
+    same captions parse 1.5x faster on our CPUs, and its attribute ruler matches by lookups
+    (conceptual.text.attribute_matches), with outputs identical over every shared text
+    (BENCHMARKS.md, "Text curation at 1,000,000 candidates")."""
     import spacy
     from thinc.api import use_ops
+
+    from conceptual.text.attribute_matches import use_attribute_matcher
 
     candidates = (name,) if name else SPACY_PIPELINES
     for candidate in candidates:
         try:
             with use_ops("numpy", use_blis=False):  # a model keeps the ops it is built with
-                return spacy.load(candidate, disable=list(disable))
+                nlp = spacy.load(candidate, disable=list(disable))
         except OSError:
             continue
+        use_attribute_matcher(nlp)
+        return nlp
     raise AssetError(
         f"no spaCy English pipeline among {', '.join(candidates)}. Install one with "
         "`make setup` (offline: pip install --require-hashes -r requirements/assets.txt) "
