@@ -531,6 +531,30 @@ def test_datelines_go(hypernymizer):
     )
 
 
+def test_a_doc_keep_refuses_is_not_read_for_names(hypernymizer):
+    """parse's second pass (lemmas, entities) runs on the docs `keep` passes, and on those
+    whose bounds read entities (a dateline's places), which are then cut alike."""
+    texts = [
+        "Albert Einstein giving a lecture in Berlin",
+        "Lecture by Albert Einstein in Berlin",
+        "june 4 2015 denver colorado usa a cyclist rides past a mural",
+        "A red fox crossing a snowy meadow at dawn. The fox population has grown since 2010.",
+    ]
+
+    def annotations(doc):
+        return [(t.text, t.pos_, t.dep_, t.lemma_, t.ent_type_) for t in doc]
+
+    full = hypernymizer.parse(texts)
+    kept = hypernymizer.parse(texts, keep=lambda doc: doc[0].text != "Lecture")
+    assert [d.text for d in kept] == [d.text for d in full]
+    assert [d.text for d in kept][2:] == ["a cyclist rides past a mural", full[3].text]
+    assert not kept[1].has_annotation("ENT_IOB") and not kept[1].has_annotation("LEMMA")
+    assert [t.dep_ for t in kept[1]] == [t.dep_ for t in full[1]]
+    assert [annotations(d) for i, d in enumerate(kept) if i != 1] == [
+        annotations(d) for i, d in enumerate(full) if i != 1
+    ]
+
+
 def test_a_carriers_or_makers_model_is_what_they_make(hypernymizer, lenient):
     # real alt-texts that raised IndexError in _without_titles: "747" labelled PRODUCT
     # left no word of a name once its number was trimmed (issue 30)

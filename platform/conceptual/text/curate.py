@@ -7,7 +7,8 @@ Stages, in order (each candidate stops at the first that rejects it):
 - `hypernymize`: the text transformation (conceptual.text.hypernymize), which may reject
   what it leaves too short or inconsistent.
 Each text is parsed by spaCy once (Hypernymizer.parse, which restores capitals in caseless
-text first); the syntax filters and the transformation share the Doc.
+text first); the syntax filters and the transformation share the Doc, and a text the syntax
+filters reject is spared the parse's second pass (lemmas and entities).
 
 The `text` stage's out_of_vocabulary filter judges capitalized words (after the first)
 last, on the caption: a rare name that hypernymization removed or replaced rejects nothing
@@ -88,8 +89,10 @@ class TextCurator:
             outcomes[i] = Outcome(cleaned)
             to_parse.append(i)
 
+        # a caption the syntax filters reject is not read for names (Hypernymizer.parse)
+        keep = (lambda doc: self.filters.check_doc(doc) is None) if apply_filters else None
         with failing_as(SYNTAX_STAGE):
-            docs = self.hypernymizer.parse([outcomes[i].text for i in to_parse])
+            docs = self.hypernymizer.parse([outcomes[i].text for i in to_parse], keep)
         for i, doc in zip(to_parse, docs):
             outcome = outcomes[i]
             with failing_as(SYNTAX_STAGE):

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from conceptual.records import Rejection
 from conceptual.text.hypernymize import punctuation, sentences, stages
@@ -16,12 +17,18 @@ from conceptual.text.hypernymize.names import Name, find_names, replace_by_hyper
 from conceptual.text.hypernymize.registry import running
 from conceptual.text.hypernymize.tokens import CASE_RESTORED
 
+if TYPE_CHECKING:
+    from spacy.tokens import Doc
+
 # Code points that are no characters: surrogates outside a pair.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # The most of a text `parse` reads (spaCy's max_length is 1,000,000): 20 times the longest
 # alt-text the filters let through (TextFilterConfig.max_chars); the caption is its first
 # sentence.
 MAX_PARSE_CHARS = 10_000
+# The components that find what the rules read beyond the syntax (lemmas, entities): nearly
+# half a parse, which a caption the syntax filters reject never needs (`parse`'s `keep`).
+NAME_PIPES = ("lemmatizer", "ner")
 
 
 @dataclass
@@ -61,15 +68,21 @@ class Hypernymizer:
         self.name_steps = running(stages.NAMES, off)
         self.after_names = running(stages.AFTER_NAMES, off)
         self.output = running(stages.OUTPUT, off)
+        self._names = [name for name in NAME_PIPES if name in self.nlp.pipe_names]
 
     def transform(self, texts: Sequence[str]) -> list[Transformed]:
         return [self.transform_doc(doc) for doc in self.parse(texts)]
 
-    def parse(self, texts: Sequence[str]) -> list:
+    def parse(self, texts: Sequence[str], keep: Callable[[Doc], bool] | None = None) -> list:
         """spaCy docs of the texts, batched, caseless ones with capitals restored first
         (`restore_case`), each cut to its first sentence without its dateline
         (`first_sentence`, `datelines`): the docs `transform_doc` expects, for a caller who
         also reads them.
+
+        Each text is parsed in two passes: its syntax (tags, dependencies), then its names
+        (NAME_PIPES), which the caption's bounds read only where a dateline can be
+        (`sentences.bounds_read_entities`). `keep`, given, tests a caption's syntax (the
+        syntax filters): a doc it fails comes back without the second pass.
 
         What spaCy cannot take is made parseable first (`parseable`): lone surrogates, which
         UTF-8 cannot encode (JSON can escape them), and text past `MAX_PARSE_CHARS`, cut at
@@ -77,17 +90,27 @@ class Hypernymizer:
         per 100,000 characters, and the caption is the first sentence."""
         texts = [parseable(text) for text in texts]
         cased = [self.restore_case(t) for t in texts] if self.config.restore_case else texts
-        docs = list(self.nlp.pipe(cased, batch_size=self.config.batch_size))
+        docs = list(self.nlp.pipe(cased, batch_size=self.config.batch_size, disable=self._names))
+        named = {i for i, doc in enumerate(docs) if sentences.bounds_read_entities(doc)}
+        self._name([docs[i] for i in named])
         cuts = {i: cut for i, doc in enumerate(docs) if (cut := self._caption_bounds(doc))}
-        # the captions' sentences parsed again alone, so the rules see their own parse
-        sentences = [docs[i][start:end].text for i, (start, end, _) in cuts.items()]
-        for (i, (_, _, mark)), doc in zip(cuts.items(), self.nlp.pipe(sentences)):
+        # the captions' sentences parsed again alone (both passes), so the rules see their
+        # own parse
+        captions = [docs[i][start:end].text for i, (start, end, _) in cuts.items()]
+        for (i, (_, _, mark)), doc in zip(cuts.items(), self.nlp.pipe(captions)):
             doc.user_data[END_MARK] = mark
             docs[i] = doc
+        named |= cuts.keys()
+        self._name([d for i, d in enumerate(docs) if i not in named and (not keep or keep(d))])
         for text, source, doc in zip(texts, cased, docs):
             if source != text:
                 doc.user_data[CASE_RESTORED] = True  # its capitals are guesses, not evidence
         return docs
+
+    def _name(self, docs: list) -> None:
+        """The second pass of `parse` over docs parsed without it."""
+        for name in self._names:
+            docs = list(self.nlp.get_pipe(name).pipe(docs, batch_size=self.config.batch_size))
 
     def _caption_bounds(self, doc) -> tuple[int, int, str | None] | None:
         """(start, end, mark): the tokens of the caption's sentence and the mark it then ends

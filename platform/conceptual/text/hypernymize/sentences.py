@@ -142,7 +142,7 @@ def after_dateline(doc, know) -> int:
     """Where the text starts after its dateline, else 0. A news photo's dateline ends in a
     colon after a date ("LOS ANGELES, CA - JANUARY 10: Actress ..."); a slug's is places
     around a date ("washington dc may 3 2017 usa members of ...")."""
-    if MONTH_KEYS.isdisjoint(doc.to_array(LOWER).tolist()):
+    if not has_month(doc):
         return 0  # a date needs a month (most captions have none)
     for colon in (t for t in doc[:MAX_DATELINE] if t.text == ":"):
         if any(date_run_end(t) for t in doc[: colon.i]):
@@ -153,6 +153,17 @@ def after_dateline(doc, know) -> int:
     start = skip_places(doc, end, know)
     rest = sum(t.is_alpha for t in doc[start:])
     return start if rest >= know.config.min_tokens else 0
+
+
+def has_month(doc) -> bool:
+    """Whether a word of the doc is a month's name."""
+    return not MONTH_KEYS.isdisjoint(doc.to_array(LOWER).tolist())
+
+
+def bounds_read_entities(doc) -> bool:
+    """Whether finding the caption's bounds reads the doc's entities: only a dateline's
+    places do (`skip_places`), and a dateline has a date, which has a month."""
+    return has_month(doc)
 
 
 def skip_places(doc, i: int, know) -> int:
