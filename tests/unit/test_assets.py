@@ -138,25 +138,3 @@ def test_prepare_command_fails_with_the_message(fresh_home, monkeypatch, capsys,
     monkeypatch.setattr(nltk, "download", lambda *args, **kwargs: False)
     assert assets.main(["prepare"]) == 1
     assert "WordNet 3.0 for NLTK not found" in capsys.readouterr().err
-
-
-def test_spacy_multiplies_with_openblas_and_parses_as_with_blis(nlp, real_data):
-    """load_spacy builds the models on numpy's OpenBLAS (thinc's default, BLIS, ran on
-    reference kernels on our CPUs); the parse of real captions is the same either way."""
-    import csv
-
-    import spacy
-
-    assert not nlp.get_pipe("ner").model.ops.use_blis
-    with open(real_data / "cc_val_captions.tsv", newline="") as f:
-        captions = [row["caption"] for row, _ in zip(csv.DictReader(f, delimiter="\t"), range(300))]
-    with_blis = spacy.load(nlp.meta["lang"] + "_" + nlp.meta["name"])
-    assert with_blis.get_pipe("ner").model.ops.use_blis
-
-    def parses(pipeline):
-        return [
-            [(t.tag_, t.pos_, t.dep_, t.head.i, t.lemma_, t.ent_iob_, t.ent_type_) for t in doc]
-            for doc in pipeline.pipe(captions)
-        ]
-
-    assert parses(nlp) == parses(with_blis)

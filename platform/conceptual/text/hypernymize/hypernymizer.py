@@ -91,8 +91,8 @@ class Hypernymizer:
         texts = [parseable(text) for text in texts]
         cased = [self.restore_case(t) for t in texts] if self.config.restore_case else texts
         docs = list(self.nlp.pipe(cased, batch_size=self.config.batch_size, disable=self._names))
-        named = {i for i, doc in enumerate(docs) if sentences.bounds_read_entities(doc)}
-        self._name([docs[i] for i in named])
+        early = [i for i, doc in enumerate(docs) if sentences.bounds_read_entities(doc)]
+        self._name([docs[i] for i in early])
         cuts = {i: cut for i, doc in enumerate(docs) if (cut := self._caption_bounds(doc))}
         # the captions' sentences parsed again alone (both passes), so the rules see their
         # own parse
@@ -100,7 +100,7 @@ class Hypernymizer:
         for (i, (_, _, mark)), doc in zip(cuts.items(), self.nlp.pipe(captions)):
             doc.user_data[END_MARK] = mark
             docs[i] = doc
-        named |= cuts.keys()
+        named = {*early, *cuts}
         self._name([d for i, d in enumerate(docs) if i not in named and (not keep or keep(d))])
         for text, source, doc in zip(texts, cased, docs):
             if source != text:
