@@ -50,17 +50,23 @@ def fingerprint(input_uri: str, settings: dict[str, Any]) -> dict[str, Any]:
     return {"input": storage.content_identity(input_uri), "settings": settings}
 
 
-def write_batch(batch: pa.Table, filesystem, directory: str) -> None:
-    """One finished batch into the journal. Its name comes from its rows' positions, so a
-    batch that Ray retries overwrites its own file instead of adding a second one."""
+def write_batch(batch: pa.Table, filesystem, directory: str, name: str | None = None) -> None:
+    """One finished batch into `directory` (the journal's, or an output's), whole or not at
+    all, as `name` (by default `batch_name(batch)`)."""
     if not batch.num_rows:
         return
-    positions = batch["position"].to_numpy(zero_copy_only=False).astype(np.int64)
-    digest = hashlib.sha1(positions.tobytes()).hexdigest()[:16]
     sink = pa.BufferOutputStream()
     pq.write_table(batch, sink)
-    name = f"{int(positions.min()):016x}-{digest}.parquet"
-    storage.write_atomic(filesystem, posixpath.join(directory, name), sink.getvalue().to_pybytes())
+    path = posixpath.join(directory, name or batch_name(batch))
+    storage.write_atomic(filesystem, path, sink.getvalue().to_pybytes())
+
+
+def batch_name(batch: pa.Table) -> str:
+    """A file name from the batch's rows' positions, so a batch that Ray retries overwrites
+    its own file instead of adding a second one."""
+    positions = batch["position"].to_numpy(zero_copy_only=False).astype(np.int64)
+    digest = hashlib.sha1(positions.tobytes()).hexdigest()[:16]
+    return f"{int(positions.min()):016x}-{digest}.parquet"
 
 
 @dataclass

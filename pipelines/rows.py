@@ -13,6 +13,7 @@ a fresh worker about 10 seconds, more than all these passes together.
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 import numpy as np
@@ -22,8 +23,9 @@ import pyarrow.compute as pc
 import ray
 
 from conceptual.errors import INTERNAL_ERROR
+from conceptual.pipelines.journal import batch_name, write_batch
 from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection, image_id
-from conceptual.splits import SplitConfig, assign_split
+from conceptual.splits import SplitConfig, assign_split, split_of_key
 
 ENTITY_FREQUENCY_STAGE, RARE_TYPE = "entity_frequency", "rare_type"
 DEDUPLICATE_STAGE, DUPLICATE = "deduplicate", "duplicate"
@@ -104,22 +106,26 @@ def rare_concepts(
 
 
 def mark_rare(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table:
-    """Spec §5: a caption mentioning a `rare` concept is rejected."""
+    """Spec §5: a caption mentioning a `rare` concept is rejected. The rows are found by
+    column (few have one), then only theirs are read."""
+    types = batch["types"].combine_chunks()
+    mentions = pc.is_in(pc.list_flatten(types), value_set=pa.array(list(rare), pa.string()))
+    rows = np.unique(pc.list_parent_indices(types).filter(mentions).to_numpy())
     details = {}
-    for i, types in enumerate(batch["types"].to_pylist()):
-        if below := sorted(set(types) & rare):
-            details[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
+    for i, listed in zip(rows.tolist(), types.take(rows).to_pylist()):
+        below = sorted(set(listed) & rare)
+        details[i] = f"occur {more_than} times or fewer: {', '.join(below[:10])}"
     return rejecting(batch, ENTITY_FREQUENCY_STAGE, RARE_TYPE, details)
 
 
-def among(batch: pa.Table, positions) -> pa.ChunkedArray | pa.Array:
+def among(batch: pa.Table, positions) -> np.ndarray:
     """Whether each row's position is in `positions` (a sorted int64 array or a reference to
     one; None: no row is)."""
     if positions is None:
-        return pa.array([False] * batch.num_rows)
+        return np.zeros(batch.num_rows, bool)
     positions = ray.get(positions) if isinstance(positions, ray.ObjectRef) else positions
-    mine = batch["position"].to_numpy(zero_copy_only=False).astype(np.int64)
-    return pa.array(np.isin(mine, positions))
+    mine = batch["position"].to_numpy().astype(np.int64)
+    return np.isin(mine, positions)
 
 
 def duplicate_keys(batch: pa.Table) -> pa.Table:
@@ -128,11 +134,12 @@ def duplicate_keys(batch: pa.Table) -> pa.Table:
     kept = batch.filter(is_kept(batch))
 
     def hashed(column: str) -> np.ndarray:
-        values = np.array(kept[column].to_pylist(), dtype=object)
-        present = values != None  # noqa: E711 - elementwise over an object array
+        values = kept[column]
         hashes = np.zeros(len(values), np.uint64)
+        present = pc.is_valid(values).to_numpy(zero_copy_only=False)
         if present.any():
-            hashes[present] = pd.util.hash_array(values[present].astype(str)) | np.uint64(1)
+            strings = values.filter(present).to_numpy(zero_copy_only=False)
+            hashes[present] = pd.util.hash_array(strings) | np.uint64(1)
         return hashes
 
     return pa.table(
@@ -172,16 +179,15 @@ def repeated_images(
 
 def mark_duplicates(batch: pa.Table, same_url, same_image) -> pa.Table:
     """The rows at the positions `duplicates` found rejected as duplicates."""
-    image_ids = batch["image_id"].to_pylist()
-    repeats = (among(batch, same_url).to_pylist(), among(batch, same_image).to_pylist())
-    details = {}
-    for i, (url_repeat, image_repeat) in enumerate(zip(*repeats)):
-        if url_repeat or image_repeat:
-            details[i] = (
-                "the same image URL as an earlier candidate"
-                if url_repeat
-                else f"the same image bytes as an earlier candidate (image_id {image_ids[i]})"
-            )
+    url_repeat, image_repeat = among(batch, same_url), among(batch, same_image)
+    rows = np.flatnonzero(url_repeat | image_repeat)
+    image_ids = batch["image_id"].take(pa.array(rows, pa.int64())).to_pylist()
+    details = {
+        i: "the same image URL as an earlier candidate"
+        if url_repeat[i]
+        else f"the same image bytes as an earlier candidate (image_id {image_ids[n]})"
+        for n, i in enumerate(rows.tolist())
+    }
     return rejecting(batch, DEDUPLICATE_STAGE, DUPLICATE, details)
 
 
@@ -248,9 +254,25 @@ def assign_splits(batch: pa.Table, split: SplitConfig) -> pa.Table:
         if image is not None and image_ids[i] is None:
             image_ids[i] = image_id(image)
         if splits[i] is None:
-            splits[i] = assign_split(image if image is not None else url.encode(), split)
+            splits[i] = (
+                assign_split(image, split)
+                if image is not None
+                else split_of_key(url.encode(), split)
+            )
     columns = {"split": pa.array(splits, pa.string()), "image_id": pa.array(image_ids, pa.string())}
     return replaced(batch, columns)
+
+
+def write_outcomes(batch: pa.Table, split: SplitConfig, filesystem, directory: str) -> pa.Table:
+    """A batch's last pass, after the global rules: its captions' splits (`assign_splits`),
+    its rows written to DIRECTORY/curated/ and DIRECTORY/rejected/ (files named by the
+    batch's positions: a retried batch overwrites its own), and its `outcome_tally`."""
+    if not batch.num_rows:
+        return outcome_tally(batch)
+    batch, name = assign_splits(batch, split), batch_name(batch)
+    write_batch(to_curated(batch), filesystem, posixpath.join(directory, "curated"), name)
+    write_batch(to_rejected(batch), filesystem, posixpath.join(directory, "rejected"), name)
+    return outcome_tally(batch)
 
 
 def replaced(batch: pa.Table, columns: dict[str, Any]) -> pa.Table:

@@ -59,7 +59,7 @@ from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.features_data import set_name
 from conceptual.runtime import init_ray
-from conceptual.splits import SPLITS, SplitConfig, assign_split
+from conceptual.splits import SPLITS, SplitConfig, split_of_key
 
 MODEL_NAME = "fluency-zh"
 VARIANT = "four-view-lstm"
@@ -152,7 +152,7 @@ def split_pairs(pairs: list[LabelledPair], splits: SplitConfig) -> dict[str, lis
     (five sentences, two systems) are on one side."""
     out: dict[str, list[LabelledPair]] = {name: [] for name in SPLITS}
     for pair in pairs:
-        out[assign_split(pair.image.encode(), splits)].append(pair)
+        out[split_of_key(pair.image.encode(), splits)].append(pair)
     return out
 
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from conceptual.splits import SplitConfig, assign_split
+from conceptual.splits import SplitConfig, split_of_key
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def photo_names() -> list[str]:
     i = 0
     while min(len(by_split["val"]), len(by_split["test"])) < 2 or len(by_split["train"]) < 20:
         name = f"{i:04d}_photo.jpg"
-        split = assign_split(name.encode(), splits)
+        split = split_of_key(name.encode(), splits)
         if len(by_split[split]) < (20 if split == "train" else 2):
             by_split[split].append(name)
         i += 1

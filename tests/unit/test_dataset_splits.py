@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 from skimage import data
 
-from conceptual.splits import SplitConfig, assign_split, perceptual_key
+from conceptual.splits import SplitConfig, assign_split, perceptual_key, split_of_key
 
 
 def test_same_image_same_split():
@@ -60,6 +60,15 @@ def test_a_reencoded_or_resized_copy_keeps_its_split(name):
 def test_bytes_that_do_not_decode_are_hashed_as_they_are():
     assert perceptual_key(b"\xff\xd8 not really a JPEG") is None
     assert perceptual_key(b"http://img.test/a.jpg") is None
+
+
+def test_a_key_that_is_no_image_gets_the_split_assign_split_gives_it():
+    # Text-only runs split by URL, and the fluency job by file name, without a decode.
+    config = SplitConfig(train=0.5, val=0.25, test=0.25)
+    keys = [f"https://img.test/{i}.jpg".encode() for i in range(300)] + [b"1000268201_693b.jpg"]
+    splits = [split_of_key(key, config) for key in keys]
+    assert splits == [assign_split(key, config) for key in keys]
+    assert set(splits) == {"train", "val", "test"}
 
 
 def test_different_images_follow_the_fractions():

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from conceptual.pipelines.rows import (
     assign_splits,
@@ -18,8 +20,9 @@ from conceptual.pipelines.rows import (
     rare_concepts,
     to_curated,
     to_rejected,
+    write_outcomes,
 )
-from conceptual.records import PROCESSED
+from conceptual.records import CURATED, PROCESSED, REJECTED
 from conceptual.splits import SplitConfig, assign_split
 
 
@@ -151,3 +154,28 @@ def test_outputs_partition_the_batch_and_the_tally_describes_them():
     assert tally["length"] == {"4": 3}
     assert tally["token"]["city"] == 2 and tally["token"]["dog"] == 1
     assert sum(tally["split"].values()) == 3
+
+
+def test_rare_concepts_are_found_in_a_batch_of_several_chunks():
+    two = pa.concat_tables([batch(), batch()])  # each column in two chunks
+    out = mark_rare(two, frozenset({"zeppelin"}), more_than=3)
+    assert out["reason"].to_pylist() == [None, "rare_type", None, None, "hashtag"] * 2
+    assert out["detail"].to_pylist()[6] == "occur 3 times or fewer: zeppelin"
+
+
+def test_a_batch_is_written_once_to_curated_and_rejected_however_often_it_runs(tmp_path):
+    rows = [r | {"position": 10 + i} for i, r in enumerate(batch().to_pylist())]
+    marked = mark_rare(pa.Table.from_pylist(rows, schema=PROCESSED), frozenset({"zeppelin"}), 3)
+    fs, split = pafs.LocalFileSystem(), SplitConfig()
+    for _ in range(2):  # Ray ran the batch again: it overwrites its own files
+        tally = write_outcomes(marked, split, fs, str(tmp_path))
+    curated, rejected = (pq.read_table(tmp_path / part) for part in ("curated", "rejected"))
+    assert [len(list((tmp_path / part).iterdir())) for part in ("curated", "rejected")] == [1, 1]
+    assert sorted(curated["id"].to_pylist()) == ["common", "no-types", "with-image"]
+    assert sorted(rejected["id"].to_pylist()) == ["earlier", "rare"]
+    assert curated.schema.names == CURATED.names and rejected.schema.names == REJECTED.names
+    assert set(curated["split"].to_pylist()) <= {"train", "val", "test"}
+    assert tally.equals(outcome_tally(assign_splits(marked, split)))
+
+    nothing = write_outcomes(marked.slice(0, 0), split, fs, str(tmp_path / "empty"))
+    assert nothing.num_rows == 0 and not (tmp_path / "empty").exists()
