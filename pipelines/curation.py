@@ -125,7 +125,7 @@ class ResourcesConfig(Config):
     nlp_actors: int | None = None  # None: as many as the cluster has CPUs for
     cpus_per_actor: float = 1.0
     # Candidates per call of an NLP actor. Each call's output is one block of the passes
-    # after it, which pay per block: 512 cost a million candidates 8 s more than 2,048.
+    # after it, which pay per block: 512 cost a million candidates 7 s more than 2,048.
     batch_size: int = 2048
     # Bytes of input per read task and block: the unit the NLP actors balance over.
     range_bytes: int = 1 << 20
