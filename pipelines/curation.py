@@ -493,10 +493,12 @@ def curate(
 
 
 def written(output_uri: str, part: str) -> ray.data.Dataset | None:
-    """The records written to OUTPUT/curated or OUTPUT/rejected, or None when none were."""
-    if not storage.written_rows(storage.join(output_uri, part)):
+    """The records written to OUTPUT/curated or OUTPUT/rejected, or None when none were
+    (the run cleared both, and `write_outcomes` writes no empty file)."""
+    uri = storage.join(output_uri, part)
+    if not storage.exists(uri):
         return None
-    fs, path = storage.resolve(storage.join(output_uri, part))
+    fs, path = storage.resolve(uri)
     return ray.data.read_parquet(path, filesystem=fs)
 
 

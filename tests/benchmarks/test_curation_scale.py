@@ -161,9 +161,9 @@ def write_input(n: int, texts: list[str], input_dir: Path) -> None:
 def test_curation_scale(tmp_path, real_data, record):
     texts = real_texts(real_data)
     results = {"cores": len(os.sched_getaffinity(0)), "real_texts": len(texts), "runs": []}
-    # The inputs are made in a child process, before any Ray starts: made here, the rows
-    # (a gigabyte at 1,000,000) would stay in the driver's resident memory after they are
-    # freed and be measured as the driver's.
+    # The inputs are made in a child process, before any Ray starts: made here, the freed
+    # rows stayed in the driver's resident memory and were measured as the driver's
+    # (930 MiB at 1,000,000 against 688 MiB made in a child).
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
         for n in SCALES:
             pool.submit(write_input, n, texts, tmp_path / f"in-{n}").result()
