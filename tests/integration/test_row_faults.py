@@ -161,7 +161,7 @@ def test_past_the_error_budget_the_job_fails_with_one_line(text_input, monkeypat
     uri, clean = text_input
     kept = clean["curated"]
     # every kept caption's transformation raises: something is wrong with the system
-    patches = {"NlpStage": [("curator.hypernymizer.transform_doc", " ")]}
+    patches = {"NlpStage": [("curator.hypernymizer.transform_doc", *holding(" "))]}
     with_faults(monkeypatch, patches)
     config = load(CurationConfig, overrides=TEXT_SETTINGS)
     with pytest.raises(TooManyErrors) as raised:
