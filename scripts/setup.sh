@@ -48,6 +48,26 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps --require-hashes -r requirements/assets.txt
     echo "$want" > "$stamp"
 fi
+# spaCy's and thinc's wheels for Python < 3.12 are compiled with Cython's profiling hooks,
+# and since Cython 3.1 each hook in a nogil function takes and releases the GIL on every
+# call: millions of times a second in the parser's and entity recognizer's loops, a quarter
+# of the curation's NLP time. The same releases are rebuilt here from their sources with
+# the hooks compiled out (minutes, once per version; the parses are the same).
+native_stamp="$VENV/.conceptual-native"
+if [ "$(cat "$native_stamp" 2>/dev/null)" != "$want" ]; then
+    mapfile -t profiled < <("$VENV/bin/python" -m conceptual.assets profiled)
+    if ((${#profiled[@]})); then
+        say "building ${profiled[*]} from source without Cython's profiling hooks (minutes)"
+        build=()
+        for requirement in "${profiled[@]}"; do
+            build+=(--no-binary "${requirement%%==*}" --reinstall-package "${requirement%%==*}")
+        done
+        CFLAGS="${CFLAGS:-} -DCYTHON_PROFILE=0" CXXFLAGS="${CXXFLAGS:-} -DCYTHON_PROFILE=0" \
+            SPACY_NUM_BUILD_JOBS=$(nproc) "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
+            --compile-bytecode --no-deps "${build[@]}" "${profiled[@]}"
+    fi
+    echo "$want" > "$native_stamp"
+fi
 # Bytecode for every installed module, written once here. Ray starts a fresh Python process
 # for each actor and worker, and where PYTHONDONTWRITEBYTECODE is set (as on these machines)
 # Python never caches what it compiles: each process then compiled spaCy, NLTK, torch and

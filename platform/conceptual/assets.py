@@ -72,6 +72,52 @@ def load_spacy(name: str | None = None, disable: tuple[str, ...] = ()):
     )
 
 
+def _spacy_call() -> str:
+    from spacy.tokens import Doc
+    from spacy.vocab import Vocab
+
+    return Doc(Vocab(), words=["a", "b"])[0].text
+
+
+def _thinc_call():
+    import numpy
+    from thinc.backends.numpy_ops import NumpyOps
+
+    return NumpyOps().hash(numpy.zeros(2, dtype="uint64"), 1)
+
+
+# The compiled libraries a parse runs in, each with a call into its Cython code.
+NLP_LIBRARIES = {"spacy": _spacy_call, "thinc": _thinc_call}
+
+
+def profiled_builds() -> list[str]:
+    """The NLP libraries installed with Cython's profiling hooks compiled in, as
+    `name==version`: what their wheels for Python < 3.12 are (spaCy's and thinc's setup.py
+    set `profile` there). Since Cython 3.1 each such hook in a `nogil` function takes and
+    releases the GIL on every call, millions of times a second in the parser's and entity
+    recognizer's loops, so `make setup` rebuilds these from their sources with the hooks
+    compiled out (scripts/setup.sh; BENCHMARKS.md, "spaCy and thinc without profiling
+    hooks"). A library is profiled when its compiled code reports calls to a profiler."""
+    from importlib.metadata import version
+
+    profiled = []
+    for name, call in NLP_LIBRARIES.items():
+        called: list[str] = []
+
+        def profiler(frame, event, _arg, called=called):
+            if event == "call" and frame.f_code.co_filename.endswith((".pyx", ".pxd")):
+                called.append(frame.f_code.co_filename)
+
+        sys.setprofile(profiler)
+        try:
+            call()
+        finally:
+            sys.setprofile(None)
+        if called:
+            profiled.append(f"{name}=={version(name)}")
+    return profiled
+
+
 # --- WordNet -------------------------------------------------------------------------------
 
 # Debian's wordnet-base and wordnet-sense-index packages (WordNet 3.0).
@@ -339,7 +385,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     prep.add_argument("--spacy", help="spaCy pipeline package name or path")
     prep.add_argument("--wordnet", help="WordNet 3.0 database directory to install from")
+    commands.add_parser(
+        "profiled", help="list the NLP libraries built with Cython's profiling hooks"
+    )
     args = parser.parse_args(argv)
+    if args.command == "profiled":
+        for requirement in profiled_builds():
+            print(requirement)
+        return 0
     try:
         prepare(args.spacy, args.wordnet)
     except AssetError as exc:

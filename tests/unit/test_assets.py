@@ -138,3 +138,19 @@ def test_prepare_command_fails_with_the_message(fresh_home, monkeypatch, capsys,
     monkeypatch.setattr(nltk, "download", lambda *args, **kwargs: False)
     assert assets.main(["prepare"]) == 1
     assert "WordNet 3.0 for NLTK not found" in capsys.readouterr().err
+
+
+def test_setup_builds_spacy_and_thinc_without_profiling_hooks():
+    # their wheels for Python 3.11 have them (a GIL round trip in every nogil call)
+    assert assets.profiled_builds() == []
+
+
+def test_a_library_whose_code_reports_calls_to_a_profiler_is_profiled(monkeypatch):
+    from importlib.metadata import version
+
+    namespace: dict = {}
+    exec(compile("def parse():\n    return 1\n", "spacy/parse.pyx", "exec"), namespace)
+    # spaCy's stand-in is Cython code that reports to the profiler; thinc's, Python code
+    libraries = {"spacy": namespace["parse"], "thinc": lambda: 1}
+    monkeypatch.setattr(assets, "NLP_LIBRARIES", libraries)
+    assert assets.profiled_builds() == [f"spacy=={version('spacy')}"]
