@@ -11,6 +11,8 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # 1. Debian packages ----------------------------------------------------------------
 mapfile -t APT < <(grep -vE '^\s*(#|$)' requirements/apt.txt)
 "$PY" -c 'import ensurepip' 2>/dev/null || APT+=(python3-venv)
+"$PY" -c 'import os, sysconfig; assert os.path.isfile(sysconfig.get_paths()["include"] + "/Python.h")' \
+    2>/dev/null || APT+=(python3-dev)
 missing=()
 for p in "${APT[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
