@@ -70,10 +70,12 @@ from conceptual.pipelines.rows import (
     RARE_TYPE,
     concept_tally,
     duplicate_keys,
+    find_duplicates,
+    gathered,
     mark_duplicates,
     mark_rare,
+    outcome_tally,
     rare_concepts,
-    repeated_images,
     write_outcomes,
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
@@ -117,6 +119,10 @@ class DedupConfig(Config):
 
     by_url: bool = True
     by_image: bool = True
+    # Keys (24 bytes each) compared in one table in the driver; more are hash-partitioned
+    # across the cluster first, which costs seconds of fixed overhead but no process
+    # holds them all.
+    keys_per_partition: int = 262_144
 
 
 class ResourcesConfig(Config):
@@ -261,10 +267,15 @@ def global_steps(config: CurationConfig) -> tuple[GlobalStep, ...]:
     deduplicate = GlobalStep(
         (DEDUPLICATE,),
         duplicate_keys,
-        repeated_images,
+        find_duplicates,
         mark_duplicates,
-        {"by_url": config.dedup.by_url, "by_image": by_image},
+        {
+            "by_url": config.dedup.by_url,
+            "by_image": by_image,
+            "keys_per_partition": config.dedup.keys_per_partition,
+        },
         per_task,
+        gathers=False,
         needs=("position", "image_url", *(("image_id",) if by_image else ())),
     )
     entity_frequency = GlobalStep(
@@ -424,9 +435,13 @@ def curate(
     # written and counted for stats.json. Everything after reads what was written.
     fs, path = storage.resolve(output_uri)
     with timed(phases, "write"):
-        tallies = tally(
-            decided, write_outcomes, per_task, split=config.split, filesystem=fs, directory=path
+        written_out = decided.map_batches(
+            write_outcomes,
+            fn_kwargs={"split": config.split, "filesystem": fs, "directory": path},
+            batch_format="pyarrow",
+            batch_size=per_task,
         )
+        tallies = tally(gathered(written_out, outcome_tally))
         del decided
         shards = (
             write_shards(

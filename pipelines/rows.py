@@ -14,6 +14,7 @@ a fresh worker about 10 seconds, more than all these passes together.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -118,19 +119,9 @@ def mark_rare(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table
     return rejecting(batch, ENTITY_FREQUENCY_STAGE, RARE_TYPE, details)
 
 
-def among(batch: pa.Table, positions) -> np.ndarray:
-    """Whether each row's position is in `positions` (a sorted int64 array or a reference to
-    one; None: no row is)."""
-    if positions is None:
-        return np.zeros(batch.num_rows, bool)
-    positions = ray.get(positions) if isinstance(positions, ray.ObjectRef) else positions
-    mine = batch["position"].to_numpy().astype(np.int64)
-    return np.isin(mine, positions)
-
-
 def duplicate_keys(batch: pa.Table) -> pa.Table:
     """(position, url, image) of the rows still in the running, the URL and image id as
-    64-bit hashes (0: no image id), for `duplicates`."""
+    64-bit hashes (0: no image id), for `find_duplicates`."""
     kept = batch.filter(is_kept(batch))
 
     def hashed(column: str) -> np.ndarray:
@@ -151,44 +142,153 @@ def duplicate_keys(batch: pa.Table) -> pa.Table:
     )
 
 
-def duplicates(keys: pa.Table, by_url: bool, by_image: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of the rows that repeat an earlier row's image URL, and of those (of the
-    rest) that repeat its image bytes: the first in input order is kept, so the choice does
-    not depend on how the rows were batched."""
-    order = np.argsort(keys["position"].to_numpy(), kind="stable")
-    positions = keys["position"].to_numpy()[order]
-    url, image = keys["url"].to_numpy()[order], keys["image"].to_numpy()[order]
-    repeats = np.zeros(len(positions), bool)
-    if by_url:
-        repeats[~first_of_each(url)] = True
-    same_image = np.zeros(len(positions), bool)
-    if by_image:
-        rest = np.flatnonzero(~repeats & (image != 0))
-        same_image[rest[~first_of_each(image[rest])]] = True
-    return np.sort(positions[repeats]), np.sort(positions[same_image])
+# What `find_duplicates` finds: the position of each repeat, and whether it repeats an
+# earlier row's image bytes (true) or its image URL (false).
+DUPLICATES = pa.schema([("position", pa.int64()), ("same_image", pa.bool_())])
 
 
-def repeated_images(
-    keys: pa.Table, by_url: bool, by_image: bool
+def find_duplicates(
+    keys: ray.data.Dataset, by_url: bool, by_image: bool, keys_per_partition: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`mark_duplicates`'s arguments from the `duplicate_keys` of every batch (references:
-    every task reads the same positions); stats.json reports nothing of them."""
-    same_url, same_image = duplicates(keys, by_url, by_image)
-    return {"same_url": ray.put(same_url), "same_image": ray.put(same_image)}, {}
+    """`mark_duplicates`'s arguments from the `duplicate_keys` of every batch: the rows that
+    repeat an earlier row's image URL, and those (of the rest) that repeat its image bytes;
+    stats.json reports nothing of them. Up to `keys_per_partition` keys are compared here,
+    in one table (a shuffle costs seconds of fixed overhead); more are hash-partitioned
+    across the cluster, by URL and then by image, so that no process holds them all."""
+    keys = keys.materialize()
+    partitions = -(-keys.count() // keys_per_partition)
+    if partitions <= 1:
+        here = duplicates(gathered(keys, duplicate_keys), by_url, by_image)
+        return {"found": Positions.of([ray.put(here)])}, {}
+    partitions = max(partitions, int(ray.cluster_resources().get("CPU", 1)))
+
+    def flagged(rows: ray.data.Dataset, column: str) -> ray.data.Dataset:
+        return rows.repartition(partitions, keys=[column]).map_batches(
+            flag_repeats, fn_kwargs={"column": column}, batch_format="pyarrow", batch_size=None
+        )
+
+    def repeats(rows: ray.data.Dataset, same_image: bool) -> ray.data.Dataset:
+        return rows.map_batches(
+            repeats_of, fn_kwargs={"same_image": same_image}, batch_format="pyarrow"
+        )
+
+    found = []
+    if by_url:
+        keys = flagged(keys, "url").materialize()  # read twice: its repeats, then the rest
+        found.append(repeats(keys, same_image=False))
+    if by_image:
+        keys = flagged(keys.map_batches(with_image, batch_format="pyarrow"), "image")
+        found.append(repeats(keys, same_image=True))
+    if not found:
+        return {"found": Positions.of([])}, {}
+    everything = found[0].union(*found[1:]) if len(found) > 1 else found[0]
+    ordered = everything.sort("position").materialize()
+    return {"found": Positions.of(ordered.to_arrow_refs())}, {}
 
 
-def mark_duplicates(batch: pa.Table, same_url, same_image) -> pa.Table:
-    """The rows at the positions `duplicates` found rejected as duplicates."""
-    url_repeat, image_repeat = among(batch, same_url), among(batch, same_image)
-    rows = np.flatnonzero(url_repeat | image_repeat)
+def duplicates(keys: pa.Table, by_url: bool, by_image: bool) -> pa.Table:
+    """What `find_duplicates` finds, over keys held in one table: the DUPLICATES rows of the
+    repeats, in position order."""
+    found = [DUPLICATES.empty_table()]
+    if by_url:
+        keys = flag_repeats(keys, "url")
+        found.append(repeats_of(keys, same_image=False))
+    if by_image:
+        keys = flag_repeats(with_image(keys), "image")
+        found.append(repeats_of(keys, same_image=True))
+    return pa.concat_tables(found).sort_by("position")
+
+
+def flag_repeats(keys: pa.Table, column: str) -> pa.Table:
+    """`keys` with `repeat`: whether each row repeats the `column` of an earlier row (by
+    position, so the choice does not depend on how the rows were batched; 0 is no key).
+    `keys` holds every row with each of its values: all rows, or one hash partition."""
+    positions = keys["position"].to_numpy()
+    order = np.argsort(positions, kind="stable")
+    repeat = np.zeros(len(positions), bool)
+    repeat[order] = ~first_of_each(keys[column].to_numpy()[order])
+    return keys.select(["position", "url", "image"]).append_column("repeat", pa.array(repeat))
+
+
+def repeats_of(flagged: pa.Table, same_image: bool) -> pa.Table:
+    """The DUPLICATES rows of the repeats `flag_repeats` flagged."""
+    positions = flagged.filter(flagged["repeat"])["position"]
+    return pa.table([positions, pa.array(np.full(len(positions), same_image))], DUPLICATES)
+
+
+def with_image(keys: pa.Table) -> pa.Table:
+    """The rows with an image id that repeat no earlier image URL (if that was checked):
+    those that may repeat an earlier row's image bytes."""
+    keep = pc.not_equal(keys["image"], pa.scalar(0, pa.uint64()))
+    if "repeat" in keys.column_names:
+        keep = pc.and_(keep, pc.invert(keys["repeat"]))
+    return keys.filter(keep).select(["position", "url", "image"])
+
+
+@dataclass(frozen=True)
+class Positions:
+    """DUPLICATES rows in the object store, in blocks of ascending, disjoint position ranges
+    (block k holds lows[k] to highs[k]): a batch reads only the blocks its rows fall in."""
+
+    blocks: tuple[ray.ObjectRef, ...]
+    lows: np.ndarray
+    highs: np.ndarray
+
+    @classmethod
+    def of(cls, blocks: list[ray.ObjectRef]) -> Positions:
+        spans = ray.get([_span.remote(block) for block in blocks])
+        listed = [(block, span) for block, span in zip(blocks, spans) if span is not None]
+        lows = np.array([low for _, (low, _) in listed], np.int64)
+        highs = np.array([high for _, (_, high) in listed], np.int64)
+        if np.any(lows[1:] <= highs[:-1]):
+            raise ValueError("duplicate positions must come in ascending, disjoint blocks")
+        return cls(tuple(block for block, _ in listed), lows, highs)
+
+    def lookup(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether each position is listed, and whether as the same image bytes."""
+        listed, same_image = np.zeros(len(positions), bool), np.zeros(len(positions), bool)
+        block = np.searchsorted(self.lows, positions, side="right") - 1
+        inside = block >= 0
+        inside[inside] = positions[inside] <= self.highs[block[inside]]
+        for k in np.unique(block[inside]).tolist():
+            rows = np.flatnonzero(inside & (block == k))
+            found = ray.get(self.blocks[k])
+            known = found["position"].to_numpy()
+            at = np.searchsorted(known, positions[rows])  # in range: highs[k] is its last
+            hit = known[at] == positions[rows]
+            listed[rows[hit]] = True
+            same_image[rows[hit]] = found["same_image"].to_numpy(zero_copy_only=False)[at[hit]]
+        return listed, same_image
+
+
+@ray.remote(num_cpus=0)
+def _span(found: pa.Table) -> tuple[int, int] | None:
+    """The first and last position of a block of DUPLICATES rows (None: it is empty)."""
+    if not found.num_rows:
+        return None
+    positions = found["position"]
+    return positions[0].as_py(), positions[-1].as_py()
+
+
+def mark_duplicates(batch: pa.Table, found: Positions) -> pa.Table:
+    """The rows `find_duplicates` found rejected as duplicates."""
+    listed, same_image = found.lookup(batch["position"].to_numpy().astype(np.int64))
+    rows = np.flatnonzero(listed)
     image_ids = batch["image_id"].take(pa.array(rows, pa.int64())).to_pylist()
     details = {
-        i: "the same image URL as an earlier candidate"
-        if url_repeat[i]
-        else f"the same image bytes as an earlier candidate (image_id {image_ids[n]})"
+        i: f"the same image bytes as an earlier candidate (image_id {image_ids[n]})"
+        if same_image[i]
+        else "the same image URL as an earlier candidate"
         for n, i in enumerate(rows.tolist())
     }
     return rejecting(batch, DEDUPLICATE_STAGE, DUPLICATE, details)
+
+
+def gathered(tallies: ray.data.Dataset, tally) -> pa.Table:
+    """Every batch of a dataset of tallies as one table, here (`tally` of no rows if none)."""
+    batches = tallies.iter_batches(batch_size=None, batch_format="pyarrow")
+    tables = [t for t in batches if t.num_rows]
+    return pa.concat_tables(tables) if tables else tally(PROCESSED.empty_table())
 
 
 def first_of_each(keys: np.ndarray) -> np.ndarray:

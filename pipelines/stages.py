@@ -24,8 +24,8 @@ import ray.data
 from conceptual.errors import describe, stage_of
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.journal import write_batch
-from conceptual.pipelines.rows import quarantine
-from conceptual.records import PROCESSED, Stage
+from conceptual.pipelines.rows import gathered, quarantine
+from conceptual.records import Stage
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,10 @@ class GlobalStep:
     """A rule over all the rows at once (pipelines/rows.py has the functions): `tally` counts
     each batch into a table, `decide(the tables of every batch as one, **kwargs)` returns the
     arguments of `apply` and what stats.json reports of the rule, and `apply` then rejects
-    rows batch by batch. Global steps come after the per-candidate ones: a resumed run
-    resumes those, and a global rule must count every row of this run."""
+    rows batch by batch. A step whose tallies grow with the input (`gathers=False`) decides
+    over them as a dataset instead, on the cluster. Global steps come after the
+    per-candidate ones: a resumed run resumes those, and a global rule must count every row
+    of this run."""
 
     stages: tuple[Stage, ...]
     tally: Callable[[pa.Table], pa.Table]
@@ -71,6 +73,7 @@ class GlobalStep:
     apply: Callable[..., pa.Table]
     kwargs: Mapping[str, Any]  # to `decide`
     batch_size: int  # rows per task of the tally and of `apply`
+    gathers: bool = True  # decide gets the tallies as one table here, or else as a dataset
     needs: tuple[str, ...] = ()  # the columns it reads: the input's or an earlier step's
     adds: tuple[str, ...] = ()  # the columns it fills
 
@@ -112,17 +115,16 @@ def run_global_steps(
 ) -> tuple[ray.data.Dataset, dict[str, dict[str, Any]]]:
     """The dataset with the global steps' rejections (lazy: the tallies have run, `apply`
     runs as the result is consumed), and what each reports, by its name."""
-    # Here, not at the top: the workers running the guarded operators import this module,
-    # and funnel imports MLflow, seconds of a fresh worker's start.
-    from conceptual.funnel import partials
-
     reports = {}
     for step in steps:
         if not isinstance(step, GlobalStep):
             continue
-        tables = partials(dataset, step.tally, step.batch_size)
-        counts = pa.concat_tables(tables) if tables else step.tally(PROCESSED.empty_table())
-        arguments, reports[step.name] = step.decide(counts, **step.kwargs)
+        tallies = dataset.map_batches(
+            step.tally, batch_format="pyarrow", batch_size=step.batch_size
+        )
+        if step.gathers:
+            tallies = gathered(tallies, step.tally)
+        arguments, reports[step.name] = step.decide(tallies, **step.kwargs)
         dataset = dataset.map_batches(
             step.apply, fn_kwargs=arguments, batch_format="pyarrow", batch_size=step.batch_size
         )

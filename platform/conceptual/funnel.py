@@ -122,22 +122,12 @@ def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n:
     return True
 
 
-def partials(ds, fn, batch_size: int, **kwargs) -> list[pa.Table]:
-    """`fn(batch, **kwargs)` of every batch of a dataset, run on the cluster, here. Partial
-    counts per batch are small, so they are combined here rather than shuffled (a hash
-    shuffle costs seconds of fixed overhead, more than the counting itself)."""
-    counts = ds.map_batches(fn, fn_kwargs=kwargs, batch_format="pyarrow", batch_size=batch_size)
-    return [t for t in counts.iter_batches(batch_size=None, batch_format="pyarrow") if t.num_rows]
-
-
-def tally(ds, fn, batch_size: int, **kwargs) -> dict[str, dict[str, int]]:
-    """{kind: {key: n}} over a whole dataset (`fn(batch, **kwargs)` counts a batch)."""
-    tables = partials(ds, fn, batch_size, **kwargs)
+def tally(counts: pa.Table) -> dict[str, dict[str, int]]:
+    """{kind: {key: n}} from (kind, key, n) partial counts (of every batch of a dataset)."""
+    combined = counts.group_by(["kind", "key"]).aggregate([("n", "sum")])
     result: dict[str, dict[str, int]] = {}
-    if tables:
-        combined = pa.concat_tables(tables).group_by(["kind", "key"]).aggregate([("n", "sum")])
-        for kind, key, n in zip(*(combined[c].to_pylist() for c in ("kind", "key", "n_sum"))):
-            result.setdefault(kind, {})[key] = n
+    for kind, key, n in zip(*(combined[c].to_pylist() for c in ("kind", "key", "n_sum"))):
+        result.setdefault(kind, {})[key] = n
     return result
 
 

@@ -4,7 +4,6 @@ stats.json is built from."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -14,7 +13,6 @@ from conceptual.pipelines.rows import (
     concept_tally,
     duplicate_keys,
     duplicates,
-    mark_duplicates,
     mark_rare,
     outcome_tally,
     rare_concepts,
@@ -91,20 +89,18 @@ def test_the_first_of_each_image_url_or_image_is_kept():
         row("d", "a dog", [], position=4, image_url="u3", image_id=None),
         row("e", None, [], position=0, image_url="u3", stage="text", reason="hashtag"),
     ]
-    candidates = pa.Table.from_pylist(rows, schema=PROCESSED)
-    same_url, same_image = duplicates(duplicate_keys(candidates), by_url=True, by_image=True)
+    keys = duplicate_keys(pa.Table.from_pylist(rows, schema=PROCESSED))
     # b (position 1) comes before a, and e was rejected before: d is the first of u3
-    assert same_url.tolist() == [3] and same_image.tolist() == [2]
-    assert duplicates(duplicate_keys(candidates), by_url=False, by_image=False)[0].size == 0
-
-    out = {r["id"]: r for r in mark_duplicates(candidates, same_url, same_image).to_pylist()}
-    assert [out[i]["reason"] for i in "abcde"] == ["duplicate", None, "duplicate", None, "hashtag"]
-    assert out["a"]["detail"] == "the same image URL as an earlier candidate"
-    assert out["c"]["detail"] == "the same image bytes as an earlier candidate (image_id i2)"
-    assert out["a"]["caption"] is None and out["c"]["stage"] == "deduplicate"
-    assert out["e"]["stage"] == "text"
-    unchanged = mark_duplicates(candidates, np.array([9]), None)
-    assert unchanged.to_pylist() == candidates.to_pylist()
+    found = duplicates(keys, by_url=True, by_image=True)
+    assert found.to_pylist() == [
+        {"position": 2, "same_image": True},
+        {"position": 3, "same_image": False},
+    ]
+    assert duplicates(keys, by_url=True, by_image=False)["position"].to_pylist() == [3]
+    # Without the URL rule, a (i1) repeats nothing and c repeats b's bytes.
+    assert duplicates(keys, by_url=False, by_image=True)["position"].to_pylist() == [2]
+    assert duplicates(keys, by_url=False, by_image=False).num_rows == 0
+    assert duplicates(keys.slice(0, 0), by_url=True, by_image=True).num_rows == 0
 
 
 def test_finalize_rejects_captions_mentioning_a_rare_concept():
