@@ -6,13 +6,14 @@ work). Each works on the rows still in the running and marks those it rejects.
 
 from __future__ import annotations
 
+import posixpath
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from conceptual.errors import failing_as
-from conceptual.pipelines.journal import write_batch
+from conceptual.pipelines.journal import ONE_ROW, batch_name, write_batch
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import Rejection, image_id
 from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
@@ -25,12 +26,13 @@ FETCH_STAGE, IMAGE_STAGE, OVERLAP_STAGE = "fetch", "image", "overlap"
 
 def fetch_images(batch: pa.Table, fetch: FetchConfig, journal=None) -> pa.Table:
     """Download the images of the candidates still in the running that came without one.
-    With a `journal` ((filesystem, directory): pipelines/journal.py), the fetched rows are
-    written there a thread pool's worth at a time, as they come: a run killed meanwhile
-    fetches again only the images that were in flight."""
+    With a `journal` ((filesystem, directory): pipelines/journal.py), each fetched row is
+    written there as it comes, in a file of its own under ONE_ROW, and once the batch is
+    done its rows as one file (their own files then go): a run killed meanwhile fetches
+    again only the images that were in flight."""
     rows = batch.to_pylist()
     todo = [i for i in pending(rows) if rows[i]["image"] is None]
-    finished: list[int] = []
+    written: dict[int, str] = {}  # row index: its own file's path
 
     def fetched(k: int, result) -> None:
         row = rows[todo[k]]
@@ -38,14 +40,18 @@ def fetch_images(batch: pa.Table, fetch: FetchConfig, journal=None) -> pa.Table:
             reject(row, FETCH_STAGE, result.rejection)
         else:
             row["image"] = result.data
-        finished.append(todo[k])
-        if journal is not None and len(finished) >= fetch.threads:
-            write_batch(table([rows[i] for i in finished]), *journal)
-            finished.clear()
+        if journal is not None:
+            filesystem, directory = journal
+            one = table([row])
+            written[todo[k]] = posixpath.join(directory, ONE_ROW, batch_name(one))
+            write_batch(one, filesystem, posixpath.dirname(written[todo[k]]))
 
     Fetcher(fetch).fetch_many([rows[i]["image_url"] for i in todo], on_done=fetched)
-    if journal is not None and finished:
-        write_batch(table([rows[i] for i in finished]), *journal)
+    if written:
+        filesystem, directory = journal
+        write_batch(table([rows[i] for i in sorted(written)]), filesystem, directory)
+        for path in written.values():
+            filesystem.delete_file(path)
     return table(rows)
 
 

@@ -42,6 +42,10 @@ from conceptual.pipelines.readers import (
 RESUME = "_resume"
 FINGERPRINT = "fingerprint.json"
 UNITS = "units"  # units/<unit>: how many rows a read unit holds, written when it is read
+# step-K/one-row/: rows a step journals one at a time as they are done (fetching), until its
+# batch is written whole. Its files sort after the whole batches' (hex names), so a kill
+# between the two leaves a row's own file second, and the scan drops it, not the batch.
+ONE_ROW = "one-row"
 
 
 def fingerprint(input_uri: str, settings: dict[str, Any]) -> dict[str, Any]:

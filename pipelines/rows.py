@@ -285,7 +285,9 @@ def mark_duplicates(batch: pa.Table, found: Positions) -> pa.Table:
 
 
 def gathered(tallies: ray.data.Dataset, tally) -> pa.Table:
-    """Every batch of a dataset of tallies as one table, here (`tally` of no rows if none)."""
+    """Every batch of a dataset of tallies as one table, here (`tally` of no rows if none).
+    Counts per batch are small: combined here, not shuffled (a shuffle's fixed cost, seconds,
+    is more than the counting's)."""
     batches = tallies.iter_batches(batch_size=None, batch_format="pyarrow")
     tables = [t for t in batches if t.num_rows]
     return pa.concat_tables(tables) if tables else tally(PROCESSED.empty_table())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import ipaddress
+import posixpath
 import socket
 import socketserver
 import threading
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -837,3 +839,64 @@ def test_a_busy_host_does_not_hold_up_the_pool(counting):
     results = polite(threads=2, per_host=1).fetch_many([*busy, f"http://localhost:{port}/meet"])
     assert [reason(r) for r in results] == [None] * 5
     assert most["127.0.0.1"] == 1
+
+
+# --- the fetch step's journal (pipelines/journal.py) ---------------------------------------
+
+
+def fetch_batch(server: str, paths: list[str]):
+    from conceptual.pipelines.rows import table
+
+    return table(
+        [
+            {"id": f"r{n}", "position": n, "image_url": f"{server}{path}", "alt_text": "a dog"}
+            for n, path in enumerate(paths)
+        ]
+    )
+
+
+def journal_of(tmp_path):
+    from conceptual.pipelines.journal import Journal
+
+    return Journal.open(str(tmp_path / "out"), {"input": "x"}, steps=1)
+
+
+def test_each_fetched_row_is_journaled_as_it_comes_and_the_batch_once_done(
+    server, tmp_path, monkeypatch
+):
+    from conceptual.pipelines import image_stages
+    from conceptual.pipelines.journal import ONE_ROW, write_batch
+
+    batch = fetch_batch(server, ["/image.jpg?a", "/missing", "/image.png?b", "/image.jpg?c"])
+    settings = FetchConfig(allow_hosts=["127.0.0.1"], backoff_s=0.01, threads=1)
+    journal = journal_of(tmp_path)
+    real = Fetcher.fetch_many
+
+    def killed_after_two(self, urls, on_done):
+        real(self, urls[:2], on_done)  # two answered, then the process dies
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(Fetcher, "fetch_many", killed_after_two)
+    with pytest.raises(SystemExit):
+        image_stages.fetch_images(batch, settings, journal=journal.target(0))
+    # what the kill left: the two answered rows, each in its own file
+    assert journal_of(tmp_path).done[0].tolist() == [0, 1]
+    assert all(f"/{ONE_ROW}/" in path for path in journal_of(tmp_path).files[0])
+
+    monkeypatch.undo()
+    out = image_stages.fetch_images(batch, settings, journal=journal.target(0))
+    assert [r["reason"] for r in out.to_pylist()] == [None, "http_status", None, None]
+    resumed = journal_of(tmp_path)
+    assert resumed.done[0].tolist() == [0, 1, 2, 3]
+    # the batch as one file: the rows' own files went with it (the killed attempt's had
+    # the same names)
+    assert len(resumed.files[0]) == 1 and f"/{ONE_ROW}/" not in resumed.files[0][0]
+
+    # A kill between the batch's file and the deletes leaves a row's own file beside it:
+    # the scan keeps the batch and drops that file.
+    filesystem, directory = journal.target(0)
+    with filesystem.open_input_file(resumed.files[0][0]) as f:
+        row = pq.read_table(f).slice(2, 1)
+    write_batch(row, filesystem, posixpath.join(directory, ONE_ROW))
+    again = journal_of(tmp_path)
+    assert again.files == resumed.files and again.done[0].tolist() == [0, 1, 2, 3]
