@@ -42,9 +42,10 @@ def fetch_images(batch: pa.Table, fetch: FetchConfig, journal=None) -> pa.Table:
             row["image"] = result.data
         if journal is not None:
             filesystem, directory = journal
-            one = table([row])
-            written[todo[k]] = posixpath.join(directory, ONE_ROW, batch_name(one))
-            write_batch(one, filesystem, posixpath.dirname(written[todo[k]]))
+            one, own = table([row]), posixpath.join(directory, ONE_ROW)
+            name = batch_name(one)
+            write_batch(one, filesystem, own, name)
+            written[todo[k]] = posixpath.join(own, name)
 
     Fetcher(fetch).fetch_many([rows[i]["image_url"] for i in todo], on_done=fetched)
     if written:

@@ -159,7 +159,7 @@ def find_duplicates(
     partitions = -(-keys.count() // keys_per_partition)
     if partitions <= 1:
         here = duplicates(gathered(keys, duplicate_keys), by_url, by_image)
-        return {"found": Positions.of([ray.put(here)])}, {}
+        return {"found": Positions.of([ray.put(here)], [span(here)])}, {}
     partitions = max(partitions, int(ray.cluster_resources().get("CPU", 1)))
 
     def flagged(rows: ray.data.Dataset, column: str) -> ray.data.Dataset:
@@ -180,10 +180,11 @@ def find_duplicates(
         keys = flagged(keys.map_batches(with_image, batch_format="pyarrow"), "image")
         found.append(repeats(keys, same_image=True))
     if not found:
-        return {"found": Positions.of([])}, {}
+        return {"found": Positions.of([], [])}, {}
     everything = found[0].union(*found[1:]) if len(found) > 1 else found[0]
-    ordered = everything.sort("position").materialize()
-    return {"found": Positions.of(ordered.to_arrow_refs())}, {}
+    blocks = everything.sort("position").materialize().to_arrow_refs()
+    spans = ray.get([ray.remote(num_cpus=0)(span).remote(block) for block in blocks])
+    return {"found": Positions.of(blocks, spans)}, {}
 
 
 def duplicates(keys: pa.Table, by_url: bool, by_image: bool) -> pa.Table:
@@ -235,9 +236,9 @@ class Positions:
     highs: np.ndarray
 
     @classmethod
-    def of(cls, blocks: list[ray.ObjectRef]) -> Positions:
-        spans = ray.get([_span.remote(block) for block in blocks])
-        listed = [(block, span) for block, span in zip(blocks, spans) if span is not None]
+    def of(cls, blocks: list[ray.ObjectRef], spans: list[tuple[int, int] | None]) -> Positions:
+        """The blocks, each with its `span`; empty ones are left out."""
+        listed = [(block, bounds) for block, bounds in zip(blocks, spans) if bounds is not None]
         lows = np.array([low for _, (low, _) in listed], np.int64)
         highs = np.array([high for _, (_, high) in listed], np.int64)
         if np.any(lows[1:] <= highs[:-1]):
@@ -261,8 +262,7 @@ class Positions:
         return listed, same_image
 
 
-@ray.remote(num_cpus=0)
-def _span(found: pa.Table) -> tuple[int, int] | None:
+def span(found: pa.Table) -> tuple[int, int] | None:
     """The first and last position of a block of DUPLICATES rows (None: it is empty)."""
     if not found.num_rows:
         return None

@@ -14,6 +14,7 @@ from curated_rows import outputs
 from conceptual.config import load
 from conceptual.pipelines.curation import CurationConfig, curate
 from conceptual.pipelines.rows import (
+    Positions,
     duplicate_keys,
     duplicates,
     find_duplicates,
@@ -47,8 +48,9 @@ def candidates(n: int, seed: int = 0) -> pa.Table:
     )
 
 
-def found_by(rows: pa.Table, **settings) -> pa.Table:
-    """The duplicates find_duplicates finds in `rows`, in blocks of 1,000 rows, marked."""
+def found_by(rows: pa.Table, **settings) -> tuple[Positions, pa.Table]:
+    """What find_duplicates finds in `rows` (their keys in blocks of 1,000 rows), and the
+    rows marked by it."""
     keys = ray.data.from_arrow(
         [duplicate_keys(rows.slice(i, 1000)) for i in range(0, rows.num_rows, 1000)]
     )
