@@ -9,8 +9,9 @@ export MLFLOW_DISABLE_TELEMETRY ?= true
 setup:
 	@bash scripts/setup.sh
 
+# DEMO_ARGS: the demo's options, e.g. DEMO_ARGS="--candidates 1000 --port 8001" (--help lists them).
 demo: setup
-	$(PY) -m conceptual_demo
+	$(PY) -m conceptual_demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest -m "not benchmark and not slow" tests

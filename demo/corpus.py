@@ -1295,7 +1295,8 @@ def write_candidates(rows: list[dict], path: str, fmt: str = "tsv") -> None:
 
     fmt:
     - "cc_tsv": the Conceptual Captions format, `alt_text<TAB>image_url`, no header;
-    - "tsv": a header `alt_text<TAB>image_url<TAB>page_url`, then the rows;
+    - "tsv": a header `alt_text<TAB>image_url<TAB>page_url`, then the rows; a `split`
+      column too when rows carry one (the split a curation keeps for them);
     - "jsonl": one JSON object a line with all four keys (None stays null);
     - "parquet": columns alt_text, image_url, page_url, kind (all strings).
     The TSV formats are not quoted (read them with csv.QUOTE_NONE or split on tabs). In
@@ -1322,9 +1323,12 @@ def write_candidates(rows: list[dict], path: str, fmt: str = "tsv") -> None:
             for row in rows:
                 out.write(json.dumps(row) + "\n")
         elif fmt == "tsv":
-            out.write("alt_text\timage_url\tpage_url\n")
+            columns = ["alt_text", "image_url", "page_url"]
+            columns += ["split"] if any("split" in row for row in rows) else []
+            out.write("\t".join(columns) + "\n")
             for row in rows:
-                out.write(f"{tsv_field(row['alt_text'])}\t{row['image_url']}\t{row['page_url']}\n")
+                fields = [tsv_field(row.get(name)) for name in columns]
+                out.write("\t".join(fields) + "\n")
         else:
             for row in rows:
                 out.write(f"{tsv_field(row['alt_text'])}\t{row['image_url']}\n")

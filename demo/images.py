@@ -40,6 +40,7 @@ import csv
 import io
 import itertools
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,8 @@ class Photo:
     subjects: tuple[str, ...]
     settings: tuple[str, ...]
     contexts: tuple[str, ...]
+    # The words by which a caption names this photo's subject (named_scene)
+    names: tuple[str, ...]
 
     def captions(self) -> list[str]:
         """Every combination of the parts, in a fixed order."""
@@ -96,6 +99,7 @@ PHOTOS = (
                   "on a red saucer on the table", "on the counter of a coffee bar"),
         contexts=("in the morning", "in Rome", "at a cafe in Rome on 12 May 2015",
                   "at an espresso bar in Seattle"),
+        names=("espresso", "coffee", "cup"),
     ),
     Photo(
         "chelsea", data.chelsea,
@@ -104,6 +108,7 @@ PHOTOS = (
         settings=("with green eyes", "with long white whiskers", "looking to the side",
                   "with green eyes and a pink nose", "looking into the distance"),
         contexts=("at home", "in Paris", "at home in Cape Town", "on a Sunday afternoon"),
+        names=("cat",),
     ),
     Photo(
         "rocket", data.rocket,
@@ -113,6 +118,7 @@ PHOTOS = (
                   "on the pad before the launch", "under an evening sky"),
         contexts=("at Cape Canaveral", "in Florida", "at Cape Canaveral on 11 February 2015",
                   "in February 2015"),
+        names=("rocket",),
     ),
     Photo(
         "camera", data.camera,
@@ -121,6 +127,7 @@ PHOTOS = (
                   "A man in a black coat behind a tripod"),
         settings=("in a park", "on a lawn", "on the grass", "in a field", "on a sunny day"),
         contexts=("in winter", "in Cambridge", "at MIT in Cambridge", "in black and white"),
+        names=("camera", "tripod", "photographer", "cameraman"),
     ),
     Photo(
         "motorcycle", lambda: data.stereo_motorcycle()[0],
@@ -130,10 +137,21 @@ PHOTOS = (
                   "next to a wooden bench", "in front of a shelf"),
         contexts=("at home", "in Vermont", "in the garage of a house in Vermont",
                   "on a winter evening"),
+        names=("motorcycle", "motorbike"),
     ),
 )
 # fmt: on
 PHOTOS_BY_NAME = {photo.name: photo for photo in PHOTOS}
+
+
+def named_scene(caption: str) -> str | None:
+    """The photo whose subject a caption names (by Photo.names), or None when it names none
+    or two alike ("a cat next to a motorcycle")."""
+    words = re.findall(r"[a-z]+", caption.lower())
+    hits = {photo.name: sum(words.count(name) for name in photo.names) for photo in PHOTOS}
+    best = max(hits.values())
+    named = [name for name, count in hits.items() if count == best]
+    return named[0] if best and len(named) == 1 else None
 
 
 def load_photo(photo: Photo) -> Image.Image:
@@ -263,6 +281,11 @@ VARIANTS: dict[str, Variant] = {
 }
 
 VIEWS = ("good", "mirrored", "zoomed")  # the variants that are good photos
+# The split of each view, stated in the candidates file rather than left to the hash: 15
+# photos are too few for hashed fractions to be sure of a dev set (one run held out 3). Each
+# scene is learned from its photo as it is, chosen on its mirror image and tested on its
+# zoomed view: 5 photos in each split, every scene in each.
+VIEW_SPLITS = {"good": "train", "mirrored": "val", "zoomed": "test"}
 
 SOFT_404_PAGE = (
     b"<!DOCTYPE html>\n<html><head><title>Page not found</title></head>\n"
@@ -462,9 +485,11 @@ def fitting_candidates(catalogue: Catalogue, base_url: str, n: int, seed: int = 
 
 def demo_candidates(catalogue: Catalogue, base_url: str, n: int, seed: int = 0) -> list[dict]:
     """The demo's n rows, shuffled: FITTING_SHARE of fitting pairs (fewer above about 5,000
-    rows, when the pairs run out), and generated web alt-texts with images attached."""
+    rows, when the pairs run out), and generated web alt-texts with images attached; a row
+    whose image is a good view carries that view's split (VIEW_SPLITS)."""
     fitting = fitting_candidates(catalogue, base_url, round(n * FITTING_SHARE), seed)
     rows = attach_images(generate_candidates(n - len(fitting), seed), catalogue, base_url, seed)
     rows += fitting
     random.Random(seed).shuffle(rows)
-    return rows
+    splits = {f"{base_url}/{file.name}": VIEW_SPLITS[file.kind] for file in catalogue.views()}
+    return [{**row, "split": splits.get(row["image_url"])} for row in rows]

@@ -380,6 +380,9 @@ def _parquet_candidates(batch: pa.Table, splits: dict[int, str | None] | None = 
     def pick(names: tuple[str, ...]) -> list:
         return next((columns[n] for n in names if n in columns), [None] * batch.num_rows)
 
+    # Each row's own split: kept by a curation (candidates.candidate checks it), and by the
+    # released dataset as it is, else the one its file's name says.
+    stated = pick(SPLIT_COLUMNS)
     rows = [
         {**candidate(*fields), "position": position}
         for position, *fields in zip(
@@ -388,6 +391,7 @@ def _parquet_candidates(batch: pa.Table, splits: dict[int, str | None] | None = 
             pick(IMAGE_URL_COLUMNS),
             pick(PAGE_URL_COLUMNS),
             pick(IMAGE_COLUMNS),
+            stated if splits is None else [None] * batch.num_rows,
         )
     ]
     if is_labeled(batch.schema):
@@ -396,7 +400,6 @@ def _parquet_candidates(batch: pa.Table, splits: dict[int, str | None] | None = 
             if problem and row["reason"] is None:
                 row.update(stage=READ_STAGE, reason=problem.reason, detail=problem.detail)
     if splits is not None:
-        stated = next((columns[n] for n in SPLIT_COLUMNS if n in columns), [None] * len(rows))
         for row, split in zip(rows, stated):
             row["split"] = str(split) if split else splits.get(row["position"] >> ROW_BITS)
     return pa.Table.from_pylist(rows, schema=IN_FLIGHT)

@@ -13,6 +13,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+REAL_DATA_ABSENT = "real data not present"
 
 
 def real_data_dir() -> Path | None:
@@ -25,8 +26,26 @@ def real_data_dir() -> Path | None:
 def real_data() -> Path:
     path = real_data_dir()
     if path is None:
-        pytest.skip("real data not present (set CONCEPTUAL_REAL_DATA or check out ../shared)")
+        pytest.skip(f"{REAL_DATA_ABSENT} (set CONCEPTUAL_REAL_DATA or check out ../shared)")
     return path
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line at the end of a run that lacked ../shared/data: how many tests it skipped for
+    that, and how to include them, so a partial run is never read as a full one."""
+    absent = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and REAL_DATA_ABSENT in report.longrepr[2]
+    ]
+    if absent:
+        terminalreporter.write_line(
+            f"{len(absent)} tests skipped because the real data is absent: check out "
+            "../shared beside this clone, or set CONCEPTUAL_REAL_DATA=/path/to/shared/data, "
+            "to include them",
+            yellow=True,
+            bold=True,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,8 @@ Formats (by `fmt`, or by the file's name and first line when fmt is "auto"):
 - `cc_tsv`: the released Conceptual Captions format, `alt_text<TAB>image_url`, no header;
 - `tsv` / `csv`: a header that names the alt-text and image URL columns (aliases below);
 - `jsonl`: one JSON object a line.
+Each of these but `cc_tsv` may also carry a `split` column: a row's own split (train, val or
+test; empty: the hash decides) is kept instead of its image's hash (conceptual.splits).
 (Parquet is read by Ray Data directly; see conceptual.pipelines.readers.)
 
 A row that cannot be read is not dropped: it becomes a candidate rejected at stage `read`
@@ -23,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from conceptual.records import Rejection, candidate_id
+from conceptual.splits import stated_split
 
 FORMATS = ("auto", "cc_tsv", "tsv", "csv", "jsonl", "parquet")
 ALT_TEXT_COLUMNS = ("alt_text", "caption", "text")
@@ -80,8 +83,14 @@ def detect_format(name: str, head: bytes) -> str:
 
 
 def candidate(
-    alt_text: Any, image_url: Any, page_url: Any = None, image: bytes | None = None
+    alt_text: Any,
+    image_url: Any,
+    page_url: Any = None,
+    image: bytes | None = None,
+    split: Any = None,
 ) -> dict[str, Any]:
+    """One candidate row; `split`, the file's own split for it (splits.stated_split), keeps
+    it out of the hash."""
     texts = {
         "image_url": _str_or_none(image_url),
         "page_url": _str_or_none(page_url),
@@ -100,6 +109,11 @@ def candidate(
         row.update(stage=READ_STAGE, reason=problem.reason, detail=problem.detail)
     elif not (row["image_url"] or "").strip() and row["image"] is None:
         row.update(stage=READ_STAGE, reason="missing_image_url", detail="no image URL")
+    elif split is not None:
+        try:
+            row["split"] = stated_split(_str_or_none(split))
+        except ValueError as exc:
+            row.update(stage=READ_STAGE, reason="malformed_row", detail=str(exc))
     return row
 
 
@@ -271,15 +285,16 @@ def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[st
         if problem:
             yield unreadable(raw, where, Rejection("malformed_row", problem))
             continue
-        yield candidate(*(fields[i] if i is not None else None for i in columns.values()))
+        yield candidate(**{name: fields[i] for name, i in columns.items() if i is not None})
 
 
 def header_columns(header: list[str], name: str) -> dict[str, int | None]:
-    """Where the alt-text, image URL and page URL are in a header (lowercased names)."""
+    """Where the alt-text, image URL, page URL and split are in a header (lowercased names)."""
     columns = {
         "alt_text": column_index(header, ALT_TEXT_COLUMNS),
         "image_url": column_index(header, IMAGE_URL_COLUMNS),
         "page_url": column_index(header, PAGE_URL_COLUMNS),
+        "split": column_index(header, SPLIT_COLUMNS),
     }
     if columns["alt_text"] is None or columns["image_url"] is None:
         raise CandidateFormatError(
@@ -322,6 +337,7 @@ def _parse_jsonl(data: bytes, name: str) -> Iterator[dict[str, Any]]:
             _first(lowered, ALT_TEXT_COLUMNS),
             _first(lowered, IMAGE_URL_COLUMNS),
             _first(lowered, PAGE_URL_COLUMNS),
+            split=_first(lowered, SPLIT_COLUMNS),
         )
 
 

@@ -97,6 +97,17 @@ def record_score(
     return number
 
 
+def newest_version(name: str = MODEL_NAME) -> ModelVersion | None:
+    """The version of `name` registered last (the highest number); None without one."""
+    try:
+        versions = _client().search_model_versions(f"name = '{name}'")
+    except MlflowException as error:
+        if error.error_code != ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+            raise
+        return None
+    return max(versions, key=lambda version: int(version.version), default=None)
+
+
 def registered_version(model_uri: str) -> ModelVersion | None:
     """The registry version a `models:/name/N` or `models:/name@alias` URI names; None for
     any other URI (a run's artifacts, a local directory), which has no version to tag."""

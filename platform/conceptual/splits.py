@@ -47,6 +47,22 @@ class SplitConfig(Config):
         return self
 
 
+# What a candidate file's `split` column may say, and the split each means: a user's own
+# split (Karpathy's COCO split, a held-out set chosen by hand) is kept instead of the hash.
+STATED = {"train": "train", "val": "val", "validation": "val", "dev": "val", "test": "test"}
+
+
+def stated_split(value: str) -> str | None:
+    """The split a candidate's own `split` field names ("Validation " is "val"); None for an
+    empty field (the image's hash decides); ValueError for any other word."""
+    word = value.strip().lower()
+    if not word:
+        return None
+    if word not in STATED:
+        raise ValueError(f"split {value[:40]!r} is none of {', '.join(STATED)}")
+    return STATED[word]
+
+
 def split_names(split: str) -> list[str]:
     """The names rows of `split` may carry: ["val", "validation"] for either, else [split]."""
     return list(ALIASES.get(split, (split,)))

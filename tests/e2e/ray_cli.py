@@ -9,9 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from waiting import wait_until  # tests/waiting.py
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -60,16 +60,6 @@ class Node:
         self._log.close()
 
 
-def wait_until(ready: Callable[[], bool], timeout: float, what: str, step: float = 1.0) -> float:
-    """Seconds until `ready()` holds; AssertionError naming `what` after `timeout`."""
-    start = time.monotonic()
-    while not ready():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(step)
-    return time.monotonic() - start
-
-
 def start_head(tmp: Path, env: dict[str, str], *args: str) -> tuple[Node, str, int]:
     """A head node with the dashboard on a free port. Returns it, the job submission address
     and the GCS port other nodes join at."""
@@ -96,7 +86,7 @@ def start_head(tmp: Path, env: dict[str, str], *args: str) -> tuple[Node, str, i
         )
         return listed.returncode == 0
 
-    wait_until(answers, 120, f"ray head (log {head.log})", step=2)
+    wait_until(answers, f"ray head (log {head.log})", 120, step_s=2)
     return head, address, gcs
 
 

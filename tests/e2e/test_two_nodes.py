@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ray_cli import BIN, Node, free_port, output_of, ray_env, start_head, submit, wait_until
+from ray_cli import BIN, Node, free_port, output_of, ray_env, start_head, submit
+from waiting import wait_until  # tests/waiting.py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
 
@@ -62,7 +63,7 @@ def tracking_server(tmp_path_factory, s3_endpoint):
         except OSError:
             return False
 
-    wait_until(healthy, 120, "mlflow server")
+    wait_until(healthy, "mlflow server", 120)
     yield url
     os.killpg(server.pid, signal.SIGTERM)
     server.wait(30)
@@ -100,7 +101,7 @@ def cluster(tmp_path_factory, platform_home, s3_endpoint, tracking_server):
         assert node2.alive(), f"node2 exited; see {node2.log}"
         return len(list_nodes(address=address, filters=[("state", "=", "ALIVE")])) == 2
 
-    wait_until(both_up, 120, "two nodes", step=2)
+    wait_until(both_up, "two nodes", 120, step_s=2)
     nodes = {
         "node2" if n.resources_total.get("node2") else "head": n.node_id
         for n in list_nodes(address=address)
@@ -338,8 +339,8 @@ def finished(
         assert status_of(cluster, submission_id) == "RUNNING", f"{fault} after the job ended"
     seconds = wait_until(
         lambda: status_of(cluster, submission_id) in {"SUCCEEDED", "FAILED", "STOPPED"},
-        timeout,
         submission_id,
+        timeout,
     )
     status = status_of(cluster, submission_id)
     print(f"\n{fault or submission_id}: the job ended {status} {seconds:.0f} s later")
@@ -393,7 +394,7 @@ def test_a_killed_nlp_actor_loses_and_repeats_no_candidate(cluster, tmp_path):
         actor = alive_actor(cluster, submission, NLP_ACTOR)
         return actor is not None
 
-    wait_until(nlp_running, 300, "an NLP actor", step=0.5)
+    wait_until(nlp_running, "an NLP actor", 300, step_s=0.5)
     time.sleep(2)  # parsing its first batches
     os.kill(actor.pid, signal.SIGKILL)
     status, log = finished(cluster, submission, f"NLP actor (pid {actor.pid}) killed")
@@ -466,7 +467,7 @@ def test_object_storage_stopped_mid_write_is_retried_to_a_complete_output(
     submission, output, expected = text_job(
         cluster, tmp_path, "s3-restart", 3000, {"AWS_ENDPOINT_URL": endpoint.url}
     )
-    wait_until(first_output_file(output), 300, "the first output file", step=0.1)
+    wait_until(first_output_file(output), "the first output file", 300, step_s=0.1)
     endpoint.stop()
     time.sleep(8)  # a store restarting
     before = endpoint.accepted
@@ -489,7 +490,7 @@ def test_object_storage_that_stays_down_fails_the_job_and_marks_nothing_complete
     endpoint = Endpoint(s3_endpoint)
     env = {"AWS_ENDPOINT_URL": endpoint.url, "CONCEPTUAL_S3_ATTEMPTS": "2"}
     submission, output, _ = text_job(cluster, tmp_path, "s3-down", 3000, env)
-    wait_until(first_output_file(output), 300, "the first output file", step=0.1)
+    wait_until(first_output_file(output), "the first output file", 300, step_s=0.1)
     endpoint.stop()
     status, log = finished(cluster, submission, "S3 endpoint down for good")
     print(next(line for line in log.splitlines() if line.startswith("error:")))
@@ -504,9 +505,9 @@ def test_the_second_node_dying_mid_run_loses_and_repeats_no_candidate(cluster, t
     submission, output, expected = text_job(cluster, tmp_path, "node-kill", 6000)
     wait_until(
         lambda: alive_actor(cluster, submission, NLP_ACTOR, "node2") is not None,
-        300,
         "an NLP actor on node2",
-        step=0.5,
+        300,
+        step_s=0.5,
     )
     time.sleep(2)
     os.kill(raylet_pid(cluster["node2_port"]), signal.SIGKILL)

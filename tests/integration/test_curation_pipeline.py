@@ -15,6 +15,7 @@ import pytest
 from conceptual import storage
 from conceptual.candidates import CandidateFormatError
 from conceptual.pipelines.curation import CurationConfig, curate, run
+from conceptual.records import candidate_id
 from conceptual.storage import SUCCESS
 from conceptual_demo.corpus import generate_candidates, write_candidates
 
@@ -36,6 +37,8 @@ def read_table(uri: str):
 @pytest.fixture(scope="module")
 def curated_run(ray_local, tmp_path_factory):
     rows = generate_candidates(400, seed=7)
+    # Half the JSONL rows state their split (as a user's own split would): kept, not hashed.
+    rows[250::2] = [{**row, "split": "test"} for row in rows[250::2]]
     local = tmp_path_factory.mktemp("cands")
     write_candidates(rows[:250], str(local / "part-0.tsv"), fmt="cc_tsv")
     write_candidates(rows[250:], str(local / "part-1.jsonl"), fmt="jsonl")
@@ -73,6 +76,17 @@ def test_every_candidate_lands_exactly_once(curated_run):
     )
     rejected_total = sum(n for reasons in stats["rejected"].values() for n in reasons.values())
     assert stats["input"] == stats["kept"] + rejected_total
+
+
+def test_a_stated_split_is_kept(curated_run):
+    stated = {
+        candidate_id(r["image_url"], r["alt_text"]) for r in curated_run["rows"] if "split" in r
+    }
+    curated = read_table(storage.join(curated_run["output"], "curated"))
+    kept = [r["split"] for r in curated if r["id"] in stated]
+    assert kept and set(kept) == {"test"}
+    hashed = [r["split"] for r in curated if r["id"] not in stated]
+    assert hashed.count("train") > hashed.count("test")  # the hash's 0.9/0.05/0.05
 
 
 def _duplicate_pairs(rows) -> int:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import io
 import random
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,9 +20,11 @@ import pytest
 import uvicorn
 from PIL import Image
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from waiting import wait_until  # tests/waiting.py
 
 from conceptual.rating.page import rating_app
 from conceptual.rating.store import RatingStore
@@ -59,10 +60,8 @@ def serving(tasks: TaskSet, db: str, port: int) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the page did not start"
-        time.sleep(0.05)
+    wait_until(lambda: server.started or not thread.is_alive(), "the page to start", 20, 0.05)
+    assert server.started, "the page's server stopped before it started"
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -90,20 +89,40 @@ def shown_item(driver) -> str | None:
     return found[0].get_attribute("value") if found else None
 
 
-def press(driver, *keys: str) -> None:
-    """Keys typed on the page (not into a field), then wait for the next page to load."""
+def stale(element) -> bool:
+    """Whether `element` is gone: its page was replaced by the next one."""
+    try:
+        element.is_displayed()
+    except StaleElementReferenceException:
+        return True
+    return False
+
+
+def submit(driver, act: Callable[[], object], what: str) -> None:
+    """`act` (a click or keys that send a form), then wait until the next page has replaced
+    this one and loaded. Every action that leads to a new page goes through here: a click or
+    a key returns before the page it asked for arrives, so a read right after it can find
+    the old page's element as it goes stale."""
     before = driver.find_element(By.TAG_NAME, "html")
+    act()
+    wait_until(lambda: stale(before), f"{what} to bring the next page", 10, step_s=0.05)
+    wait_until(
+        lambda: driver.execute_script("return document.readyState") == "complete",
+        f"the page after {what} to load",
+        10,
+        step_s=0.05,
+    )
+
+
+def press(driver, *keys: str) -> None:
+    """Keys typed on the page (not into a field), the last one sending its form."""
     body = driver.find_element(By.TAG_NAME, "body")
-    for key in keys:
-        body.send_keys(key)
-    deadline = time.monotonic() + 10
-    while True:  # the old page's element goes stale once the next page replaces it
-        try:
-            before.is_displayed()
-        except Exception:
-            return
-        assert time.monotonic() < deadline, f"{keys} did not submit"
-        time.sleep(0.05)
+    submit(driver, lambda: [body.send_keys(key) for key in keys], f"the keys {keys}")
+
+
+def click(driver, element_id: str) -> None:
+    """A click on the element with `element_id`, which sends its form."""
+    submit(driver, driver.find_element(By.ID, element_id).click, f"a click on #{element_id}")
 
 
 def sign_in(driver, base: str, name: str) -> None:
@@ -111,7 +130,7 @@ def sign_in(driver, base: str, name: str) -> None:
     field = driver.find_element(By.ID, "rater")
     field.clear()
     field.send_keys(name)
-    driver.find_element(By.ID, "start").click()
+    click(driver, "start")
     driver.find_element(By.ID, "progress")
 
 
@@ -135,7 +154,7 @@ def test_a_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
         assert "0 answered, 3 left for you" in driver.find_element(By.ID, "progress").text
         press(driver, "g")  # GOOD by keyboard
         assert shown_item(driver) == order[1]
-        driver.find_element(By.ID, "bad").click()  # BAD by mouse
+        click(driver, "bad")  # BAD by mouse
         assert shown_item(driver) == order[2]
         press(driver, "u")  # undo: the second item again
         assert shown_item(driver) == order[1]

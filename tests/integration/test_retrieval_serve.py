@@ -14,9 +14,7 @@ import json
 import re
 import tempfile
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -32,6 +30,7 @@ import yaml
 from audio_bombs import flac_declaring, loud_float_wav, opus, wav_declaring  # tests/
 from PIL import Image
 from ray import serve
+from waiting import WAIT_S, wait_until  # tests/waiting.py
 
 from conceptual import registry
 from conceptual.jobs import build_index as build_index_job
@@ -78,7 +77,6 @@ TINY = {
     "dropout": 0.0,
 }
 MAX_AUDIO_S = 2.0
-WAIT_S = 90
 
 
 def jpeg(name: str) -> bytes:
@@ -181,14 +179,6 @@ def client(ray_local, models, free_port):
     with httpx.Client(base_url=url, timeout=60) as http:
         yield http
     serve.shutdown()
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {WAIT_S} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def statuses(client: httpx.Client) -> dict[str, dict]:

@@ -24,7 +24,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -36,6 +35,7 @@ import yaml
 from PIL import Image
 from ray import serve
 from ray.serve.schema import ApplicationStatus, ServeDeploySchema
+from waiting import WAIT_S, wait_until  # tests/waiting.py
 
 from conceptual import registry
 from conceptual.models.inference import max_decoded_pixels
@@ -62,7 +62,6 @@ ZH_CAPTION = "一只 狗 在 草地 上 跑"
 ZH_SEED = 1  # an untrained model's beams: this seed's are not empty on the coffee photo
 MAX_BODY = 1 << 20
 EVAL_SET = "val"
-WAIT_S = 90  # upper bound on waiting for replicas to load or switch a model
 BODY_TIMEOUT_S = 6.0  # short, so that the slow-upload tests run in seconds
 
 
@@ -113,14 +112,6 @@ def ready(client, versions, name):
         registry.promote_if_better(versions[0], 0.1, EVAL_SET, name=name)
     wait_until(lambda: client.get("/readyz").status_code == 200, "the champion to load")
     return client
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {WAIT_S} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def photo(name: str) -> Image.Image:

@@ -124,3 +124,20 @@ def test_a_stray_csv_quote_loses_only_its_own_line(cow):
 def test_compressed_names_are_detected_by_the_inner_suffix():
     assert detect_format("part-0.jsonl.gz", b"") == "jsonl"
     assert detect_format("part-0.csv.zst", b"") == "csv"
+
+
+def test_a_stated_split_is_kept_in_every_format_with_columns():
+    """A file's own split (Karpathy's, a hand-picked test set) is read as the split's name;
+    an empty field leaves it to the hash; a word that names no split rejects its row."""
+    tsv = (
+        b"alt_text\timage_url\tsplit\nA dog\thttp://x.test/1.jpg\tValidation\n"
+        b"A cat\thttp://x.test/2.jpg\t\nA cow\thttp://x.test/3.jpg\tholdout\n"
+    )
+    csv = b"caption,url,split\nA dog,http://x.test/1.jpg, dev \nA cat,http://x.test/2.jpg,test\n"
+    jsonl = b'{"caption": "A dog", "url": "http://x.test/1.jpg", "split": "train"}\n'
+    assert [r.get("split") for r in rows(tsv)] == ["val", None, None]
+    assert rows(tsv)[2]["reason"] == "malformed_row"
+    assert "'holdout' is none of train, val" in rows(tsv)[2]["detail"]
+    assert [r["split"] for r in rows(csv, "c.csv")] == ["val", "test"]
+    assert [r["split"] for r in rows(jsonl, "c.jsonl")] == ["train"]
+    assert "split" not in rows(b"A dog\thttp://x.test/1.jpg\n")[0]  # cc_tsv has no column
