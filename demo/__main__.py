@@ -76,6 +76,8 @@ TRAINING = [
 EPOCHS = 8
 # The demo's registered model: its versions and champion are the demo's alone.
 MODEL_NAME = "demo-captioner"
+# The demo's folders under <home>/demo are its own, also those an older version wrote.
+OWN_FOLDER = "--into-existing"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +126,7 @@ def curate_demo(catalogue: Catalogue, root: Path, n: int, seed: int) -> int:
                 str(candidates.parent),
                 "--output",
                 str(root / "curated"),
+                OWN_FOLDER,
                 "entity_frequency.more_than=3",
                 # The demo's few dozen photos stand behind thousands of candidates on purpose
                 # (it has no crawl to draw from): keeping each photo once would leave too few
@@ -141,7 +144,7 @@ def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> str | None:
     when a step failed (it printed why)."""
     features_uri = str(root / "features")
     print("\ndemo: features of the kept images")
-    if features.main(["--data", str(root / "curated"), "--output", features_uri]):
+    if features.main(["--data", str(root / "curated"), "--output", features_uri, OWN_FOLDER]):
         return None
     print(f"\ndemo: a short training run, registered as a version of {MODEL_NAME!r}")
     before = registry.newest_version(MODEL_NAME)
@@ -194,7 +197,7 @@ def speech_demo(root: Path) -> int:
     where the clips went."""
     print("\ndemo: spoken captions of the curated captions (espeak-ng, 16 kHz FLAC)")
     return synthesize_speech.main(
-        ["--input", str(root / "curated"), "--output", str(root / "speech")]
+        ["--input", str(root / "curated"), "--output", str(root / "speech"), OWN_FOLDER]
     )
 
 

@@ -3,8 +3,10 @@
 job gives its data, here once so that a new job cannot forget them:
 
 - JobParser (every job's parser) refuses an output (`type=output`) that is, holds or lies
-  inside an input (`type=location`), with an `error:` line and exit code 2, before anything
-  is read, deleted or started;
+  inside an input (`type=location`), or a folder holding files no job of this platform
+  wrote (storage.claim_output; `--into-existing` writes there anyway, and a job replaces
+  only the parts it writes), with an `error:` line and exit code 2, before anything is
+  read, deleted or started;
 - JobParser checks the keys of `key=value` overrides and of `--config` against the shipped
   configs/<name>.yaml (`keys=`; the data jobs' add_data_arguments sets it) before the job
   imports its pipeline: `error: ... epoch: unknown key, did you mean epochs?` at once; the
@@ -116,6 +118,24 @@ class JobParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.keys = keys
 
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """As argparse's; a job that has an output also gets `--into-existing`."""
+        action = super().add_argument(*args, **kwargs)
+        if kwargs.get("type") is output:
+            self.writes_output()
+        return action
+
+    def writes_output(self) -> None:
+        """`--into-existing`, for a job whose output is named elsewhere than by `type=output`
+        (the pipeline's `output=` key); it then claims it with claim_output itself."""
+        if "into_existing" not in {action.dest for action in self._actions}:
+            super().add_argument(
+                "--into-existing",
+                action="store_true",
+                help="write into an output folder that holds other files (only the job's own "
+                "parts are replaced); refused without it",
+            )
+
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         namespace, extra = super().parse_known_args(args, namespace)
         if self.keys and isinstance(getattr(namespace, "overrides", None), list):
@@ -136,11 +156,13 @@ class JobParser(argparse.ArgumentParser):
             for i, one in enumerate(v for v in values if isinstance(v, str)):
                 key = name if len(values) == 1 else f"{name} #{i + 1}"
                 (outputs if action.type is output else inputs)[key] = one
-        if outputs and inputs:
-            from conceptual.storage import StorageError, refuse_overlap
+        if outputs:
+            from conceptual.storage import StorageError, claim_output, refuse_overlap
 
             try:
                 refuse_overlap(outputs, inputs)
+                for uri in outputs.values():
+                    claim_output(uri, self.prog, namespace.into_existing)
             except StorageError as exc:
                 raise Stopped(exc) from None
         return namespace, extra

@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         keys="pipeline.yaml",
     )
     parser.add_argument("--config", type=location, help="YAML (configs/pipeline.yaml)")
+    parser.writes_output()
     add_common(parser, "e.g. input=URI output=URI train.epochs=5 stages=[curate,features]")
     args = parser.parse_args(argv)
     from conceptual.candidates import CandidateFormatError
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.paths import user_path
     from conceptual.pipelines.pipeline import PipelineConfig, PipelineStopped, check_stages, run
     from conceptual.runtime import init_ray, require_shared
-    from conceptual.storage import StorageError, refuse_overlap
+    from conceptual.storage import StorageError, claim_output, refuse_overlap
 
     refused = (ConfigError, CandidateFormatError, StorageError, ValueError)
     with job_run("pipeline", args.verbose, refused, failed=(PipelineStopped,)) as log:
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         check_stages(config)  # before Ray starts
         # Each stage clears and rewrites its folder under output: not the input's.
         refuse_overlap({"output": config.output}, {"input": config.input})
+        if config.output:
+            claim_output(config.output, parser.prog, args.into_existing)
         init_ray()
         require_shared({"input": config.input, "output": config.output})
         result = run(config)

@@ -154,6 +154,44 @@ def refuse_overlap(outputs: dict[str, str | None], inputs: dict[str, str | None]
                 )
 
 
+# Marks a folder as a job's output: a job clears and rewrites the parts it writes there, and
+# only in a folder that holds this file (or was empty) unless told otherwise.
+OWNER = "_conceptual_output.json"
+INTO_EXISTING = "--into-existing"  # the option that lets a job write into a foreign folder
+
+
+class ForeignOutputError(StorageError):
+    """An output folder that holds files no job of this platform wrote."""
+
+
+def claim_output(uri: str, job: str, into_existing: bool = False) -> None:
+    """Make `uri` a job's output before the job writes anything. A new or empty folder, or
+    one a job of this platform wrote (it holds OWNER), is marked and used; one holding
+    anything else is refused (ForeignOutputError naming it and what it holds) unless
+    `into_existing`: the job then writes there, and a job only ever removes the parts it
+    writes itself, so the folder's other files stay."""
+    fs, path = resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.File:
+        raise ForeignOutputError(f"{redact(uri)} is a file: a job's output is a folder")
+    if info.type == pafs.FileType.Directory:
+        if fs.get_file_info(posixpath.join(path, OWNER)).type == pafs.FileType.File:
+            return
+        held = sorted(
+            posixpath.basename(entry.path.rstrip("/"))
+            + ("/" if entry.type == pafs.FileType.Directory else "")
+            for entry in fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        )
+        if held and not into_existing:
+            shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            raise ForeignOutputError(
+                f"{redact(uri)} holds files no job of this platform wrote ({shown}): give a "
+                f"new or empty folder, or {INTO_EXISTING} to write into it anyway (a job "
+                "replaces only the parts it writes, and the rest stays)"
+            )
+    write_json(join(uri, OWNER), {"job": job})
+
+
 def join(uri: str, *parts: str) -> str:
     if is_remote(uri) or uri.startswith("file://"):
         return posixpath.join(uri.rstrip("/"), *parts)

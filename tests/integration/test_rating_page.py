@@ -12,6 +12,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import uvicorn
 from PIL import Image
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -89,29 +90,27 @@ def shown_item(driver) -> str | None:
     return found[0].get_attribute("value") if found else None
 
 
-def stale(element) -> bool:
-    """Whether `element` is gone: its page was replaced by the next one."""
-    try:
-        element.is_displayed()
-    except StaleElementReferenceException:
-        return True
-    return False
-
-
 def submit(driver, act: Callable[[], object], what: str) -> None:
     """`act` (a click or keys that send a form), then wait until the next page has replaced
     this one and loaded. Every action that leads to a new page goes through here: a click or
     a key returns before the page it asked for arrives, so a read right after it can find
-    the old page's element as it goes stale."""
-    before = driver.find_element(By.TAG_NAME, "html")
+    the old page's element as it goes stale. The old page is told apart by a mark on its
+    window (a new document gets a new one), not by an element, which a vanishing page
+    reports in more ways than one."""
+    mark = uuid.uuid4().hex
+    driver.execute_script("window.pageMark = arguments[0]", mark)
     act()
-    wait_until(lambda: stale(before), f"{what} to bring the next page", 10, step_s=0.05)
-    wait_until(
-        lambda: driver.execute_script("return document.readyState") == "complete",
-        f"the page after {what} to load",
-        10,
-        step_s=0.05,
-    )
+
+    def arrived() -> bool:
+        try:
+            return driver.execute_script(
+                "return document.readyState === 'complete' && window.pageMark !== arguments[0]",
+                mark,
+            )
+        except WebDriverException:  # the old page unloading under the script
+            return False
+
+    wait_until(arrived, f"{what} to bring the next page", 10, step_s=0.05)
 
 
 def press(driver, *keys: str) -> None:

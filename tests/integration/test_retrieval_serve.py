@@ -14,6 +14,7 @@ import json
 import re
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import skimage.data
 import soundfile
 import torch
 import yaml
-from audio_bombs import flac_declaring, loud_float_wav, opus, wav_declaring  # tests/
+from audio_bombs import flac_declaring, id3_chain, loud_float_wav, opus, wav_declaring  # tests/
 from PIL import Image
 from ray import serve
 from waiting import WAIT_S, wait_until  # tests/waiting.py
@@ -416,6 +417,21 @@ def test_bad_queries_get_a_clear_json_error(ready, route, request_args, status, 
     assert error_code(response) == code
     message = response.json()["error"]["message"]
     assert message and "Error" not in message
+
+
+@pytest.mark.parametrize("tags", [990, 5000])
+def test_a_chain_of_id3_tags_is_refused_at_once_and_holds_up_no_query(ready, tags):
+    """2 MiB of chained empty ID3 tags (990 of them, then zeros), or 5,000 of them: 400
+    bad_audio within a second (it cost 8 s and 1.8 GB, or a 503, when followed by
+    recursion), and the query sent right behind it is answered as fast."""
+    started = time.monotonic()
+    response = ready.post("/v1/search/images", content=id3_chain(tags, 2 << 20),
+                          headers={"content-type": "audio/mpeg"})  # fmt: skip
+    refused_s = time.monotonic() - started
+    assert (response.status_code, error_code(response)) == (400, "bad_audio"), response.text
+    started = time.monotonic()
+    assert ready.post("/v1/search/images", json={"text": "a cat"}).status_code == 200
+    assert refused_s < 1.0 and time.monotonic() - started < 1.0
 
 
 def test_a_query_far_outside_one_gets_numbers_for_scores(ready):

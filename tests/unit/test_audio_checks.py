@@ -5,12 +5,14 @@ with their reason, and honest WAV, FLAC and MP3 pass."""
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
 from audio_bombs import (  # tests/audio_bombs.py
     encoded,
     flac_declaring,
+    id3_chain,
     loud_float_wav,
     opus,
     tone,
@@ -106,3 +108,27 @@ def test_the_longest_allowed_audio_decodes_fast():
     started = time.perf_counter()
     decode_checked(wav(stereo, 48_000), MAX_SECONDS, "audio/wav")
     assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [id3_chain(990, 2 << 20), id3_chain(5000), id3_chain(209_715)],
+    ids=["990 tags in 2 MiB", "5,000 tags", "2 MiB of tags"],
+)
+def test_a_chain_of_id3_tags_is_refused_fast_and_small(data):
+    """Chained ID3 tags are followed over a view, not by recursion over copies: refused
+    as bad_audio within a second and a few MB, however many the bytes hold."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        assert refusal(data, "audio/mpeg") == "bad_audio"
+        seconds, (_, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert seconds < 1.0 and peak < 100e6, (seconds, peak)
+
+
+def test_an_mp3_behind_two_id3_tags_still_decodes():
+    mp3 = encoded(tone(1.0), format="MP3")
+    tagged = b"ID3\x04\x00\x00\x00\x00\x00\x05" + b"TIT2\x00" + id3_chain(1) + mp3
+    assert len(decode_checked(tagged, MAX_SECONDS, "audio/mpeg")) > 0.9 * SAMPLE_RATE

@@ -156,6 +156,71 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
             assert path.stem in WRITERS, f"{path.name} writes a folder: add it to WRITERS"
 
 
+# --- 46: a job writes only its own files ----------------------------------------------------
+
+
+def foreign_folder(tmp_path: Path) -> Path:
+    out = tmp_path / "precious"
+    (out / "sub").mkdir(parents=True)
+    (out / "thesis.txt").write_text("four years of work")
+    (out / "sub" / "data.csv").write_text("a,b\n1,2\n")
+    return out
+
+
+def untouched(out: Path) -> bool:
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    return files == ["sub", "sub/data.csv", "thesis.txt"] and (
+        (out / "thesis.txt").read_text() == "four years of work"
+        and (out / "sub" / "data.csv").read_text() == "a,b\n1,2\n"
+    )
+
+
+@pytest.mark.parametrize("job", WRITERS)
+def test_every_job_refuses_a_folder_it_did_not_write(job, tmp_path, home, capsys, ray_starts):
+    """`rating_tasks --output precious/` once replaced the folder's files with its task set:
+    every job now refuses a folder holding files no job wrote, naming it and the option that
+    allows it, and leaves it as it was."""
+    (tmp_path / "in").mkdir()
+    out = foreign_folder(tmp_path)
+    module = importlib.import_module(f"conceptual.jobs.{job}")
+    assert module.main(WRITERS[job](str(tmp_path / "in"), str(out))) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"^error: .*holds files no job of this platform wrote", err, re.M), err
+    assert str(out) in err and "(sub/, thesis.txt)" in err and "--into-existing" in err
+    assert untouched(out) and not _ray_started(ray_starts)
+
+
+def test_a_new_empty_or_own_folder_is_claimed(tmp_path):
+    storage.claim_output(str(tmp_path / "new"), "job")
+    (tmp_path / "empty").mkdir()
+    storage.claim_output(str(tmp_path / "empty"), "job")
+    (tmp_path / "new" / "part-0.parquet").write_bytes(b"written by the job")
+    storage.claim_output(str(tmp_path / "new"), "job")  # a rerun into its own output
+    assert (tmp_path / "empty" / storage.OWNER).is_file()
+    with pytest.raises(storage.ForeignOutputError, match="is a file"):
+        storage.claim_output(str(tmp_path / "new" / "part-0.parquet"), "job")
+
+
+def test_a_task_set_written_into_an_existing_folder_replaces_only_its_own_files(tmp_path):
+    """`rating_tasks --into-existing`: the task set goes beside the folder's files (it once
+    deleted the folder first), and a second one replaces the first."""
+    import random
+
+    from conceptual.rating.tasks import ITEMS, MANIFEST, new_task_set, read_task_set
+
+    out = foreign_folder(tmp_path)
+    storage.claim_output(str(out), "rating_tasks", into_existing=True)
+    items = [{"item_id": f"i{n}", "approach": "model", "text": "a cat", "image": b"jpeg",
+              "image_id": None, "source_id": f"r{n}", "results": None} for n in range(2)]  # fmt: skip
+    for n in (2, 1):
+        tasks = new_task_set("caption_quality", items[:n], 3, 0, {}, random.Random(0))
+        tasks.write(str(out))
+    assert len(read_task_set(str(out)).items) == 1
+    for name in (storage.OWNER, ITEMS, MANIFEST, storage.SUCCESS):
+        (out / name).unlink()
+    assert untouched(out)
+
+
 @pytest.mark.parametrize(
     ("a", "b", "expected"),
     [

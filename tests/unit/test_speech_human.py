@@ -4,10 +4,11 @@ clip per image, on the image's first caption, in the same record shape as synthe
 from __future__ import annotations
 
 import csv
+import resource
 import shutil
 
 import pyarrow.parquet as pq
-from audio_bombs import opus  # tests/audio_bombs.py
+from audio_bombs import id3_chain, opus  # tests/audio_bombs.py
 
 from conceptual.importers import ImportConfig, csv_pairs, write_import
 from conceptual.records import CLIP, image_id
@@ -87,6 +88,22 @@ def test_recordings_are_checked_before_decoding(real_data, tmp_path):
     )
     speech = report["speech"]
     assert (speech["clips"], speech["too_long_clip"], speech["unreadable_clip"]) == (0, 2, 1)
+
+
+def test_a_chain_of_id3_tags_is_an_unreadable_clip_not_a_crash(real_data, tmp_path):
+    """2 MiB of chained ID3 tags named .mp3 (2.18 GB and a crash when followed by
+    recursion): counted as unreadable, the other clips imported, memory barely moved."""
+    folder, names = small_folder(real_data, tmp_path)
+    (folder / "speech_gtts" / f"{names[0].rsplit('.', 1)[0]}.mp3").write_bytes(
+        id3_chain(990, 2 << 20)
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    report = write_import(
+        csv_pairs(folder), str(tmp_path / "out"), ImportConfig(curated=True), speech_step(folder)
+    )
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert (report["speech"]["clips"], report["speech"]["unreadable_clip"]) == (2, 1)
+    assert grown_mb < 100, f"the process's peak grew by {grown_mb:.0f} MB"
 
 
 def test_a_clip_keeps_its_records_image_id_and_hashes_the_image_only_without_one():

@@ -151,8 +151,10 @@ class TaskSet:
         return {item["item_id"]: item for item in self.items}
 
     def write(self, uri: str) -> None:
-        """Into the folder `uri` (cleared first; the marker last)."""
-        storage.delete(uri)
+        """Into the folder `uri` (the marker last), replacing a task set written there before
+        and nothing else."""
+        for name in (storage.SUCCESS, ITEMS, MANIFEST):
+            storage.delete(storage.join(uri, name))
         buffer = io.BytesIO()
         pq.write_table(pa.Table.from_pylist(self.items, schema=ITEM), buffer)
         storage.write_bytes(storage.join(uri, ITEMS), buffer.getvalue())

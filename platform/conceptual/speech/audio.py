@@ -81,27 +81,59 @@ class AudioHeader:
     rate: int
     channels: int
     frames: int  # as the header declares (an estimate for MP3)
+    start: int = 0  # where the audio starts, after its ID3 tags (id3_end)
 
 
-def sniff(data: bytes) -> str | None:
-    """The container its first bytes say the audio is in (WAV, FLAC, MP3), or None."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+# ID3v2 tags chained before the audio: an MP3 has one, rarely two (a tagger that prepended a
+# new one); past this many the bytes are refused unread, since each costs a step and a
+# 2 MiB body holds 200,000 empty ones.
+MAX_ID3_TAGS = 4
+
+
+def id3_end(data: bytes) -> int:
+    """Where the audio starts after the ID3v2 tags chained before it (0 without any), by
+    their declared sizes over a view of the bytes (nothing is copied); AudioRefused
+    ("bad_audio") past MAX_ID3_TAGS of them."""
+    view, offset, tags = memoryview(data), 0, 0
+    while bytes(view[offset : offset + 3]) == b"ID3" and len(view) - offset >= 10:
+        tags += 1
+        if tags > MAX_ID3_TAGS:
+            raise AudioRefused("bad_audio", f"more than {MAX_ID3_TAGS} ID3 tags before the audio")
+        header = bytes(view[offset : offset + 10])
+        size = int.from_bytes(bytes(b & 0x7F for b in header[6:10]), "big")  # 7 bits a byte
+        footer = 10 if header[5] & 0x10 else 0  # ID3v2.4's footer flag
+        offset += 10 + size + footer
+    return min(offset, len(data))
+
+
+def sniff(data: bytes, start: int = 0) -> str | None:
+    """The container the bytes from `start` (id3_end) say the audio is in (WAV, FLAC, MP3),
+    or None; after ID3 tags, MP3 unless they say another."""
+    head = bytes(memoryview(data)[start : start + 12])
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         return "WAV"
-    if data[:3] == b"ID3" and len(data) >= 10:  # an ID3v2 tag, then FLAC or MPEG frames
-        size = int.from_bytes(bytes(b & 0x7F for b in data[6:10]), "big")  # 7 bits a byte
-        return sniff(data[10 + size :]) or "MP3"
-    if data[:4] == b"fLaC":
+    if head[:4] == b"fLaC":
         return "FLAC"
-    if len(data) >= 2 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0:  # MPEG frame sync
+    if len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0:  # MPEG frame sync
         return "MP3"
-    return None
+    return "MP3" if start else None  # tags, then frames libsndfile will look for
 
 
 def check_header(data: bytes, max_seconds: float, media_type: str | None = None) -> AudioHeader:
     """The header of WAV, FLAC or MP3 bytes, read without decoding; AudioRefused when the
     container is another (or not the one `media_type` names), or the sample rate, channel
     count or length is outside what is decoded."""
-    container = sniff(data)
+    try:
+        return _check_header(data, max_seconds, media_type)
+    except AudioRefused:
+        raise
+    except Exception as error:  # whatever the bytes make a library raise is the bytes' fault
+        raise AudioRefused("bad_audio", "the audio cannot be read") from error
+
+
+def _check_header(data: bytes, max_seconds: float, media_type: str | None) -> AudioHeader:
+    start = id3_end(data)
+    container = sniff(data, start)
     if container is None:
         raise AudioRefused("unsupported_format", "the audio is not WAV, FLAC or MP3")
     expected = MEDIA_TYPES.get(media_type or "")
@@ -110,7 +142,7 @@ def check_header(data: bytes, max_seconds: float, media_type: str | None = None)
             "format_mismatch", f"the audio is {container}, not the {expected} its type says"
         )
     try:
-        info = soundfile.info(io.BytesIO(data))
+        info = soundfile.info(audio_file(data, start))
     except Exception as error:  # libsndfile refuses the header
         raise AudioRefused("bad_audio", f"the {container} header cannot be read") from error
     if info.format not in CONTAINERS[container]:
@@ -121,7 +153,13 @@ def check_header(data: bytes, max_seconds: float, media_type: str | None = None)
         raise AudioRefused("too_many_channels", f"the audio may have {MAX_CHANNELS} channels")
     if info.frames > max_seconds * info.samplerate:
         raise AudioRefused("too_long", f"the audio is longer than {max_seconds:g} s")
-    return AudioHeader(container, info.samplerate, info.channels, info.frames)
+    return AudioHeader(container, info.samplerate, info.channels, info.frames, start)
+
+
+def audio_file(data: bytes, start: int) -> io.BytesIO:
+    """The audio from `start` as a file for libsndfile, which skips one ID3 tag but not a
+    chain of them: the tags are left behind."""
+    return io.BytesIO(memoryview(data)[start:])
 
 
 def decode_checked(
@@ -138,7 +176,7 @@ def decode_checked(
     max_frames = int(max_seconds * header.rate)
     blocks, frames = [], 0
     try:
-        with soundfile.SoundFile(io.BytesIO(data)) as sound:
+        with soundfile.SoundFile(audio_file(data, header.start)) as sound:
             while frames <= max_frames:
                 if time.monotonic() - started > deadline_s:
                     raise AudioRefused("decode_timeout", f"decoding took over {deadline_s:g} s")
@@ -147,7 +185,9 @@ def decode_checked(
                     break
                 blocks.append(block.mean(axis=1))
                 frames += len(block)
-    except RuntimeError as error:  # soundfile's LibsndfileError
+    except AudioRefused:
+        raise
+    except Exception as error:  # soundfile's LibsndfileError, or whatever the bytes provoke
         raise AudioRefused("bad_audio", f"the {header.container} data cannot be decoded") from error
     if frames > max_frames:  # the header understated the length
         raise AudioRefused("too_long", f"the audio is longer than {max_seconds:g} s")
