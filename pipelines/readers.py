@@ -13,9 +13,10 @@ be entered at a byte offset.
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -42,11 +43,17 @@ from conceptual.candidates import (
     header_columns,
     parse,
     split_of_name,
+    unreadable,
 )
-from conceptual.records import IN_FLIGHT
+from conceptual.records import IN_FLIGHT, Rejection
 
 HEAD_BYTES = 65536
-STREAM_BYTES = 32 << 20  # of a compressed file's content, parsed at a time
+STREAM_BYTES = 8 << 20  # of a compressed file's content, parsed at a time
+# A line of a compressed file longer than this is rejected (`too_long`) as it streams past,
+# never held whole: a 0.5 MB gzip can hold a 512 MiB line. Far above any row's fields,
+# whose texts are capped at MAX_STORED_CHARS characters each.
+MAX_LINE_BYTES = 4 << 20
+ROWS_PER_TABLE = 8192  # the rows parsed into one table: a piece of short lines holds 100,000s
 MAX_WHOLE_BYTES = 1 << 30  # a compressed CSV's content, which is read whole
 # A row's `position`: its read unit (a byte range or a row group) in the high bits, its row
 # there in the low ones. Stable across runs of the same input and settings.
@@ -205,35 +212,52 @@ def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int,
 
 
 def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=False):
-    """The candidates of some byte ranges (or whole files), as tables of at most about
-    STREAM_BYTES of input each; with `units`, (filesystem, directory), each range's row count
-    is recorded there for a later resume; rows whose position is in `skip` are left out; with
-    `splits`, each row's split is its file's."""
+    """The candidates of some byte ranges (or whole files), as tables of at most
+    ROWS_PER_TABLE rows from at most about STREAM_BYTES of input each; with `units`,
+    (filesystem, directory), each range's row count is recorded there for a later resume;
+    rows whose position is in `skip` are left out; with `splits`, each row's split is its
+    file's."""
     for part in batch.to_pylist():  # one byte range of a file, or a whole file
         split = split_of_name(part["path"]) if splits else None
         rows = 0
         for offset, data in _pieces(filesystem, part):
-            if offset == 0:
-                name = part["path"]
+            if isinstance(data, LongLine):
+                parsed = iter([data.rejection(part["path"], offset)])
+            elif offset == 0:
+                parsed = parse(data, part["path"], part["format"])
             else:  # line numbers count from the piece's first line; the header is line 1
-                name, data = f"{part['path']} (from byte {offset})", part["header"] + data
-            piece = list(parse(data, name, part["format"]))
-            for row, position in zip(piece, unit_positions(part["unit"], len(piece)), strict=True):
-                row["position"] = position + rows
-                if splits:
-                    row["split"] = split
-            rows += len(piece)
-            table = pa.Table.from_pylist(piece, schema=IN_FLIGHT)
-            yield table if skip is None else without_positions(table, skip)
+                name = f"{part['path']} (from byte {offset})"
+                parsed = parse(part["header"] + data, name, part["format"])
+            while piece := list(itertools.islice(parsed, ROWS_PER_TABLE)):
+                positions = unit_positions(part["unit"], len(piece))
+                for row, position in zip(piece, positions, strict=True):
+                    row["position"] = position + rows
+                    if splits:
+                        row["split"] = split
+                rows += len(piece)
+                table = pa.Table.from_pylist(piece, schema=IN_FLIGHT)
+                yield table if skip is None else without_positions(table, skip)
         if units is not None:
             record_unit(*units, part["unit"], rows)
 
 
-def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes]]:
+class LongLine(NamedTuple):
+    """A line of a compressed file over MAX_LINE_BYTES, skipped as it streamed past."""
+
+    head: bytes  # its first bytes, for the rejection to show
+    size: int  # its length in bytes, without the newline
+
+    def rejection(self, path: str, offset: int) -> dict[str, Any]:
+        why = Rejection("too_long", f"a line of {self.size} bytes, over {MAX_LINE_BYTES}")
+        return unreadable(self.head.decode("utf-8", "replace"), f"{path} (byte {offset})", why)
+
+
+def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes | LongLine]]:
     """(offset, whole lines) of a read unit: its byte range of a plain file; a compressed
     file's content decompressed as a stream, STREAM_BYTES of lines at a time, so a file that
-    expands 300-fold never sits in memory whole (a CSV, whose quoted fields may hold line
-    breaks, is read whole, up to MAX_WHOLE_BYTES)."""
+    expands 300-fold never sits in memory whole, a line over MAX_LINE_BYTES coming as a
+    LongLine of its own (a CSV, whose quoted fields may hold line breaks, is read whole, up
+    to MAX_WHOLE_BYTES)."""
     if not part["compression"]:
         with filesystem.open_input_file(part["path"]) as f:
             yield read_line_range(f, part["start"], part["end"])
@@ -249,10 +273,19 @@ def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes]]:
         yield 0, data
         return
     offset, rest = 0, b""
+    long: LongLine | None = None  # the line being skipped
     try:
         with open_raw(filesystem, part["path"]) as raw:
             stream = pa.CompressedInputStream(raw, part["compression"])
             while block := stream.read(STREAM_BYTES):
+                if long is not None:
+                    newline = block.find(b"\n")
+                    if newline < 0:
+                        long = long._replace(size=long.size + len(block))
+                        continue
+                    yield offset, long._replace(size=long.size + newline)
+                    offset += long.size + newline + 1
+                    long, block = None, block[newline + 1 :]
                 lines = rest + block
                 newline = lines.rfind(b"\n") + 1
                 if newline:
@@ -260,11 +293,15 @@ def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes]]:
                     offset, rest = offset + newline, lines[newline:]
                 else:
                     rest = lines  # one line longer than a block: read on
+                if len(rest) > MAX_LINE_BYTES:
+                    long, rest = LongLine(rest[:HEAD_BYTES], len(rest)), b""
     except OSError as exc:
         raise CandidateFormatError(
             f"{part['path']} does not read as {part['compression']}: {exc}"
         ) from exc
-    if rest or offset == 0:
+    if long is not None:
+        yield offset, long
+    elif rest or offset == 0:
         yield offset, rest
 
 

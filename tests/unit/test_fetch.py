@@ -172,6 +172,8 @@ def test_html_is_not_an_image(server):
     fetched = local().fetch(server + "/page.html")
     assert reason(fetched) == "not_an_image"
     assert fetched.data is None
+    # What the server said stays out of the detail (it mapped a local service's answers).
+    assert fetched.rejection.detail.endswith("bytes without an image signature")
 
 
 def test_sends_user_agent_and_asks_for_no_compression(server):
@@ -666,6 +668,9 @@ def robots(server: str, *tags: str) -> str:
         (["Tester: NOINDEX"], "tester: noindex"),
         (["otherbot: nofollow, tester: noindex"], "tester: noindex"),
         (["otherbot: noai", "noimageai"], "noimageai"),
+        (["none"], "none"),  # Google's noindex, nofollow
+        (["noai; noimageai"], "noai"),  # semicolons, as some servers write them
+        (["tester: noarchive; none"], "tester: none"),
     ],
 )
 def test_opted_out_images_are_rejected(server, monkeypatch, tags, directive):
@@ -687,7 +692,7 @@ def test_opted_out_images_are_rejected(server, monkeypatch, tags, directive):
         ["otherbot: noindex, noimageai"],  # the whole list is for otherbot
         ["otherbot: noai", "tester: nofollow"],
         ["nofollow, noarchive"],
-        ["none"],
+        ["nofollow; noarchive"],
         ["max-snippet: 20, unavailable_after: 25 Jun 2010 15:00:00 PST"],
         ["testerbot: noai"],  # another product token, not ours
     ],
@@ -724,6 +729,13 @@ def test_opt_out_directive_parsing():
     assert opt_out_directive(["you: noindex, me: noai"], "me", directives) == "me: noai"
     assert opt_out_directive(["noai, you: noindex"], "you", []) is None
     assert opt_out_directive(["unavailable_after: 1 Jan 2000 00:00:00 GMT"], "me", []) is None
+    # As nginx passes them on and img2dataset reads them: semicolons, and `none`.
+    assert opt_out_directive(["noarchive; noai"], "me", directives) == "noai"
+    assert opt_out_directive(["me: noarchive; noimageai"], "me", ["noimageai"]) == "me: noimageai"
+    assert opt_out_directive(["none"], "me", directives) == "none"
+    assert opt_out_directive(["me: none"], "me", ["noindex"]) == "me: none"
+    assert opt_out_directive(["none"], "me", ["noai"]) is None
+    assert opt_out_directive(["you: none"], "me", directives) is None
     assert agent_token("Mozilla/5.0 (compatible)") == "mozilla"
     assert agent_token("Tester") == "tester"
 
@@ -738,8 +750,9 @@ def test_config_rejects_a_per_host_limit_below_one():
 
 @pytest.fixture
 def counting():
-    """A server that counts the requests in flight per Host name (127.0.0.1, localhost) and
-    keeps the most seen at once. /image waits 50 ms; /redirect/x redirects to
+    """A server on 127.0.0.1 and 127.0.0.2 (the same port) that counts the requests in
+    flight per Host name (127.0.0.1, localhost, 127.0.0.2) and in all ("*"), and keeps the
+    most seen at once. /image waits 50 ms; /redirect/x redirects to
     http://127.0.0.1:port/x; /meet answers only when another /meet
     request is in flight too (within 3 s), and 503 otherwise."""
     state = {"lock": threading.Lock(), "now": Counter(), "most": Counter()}
@@ -749,8 +762,9 @@ def counting():
         def do_GET(self):
             host = self.headers["Host"].rsplit(":", 1)[0]
             with state["lock"]:
-                state["now"][host] += 1
-                state["most"][host] = max(state["most"][host], state["now"][host])
+                for name in (host, "*"):
+                    state["now"][name] += 1
+                    state["most"][name] = max(state["most"][name], state["now"][name])
             try:
                 if self.path.startswith("/redirect"):  # to the same path on 127.0.0.1
                     port = self.server.server_address[1]
@@ -767,6 +781,7 @@ def counting():
             finally:
                 with state["lock"]:
                     state["now"][host] -= 1
+                    state["now"]["*"] -= 1
             self.send_response(status)
             for name, value in {"Content-Length": str(len(body)), **headers}.items():
                 self.send_header(name, value)
@@ -779,17 +794,20 @@ def counting():
     class Server(QuietServer):
         request_queue_size = 64
 
-    httpd = Server(("127.0.0.1", 0), Counting)
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    port = httpd.server_address[1]
+    first = Server(("127.0.0.1", 0), Counting)
+    port = first.server_address[1]
+    servers = [first, Server(("127.0.0.2", port), Counting)]  # another server, same port
+    for httpd in servers:
+        threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
     yield port, state["most"]
     meeting.abort()
-    httpd.shutdown()
-    httpd.server_close()
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def polite(**overrides) -> Fetcher:
-    settings = {"allow_hosts": ["127.0.0.1", "localhost"], "retries": 0, **overrides}
+    settings = {"allow_hosts": ["127.0.0.0/8", "::1", "localhost"], "retries": 0, **overrides}
     return local(**settings)
 
 
@@ -804,13 +822,25 @@ def test_fetch_many_keeps_to_per_host(counting):
 def test_per_host_counts_redirect_targets(counting):
     port, most = counting
     direct = [f"http://127.0.0.1:{port}/image/{i}" for i in range(6)]
-    redirected = [f"http://localhost:{port}/redirect/image/{i}" for i in range(6)]
+    redirected = [f"http://127.0.0.2:{port}/redirect/image/{i}" for i in range(6)]
     results = polite(threads=8, per_host=2).fetch_many(direct + redirected)
     assert all(r.data == JPEG for r in results)
-    # 12 requests reached 127.0.0.1 (6 of them redirected from localhost), 2 at a time
+    # 12 requests reached 127.0.0.1 (6 of them redirected from 127.0.0.2), 2 at a time
     assert most["127.0.0.1"] <= 2
-    assert most["localhost"] <= 2
+    assert most["127.0.0.2"] <= 2
     assert results[6].final_url == f"http://127.0.0.1:{port}/image/0"
+
+
+def test_per_host_counts_a_server_under_all_its_names(counting):
+    """`127.0.0.1`, `localhost` and `[::ffff:127.0.0.1]` are one server: it sees at most
+    per_host requests at once in all (it saw 12 against a limit of 4 when they were keyed by
+    the name in the URL)."""
+    port, most = counting
+    names = ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]"]
+    urls = [f"http://{name}:{port}/image/{i}" for i in range(6) for name in names]
+    results = polite(threads=16, per_host=2).fetch_many(urls)
+    assert [reason(r) for r in results] == [None] * len(urls)
+    assert most["*"] <= 2
 
 
 def test_per_host_holds_for_threads_sharing_a_fetcher(counting):
@@ -826,7 +856,7 @@ def test_per_host_holds_for_threads_sharing_a_fetcher(counting):
 def test_different_hosts_go_ahead_in_parallel(counting):
     """per_host=1, and each /meet request answers only while the other is in flight."""
     port, _ = counting
-    urls = [f"http://127.0.0.1:{port}/meet", f"http://localhost:{port}/meet"]
+    urls = [f"http://127.0.0.1:{port}/meet", f"http://127.0.0.2:{port}/meet"]
     results = polite(threads=2, per_host=1).fetch_many(urls)
     assert [reason(r) for r in results] == [None, None]
 
@@ -836,7 +866,7 @@ def test_a_busy_host_does_not_hold_up_the_pool(counting):
     URL takes the second thread (were it to wait on the busy host, /meet would fail)."""
     port, most = counting
     busy = [f"http://127.0.0.1:{port}/meet"] + [f"http://127.0.0.1:{port}/image"] * 3
-    results = polite(threads=2, per_host=1).fetch_many([*busy, f"http://localhost:{port}/meet"])
+    results = polite(threads=2, per_host=1).fetch_many([*busy, f"http://127.0.0.2:{port}/meet"])
     assert [reason(r) for r in results] == [None] * 5
     assert most["127.0.0.1"] == 1
 

@@ -5,6 +5,9 @@ comes out once, in order, with its position."""
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
+import zlib
 
 import pyarrow as pa
 import pytest
@@ -55,3 +58,69 @@ def test_a_compressed_csv_larger_than_the_limit_is_refused_by_name(tmp_path, mon
 
     with pytest.raises(CandidateFormatError, match="compressed CSV is read whole"):
         read_all(path, monkeypatch, stream_bytes=1024)
+
+
+def gzip_of_one_long_line(path, line_bytes: int) -> None:
+    """A gzip holding a header, one `line_bytes` line and a short one, written as a stream."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: the gzip container
+    with open(path, "wb") as out:
+        out.write(packer.compress(b"alt_text\timage_url\nA dog "))
+        chunk = b"very " * (1 << 14)
+        for _ in range(line_bytes // len(chunk)):
+            out.write(packer.compress(chunk))
+        out.write(packer.compress(b"long\thttp://x.test/d.jpg\nA cat\thttp://x.test/c.jpg\n"))
+        out.write(packer.flush())
+
+
+LONG_LINE_CHILD = """
+import resource, sys
+import pyarrow as pa
+from conceptual import storage
+from conceptual.pipelines import readers
+fs, _ = storage.resolve(sys.argv[1])
+ranges = readers.plan_ranges(fs, [sys.argv[1]], "auto", 1 << 20)
+rows = pa.concat_tables(readers._read_ranges(pa.Table.from_pylist(ranges), fs)).to_pylist()
+print([(r["reason"], r["alt_text"][:6]) for r in rows])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def test_a_line_over_the_limit_is_rejected_as_it_streams_never_held(tmp_path):
+    """512 MiB of one line in a 0.5 MB gzip (2.7 GB and 16 s in a read task when the line
+    was gathered whole): one too_long row, the next line read, the reader's whole process
+    under 1 GB at its peak."""
+    path = tmp_path / "bomb.tsv.gz"
+    gzip_of_one_long_line(path, 512 << 20)
+    assert path.stat().st_size < 1 << 20
+    child = subprocess.run(
+        [sys.executable, "-c", LONG_LINE_CHILD, str(path)], capture_output=True, text=True
+    )
+    assert child.returncode == 0, child.stderr
+    found, peak_mb = child.stdout.strip().splitlines()
+    assert found == "[('too_long', 'A dog '), (None, 'A cat')]"
+    assert int(peak_mb) < 1024, f"peak {peak_mb} MiB"
+
+
+def test_a_long_line_is_cut_at_the_limit_with_its_length_and_the_rest_in_place(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 100_000)
+    path = tmp_path / "candidates.tsv.gz"
+    gzip_of_one_long_line(path, 1 << 20)
+    rows = pa.concat_tables(read_all(path, monkeypatch, stream_bytes=4096)).to_pylist()
+    assert [(r["reason"], r["alt_text"][:6]) for r in rows] == [
+        ("too_long", "A dog "),
+        (None, "A cat"),
+    ]
+    size = len(b"A dog ") + (1 << 20) // 81920 * 81920 + len(b"long\thttp://x.test/d.jpg")
+    assert f"a line of {size} bytes, over 100000" in rows[0]["detail"]
+    assert [r["position"] for r in rows] == list(readers.unit_positions(0, 2))
+
+
+def test_a_piece_of_short_lines_is_parsed_into_tables_of_bounded_rows(tmp_path, monkeypatch):
+    """A 1.5 MB gzip of short lines (1.27 GB in one table of every row of a 32 MiB piece)."""
+    monkeypatch.setattr(readers, "ROWS_PER_TABLE", 1000)
+    path = tmp_path / "candidates.tsv.gz"
+    path.write_bytes(gzip.compress(b"alt_text\timage_url\n" + b"A\thttp://x.test/a\n" * 10_500))
+    tables = read_all(path, monkeypatch, stream_bytes=1 << 20)
+    assert [t.num_rows for t in tables] == [1000] * 10 + [500]

@@ -17,9 +17,12 @@ by default noai, noimageai, noindex and noimageindex) for every agent or for our
 rejected before its body is read, as img2dataset does (`respect_opt_out`). A directive
 list may name the agent it is for: `X-Robots-Tag: otherbot: noindex` is another
 crawler's business; `X-Robots-Tag: conceptual: noai` (our User-Agent's product token,
-any case) and a bare `noai` are ours. And no host gets more than `per_host` requests at
-once from one Fetcher, redirect hops included: `fetch_many` holds a host's further URLs
-back and starts other hosts' meanwhile, so the pool stays busy when hosts differ.
+any case) and a bare `noai` are ours; directives may be separated by commas or semicolons,
+and `none` opts out as `noindex` does. And no server gets more than `per_host` requests
+at once from one Fetcher, redirect hops included, counted by the address its host
+resolved to (slot_key: `localhost` and `127.0.0.1` are one server): `fetch_many` holds a
+host's further URLs back and starts other hosts' meanwhile, so the pool stays busy when
+hosts differ.
 
 An attempt ends within `total_timeout_s` whatever the server does: the DNS lookup, the
 connection and every read (status line, headers, chunk sizes, body) wait at most the time
@@ -127,8 +130,9 @@ class FetchConfig(Config):
         "+https://github.com/conceptual-captions/conceptual)"
     )
     threads: int = 16  # the bounded thread pool of one fetch_many call
-    # at most this many requests to one host (the URL's host name) at once per Fetcher,
-    # redirect hops included; other hosts' URLs go ahead meanwhile, up to `threads`
+    # at most this many requests to one server (the address its host resolves to) at once
+    # per Fetcher, redirect hops included; other hosts' URLs go ahead meanwhile, up to
+    # `threads`
     per_host: int = 4
     respect_opt_out: bool = True  # reject images whose X-Robots-Tag opts out for us
     # X-Robots-Tag directives that opt an image out, for every agent or for our User-Agent's
@@ -463,7 +467,8 @@ def _check_image(data: bytes) -> bytes:
     if not data:
         raise _Failure("empty", "zero-byte body")
     if sniff_image_format(data) is None:
-        raise _Failure("not_an_image", f"starts with {data[:8]!r}")
+        # Nothing the server sent goes into the detail: a local service's answer is its own.
+        raise _Failure("not_an_image", f"{len(data)} bytes without an image signature")
     return data
 
 
@@ -500,18 +505,21 @@ def opt_out_directive(
 ) -> str | None:
     """The first of `directives` that the X-Robots-Tag header values (one per header) give
     every agent or `agent` (a lowercased product token), as "noai" or "agent: noai"; None
-    when there is none. In a value, "name: d1, d2" gives the directives after the name to
-    that agent only, up to the next name ("otherbot: noindex, conceptual: noai")."""
+    when there is none. In a value, directives are separated by commas or semicolons, and
+    "name: d1, d2" gives the directives after the name to that agent only, up to the next
+    name ("otherbot: noindex, conceptual: noai"). `none` is Google's `noindex, nofollow`,
+    so it opts out wherever `noindex` does."""
     wanted = {directive.strip().lower() for directive in directives}
     for value in header_values:
         scope: str | None = None  # a bare directive is for every agent
-        for item in value.split(","):
+        for item in re.split(r"[,;]", value):
             name, colon, rest = item.partition(":")
             name = name.strip().lower()
             if colon and name not in VALUED_DIRECTIVES:
                 scope, item = name, rest
             directive = item.strip().lower()
-            if directive in wanted and scope in (None, agent):
+            meant = {"noindex", "nofollow"} if directive == "none" else {directive}
+            if meant & wanted and scope in (None, agent):
                 return directive if scope is None else f"{scope}: {directive}"
     return None
 
@@ -542,6 +550,17 @@ class _HostSlots:
                 if not self.busy[host]:
                     del self.busy[host]  # hosts come and go: the table stays small
                 self.freed.notify_all()
+
+
+IPV6_LOOPBACK = ipaddress.IPv6Address("::1")
+
+
+def slot_key(addresses: Sequence[IPAddress]) -> str:
+    """The server `per_host` counts requests to: the address a host resolved to first, IPv4
+    hidden in IPv6 unwrapped and IPv6's loopback as IPv4's (`localhost`, `127.0.0.1` and
+    `[::ffff:127.0.0.1]` are one server, not three)."""
+    ip = _embedded_ipv4(addresses[0])
+    return "127.0.0.1" if ip == IPV6_LOOPBACK else str(ip)
 
 
 def _host_of(url: str | None) -> str | None:
@@ -658,7 +677,7 @@ class Fetcher:
         refusal = self.policy.refusal(target.host, addresses)
         if refusal:
             raise _Failure(refusal.reason, refusal.detail)
-        with self.slots.hold(target.host, deadline):
+        with self.slots.hold(slot_key(addresses), deadline):
             return self._connect_and_exchange(target, addresses, deadline)
 
     def _connect_and_exchange(
