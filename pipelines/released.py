@@ -4,8 +4,8 @@ import changes in the curation pipeline, and what it checks and says around it.
 The import runs the curation pipeline (pipelines/curation.py, `captions=released`) with its
 text stages replaced by `released_captions`: a released caption is a caption already, so it
 is kept exactly as released (no text filters, no hypernymization, no re-tokenization), and
-only an empty one or one over `text.filters.max_chars` is rejected, at stage `text` with that
-stage's reasons. Its split is `released.split` (the job's `--split`), else the one its file
+only an empty one, one over `text.filters.max_chars` or one holding a control character is
+rejected, at stage `text` with that stage's reasons. Its split is `released.split` (the job's `--split`), else the one its file
 holds (pipelines/readers.py: a Parquet `split` column, else the file's name), and nothing
 re-splits it. Fetching, the image filters and the overlap rule then run as in `curate`.
 
@@ -31,13 +31,13 @@ from conceptual.config import Config
 from conceptual.pipelines.readers import candidate_files, is_labeled
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import image_id
-from conceptual.text.bounds import BOUND_REASONS, out_of_bounds
+from conceptual.text.bounds import BOUND_REASONS, CONTROL_REASON, control_character, out_of_bounds
 from conceptual.vision.resize import ResizeConfig, resize_image
 
 # The stage a released caption is judged at: the name of the text stage it replaces
 # (conceptual.text.curate.TEXT_STAGE, not imported: that module loads the text filters).
 CAPTION_STAGE = "text"
-CAPTION_REASONS = BOUND_REASONS
+CAPTION_REASONS = (*BOUND_REASONS, CONTROL_REASON)
 RESIZE_STAGE = "resize"
 Split = Literal[RELEASED_SPLITS]  # type: ignore[valid-type]
 
@@ -56,11 +56,12 @@ class ReleasedInputError(ValueError):
 
 def released_captions(batch: pa.Table, max_chars: int, split: str | None) -> pa.Table:
     """Each released caption as the curated caption, byte for byte, with its split; an empty
-    caption, or one over `max_chars` characters, is rejected."""
+    caption, one over `max_chars` characters or one holding a control character (NUL, a
+    terminal's ESC) is rejected."""
     rows = batch.to_pylist()
     for i in pending(rows):
         row, text = rows[i], rows[i]["alt_text"]
-        if rejection := out_of_bounds(text, max_chars, "no caption"):
+        if rejection := out_of_bounds(text, max_chars, "no caption") or control_character(text):
             reject(row, CAPTION_STAGE, rejection)
         else:
             row.update(caption=text, entities=[], types=[], split=split or row["split"])

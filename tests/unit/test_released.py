@@ -96,6 +96,18 @@ def test_only_empty_and_too_long_captions_are_rejected():
     assert out[-1]["caption"] == "a short one ." and out[3]["caption"] is None
 
 
+def test_a_caption_with_a_control_character_is_rejected_never_kept():
+    """NUL, and the ESC and OSC sequences a terminal obeys, reached curated/ and the shards'
+    .txt as released."""
+    captions = ["nul \x00 here", "red \x1b[31m text", "osc \x1b]0;title\x07", "c1 \x9b1m"]
+    out = released_captions(in_flight([*captions, "fine ."]), 500, "train").to_pylist()
+    assert [r["reason"] for r in out] == ["control_characters"] * 4 + [None]
+    assert [r["detail"] for r in out[:4]] == [
+        "character U+0000", "character U+001B", "character U+001B", "character U+009B"
+    ]  # fmt: skip
+    assert all(r["caption"] is None for r in out[:4])
+
+
 def test_a_row_the_reader_rejected_stays_rejected():
     row = {**candidate("a caption", "http://img.test/a.jpg"), "position": 0}
     row.update(stage="read", reason="malformed_row", detail="x")

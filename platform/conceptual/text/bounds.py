@@ -1,15 +1,22 @@
 """The two rejections every caption check gives first, under the same reasons wherever a
 caption is judged (the text filters, text/filters.py; a released caption,
 pipelines/released.py; the speech job's caption, pipelines/speech.py): `empty` and
-`too_long`. They bound what the other checks see. Nothing heavy is imported here: the
+`too_long`. They bound what the other checks see. `control_characters` is the check for
+captions kept as they came (released ones), which no cleaning passes over. Nothing heavy is imported here: the
 released captions and the speech job check bounds without loading the text filters.
 """
 
 from __future__ import annotations
 
+import re
+
 from conceptual.records import Rejection
 
 BOUND_REASONS = ("empty", "too_long")
+CONTROL_REASON = "control_characters"  # the text filters' name for the same refusal
+# C0 and C1 controls and DEL: NUL, and the ESC and OSC that start a terminal's control
+# sequences, have no place in a caption a person reads or a shard's .txt holds.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def out_of_bounds(text: str | None, max_chars: int, nothing: str) -> Rejection | None:
@@ -19,4 +26,12 @@ def out_of_bounds(text: str | None, max_chars: int, nothing: str) -> Rejection |
         return Rejection("empty", nothing)
     if len(text) > max_chars:
         return Rejection("too_long", f"{len(text)} characters > {max_chars}")
+    return None
+
+
+def control_character(text: str) -> Rejection | None:
+    """`control_characters` naming the first C0 or C1 control (a tab and a line break too:
+    a caption is one line), or None."""
+    if match := _CONTROL.search(text):
+        return Rejection(CONTROL_REASON, f"character U+{ord(match.group()):04X}")
     return None
