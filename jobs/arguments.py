@@ -80,7 +80,10 @@ def stopping(
 ) -> Iterator[None]:
     """Errors a user can fix (`refused`; by default a bad key or value and missing data:
     ConfigError, StorageError, ValueError) stop the job with exit code 2, the `failed` ones
-    with 1, each said in an `error:` line (Stopped)."""
+    with 1, each said in an `error:` line (Stopped). A tracking server that does not answer
+    is always one of the first: every job says so at once."""
+    from conceptual.storage import TrackingUnreachable
+
     if refused is None:
         from conceptual.config import ConfigError
         from conceptual.storage import StorageError
@@ -88,7 +91,7 @@ def stopping(
         refused = (ConfigError, StorageError, ValueError)
     try:
         yield
-    except refused as exc:
+    except (*refused, TrackingUnreachable) as exc:
         raise Stopped(exc) from None
     except failed as exc:
         raise Stopped(exc, code=1) from None

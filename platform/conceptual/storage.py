@@ -43,6 +43,11 @@ class StorageError(OSError):
     """A URI that cannot be used; the message names it."""
 
 
+class TrackingUnreachable(StorageError):
+    """The tracking server does not answer (tracking.check_reachable): every job stops at
+    once saying so, the server named without credentials."""
+
+
 class IncompleteOutputError(StorageError):
     """A job output without its SUCCESS marker; the message says how to read it anyway."""
 

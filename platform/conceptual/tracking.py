@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from conceptual.config import Config, flatten, to_yaml
 from conceptual.paths import state_dir
+from conceptual.storage import TrackingUnreachable
 from conceptual.uris import redact
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
@@ -48,14 +49,54 @@ def printable_tracking_uri() -> str:
 
 
 def configure() -> str:
+    """Point MLflow at the platform's tracking store (a local database is created on first
+    use; a tracking server must answer first: check_reachable)."""
     uri = tracking_uri()
     if (root := local_artifact_root(uri)) and uri not in _created_stores:
         create_local_store(uri, root)
+    elif uri.startswith(("http://", "https://")) and uri not in _answered:
+        check_reachable(uri)
+        _answered.add(uri)
     mlflow.set_tracking_uri(uri)
     return uri
 
 
 _created_stores: set[str] = set()
+_answered: set[str] = set()
+# A tracking server gets this long to answer its health check, twice, before a job says it
+# cannot be reached: MLflow's own client retries for over four minutes before it says so.
+REACH_TIMEOUT_S, REACH_ATTEMPTS = 5.0, 2
+
+
+def check_reachable(uri: str) -> None:
+    """TrackingUnreachable unless the tracking server at `uri` answers its health check
+    (MLflow's `GET /health`; any answer below 500 shows the server is there) within
+    REACH_ATTEMPTS tries of REACH_TIMEOUT_S, about 10 s at the most."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(uri)
+    netloc = parts.netloc.rsplit("@", 1)[-1]  # credentials are not for the health check
+    health = urllib.parse.urlunsplit(
+        (parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", "")
+    )
+    problem = ""
+    for _ in range(REACH_ATTEMPTS):
+        try:
+            with urllib.request.urlopen(health, timeout=REACH_TIMEOUT_S):
+                return
+        except urllib.error.HTTPError as answer:
+            if answer.code < 500:
+                return
+            problem = f"it answers {answer.code}"
+        except (OSError, ValueError) as exc:  # refused, timed out, unknown host, bad URL
+            reason = getattr(exc, "reason", exc)
+            problem = str(reason) or type(reason).__name__
+    raise TrackingUnreachable(
+        f"the tracking server {redact(uri)} cannot be reached ({redact(problem)}): start it, "
+        "or point MLFLOW_TRACKING_URI at one that answers (unset, runs go to the local database)"
+    )
 
 
 def create_local_store(uri: str, artifact_root: str) -> None:
