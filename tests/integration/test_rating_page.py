@@ -2,10 +2,14 @@
 chromium-driver by Selenium (no browser is downloaded), against the page on uvicorn and
 its answers in SQLite. A rater clicks and types through a task set, closes the browser, the
 server restarts, the rater comes back to where they stopped; the stored answers are read
-back from the database. The page's screenshot is kept in tests/artifacts/ (printed)."""
+back from the database. Invited raters by their links, an open room by typed names; what
+the page refuses to strangers (no invitation, no or another's form token, another site's
+form, another Host, a huge body). The page's screenshot is kept in tests/artifacts/
+(printed)."""
 
 from __future__ import annotations
 
+import http.client
 import io
 import random
 import threading
@@ -27,7 +31,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from waiting import wait_until  # tests/waiting.py
 
-from conceptual.rating.page import rating_app
+from conceptual.rating.page import form_token, rating_app
 from conceptual.rating.store import RatingStore
 from conceptual.rating.tasks import TaskSet, new_task_set
 
@@ -54,11 +58,10 @@ def task_set(kind: str, items: list[dict], raters: int = 2) -> TaskSet:
 
 
 @contextmanager
-def serving(tasks: TaskSet, db: str, port: int) -> Iterator[str]:
+def serving(tasks: TaskSet, db: str, port: int, open_raters: bool = False) -> Iterator[str]:
     """The rating page on 127.0.0.1:port until the block ends (a server process's life)."""
-    server = uvicorn.Server(
-        uvicorn.Config(rating_app(tasks, db), host="127.0.0.1", port=port, log_level="warning")
-    )
+    app = rating_app(tasks, db, open_raters=open_raters)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), "the page to start", 20, 0.05)
@@ -133,24 +136,42 @@ def sign_in(driver, base: str, name: str) -> None:
     driver.find_element(By.ID, "progress")
 
 
-def post(url: str, fields: dict[str, str]) -> tuple[int, str]:
+def post(url: str, fields: dict[str, str], **headers: str) -> tuple[int, str]:
     data = urllib.parse.urlencode(fields).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data)) as response:
+        with urllib.request.urlopen(request) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
 
 
-def test_a_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
+def chunked_post(url: str, body: bytes) -> int:
+    """The status of a POST whose body comes in chunks, its length declared nowhere."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    chunks = (body[i : i + 8192] for i in range(0, len(body), 8192))
+    try:
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        connection.request("POST", parts.path, body=chunks, headers=form, encode_chunked=True)
+        return connection.getresponse().status
+    except (BrokenPipeError, ConnectionResetError):  # refused and closed while still sending
+        return 413
+    finally:
+        connection.close()
+
+
+def test_an_invited_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
     tasks = task_set("caption_quality", [item(n) for n in range(3)])
     order = [i["item_id"] for i in tasks.items]
     db = f"sqlite:///{tmp_path / 'ratings.db'}"
+    store = RatingStore(tasks, db)
+    ann, bob = store.invite("ann"), store.invite("bob")  # what rating_page --invite prints
 
     with serving(tasks, db, free_port()) as base, browser() as driver:
-        sign_in(driver, base, "ann")
+        driver.get(f"{base}/rate/{ann}")
         assert shown_item(driver) == order[0]
-        assert "0 answered, 3 left for you" in driver.find_element(By.ID, "progress").text
+        assert "ann: 0 answered, 3 left for you" in driver.find_element(By.ID, "progress").text
         press(driver, "g")  # GOOD by keyboard
         assert shown_item(driver) == order[1]
         click(driver, "bad")  # BAD by mouse
@@ -161,16 +182,33 @@ def test_a_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
         assert shown_item(driver) == order[2]
         # What the page refuses over HTTP, changing nothing: the form of an unknown item,
         # a tampered answer, an item that is not the one shown, a second answer.
-        answer_url = f"{base}/rate/ann/answer"
-        assert post(answer_url, {"item_id": "item-99", "answer": "GOOD"})[0] == 404
-        status, page = post(answer_url, {"item_id": order[2], "answer": "PERFECT"})
+        csrf = driver.find_element(By.NAME, "csrf").get_attribute("value")
+        answer_url = f"{base}/rate/{ann}/answer"
+        assert post(answer_url, {"item_id": "item-99", "answer": "GOOD", "csrf": csrf})[0] == 404
+        status, page = post(answer_url, {"item_id": order[2], "answer": "PERFECT", "csrf": csrf})
         assert status == 400 and "GOOD or BAD" in page
-        assert post(answer_url, {"item_id": order[0], "answer": "BAD"})[0] == 409
-        assert post(f"{base}/rate/bob/answer", {"item_id": order[2], "answer": "GOOD"})[0] == 409
-        assert post(f"{base}/rate/ann%2F..%2Fx/answer", {"item_id": order[2]})[0] in (400, 404)
+        assert post(answer_url, {"item_id": order[0], "answer": "BAD", "csrf": csrf})[0] == 409
+        bobs = form_token(store.csrf_key(), tasks.name, "bob")
+        bob_answers = {"item_id": order[2], "answer": "GOOD", "csrf": bobs}
+        assert post(f"{base}/rate/{bob}/answer", bob_answers)[0] == 409  # not shown to bob
+        # ...and what it refuses to strangers: no invitation, ann's form token for bob, no
+        # token, another site's form, a name typed into the URL, another Host, a huge body.
+        undo = f"{base}/rate/{ann}/undo"
+        assert post(f"{base}/rate/ann/answer", {"item_id": order[2], "csrf": csrf})[0] == 403
+        assert post(f"{base}/rate/{bob}/undo", {"csrf": csrf})[0] == 403
+        assert post(undo, {})[0] == 403
+        assert post(undo, {"csrf": csrf}, Origin="http://evil.test")[0] == 403
+        assert post(undo, {"csrf": csrf}, Referer="http://evil.test/rate")[0] == 403
+        assert post(undo, {"csrf": csrf}, Host="evil.test")[0] == 421
+        assert post(undo, {"csrf": csrf, "pad": "x" * (1 << 20)})[0] == 413
+        form = f"csrf={csrf}&pad=".encode() + b"x" * (1 << 20)
+        assert chunked_post(undo, form) == 413  # no length declared: counted as it comes
+        assert "All done" not in urllib.request.urlopen(f"{base}/rate/{ann}").read().decode()
     # The browser is closed and the server stopped; a new server on the same database.
     with serving(tasks, db, free_port()) as base, browser() as driver:
-        sign_in(driver, base, "ann")
+        driver.get(base + "/")
+        assert "Open the link you were given" in driver.page_source  # no name to type
+        driver.get(f"{base}/rate/{ann}")
         assert shown_item(driver) == order[2]  # where ann stopped
         assert "2 answered, 1 left for you" in driver.find_element(By.ID, "progress").text
         ARTIFACTS.mkdir(exist_ok=True)
@@ -180,9 +218,11 @@ def test_a_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
             print(f"\nrating page screenshot: {screenshot}")
         press(driver, "b")
         assert driver.find_element(By.ID, "done").text.startswith("All done")
-        sign_in(driver, base, "bob")  # a second rater gets every item; no one sees answers
+        driver.get(f"{base}/rate/{bob}")  # a second rater gets every item; no one sees answers
         assert shown_item(driver) == order[0]
         assert "GOOD" not in driver.find_element(By.ID, "progress").text
+        driver.get(f"{base}/rate/{ann}x")
+        assert "no invitation" in driver.find_element(By.ID, "error").text
 
     stored = RatingStore(tasks, db).ratings()
     assert [(r["rater"], r["item_id"], r["answer"]) for r in stored] == [
@@ -191,6 +231,19 @@ def test_a_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
         ("ann", order[2], "BAD"),
     ]
     assert Image.open(screenshot).size[0] > 0
+
+
+def test_in_an_open_room_a_typed_name_is_one_rater_however_spelled(tmp_path, free_port):
+    tasks = task_set("caption_quality", [item(n) for n in range(3)], raters=3)
+    db = f"sqlite:///{tmp_path / 'ratings.db'}"
+    with serving(tasks, db, free_port(), open_raters=True) as base, browser() as driver:
+        for typed in ("alice", "Alice", "  ALICE "):
+            sign_in(driver, base, typed)
+            assert driver.find_element(By.ID, "progress").text.startswith("alice: ")
+            press(driver, "g")
+        driver.get(f"{base}/rate/alice%20")
+        assert driver.find_element(By.ID, "progress").text.startswith("alice: 3 answered")
+    assert {r["rater"] for r in RatingStore(tasks, db).ratings()} == {"alice"}
 
 
 def result(rank: int | None, colour: tuple[int, int, int]) -> dict:
@@ -203,12 +256,12 @@ def test_keyboard_answers_of_the_scales_and_the_ranked_images(tmp_path, free_por
     retrieval = task_set("retrieval", [item(0, image=None, results=ranked)], raters=1)
     db = f"sqlite:///{tmp_path / 'ratings.db'}"
     with browser() as driver:
-        with serving(zh, db, free_port()) as base:
+        with serving(zh, db, free_port(), open_raters=True) as base:
             sign_in(driver, base, "ann")
             assert "一只红色的方块" in driver.page_source
             press(driver, "4", "5", Keys.ENTER)  # relevance 4, fluency 5
             driver.find_element(By.ID, "done")
-        with serving(retrieval, db, free_port()) as base:
+        with serving(retrieval, db, free_port(), open_raters=True) as base:
             sign_in(driver, base, "ann")
             assert len(driver.find_elements(By.CSS_SELECTOR, ".results img")) == 5
             press(driver, "1", "3", "3", "4", Keys.ENTER)  # 3 marked and unmarked again

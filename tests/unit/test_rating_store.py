@@ -113,3 +113,55 @@ def test_the_tables_read_the_pages_answers(tmp_path):
 def test_the_page_refuses_a_task_set_that_is_not_there(tmp_path, capsys):
     assert rating_page.main(["--tasks", str(tmp_path / "nothing")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_two_page_servers_on_one_database_never_give_an_item_too_many_answers(tmp_path):
+    """Each server has its own lock (two processes did: one item got 4 answers when it wanted
+    3); the database's write lock, taken as each transaction begins, orders them."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'ratings.db'}"
+    task_set = tasks(6, raters=3)
+    servers = [RatingStore(task_set, url), RatingStore(task_set, url)]
+    start = threading.Barrier(8)
+
+    def rater(n: int) -> None:
+        store = servers[n % 2]
+        start.wait()
+        answer_all(store, f"rater{n}")
+
+    threads = [threading.Thread(target=rater, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    answers = [r["item_id"] for r in servers[0].ratings()]
+    assert len(answers) == 6 * 3
+    assert {answers.count(item) for item in set(answers)} == {3}
+
+
+def test_an_item_given_out_again_after_its_hold_is_not_answered_twice_over(tmp_path, monkeypatch):
+    """An item left on screen past HOLD_S goes to another rater; if both answer, the later
+    is refused, and their page moves on."""
+    from conceptual.rating import store as store_module
+
+    store = RatingStore(tasks(2, raters=1), f"sqlite:///{tmp_path / 'ratings.db'}")
+    first = store.current("ann")
+    monkeypatch.setattr(store_module, "HOLD_S", -1)  # ann's hold has run out
+    assert store.current("bob") == first
+    store.answer("bob", first, "GOOD")
+    with pytest.raises(Refused, match="has all its 1 answers"):
+        store.answer("ann", first, "BAD")
+    assert store.current("ann") != first
+
+
+def test_an_invitation_is_a_token_kept_only_as_its_hash(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ratings.db'}"
+    store = RatingStore(tasks(1, raters=1), url)
+    token = store.invite("ann")
+    assert len(token) >= 32 and store.invited(token) == "ann" and store.invited("ann") is None
+    assert token.encode() not in (tmp_path / "ratings.db").read_bytes()
+    again = store.invite("ann")  # a new link ends the old one
+    assert store.invited(again) == "ann" and store.invited(token) is None
+    assert store.invitations() == 1
+    assert RatingStore(tasks(1, raters=1), url).csrf_key() == store.csrf_key()  # one per database

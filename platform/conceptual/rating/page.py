@@ -4,12 +4,21 @@
 
 | path | what |
 |---|---|
-| GET / | the rater gives a name (remembered in a cookie) |
-| GET /rate/NAME | NAME's current item: photo(s), text, question, answer buttons, progress |
-| POST /rate/NAME/answer | `item_id` and the answer (`answer`; `relevance`, `fluency`; `match`) |
-| POST /rate/NAME/undo | take back NAME's latest answer and show that item again |
+| GET / | where to start: an invited rater's link, or (`open_raters`) a name to type |
+| GET /rate/KEY | the rater's current item: photo(s), text, question, answer buttons, progress |
+| POST /rate/KEY/answer | `item_id` and the answer (`answer`; `relevance`, `fluency`; `match`) |
+| POST /rate/KEY/undo | take back the rater's latest answer and show that item again |
 | GET /image/ITEM/N | the item's photo (N=0) or its N-th image shown (retrieval) |
 | GET /progress | items complete, answers and raters so far (no answers themselves) |
+
+Who rates (the trust model). KEY is the token of an invitation (RatingStore.invite, which
+`jobs.rating_page --invite NAME` makes and prints as a link): the page answers only invited
+raters, and shows the name the invitation was made for. With `open_raters` (a trusted room,
+`--open`) KEY is a name typed at /, normalized (NFKC, case, spaces) so that "Alice",
+"alice" and "alice " are one rater. Every POST carries the form's CSRF token (an HMAC of
+the rater under the database's key) and is refused with an Origin or Referer of another
+site; every request is refused whose Host is not one the page serves (`hosts`: DNS
+rebinding). A request body over MAX_BODY_BYTES is refused before it is read.
 
 Keyboard: G / B (caption quality); 1-5 relevance then 1-5 fluency, Enter (zh_caption);
 1-9 toggle an image, Enter (retrieval); U undo. A rater sees their own item only, never
@@ -19,10 +28,14 @@ that is not the one shown, a tampered answer) gets its 4xx status and a page say
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import html
 import re
+import unicodedata
+from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,7 +46,9 @@ from conceptual.rating.store import RatingStore, Refused
 from conceptual.rating.tasks import BAD, GOOD, MATCH, NO_MATCH, SCALE, TaskSet
 
 RATER_NAME = re.compile(r"[\w .@-]{1,64}")
-COOKIE = "rater"
+NAME_RULE = "a rater's name is 1-64 letters, digits, spaces or . _ @ -"
+MAX_BODY_BYTES = 16 << 10  # an answer is a few fields: item id, a word or a few digits
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 STYLE = """
 body { font-family: sans-serif; max-width: 1100px; margin: 1em auto; padding: 0 1em; }
@@ -80,11 +95,24 @@ def page(title: str, body: str, status: int = 200) -> HTMLResponse:
     )
 
 
-def rater_of(request: Request) -> str:
-    name = request.path_params["rater"]
+def normalized_name(typed: str) -> str:
+    """A typed rater name as one spelling: NFKC, case folded, spaces collapsed; Refused when
+    what is left is not a name."""
+    name = " ".join(unicodedata.normalize("NFKC", typed).casefold().split())
     if not RATER_NAME.fullmatch(name):
-        raise Refused(400, "a rater's name is 1-64 letters, digits, spaces or . _ @ -")
+        raise Refused(400, NAME_RULE)
     return name
+
+
+def form_token(key: bytes, task_set: str, rater: str) -> str:
+    """The CSRF token of a rater's forms: the rater's HMAC under the database's key."""
+    return hmac.new(key, f"{task_set}\0{rater}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def host_of(value: str) -> str:
+    """The host of a Host header or an origin, without its port ("[::1]:8300" -> "::1")."""
+    netloc = urlsplit(value).netloc if "://" in value else value
+    return (urlsplit(f"//{netloc}").hostname or "").lower()
 
 
 def answer_controls(tasks: TaskSet) -> str:
@@ -107,7 +135,7 @@ def answer_controls(tasks: TaskSet) -> str:
     return "<button id='submit'>Submit (Enter): the marked images match</button>"
 
 
-def item_body(tasks: TaskSet, item: dict[str, Any], rater: str) -> str:
+def item_body(tasks: TaskSet, item: dict[str, Any], key: str, csrf: str) -> str:
     item_id = html.escape(item["item_id"])
     if item["results"]:
         shown = "".join(
@@ -121,15 +149,14 @@ def item_body(tasks: TaskSet, item: dict[str, Any], rater: str) -> str:
     text = f"<div class='text' lang='{'zh' if tasks.kind.name == 'zh_caption' else 'en'}'>"
     return (
         f"<p>{html.escape(tasks.kind.question)}</p>{text}{html.escape(item['text'] or '')}</div>"
-        f"<form id='answer' method='post' action='/rate/{quote(rater)}/answer' "
+        f"<form id='answer' method='post' action='/rate/{quote(key)}/answer' "
         f"data-kind='{tasks.kind.name}'><input type='hidden' name='item_id' value='{item_id}'>"
-        f"{media}{answer_controls(tasks)}</form>"
+        f"<input type='hidden' name='csrf' value='{csrf}'>{media}{answer_controls(tasks)}</form>"
     )
 
 
-async def submitted_answer(tasks: TaskSet, request: Request) -> tuple[str, str]:
+async def submitted_answer(tasks: TaskSet, form: Any) -> tuple[str, str]:
     """(item id, answer as the kind writes it) from the posted form."""
-    form = await request.form()
     item_id = str(form.get("item_id") or "")
     if tasks.kind.name == "caption_quality":
         return item_id, str(form.get("answer") or "")
@@ -143,32 +170,59 @@ async def submitted_answer(tasks: TaskSet, request: Request) -> tuple[str, str]:
     return item_id, "".join(MATCH if str(n) in marked else NO_MATCH for n in shown)
 
 
-def rating_app(tasks: TaskSet, db_url: str | None = None) -> Starlette:
+def rating_app(
+    tasks: TaskSet,
+    db_url: str | None = None,
+    open_raters: bool = False,
+    hosts: Iterable[str] = LOCAL_HOSTS,
+) -> Starlette:
+    """The page of `tasks` on the store at `db_url`: for invited raters, or with
+    `open_raters` for names typed at /; answering requests whose Host is one of `hosts`."""
     store = RatingStore(tasks, db_url)
     items = tasks.by_id()
+    csrf_key = store.csrf_key()
+    served = {host_of(host) for host in hosts}
+
+    def rater_of(request: Request) -> tuple[str, str]:
+        """(the KEY in the path, the rater's name)."""
+        key = request.path_params["rater"]
+        if open_raters:
+            return key, normalized_name(key)
+        name = store.invited(key)
+        if name is None:
+            raise Refused(403, "this link is no invitation to this task set: ask for yours")
+        return key, name
+
+    async def posted(request: Request) -> tuple[str, str, Any]:
+        """(KEY, rater, form) of a POST whose form this page made for that rater."""
+        key, rater = rater_of(request)
+        form = await request.form()
+        given = str(form.get("csrf") or "")
+        if not hmac.compare_digest(given, form_token(csrf_key, tasks.name, rater)):
+            raise Refused(403, "this form was not made by this page for you: reload your item")
+        return key, rater, form
 
     async def welcome(request: Request) -> Response:
-        if name := request.query_params.get("rater", "").strip():
-            if not RATER_NAME.fullmatch(name):
-                raise Refused(400, "a rater's name is 1-64 letters, digits, spaces or . _ @ -")
-            response = RedirectResponse(f"/rate/{quote(name)}", status_code=303)
-            response.set_cookie(COOKIE, quote(name), max_age=90 * 24 * 3600, samesite="strict")
-            return response
-        known = html.escape(unquote(request.cookies.get(COOKIE, "")))
+        title = f"<h1>Rating: {html.escape(tasks.name)}</h1><p>{len(items)} items, {tasks.raters} raters each."
+        if not open_raters:
+            return page("Rating", f"{title} Open the link you were given to start.</p>")
+        if typed := request.query_params.get("rater", "").strip():
+            return RedirectResponse(f"/rate/{quote(normalized_name(typed))}", status_code=303)
         return page(
             "Rating",
-            f"<h1>Rating: {html.escape(tasks.name)}</h1><p>{len(items)} items, "
-            f"{tasks.raters} raters each. Your name (you come back to where you stopped):</p>"
+            f"{title} Your name (you come back to where you stopped):</p>"
             f"<form method='get' action='/'><input type='text' id='rater' name='rater' "
-            f"value='{known}' required autofocus> <button id='start'>Start</button></form>",
+            f"required autofocus> <button id='start'>Start</button></form>",
         )
 
     async def rate(request: Request) -> Response:
-        rater = rater_of(request)
+        key, rater = rater_of(request)
         item_id = store.current(rater)
         progress = store.progress(rater)
+        csrf = form_token(csrf_key, tasks.name, rater)
         undo = (
-            f"<form id='undo' method='post' action='/rate/{quote(rater)}/undo'>"
+            f"<form id='undo' method='post' action='/rate/{quote(key)}/undo'>"
+            f"<input type='hidden' name='csrf' value='{csrf}'>"
             f"<button id='undo-button'>Undo last (U)</button></form>"
         )
         status = (
@@ -186,20 +240,20 @@ def rating_app(tasks: TaskSet, db_url: str | None = None) -> Starlette:
         return page(
             "Rating",
             status
-            + item_body(tasks, items[item_id], rater)
+            + item_body(tasks, items[item_id], key, csrf)
             + f"<p class='keys'>Keys: {keys} · U: undo last</p>{undo}",
         )
 
     async def answer(request: Request) -> Response:
-        rater = rater_of(request)
-        item_id, given = await submitted_answer(tasks, request)
+        key, rater, form = await posted(request)
+        item_id, given = await submitted_answer(tasks, form)
         store.answer(rater, item_id, given)
-        return RedirectResponse(f"/rate/{quote(rater)}", status_code=303)
+        return RedirectResponse(f"/rate/{quote(key)}", status_code=303)
 
     async def undo(request: Request) -> Response:
-        rater = rater_of(request)
+        key, rater, _ = await posted(request)
         store.undo(rater)
-        return RedirectResponse(f"/rate/{quote(rater)}", status_code=303)
+        return RedirectResponse(f"/rate/{quote(key)}", status_code=303)
 
     async def image(request: Request) -> Response:
         item = items.get(request.path_params["item_id"])
@@ -217,8 +271,8 @@ def rating_app(tasks: TaskSet, db_url: str | None = None) -> Starlette:
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
         back = "<p><a href='/'>back to the start</a></p>"
-        if rater := request.path_params.get("rater"):
-            back = f"<p><a id='back' href='/rate/{quote(rater)}'>back to your item</a></p>"
+        if exc.status != 403 and (key := request.path_params.get("rater")):
+            back = f"<p><a id='back' href='/rate/{quote(key)}'>back to your item</a></p>"
         message = f"<h1>Not stored</h1><p class='error' id='error'>{html.escape(str(exc))}</p>"
         return page("Not stored", message + back, exc.status)
 
@@ -230,4 +284,48 @@ def rating_app(tasks: TaskSet, db_url: str | None = None) -> Starlette:
         Route("/image/{item_id}/{n:int}", image),
         Route("/progress", progress),
     ]
-    return Starlette(routes=routes, exception_handlers={Refused: refused})
+    app = Starlette(routes=routes, exception_handlers={Refused: refused})
+    return SameSiteOnly(app, served)
+
+
+class SameSiteOnly:
+    """ASGI guard in front of the page: a Host the page does not serve gets 421, a POST with
+    an Origin (or, without one, a Referer) of another site 403, and a body over
+    MAX_BODY_BYTES 413, declared or as it arrives, before the page reads it."""
+
+    def __init__(self, app: Any, hosts: set[str]) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = host_of(headers.get("host", ""))
+        if host not in self.hosts:
+            return await refuse(send, 421, "this page is not served under that host name")
+        source = headers.get("origin") or headers.get("referer")
+        if scope["method"] == "POST" and source and host_of(source) != host:
+            return await refuse(send, 403, "a form from another site is not taken")
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            return await refuse(send, 413, f"a request body may hold {MAX_BODY_BYTES} bytes")
+        received = 0
+
+        async def bounded() -> dict:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > MAX_BODY_BYTES:
+                raise Refused(413, f"a request body may hold {MAX_BODY_BYTES} bytes")
+            return message
+
+        try:
+            await self.app(scope, bounded, send)
+        except Refused as exc:  # raised by `bounded`, under the app's own handlers
+            await refuse(send, exc.status, str(exc))
+
+
+async def refuse(send: Any, status: int, message: str) -> None:
+    await page("Refused", f"<p class='error' id='error'>{html.escape(message)}</p>", status)(
+        {"type": "http"}, None, send
+    )

@@ -9,12 +9,21 @@ their raters: each item goes to `raters` distinct raters, in the task set's orde
 item is handed out again only once an assignment has been left for HOLD_S.
 
 Everything a request changes happens in one transaction under one lock, and every check
-(unknown item, answered twice, not the item shown, not an answer) comes before the first
-write: a refused request changes nothing.
+(unknown item, answered twice, not the item shown, an item with all its answers, not an
+answer) comes before the first write: a refused request changes nothing. On SQLite each
+transaction takes the database's write lock as it begins (BEGIN IMMEDIATE), so page servers
+in several processes on one file take turns: an item never gets more than `raters` answers.
+(On a database server, the same holds for the servers sharing one process's lock only.)
+
+Raters are invited (`invite`): each gets an unguessable link token, of which the database
+keeps only the SHA-256. `csrf_key` is a secret the page signs its forms with, one per
+database, so that every page server on it accepts the others' forms.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import threading
 import time
 from collections import Counter
@@ -50,6 +59,21 @@ assignments = sa.Table(
     sa.Column("shown_at", sa.Float, nullable=False),
 )
 
+raters = sa.Table(
+    "raters",
+    metadata,
+    sa.Column("task_set", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("token_sha256", sa.String(64), nullable=False, unique=True),
+    sa.Column("invited_at", sa.Float, nullable=False),
+)
+keys = sa.Table(
+    "page_keys",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.String(64), nullable=False),
+)
+
 
 def default_url() -> str:
     return f"sqlite:///{state_dir() / 'ratings.db'}"
@@ -79,8 +103,47 @@ class RatingStore:
         self.items = tasks.by_id()
         self.order = [item["item_id"] for item in tasks.items]
         self.engine = sa.create_engine(url or default_url())
+        if self.engine.dialect.name == "sqlite":
+            take_write_lock_first(self.engine)
         metadata.create_all(self.engine)
         self.lock = threading.Lock()
+
+    def invite(self, name: str) -> str:
+        """A new link token for the rater `name` (its SHA-256 stored; an older one of theirs
+        stops working); the token itself is returned once and kept nowhere."""
+        token = secrets.token_urlsafe(24)
+        row = {"token_sha256": digest(token), "invited_at": time.time()}
+        with self.lock, self.engine.begin() as connection:
+            connection.execute(
+                raters.delete().where(raters.c.task_set == self.tasks.name, raters.c.name == name)
+            )
+            connection.execute(raters.insert().values(task_set=self.tasks.name, name=name, **row))
+        return token
+
+    def invited(self, token: str) -> str | None:
+        """The name of the rater the link token was given to, or None."""
+        with self.engine.begin() as connection:
+            return connection.execute(
+                sa.select(raters.c.name).where(
+                    raters.c.task_set == self.tasks.name, raters.c.token_sha256 == digest(token)
+                )
+            ).scalar()
+
+    def invitations(self) -> int:
+        with self.engine.begin() as connection:
+            query = sa.select(sa.func.count()).where(raters.c.task_set == self.tasks.name)
+            return connection.execute(query.select_from(raters)).scalar_one()
+
+    def csrf_key(self) -> bytes:
+        """The secret the page signs its forms with: made once per database."""
+        with self.lock, self.engine.begin() as connection:
+            value = connection.execute(
+                sa.select(keys.c.value).where(keys.c.name == "csrf")
+            ).scalar()
+            if value is None:
+                value = secrets.token_hex(32)
+                connection.execute(keys.insert().values(name="csrf", value=value))
+        return bytes.fromhex(value)
 
     def _answered(self, connection: sa.Connection) -> list[tuple[str, str]]:
         """(item, rater) of every answer to this task set."""
@@ -90,6 +153,13 @@ class RatingStore:
             )
         )
         return [tuple(row) for row in rows]
+
+    def _answers_to(self, connection: sa.Connection, item_id: str) -> int:
+        return connection.execute(
+            sa.select(sa.func.count())
+            .select_from(answers)
+            .where(answers.c.task_set == self.tasks.name, answers.c.item_id == item_id)
+        ).scalar_one()
 
     def _held(self, connection: sa.Connection, rater: str, now: float) -> list[str]:
         """The items other raters have had on screen for less than HOLD_S."""
@@ -124,7 +194,10 @@ class RatingStore:
         with self.lock, self.engine.begin() as connection:
             shown = self._assignment(connection, rater)
             if shown is not None:
-                return shown.item_id
+                # Held past HOLD_S, it may have gone to others who answered it meanwhile.
+                if self._answers_to(connection, shown.item_id) < self.tasks.raters:
+                    return shown.item_id
+                connection.execute(self._unassign(rater))
             open_items = self._open_items(connection, rater, now)
             if not open_items:
                 return None
@@ -144,6 +217,8 @@ class RatingStore:
             shown = self._assignment(connection, rater)
             if shown is None or shown.item_id != item_id:
                 raise Refused(409, f"item {item_id} is not the item {rater} was shown")
+            if self._answers_to(connection, item_id) >= self.tasks.raters:
+                raise Refused(409, f"item {item_id} has all its {self.tasks.raters} answers")
             try:
                 stored = self.tasks.kind.parse(answer, self.items[item_id])
             except ValueError as exc:
@@ -215,3 +290,22 @@ class RatingStore:
         )
         with self.engine.connect() as connection:
             return [dict(row._mapping) for row in connection.execute(query.order_by(answers.c.id))]
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def take_write_lock_first(engine: sa.Engine) -> None:
+    """Every transaction on this SQLite engine begins with BEGIN IMMEDIATE: it waits for
+    (up to the driver's timeout) and takes the database's write lock before it reads, so
+    transactions in other processes cannot read the same counts and both write. Python's
+    sqlite3 would otherwise begin a transaction only at its first write."""
+
+    @sa.event.listens_for(engine, "connect")
+    def _own_transactions(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # the driver issues no BEGIN of its own
+
+    @sa.event.listens_for(engine, "begin")
+    def _immediate(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
