@@ -377,16 +377,20 @@ class EpochProgress(threading.Thread):
         client = mlflow.MlflowClient()
         while True:
             final = self.stopped.wait(self.every_s)
-            latest = client.get_run(self.run_id).data.metrics
-            epoch = int(latest.get("epoch", 0))
-            if epoch > self.printed:
-                self.printed = epoch
-                print(
-                    f"  epoch {epoch}/{self.epochs}  loss {latest.get('epoch_loss', math.nan):.3f}"
-                    f"  dev {self.metric} "
-                    f"{latest.get(tracking.metric_key(self.metric), math.nan):.3f}",
-                    flush=True,
-                )
+            latest = int(client.get_run(self.run_id).data.metrics.get("epoch", 0))
+            if latest > self.printed:  # every epoch since the last look, not only the latest
+                history = {
+                    name: {m.step: m.value for m in client.get_metric_history(self.run_id, name)}
+                    for name in ("epoch_loss", tracking.metric_key(self.metric))
+                }
+                loss, dev = history.values()
+                for epoch in range(self.printed + 1, latest + 1):
+                    print(
+                        f"  epoch {epoch}/{self.epochs}  loss {loss.get(epoch, math.nan):.3f}"
+                        f"  dev {self.metric} {dev.get(epoch, math.nan):.3f}",
+                        flush=True,
+                    )
+                self.printed = latest
             if final:
                 return
 

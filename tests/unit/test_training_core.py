@@ -193,3 +193,27 @@ def test_a_models_parameter_groups_take_their_share_of_the_learning_rate():
     single = training.make_optimizer(config, nn.Linear(2, 1), torch.device("cpu"))
     training.set_learning_rate(single, 0.02)
     assert [group["lr"] for group in single.param_groups] == [0.02]
+
+
+def test_the_progress_lines_name_every_epoch_even_between_two_looks(platform_home, capsys):
+    """Epochs faster than its polling were skipped (`epoch 2/4`, `epoch 4/4`): it prints
+    each one from the run's metric histories."""
+    import mlflow
+
+    from conceptual.tracking import start_run
+
+    with start_run("progress-test") as run:
+        run_id = run.info.run_id
+    with training.EpochProgress(run_id, 4, "rnn-1x1", "CIDEr", every_s=3600):
+        for epoch in range(1, 5):  # all four before its first (and only, at exit) look
+            training.log_epoch(run_id, epoch * 10, [1.0], {"epoch": epoch, "loss": 1.0 / epoch,
+                                                         "CIDEr": epoch / 10})  # fmt: skip
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        "training rnn-1x1: 4 epochs",
+        "epoch 1/4  loss 1.000  dev CIDEr 0.100",
+        "epoch 2/4  loss 0.500  dev CIDEr 0.200",
+        "epoch 3/4  loss 0.333  dev CIDEr 0.300",
+        "epoch 4/4  loss 0.250  dev CIDEr 0.400",
+    ]
+    assert mlflow.get_run(run_id).data.metrics["epoch"] == 4
