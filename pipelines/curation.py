@@ -361,8 +361,15 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
 
 
 def funnel_stages(config: CurationConfig) -> tuple[Stage, ...]:
-    """Every stage a candidate can be rejected at, in funnel order."""
-    return (READ, *(stage for step in steps(config) for stage in step.stages))
+    """Every stage a candidate can be rejected at, in funnel order: a rule that is off
+    (`overlap.enabled=false`, `entity_frequency.enabled=false`) rejects nothing, and its
+    row would only say so."""
+    off = {
+        OVERLAP.name: not config.overlap.enabled,
+        ENTITY_FREQUENCY.name: not config.entity_frequency.enabled,
+    }
+    staged = (stage for step in steps(config) for stage in step.stages)
+    return (READ, *(stage for stage in staged if not off.get(stage.name)))
 
 
 def stages(config: CurationConfig) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from conceptual.pipelines.curation import (
     READ_COLUMNS,
     STAGES,
     CurationConfig,
+    ImportConceptualConfig,
     nothing_kept_hint,
     steps,
 )
@@ -48,6 +49,10 @@ def test_the_funnel_follows_the_steps():
         "entity_frequency",
     )
     assert len(per_candidate(steps(without_images))) == 1
+    # A rule that is off has no row (an import's funnel listed overlap and entity_frequency).
+    imported = curation.stages(ImportConceptualConfig())
+    assert "overlap" not in imported and "entity_frequency" not in imported
+    assert "deduplicate" in imported
 
 
 def test_each_stage_declares_its_reasons_and_settings():
