@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--verbose", action="store_true", help="MLflow's own logs on the terminal")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.rating_tasks import build
+    from conceptual.pipelines.rating_tasks import build, sampled
     from conceptual.storage import StorageError
 
     # no such run, data or photos
@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"tasks:    {args.output}  ({len(tasks.items)} items: {counts}; {args.raters} raters each)"
     )
+    if args.items and (found := sampled(tasks)) < args.items:
+        print(f"note:     --items {args.items}, and the source holds {found}: all of them are in")
     print(f"task set: {tasks.name}")
     print(f"serve:    python -m conceptual.jobs.rating_page --tasks {args.output}")
     return 0

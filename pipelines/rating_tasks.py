@@ -236,6 +236,14 @@ def retrieval_items(
     return rows, {"automatic": automatic, "modality": modality}
 
 
+def sampled(tasks: TaskSet) -> int:
+    """How many of what `--items` counts the task set holds: images where each comes with
+    every approach's caption (zh_caption, a run with a baseline), else items."""
+    if tasks.kind.name == "zh_caption" or len(tasks.manifest["approaches"]) > 1:
+        return len({item["image_id"] or item["source_id"] for item in tasks.items})
+    return len(tasks.items)
+
+
 def build(
     kind: str,
     output: str,

@@ -55,6 +55,15 @@ def test_caption_quality_tasks_are_reproducible(tmp_path, platform_home):
         assert item["text"] == by_record[item["source_id"]]["caption"]
 
 
+def test_asking_for_more_items_than_the_source_holds_says_so(tmp_path, platform_home, capsys):
+    data = curated_dataset(tmp_path / "ds", [english(n) for n in range(12)])
+    argv = ["--kind", "caption_quality", "--data", data, "--output", str(tmp_path / "t")]
+    assert rating_tasks.main([*argv, "--items", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "(12 items: curated 12" in out
+    assert "note:     --items 200, and the source holds 12: all of them are in" in out
+
+
 def test_chinese_captions_one_per_image_and_source(tmp_path, platform_home):
     rows = [
         {**english(n), "id": f"{source}{n}", "language": "zh", "source": source,
