@@ -159,15 +159,18 @@ class JobParser(argparse.ArgumentParser):
             for i, one in enumerate(v for v in values if isinstance(v, str)):
                 key = name if len(values) == 1 else f"{name} #{i + 1}"
                 (outputs if action.type is output else inputs)[key] = one
-        if outputs:
-            from conceptual.storage import StorageError, claim_output, refuse_overlap
+        from conceptual.storage import StorageError, claim_output, refuse_overlap
 
-            try:
-                refuse_overlap(outputs, inputs)
-                for uri in outputs.values():
-                    claim_output(uri, self.prog, namespace.into_existing)
-            except StorageError as exc:
-                raise Stopped(exc) from None
+        try:
+            refuse_overlap(outputs, inputs)
+            # A local input that is not there is said at once, before any heavy import.
+            for name, value in inputs.items():
+                if "://" not in value and ":/" not in value and not Path(value).exists():
+                    raise StorageError(f"{name} {value}: no such file or folder")
+            for uri in outputs.values():
+                claim_output(uri, self.prog, namespace.into_existing)
+        except StorageError as exc:
+            raise Stopped(exc) from None
         return namespace, extra
 
 
@@ -203,12 +206,14 @@ def run_data_job(
     config_class: type,
     run: Callable[[str, str, Any], Any],
     user_errors: tuple[type[Exception], ...] = (),
+    check: Callable[[str, Any], Any] | None = None,
 ) -> tuple[Any, Any, Path | None]:
     """A data job from its arguments to its result: the config, a line saying what goes
-    where, Ray, the run, all with third-party output in the job's log. Returns (config, what
-    `run` returned, the log's path), or stops the job (Stopped) with exit code 2 on an error
-    the user can fix (a bad key, a missing input, `user_errors`), 1 after rows failed past
-    errors.* or object storage failed for good."""
+    where, Ray, the run, all with third-party output in the job's log. `check(source,
+    config)`, the job's own checks of its input, runs before Ray starts and returns the
+    config to run with. Returns (config, what `run` returned, the log's path), or stops the
+    job (Stopped) with exit code 2 on an error the user can fix (a bad key, a missing input,
+    `user_errors`), 1 after rows failed past errors.* or object storage failed for good."""
     from conceptual import storage
     from conceptual.config import ConfigError, load
     from conceptual.errors import TooManyErrors
@@ -220,6 +225,8 @@ def run_data_job(
             config = load(config_class, args.config, args.overrides)
             if not storage.exists(source):
                 raise StorageError(f"no input data at {source}")
+            if check is not None:
+                config = check(source, config)
             print(f"{job}: {source} -> {args.output}", flush=True)
             init_ray()
             require_shared({"the input": source, "--output": args.output})

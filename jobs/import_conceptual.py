@@ -55,22 +55,24 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.curation import ImportConceptualConfig, run, where_it_went
     from conceptual.pipelines.released import ReleasedInputError, check_input, summary
 
-    def run_import(source: str, output: str, config: ImportConceptualConfig):
+    def checked(source: str, config: ImportConceptualConfig) -> ImportConceptualConfig:
+        """The input's splits and labels, before Ray starts."""
         if config.captions == "released":
             dataset_labels = config.overlap.enabled and config.labels.source == "dataset"
             split = config.released.split
             if named := check_input(source, config.input_format, split, dataset_labels):
                 # The input's one split, said by its files' names: logged with the config.
                 config.released = config.released.model_copy(update={"split": named})
-        return run(source, output, config)
+        return config
 
     config, (stats, run_id), log = run_data_job(
         "import_conceptual",
         args,
         args.input,
         ImportConceptualConfig,
-        run_import,
+        run,
         (CandidateFormatError, ReleasedInputError),
+        check=checked,
     )
     print(funnel.render(stats))
     print(summary(stats))

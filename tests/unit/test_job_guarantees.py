@@ -420,6 +420,7 @@ def test_dotted_keys():
 def test_a_job_reports_a_mistyped_key_before_ray(tmp_path, home, capsys, ray_starts):
     from conceptual.jobs import import_captions
 
+    (tmp_path / "in").mkdir()
     argv = ["--folder", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "split=1"]
     assert import_captions.main(argv) == 2
     err = capsys.readouterr().err
@@ -441,6 +442,30 @@ def test_a_mistyped_key_is_answered_before_the_pipeline_is_imported():
         "error: invalid config: epoch: unknown key, did you mean epochs?"
     )
     assert "model.architecure: unknown key, did you mean model.architecture?" in result.stderr
+
+
+def test_a_missing_input_is_said_before_the_pipeline_is_imported(tmp_path):
+    """It took 1m51s under load (Ray and the pipeline imported first)."""
+    code = (
+        "import sys; from conceptual.jobs import curate as job;"
+        f"code = job.main(['--input', '{tmp_path}/nowhere', '--output', '{tmp_path}/out']);"
+        "heavy = [m for m in ('torch', 'ray', 'mlflow') if m in sys.modules];"
+        "print(heavy); sys.exit(code)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout.strip() == "[]", result.stderr
+    assert result.stderr.startswith(f"error: --input {tmp_path}/nowhere: no such file or folder")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_import_without_a_split_is_refused_before_ray(tmp_path, home, capsys, ray_starts):
+    from conceptual.jobs import import_conceptual
+
+    (tmp_path / "captions.tsv").write_text("a dog .\thttp://x.test/d.jpg\n")
+    argv = ["--input", str(tmp_path / "captions.tsv"), "--output", str(tmp_path / "out")]
+    assert import_conceptual.main(argv) == 2
+    assert "--split" in capsys.readouterr().err
+    assert not _ray_started(ray_starts)
 
 
 def test_the_early_check_reads_the_config_file_too(tmp_path, capsys):
