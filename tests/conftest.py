@@ -30,9 +30,12 @@ def real_data() -> Path:
     return path
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    """One line at the end of a run that lacked ../shared/data: how many tests it skipped for
-    that, and how to include them, so a partial run is never read as a full one."""
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: after pytest's own summary
+def pytest_terminal_summary(terminalreporter):
+    """One line at the end of a run that lacked ../shared/data, just above the counts: how
+    many tests it skipped for that, and how to include them, so a partial run is never read
+    as a full one."""
+    yield
     absent = [
         report
         for report in terminalreporter.stats.get("skipped", [])
