@@ -187,8 +187,8 @@ def test_jobs_refuse_what_they_cannot_use(data, ray_local, platform_home, capsys
     from conceptual.jobs import score_fluency, train_fluency
 
     assert train_fluency.main(["--cn", str(tmp_path / "missing"), *TINY]) == 2
-    assert "no such folder" in capsys.readouterr().err
+    assert f"--cn {tmp_path / 'missing'}: no such file or folder" in capsys.readouterr().err
     import_flickr8k_cn(data["images"], data["cn"], str(tmp_path / "import"))
     argv = ["--model", str(tmp_path / "no-model"), "--data", str(tmp_path / "import")]
     assert score_fluency.main([*argv, "--output", str(tmp_path / "out")]) == 2
-    assert "neither a model URI nor a local directory" in capsys.readouterr().err
+    assert f"--model {tmp_path / 'no-model'}: no such file or folder" in capsys.readouterr().err

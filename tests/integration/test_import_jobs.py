@@ -102,7 +102,8 @@ def test_jobs_exit_2_on_a_missing_folder(tmp_path):
     ]:
         result = run_job(module, *args, "--output", str(tmp_path / "out"))
         assert result.returncode == 2
-        assert result.stderr.strip() == f"error: no such folder: {tmp_path / 'nowhere'}"
+        assert result.stderr.strip() == f"error: {args[0]} {args[1]}: no such file or folder"
+        assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_import_writes_to_s3(s3_endpoint, tmp_path):
