@@ -381,15 +381,16 @@ def build_images(directory: str | Path) -> Catalogue:
 
 def write_captioned_folder(folder: str | Path, captions_per_photo: int) -> Catalogue:
     """The good photos (each scene in its three VIEWS) with captions that fit them, in the
-    layout import_captions reads (captions.csv, images/); returns the catalogue."""
+    layout import_captions reads (captions.csv, images/), each photo's split stated
+    (VIEW_SPLITS); returns the catalogue."""
     folder = Path(folder)
     catalogue = build_images(folder / "images")
     with open(folder / "captions.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["image", "caption"])
+        writer.writerow(["image", "caption", "split"])
         for file in catalogue.views():
             for caption in PHOTOS_BY_NAME[file.photo].captions()[:captions_per_photo]:
-                writer.writerow([file.name, caption])
+                writer.writerow([file.name, caption, VIEW_SPLITS[file.kind]])
     for file in catalogue.files:
         if file.kind not in VIEWS:
             catalogue.path(file).unlink()

@@ -4,7 +4,7 @@ A reader turns a source into `Pair`s, one per (image, caption), the pairs of one
 together; `write_import` streams them into Parquet parts of bounded size, reading each
 image's bytes once and holding at most one part in memory:
 
-    OUTPUT/candidates/part-*.parquet  records.CANDIDATE, for the curation pipeline (default)
+    OUTPUT/candidates/part-*.parquet  records.IMPORTED, for the curation pipeline (default)
     OUTPUT/curated/part-*.parquet     records.CURATED, for captions that are already clean
     OUTPUT/clips/part-*.parquet       records.CLIP, recorded speech of the images, when the
                                       folder has some (conceptual.speech.human)
@@ -44,8 +44,8 @@ from pydantic import Field
 from conceptual import logs, storage
 from conceptual.candidates import MAX_STORED_CHARS, storable
 from conceptual.config import Config, ConfigError, load
-from conceptual.records import CANDIDATE, CURATED, Rejection, candidate_id
-from conceptual.splits import SplitConfig, assign_split
+from conceptual.records import CURATED, IMPORTED, Rejection, candidate_id
+from conceptual.splits import SplitConfig, assign_split, stated_split
 
 SKIP_REASONS = (
     "missing_image",
@@ -164,10 +164,13 @@ def csv_pairs(
     return _csv_pairs(rows, images_dir, captions_file)
 
 
-def _read_captions_csv(path: Path) -> list[tuple[int, str, str, Rejection | None]]:
-    """(line number, image name, caption, why the row cannot be imported) of each row;
-    captions are text, small beside the images, so the whole file is read to group the rows
-    by image. A row that cannot be read is kept, with its problem, to be counted."""
+def _read_captions_csv(
+    path: Path,
+) -> list[tuple[int, str, str, str | None, Rejection | None]]:
+    """(line number, image name, caption, its split, why the row cannot be imported) of each
+    row; captions are text, small beside the images, so the whole file is read to group the
+    rows by image. A row that cannot be read is kept, with its problem, to be counted. An
+    optional `split` column states the image's split (splits.stated_split)."""
     # surrogateescape: undecodable bytes fail their own row, not the file.
     text = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape")
     reader = csv.reader(io.StringIO(text, newline=""))
@@ -175,6 +178,7 @@ def _read_captions_csv(path: Path) -> list[tuple[int, str, str, Rejection | None
     if "image" not in header or "caption" not in header:
         raise ImportSourceError(f"{path} needs a header naming columns image and caption")
     image_col, caption_col = header.index("image"), header.index("caption")
+    split_col = header.index("split") if "split" in header else None
     rows = []
     while True:
         try:
@@ -182,12 +186,18 @@ def _read_captions_csv(path: Path) -> list[tuple[int, str, str, Rejection | None
         except StopIteration:
             return rows
         except csv.Error as exc:  # a field over csv's own limit (128 KiB), a NUL byte...
-            rows.append((reader.line_num, "", "", Rejection("malformed_row", str(exc))))
+            rows.append((reader.line_num, "", "", None, Rejection("malformed_row", str(exc))))
             continue
         if not any(cell.strip() for cell in row):
             continue  # a blank line holds no caption
         image, caption = _cell(row, image_col), _cell(row, caption_col)
-        rows.append((reader.line_num, storable(image), storable(caption), _row_problem(row)))
+        problem, split = _row_problem(row), None
+        if split_col is not None:
+            try:
+                split = stated_split(_cell(row, split_col))
+            except ValueError as exc:
+                problem = problem or Rejection("malformed_row", str(exc))
+        rows.append((reader.line_num, storable(image), storable(caption), split, problem))
 
 
 def _row_problem(row: list[str]) -> Rejection | None:
@@ -204,16 +214,18 @@ def _cell(row: list[str], column: int) -> str:
 
 
 def _csv_pairs(
-    rows: list[tuple[int, str, str, Rejection | None]], images_dir: Path, name: str
+    rows: list[tuple[int, str, str, str | None, Rejection | None]], images_dir: Path, name: str
 ) -> Iterator[Pair]:
-    by_image: dict[str, list[tuple[int, str, Rejection | None]]] = {}
-    for line, image, caption, problem in rows:
-        by_image.setdefault(image, []).append((line, caption, problem))
+    by_image: dict[str, list[tuple[int, str, str | None, Rejection | None]]] = {}
+    for line, image, caption, split, problem in rows:
+        by_image.setdefault(image, []).append((line, caption, split, problem))
     for image, captions in by_image.items():
         path, outside = image_in(images_dir, image) if image else (None, None)
         url = dataset_path(path, absolute(images_dir).parent) if path and not outside else ""
-        for line, caption, problem in captions:
-            yield Pair(path, url, caption, None, f"{name}:{line}", problem or outside)
+        # An image's split is the first its rows state: one image, one split.
+        split = next((split for _, _, split, _ in captions if split), None)
+        for line, caption, _, problem in captions:
+            yield Pair(path, url, caption, split, f"{name}:{line}", problem or outside)
 
 
 def image_in(images_dir: Path, name: Any) -> tuple[Path | None, Rejection | None]:
@@ -411,7 +423,7 @@ def write_import(
     `curated_schema` holds the pairs' `columns` too, and `sections` are what the reader
     counted itself, added to import.json."""
     config = config or ImportConfig()
-    kind, schema = ("curated", curated_schema) if config.curated else ("candidates", CANDIDATE)
+    kind, schema = ("curated", curated_schema) if config.curated else ("candidates", IMPORTED)
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, storage.SUCCESS))
     for stale in ("candidates", "curated", "clips", REPORT):
@@ -463,8 +475,9 @@ def _import_image(
         if config.curated:
             parts.add(curated_row(pair, data, caption, (width, height), split))
             report.splits.setdefault(split, Counter())["captions"] += 1
-        else:
-            parts.add(candidate_row(pair, data))
+        else:  # the source's own split, for the curation to keep; else its hash decides
+            stated = pair.source_split if config.split_by == "source" else None
+            parts.add(candidate_row(pair, data) | {"split": stated})
         report.captions += 1
     if seen:
         report.images += 1

@@ -74,6 +74,10 @@ CANDIDATE = pa.schema(
     ]
 )
 
+# An imported candidate (conceptual.importers): with the split its source states, which a
+# curation keeps (pipelines/readers.py); null where the source states none.
+IMPORTED = CANDIDATE.append(pa.field("split", pa.string()))
+
 # A candidate on its way through curation (pipelines/readers.py reads it): the input fields
 # and, once something rejects it, the stage, reason and detail (null while it is still in
 # the running); `position`, where it stood in the input (its read unit and row there), the

@@ -13,7 +13,7 @@ from PIL import Image
 
 from conceptual import storage
 from conceptual.importers import ImportConfig, csv_pairs, write_import
-from conceptual.records import CANDIDATE, CURATED
+from conceptual.records import CURATED, IMPORTED
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def test_import_coco_job_pairs_annotations_with_image_folders(real_data, tmp_pat
     result = run_job("import_coco", *args, "--output", str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     table = pq.read_table(tmp_path / "candidates")
-    assert table.schema == CANDIDATE and table.num_rows == 795
+    assert table.schema == IMPORTED and table.num_rows == 795
     assert len(set(table["id"].to_pylist())) == 795
 
 

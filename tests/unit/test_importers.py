@@ -15,7 +15,7 @@ from PIL import Image
 from conceptual import importers
 from conceptual.fluency.flickr8k_cn import flickr8k_cn_pairs
 from conceptual.importers import ImportConfig, ImportSourceError, released_style, write_import
-from conceptual.records import CANDIDATE, CURATED, candidate_id
+from conceptual.records import CURATED, IMPORTED, candidate_id
 from conceptual.splits import SplitConfig, assign_split
 
 
@@ -122,7 +122,7 @@ def test_coco_candidates_carry_their_image_and_a_stable_locator(coco, tmp_path):
     write_import(importers.coco_pairs(annotations, images), str(tmp_path / "out"))
     schema, rows = read_rows(tmp_path / "out" / "candidates")
 
-    assert schema == CANDIDATE
+    assert schema == IMPORTED
     by_text = {row["alt_text"]: row for row in rows}
     assert set(by_text) == {
         "A man riding a horse.",
@@ -134,6 +134,30 @@ def test_coco_candidates_carry_their_image_and_a_stable_locator(coco, tmp_path):
     assert local["image_url"] == "val2017/b.jpg"  # its path in the dataset, not on this machine
     assert local["image"] == (images / "b.jpg").read_bytes()
     assert all(row["id"] == candidate_id(row["image_url"], row["alt_text"]) for row in rows)
+
+
+def test_candidates_carry_the_split_their_source_states(coco, captions_folder, tmp_path):
+    """COCO's split, and a CSV folder's `split` column, ride on each candidate for the
+    curation to keep (they were lost there, and the curation hashed again)."""
+    write_import(importers.coco_pairs(*coco), str(tmp_path / "coco"))
+    assert {row["split"] for row in read_rows(tmp_path / "coco" / "candidates")[1]} == {"val"}
+    csv = captions_folder / "captions.csv"
+    csv.write_text(
+        "image,caption,split\nx.jpg,A wet dog .,Test\ny.jpg,A white wall .,\n"
+        "x.jpg,A dog shakes itself .,\ny.jpg,A blank white picture,holdout\n"
+    )
+    report = write_import(importers.csv_pairs(captions_folder), str(tmp_path / "csv"))
+    rows = read_rows(tmp_path / "csv" / "candidates")[1]
+    assert {row["alt_text"]: row["split"] for row in rows} == {
+        "A wet dog .": "test",
+        "A dog shakes itself .": "test",  # an image's split, stated on one of its rows
+        "A white wall .": None,  # none stated: the curation's hash decides
+    }
+    assert report["skipped"] == report["skipped_by_reason"]["malformed_row"] == 1
+    config = ImportConfig(curated=True)
+    write_import(importers.csv_pairs(captions_folder), str(tmp_path / "cur"), config)
+    curated = read_rows(tmp_path / "cur" / "curated")[1]
+    assert {row["split"] for row in curated if row["image_url"].endswith("x.jpg")} == {"test"}
 
 
 def test_curated_coco_records_are_clean_and_keep_the_source_split(coco, tmp_path):
