@@ -88,7 +88,12 @@ def test_features_job_fails_clearly_without_data(tmp_path):
         "--output",
         str(tmp_path / "o"),
     )
-    assert result.returncode == 2 and b"no input data" in result.stderr
+    assert result.returncode == 2
+    assert (
+        result.stderr.decode().strip()
+        == f"error: --data {tmp_path / 'nope'}: no such file or folder"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_features_job_rejects_unknown_keys(tmp_path):
