@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_DISABLE_TELEMETRY ?= true
 
-.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean clean-outputs mlflow-ui mlflow serve
+.PHONY: setup demo test test-fast test-slow test-cluster test-faults bench lint clean clean-outputs mlflow-ui mlflow serve serve-stop
 
 setup:
 	@bash scripts/setup.sh
@@ -58,12 +58,14 @@ mlflow-ui: setup
 mlflow: setup
 	@MLFLOW_TRACKING_URI="$$($(PY) -c 'from conceptual.tracking import configure; print(configure())')" $(VENV)/bin/mlflow $(ARGS)
 
-# The captioning service as deployed: Ray Serve (serve/config.yaml, on 127.0.0.1:8000) behind
-# the nginx front door on 127.0.0.1:8080 (FRONT_DOOR='listen=0.0.0.0:8080 ...' to change it).
-# LOW_LATENCY=1: Ray's HAProxy ingress and gRPC between replicas (Serve's overhead 8 ms at p50
-# instead of 15, BENCHMARKS.md); Ray then opens its replicas' HTTP ports on every interface,
-# so only on a host whose firewall keeps them in.
-SERVE_ENV = $(if $(LOW_LATENCY),RAY_SERVE_ENABLE_HA_PROXY=1 RAY_SERVE_THROUGHPUT_OPTIMIZED=1 RAY_SERVE_HAPROXY_BINARY_PATH=/usr/sbin/haproxy)
+# The captioning service as deployed (scripts/serve.sh): Ray Serve (serve/config.yaml, on
+# 127.0.0.1:8000) behind the nginx front door on 127.0.0.1:8080 (FRONT_DOOR='listen=0.0.0.0:8080
+# ...' to change it), on a Ray head of its own with token authentication; Ctrl-C or
+# `make serve-stop` stops all of it and no other Ray. LOW_LATENCY=1: Ray's HAProxy ingress and
+# gRPC between replicas (Serve's overhead 8 ms at p50 instead of 15, BENCHMARKS.md), its stats
+# and metrics on 127.0.0.1 (scripts/haproxy-loopback).
 serve: setup
-	$(SERVE_ENV) $(VENV)/bin/ray start --head --num-cpus $${NUM_CPUS:-2} && $(VENV)/bin/serve deploy serve/config.yaml
-	$(PY) -m conceptual.serve.front_door $(FRONT_DOOR)
+	@LOW_LATENCY=$(LOW_LATENCY) FRONT_DOOR="$(FRONT_DOOR)" bash scripts/serve.sh start
+
+serve-stop:
+	@bash scripts/serve.sh stop
