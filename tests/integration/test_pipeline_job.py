@@ -299,4 +299,6 @@ def test_the_readme_small_example_runs_every_stage(
     assert list(summary) == list(STAGES)
     assert summary["register"]["result"]["promoted"]
     assert summary["train_retriever"]["result"]["registered"]["promoted"]
-    assert re.search(r"^  CIDEr\s+\d\.\d{3}\s+\d\.\d{3}$", out, re.M)  # model beside baseline
+    cell = r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]"  # a score and its 95% interval
+    assert re.search(rf"^  CIDEr\s+{cell}\s+{cell}$", out, re.M)  # model beside baseline
+    assert summary["evaluate"]["result"]["images"] == 5  # the example's own test split
