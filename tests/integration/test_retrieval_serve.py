@@ -259,10 +259,10 @@ def test_build_index_tags_the_champion_and_the_service_follows(client, models, d
 
 
 def test_build_index_refuses_bad_inputs_with_exit_2(data, tmp_path, capsys):
-    model = str(tmp_path / "model")  # not read: each fails first
+    model = "models:/retriever-text/1"  # not read: each fails first
     missing = ["--model", model, "--data", str(tmp_path / "nothing")]
     assert build_index_job.main([*missing, "--output", str(tmp_path / "o")]) == 2
-    assert "no input data" in capsys.readouterr().err
+    assert f"--data {tmp_path / 'nothing'}: no such file or folder" in capsys.readouterr().err
     bad_key = ["--model", model, "--data", data["features"], "--output", str(tmp_path / "o")]
     assert build_index_job.main([*bad_key, "aproximate=true"]) == 2
     assert "aproximate" in capsys.readouterr().err
