@@ -237,6 +237,8 @@ def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=Fals
                 rows += len(piece)
                 table = pa.Table.from_pylist(piece, schema=IN_FLIGHT)
                 yield table if skip is None else without_positions(table, skip)
+        if not rows:  # an empty range still gives its (empty) table
+            yield IN_FLIGHT.empty_table()
         if units is not None:
             record_unit(*units, part["unit"], rows)
 
