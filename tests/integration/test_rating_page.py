@@ -9,9 +9,9 @@ form, another Host, a huge body). The page's screenshot is kept in tests/artifac
 
 from __future__ import annotations
 
-import http.client
 import io
 import random
+import socket
 import threading
 import urllib.error
 import urllib.parse
@@ -146,19 +146,15 @@ def post(url: str, fields: dict[str, str], **headers: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def chunked_post(url: str, body: bytes) -> int:
-    """The status of a POST whose body comes in chunks, its length declared nowhere."""
+def status_of_raw_post(url: str, headers: list[str], body: bytes = b"") -> str:
+    """The status line the page answers a POST of these headers and body with, over a plain
+    socket: a request refused before its body is read is not sent its body (a client that
+    goes on sending to a closed connection gets a reset, not the answer)."""
     parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    chunks = (body[i : i + 8192] for i in range(0, len(body), 8192))
-    try:
-        form = {"Content-Type": "application/x-www-form-urlencoded"}
-        connection.request("POST", parts.path, body=chunks, headers=form, encode_chunked=True)
-        return connection.getresponse().status
-    except (BrokenPipeError, ConnectionResetError):  # refused and closed while still sending
-        return 413
-    finally:
-        connection.close()
+    lines = [f"POST {parts.path} HTTP/1.1", f"Host: {parts.netloc}", *headers, "", ""]
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as connection:
+        connection.sendall("\r\n".join(lines).encode() + body)
+        return connection.makefile("rb").readline().decode().strip()
 
 
 def test_an_invited_rater_clicks_through_closes_and_resumes(tmp_path, free_port, capsys):
@@ -200,9 +196,13 @@ def test_an_invited_rater_clicks_through_closes_and_resumes(tmp_path, free_port,
         assert post(undo, {"csrf": csrf}, Origin="http://evil.test")[0] == 403
         assert post(undo, {"csrf": csrf}, Referer="http://evil.test/rate")[0] == 403
         assert post(undo, {"csrf": csrf}, Host="evil.test")[0] == 421
-        assert post(undo, {"csrf": csrf, "pad": "x" * (1 << 20)})[0] == 413
-        form = f"csrf={csrf}&pad=".encode() + b"x" * (1 << 20)
-        assert chunked_post(undo, form) == 413  # no length declared: counted as it comes
+        form_type = "Content-Type: application/x-www-form-urlencoded"
+        declared = [form_type, f"Content-Length: {300 << 20}"]  # 300 MB, never sent
+        assert status_of_raw_post(undo, declared).startswith("HTTP/1.1 413")
+        form = f"csrf={csrf}&pad=".encode() + b"x" * (20 << 10)  # no length declared:
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(form), form)  # counted as it comes
+        status = status_of_raw_post(undo, [form_type, "Transfer-Encoding: chunked"], chunked)
+        assert status.startswith("HTTP/1.1 413")
         assert "All done" not in urllib.request.urlopen(f"{base}/rate/{ann}").read().decode()
     # The browser is closed and the server stopped; a new server on the same database.
     with serving(tasks, db, free_port()) as base, browser() as driver:
