@@ -77,7 +77,7 @@ EPOCHS = 8
 # The demo's registered model: its versions and champion are the demo's alone.
 MODEL_NAME = "demo-captioner"
 # The demo's folders under <home>/demo are its own, also those an older version wrote.
-OWN_FOLDER = "--into-existing"
+OWN_FOLDER = storage.INTO_EXISTING
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if args.no_serve:
             return 0
-        serve_demo(trained, held_out_photos(catalogue, root / "curated" / "curated")[0], args.port)
+        version, held_out = trained
+        serve_demo(version, held_out[0], args.port)
     return 0
 
 
@@ -139,9 +140,9 @@ def curate_demo(catalogue: Catalogue, root: Path, n: int, seed: int) -> int:
         )
 
 
-def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> str | None:
-    """Features, training, evaluation and captions; the version this run registered, or None
-    when a step failed (it printed why)."""
+def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> tuple[str, list[Path]] | None:
+    """Features, training, evaluation and captions; the version this run registered and the
+    held-out photos, or None when a step failed (it printed why)."""
     features_uri = str(root / "features")
     print("\ndemo: features of the kept images")
     if features.main(["--data", str(root / "curated"), "--output", features_uri, OWN_FOLDER]):
@@ -166,13 +167,13 @@ def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> str | None:
         captioner = ImageCaptioner(registry.resolve(model))
         captions = captioner.caption_bytes([photo.read_bytes() for photo in held_out])
     print(held_out_report(catalogue, held_out, captions))
-    return trained.version
+    return trained.version, held_out
 
 
 def held_out_report(catalogue: Catalogue, photos: list[Path], captions: list[str]) -> str:
     """A line per held-out photo (its scene, the model's caption, a true caption of the
-    scene) and how many captions name their own scene's subject; when fewer than half do,
-    a line saying that the demo's few photos cannot support the model's captions."""
+    scene) and how many captions name their own scene's subject; when half or fewer do, a
+    line saying that these captions are no result."""
     scenes = {file.name: file.photo for file in catalogue.views()}
     lines, right = [], 0
     for photo, caption in zip(photos, captions, strict=True):
@@ -185,7 +186,7 @@ def held_out_report(catalogue: Catalogue, photos: list[Path], captions: list[str
     lines.append(f"demo: {right} of {len(photos)} held-out captions name their own scene")
     if 2 * right <= len(photos):
         lines.append(
-            "demo: fewer than half: this short run on five scenes has not learned them, so "
+            "demo: half or fewer: this short run on five scenes has not learned them, so "
             "these captions are not a result (more epochs: --epochs)"
         )
     return "\n".join(lines)

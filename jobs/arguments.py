@@ -131,9 +131,11 @@ class JobParser(argparse.ArgumentParser):
     def writes_output(self) -> None:
         """`--into-existing`, for a job whose output is named elsewhere than by `type=output`
         (the pipeline's `output=` key); it then claims it with claim_output itself."""
+        from conceptual.storage import INTO_EXISTING
+
         if "into_existing" not in {action.dest for action in self._actions}:
             super().add_argument(
-                "--into-existing",
+                INTO_EXISTING,
                 action="store_true",
                 help="write into an output folder that holds other files (only the job's own "
                 "parts are replaced); refused without it",
@@ -165,7 +167,7 @@ class JobParser(argparse.ArgumentParser):
             refuse_overlap(outputs, inputs)
             # A local input that is not there is said at once, before any heavy import.
             for name, value in inputs.items():
-                if "://" not in value and ":/" not in value and not Path(value).exists():
+                if ":/" not in value and not Path(value).exists():  # URIs: their stores say
                     raise StorageError(f"{name} {value}: no such file or folder")
             for uri in outputs.values():
                 claim_output(uri, self.prog, namespace.into_existing)

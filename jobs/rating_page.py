@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         store = RatingStore(tasks, args.db)
         links = {name: store.invite(name) for name in map(normalized_name, args.invite)}
         hosts = [args.host, *LOCAL_HOSTS, *args.allow_host]
-        app = rating_app(tasks, args.db, open_raters=args.open, hosts=hosts)
+        app = rating_app(store, open_raters=args.open, hosts=hosts)
     base = f"http://{args.allow_host[0] if args.allow_host else args.host}:{args.port}"
     print(f"rating:   {tasks.name} ({len(tasks.items)} items, {tasks.raters} raters each)")
     print(f"answers:  {redact(args.db or default_url())}")

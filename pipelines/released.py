@@ -5,9 +5,9 @@ The import runs the curation pipeline (pipelines/curation.py, `captions=released
 text stages replaced by `released_captions`: a released caption is a caption already, so it
 is kept exactly as released (no text filters, no hypernymization, no re-tokenization), and
 only an empty one, one over `text.filters.max_chars` or one holding a control character is
-rejected, at stage `text` with that stage's reasons. Its split is `released.split` (the job's `--split`), else the one its file
-holds (pipelines/readers.py: a Parquet `split` column, else the file's name), and nothing
-re-splits it. Fetching, the image filters and the overlap rule then run as in `curate`.
+rejected, at stage `text` with that stage's reasons. Its split is `released.split` (the
+job's `--split`), else the one its file holds (pipelines/readers.py: a Parquet `split`
+column, else the file's name), and nothing re-splits it. Fetching, the image filters and the overlap rule then run as in `curate`.
 
 `resize_images` is the step after the image stages when `image.resize` asks for one (in
 `curate` too): accepted images resized or re-encoded (vision/resize.py), their size and

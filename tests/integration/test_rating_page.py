@@ -60,7 +60,7 @@ def task_set(kind: str, items: list[dict], raters: int = 2) -> TaskSet:
 @contextmanager
 def serving(tasks: TaskSet, db: str, port: int, open_raters: bool = False) -> Iterator[str]:
     """The rating page on 127.0.0.1:port until the block ends (a server process's life)."""
-    app = rating_app(tasks, db, open_raters=open_raters)
+    app = rating_app(RatingStore(tasks, db), open_raters=open_raters)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -1,6 +1,6 @@
 """The rating page: one item at a time to each rater, every answer stored as it is given.
 
-    app = rating_app(read_task_set(uri), db_url)      # a Starlette app; jobs.rating_page runs it
+    app = rating_app(RatingStore(read_task_set(uri), db_url))  # Starlette; jobs.rating_page runs it
 
 | path | what |
 |---|---|
@@ -171,15 +171,11 @@ async def submitted_answer(tasks: TaskSet, form: Any) -> tuple[str, str]:
 
 
 def rating_app(
-    tasks: TaskSet,
-    db_url: str | None = None,
-    open_raters: bool = False,
-    hosts: Iterable[str] = LOCAL_HOSTS,
+    store: RatingStore, open_raters: bool = False, hosts: Iterable[str] = LOCAL_HOSTS
 ) -> Starlette:
-    """The page of `tasks` on the store at `db_url`: for invited raters, or with
-    `open_raters` for names typed at /; answering requests whose Host is one of `hosts`."""
-    store = RatingStore(tasks, db_url)
-    items = tasks.by_id()
+    """The page of the store's task set: for invited raters, or with `open_raters` for names
+    typed at /; answering requests whose Host is one of `hosts`."""
+    tasks, items = store.tasks, store.items
     csrf_key = store.csrf_key()
     served = {host_of(host) for host in hosts}
 
