@@ -60,6 +60,18 @@ class Node:
         self._log.close()
 
 
+def agent_ports() -> list[str]:
+    """`ray start` options giving a node's agents free ports: Ray's defaults (52365...) may
+    be held by another Ray on this machine (a demo's, make serve's, the other node's), and a
+    head whose job agent cannot bind answers every submission "No available agent"."""
+    return [
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+    ]
+
+
 def start_head(tmp: Path, env: dict[str, str], *args: str) -> tuple[Node, str, int]:
     """A head node with the dashboard on a free port. Returns it, the job submission address
     and the GCS port other nodes join at."""
@@ -71,6 +83,7 @@ def start_head(tmp: Path, env: dict[str, str], *args: str) -> tuple[Node, str, i
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}",
+            *agent_ports(),
             *args,
         ],
         env,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ray_cli import BIN, Node, free_port, output_of, ray_env, start_head, submit
+from ray_cli import BIN, Node, agent_ports, free_port, output_of, ray_env, start_head, submit
 from waiting import wait_until  # tests/waiting.py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
@@ -88,10 +88,7 @@ def cluster(tmp_path_factory, platform_home, s3_endpoint, tracking_server):
             *small,
             '--resources={"node2": 1}',
             f"--node-manager-port={node2_port}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
+            *agent_ports(),
         ],
         env,
         folder / "node2.log",
