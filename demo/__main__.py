@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if args.no_serve:
             return 0
-        version, held_out = trained
-        serve_demo(version, held_out[0], args.port)
+        serve_demo(*trained, args.port)
     return 0
 
 
@@ -140,9 +139,10 @@ def curate_demo(catalogue: Catalogue, root: Path, n: int, seed: int) -> int:
         )
 
 
-def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> tuple[str, list[Path]] | None:
+def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> tuple[str, Path] | None:
     """Features, training, evaluation and captions; the version this run registered and the
-    held-out photos, or None when a step failed (it printed why)."""
+    held-out photo to try the endpoint with (the first it captioned with its own scene), or
+    None when a step failed (it printed why)."""
     features_uri = str(root / "features")
     print("\ndemo: features of the kept images")
     if features.main(["--data", str(root / "curated"), "--output", features_uri, OWN_FOLDER]):
@@ -167,7 +167,9 @@ def caption_demo(catalogue: Catalogue, root: Path, epochs: int) -> tuple[str, li
         captioner = ImageCaptioner(registry.resolve(model))
         captions = captioner.caption_bytes([photo.read_bytes() for photo in held_out])
     print(held_out_report(catalogue, held_out, captions))
-    return trained.version, held_out
+    scenes = {file.name: file.photo for file in catalogue.views()}
+    right = (p for p, c in zip(held_out, captions) if named_scene(c) == scenes[p.name])
+    return trained.version, next(right, held_out[0])
 
 
 def held_out_report(catalogue: Catalogue, photos: list[Path], captions: list[str]) -> str:
