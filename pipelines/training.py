@@ -56,7 +56,7 @@ import ray.train
 import ray.train.torch
 import torch
 from matplotlib.figure import Figure
-from mlflow.entities import Metric
+from mlflow.exceptions import MlflowException
 from pydantic import Field
 from safetensors.torch import load_file
 from torch import Tensor, nn
@@ -244,12 +244,20 @@ def fit(
             worker_runtime_env={"env_vars": forwarded},
         ),
     )
-    with EpochProgress(run_id, config.epochs, label, select_by):
+    with tracking.impatient(), EpochProgress(run_id, config.epochs, label, select_by):
         result = fit_keeping_sigint(trainer)
     best_checkpoint, best = max(result.best_checkpoints, key=lambda c: c[1][select_by])
     best_dir = Path(best_checkpoint.to_directory(str(state_dir() / "models" / run_id)))
     with result.checkpoint.as_directory() as latest:  # its history has every epoch
-        history = json.loads((Path(latest) / PROGRESS).read_text())["history"]
+        progress = json.loads((Path(latest) / PROGRESS).read_text())
+    history = progress["history"]
+    # What rank 0 could not log while the tracking server was down goes now, once it is up.
+    tracking.wait_for_store(str(best_dir / MODEL_DIR))
+    if tracking.send_metrics(run_id, progress.get("unlogged", [])):
+        raise tracking.TrackingUnreachable(
+            f"the tracking server took none of the run's last metrics; the trained model is "
+            f"saved at {best_dir / MODEL_DIR}"
+        )
     mlflow.log_artifacts(str(best_dir / MODEL_DIR), "model")
     mlflow.log_figure(learning_curve(run_id, select_by), "learning_curve.png")
     # A finished run resumes nothing: its checkpoints (two models with their optimizer
@@ -377,22 +385,28 @@ class EpochProgress(threading.Thread):
         client = mlflow.MlflowClient()
         while True:
             final = self.stopped.wait(self.every_s)
-            latest = int(client.get_run(self.run_id).data.metrics.get("epoch", 0))
-            if latest > self.printed:  # every epoch since the last look, not only the latest
-                history = {
-                    name: {m.step: m.value for m in client.get_metric_history(self.run_id, name)}
-                    for name in ("epoch_loss", tracking.metric_key(self.metric))
-                }
-                loss, dev = history.values()
-                for epoch in range(self.printed + 1, latest + 1):
-                    print(
-                        f"  epoch {epoch}/{self.epochs}  loss {loss.get(epoch, math.nan):.3f}"
-                        f"  dev {self.metric} {dev.get(epoch, math.nan):.3f}",
-                        flush=True,
-                    )
-                self.printed = latest
+            try:
+                self.print_new(client)
+            except (MlflowException, OSError):
+                pass  # a tracking server that is down: the epochs are printed when it is back
             if final:
                 return
+
+    def print_new(self, client: mlflow.MlflowClient) -> None:
+        latest = int(client.get_run(self.run_id).data.metrics.get("epoch", 0))
+        if latest > self.printed:  # every epoch since the last look, not only the latest
+            history = {
+                name: {m.step: m.value for m in client.get_metric_history(self.run_id, name)}
+                for name in ("epoch_loss", tracking.metric_key(self.metric))
+            }
+            loss, dev = history.values()
+            for epoch in range(self.printed + 1, latest + 1):
+                print(
+                    f"  epoch {epoch}/{self.epochs}  loss {loss.get(epoch, math.nan):.3f}"
+                    f"  dev {self.metric} {dev.get(epoch, math.nan):.3f}",
+                    flush=True,
+                )
+            self.printed = latest
 
 
 def learning_curve(run_id: str, metric: str) -> Figure:
@@ -423,6 +437,7 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
     step_loss = compiled(ray.train.torch.prepare_model(task.loss), config)
     if rank == 0:
         mlflow.set_tracking_uri(loop_config["tracking_uri"])
+        os.environ.update(tracking.IMPATIENT)  # a store that is down must not stall training
     shard = ray.train.get_dataset_shard("train")
 
     for epoch in range(progress["epochs_done"], config.epochs):
@@ -445,7 +460,8 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
         loss = sum(losses) / len(losses) if losses else None
         metrics = {"epoch": number, "loss": loss, "lr": lr, **scores}
         progress["history"].append(metrics)
-        log_epoch(loop_config["run_id"], first_step, losses, metrics)
+        unlogged = progress.get("unlogged", []) + epoch_metrics(first_step, losses, metrics)
+        progress["unlogged"] = tracking.send_metrics(loop_config["run_id"], unlogged)
         with tempfile.TemporaryDirectory() as directory:
             write_checkpoint(Path(directory), task, optimizer, progress, files)
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
@@ -585,19 +601,20 @@ def _marking_the_last(batches: Iterable[dict[str, Tensor]]) -> Iterator[tuple[An
         current = following
 
 
-def log_epoch(run_id: str, first_step: int, losses: list[float], metrics: dict[str, Any]) -> None:
-    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, in one call
-    (under names MLflow accepts: `R@10` is logged as `R_10`)."""
+def epoch_metrics(first_step: int, losses: list[float], metrics: dict[str, Any]) -> list[list]:
+    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, as
+    [key, value, timestamp ms, step] (under names MLflow accepts: `R@10` is `R_10`), sent
+    in one call (tracking.send_metrics) and kept in the checkpoint until the store takes them."""
     now = int(time.time() * 1000)
-    entries = [Metric("loss", v, now, first_step + i) for i, v in enumerate(losses)]
+    entries = [["loss", v, now, first_step + i] for i, v in enumerate(losses)]
     entries += [
-        Metric(tracking.metric_key(name), value, now, metrics["epoch"])
+        [tracking.metric_key(name), value, now, metrics["epoch"]]
         for name, value in metrics.items()
         if name != "loss" and value is not None
     ]
     if metrics["loss"] is not None:  # the epoch's mean, beside the per-step `loss`
-        entries.append(Metric("epoch_loss", metrics["loss"], now, metrics["epoch"]))
-    mlflow.MlflowClient().log_batch(run_id, metrics=entries)
+        entries.append(["epoch_loss", metrics["loss"], now, metrics["epoch"]])
+    return entries
 
 
 def write_checkpoint(
@@ -621,7 +638,7 @@ def resume(
     the progress to continue from (a fresh run starts at epoch 0, step 0)."""
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is None:
-        return {"epochs_done": 0, "step": 0, "history": []}
+        return {"epochs_done": 0, "step": 0, "history": [], "unlogged": []}
     with checkpoint.as_directory() as directory:
         model.load_state_dict(load_file(Path(directory) / MODEL_DIR / WEIGHTS, device=str(device)))
         state = torch.load(Path(directory) / OPTIMIZER, map_location=device, weights_only=True)

@@ -72,6 +72,18 @@ def check_reachable(uri: str) -> None:
     """TrackingUnreachable unless the tracking server at `uri` answers its health check
     (MLflow's `GET /health`; any answer below 500 shows the server is there) within
     REACH_ATTEMPTS tries of REACH_TIMEOUT_S, about 10 s at the most."""
+    for _ in range(REACH_ATTEMPTS):
+        if (problem := _health_problem(uri)) is None:
+            return
+    raise TrackingUnreachable(
+        f"the tracking server {redact(uri)} cannot be reached ({redact(problem)}): start it, "
+        "or point MLFLOW_TRACKING_URI at one that answers (unset, runs go to the local database)"
+    )
+
+
+def _health_problem(uri: str) -> str | None:
+    """What is wrong with the tracking server at `uri` (an http(s) URI), or None when it
+    answers its health check below 500."""
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -81,22 +93,76 @@ def check_reachable(uri: str) -> None:
     health = urllib.parse.urlunsplit(
         (parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", "")
     )
-    problem = ""
-    for _ in range(REACH_ATTEMPTS):
-        try:
-            with urllib.request.urlopen(health, timeout=REACH_TIMEOUT_S):
-                return
-        except urllib.error.HTTPError as answer:
-            if answer.code < 500:
-                return
-            problem = f"it answers {answer.code}"
-        except (OSError, ValueError) as exc:  # refused, timed out, unknown host, bad URL
-            reason = getattr(exc, "reason", exc)
-            problem = str(reason) or type(reason).__name__
-    raise TrackingUnreachable(
-        f"the tracking server {redact(uri)} cannot be reached ({redact(problem)}): start it, "
-        "or point MLFLOW_TRACKING_URI at one that answers (unset, runs go to the local database)"
-    )
+    try:
+        with urllib.request.urlopen(health, timeout=REACH_TIMEOUT_S):
+            return None
+    except urllib.error.HTTPError as answer:
+        return None if answer.code < 500 else f"it answers {answer.code}"
+    except (OSError, ValueError) as exc:  # refused, timed out, unknown host, bad URL
+        reason = getattr(exc, "reason", exc)
+        return str(reason) or type(reason).__name__
+
+
+# A tracking server that goes down while a model trains costs the run nothing: meanwhile
+# each call tries once, briefly (MLflow's client retries 7 times with backoff, minutes),
+# metrics it did not take are sent again later (send_metrics), and once trained the run
+# waits up to CONCEPTUAL_TRACKING_WAIT_S seconds (default 600) for the server to come back
+# (wait_for_store) before it fails, its model saved locally by then.
+IMPATIENT = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+WAIT_ENV = "CONCEPTUAL_TRACKING_WAIT_S"
+
+
+@contextlib.contextmanager
+def impatient() -> Iterator[None]:
+    """MLflow's calls in this block give up after one short try (this process's setting)."""
+    saved = {k: os.environ.get(k) for k in IMPATIENT}
+    os.environ.update(IMPATIENT)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def send_metrics(run_id: str, metrics: list[list[Any]]) -> list[list[Any]]:
+    """Log `metrics` ([key, value, timestamp ms, step] each) to the run; returns those a
+    tracking store that is down did not take (all or none), for the next call to send."""
+    from mlflow.entities import Metric
+    from mlflow.exceptions import MlflowException
+
+    if not metrics:
+        return []
+    try:
+        MlflowClient().log_batch(run_id, metrics=[Metric(*m) for m in metrics])
+    except (MlflowException, OSError):
+        return metrics
+    return []
+
+
+def wait_for_store(saved_at: str) -> None:
+    """Return once the tracking server answers again (at once for a local database);
+    TrackingUnreachable after CONCEPTUAL_TRACKING_WAIT_S seconds, naming where the model
+    that could not be logged is saved."""
+    uri = tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return
+    wait_s = float(os.environ.get(WAIT_ENV, 600))
+    deadline = time.monotonic() + wait_s
+    problem = _health_problem(uri)
+    if problem is not None:
+        print(f"the tracking server {redact(uri)} is down ({redact(problem)}); waiting", flush=True)
+    while problem is not None:
+        if time.monotonic() > deadline:
+            raise TrackingUnreachable(
+                f"the tracking server {redact(uri)} has not answered for {wait_s:.0f} s "
+                f"({redact(problem)}), so the run could not be logged; the trained model is "
+                f"saved at {saved_at} ({WAIT_ENV} sets how long to wait)"
+            )
+        time.sleep(1.0)
+        problem = _health_problem(uri)
 
 
 def create_local_store(uri: str, artifact_root: str) -> None:
@@ -145,7 +211,13 @@ def start_run(
     tags = {**({PARENT_TAG: parent} if parent else {}), **(tags or {})}
     run_name = run_name or timed_name(tags.get("stage", experiment))
     with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
-        yield run
+        try:
+            yield run
+        except TrackingUnreachable:
+            # Ending the run would retry for minutes against the store that is down.
+            with impatient(), contextlib.suppress(Exception):
+                mlflow.end_run("FAILED")
+            raise
 
 
 def timed_name(what: str) -> str:

@@ -15,14 +15,14 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ray_cli import BIN, Node, agent_ports, free_port, output_of, ray_env, start_head, submit
+from mlflow_server import MlflowServer  # tests/mlflow_server.py
+from ray_cli import Node, agent_ports, free_port, output_of, ray_env, start_head, submit
 from waiting import wait_until  # tests/waiting.py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
@@ -34,40 +34,10 @@ BUCKET = "s3://conceptual"
 def tracking_server(tmp_path_factory, s3_endpoint):
     """`mlflow server`: runs in SQLite, artifacts proxied to the S3 endpoint."""
     folder = tmp_path_factory.mktemp("mlflow")
-    port = free_port()
-    log = open(folder / "server.log", "w")
-    server = subprocess.Popen(
-        [
-            BIN / "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{folder / 'mlflow.db'}",
-            "--artifacts-destination",
-            f"{BUCKET}/mlartifacts",
-        ],
-        env={**os.environ, "MLFLOW_S3_ENDPOINT_URL": s3_endpoint},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        assert server.poll() is None, f"mlflow server exited; see {log.name}"
-        try:
-            return urllib.request.urlopen(f"{url}/health", timeout=2).status == 200
-        except OSError:
-            return False
-
-    wait_until(healthy, "mlflow server", 120)
-    yield url
-    os.killpg(server.pid, signal.SIGTERM)
-    server.wait(30)
-    log.close()
+    env = {"MLFLOW_S3_ENDPOINT_URL": s3_endpoint}
+    server = MlflowServer(folder, free_port(), f"{BUCKET}/mlartifacts", env).start()
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,14 @@ import json
 import math
 import re
 import signal
+import threading
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from waiting import wait_until  # tests/waiting.py
 
 from conceptual.records import FEATURES
 
@@ -210,6 +212,97 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     epochs = metric_steps(result["run_id"], "CIDEr")
     assert epochs.count(1) == 1 and sorted(set(epochs)) == [1, 2, 3]
     assert metric_steps(result["run_id"], "loss").count(0) == 1
+
+
+@pytest.fixture
+def tracking_server(tmp_path, free_port, monkeypatch):
+    """A real `mlflow server` the run logs to (MLFLOW_TRACKING_URI), which the test may stop
+    and start again."""
+    from mlflow_server import MlflowServer  # tests/mlflow_server.py
+
+    server = MlflowServer(tmp_path, free_port(), str(tmp_path / "artifacts")).start()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)
+    yield server
+    server.stop()
+
+
+def logged_epochs(server) -> int:
+    """Epochs whose metrics reached the server's database."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(server.folder / "mlflow.db")) as db:
+        return db.execute("SELECT count(*) FROM metrics WHERE key = 'epoch'").fetchone()[0]
+
+
+def checkpointed_epochs(storage: Path) -> int:
+    """The most epochs any checkpoint under `storage` holds (rank 0 writes one per epoch)."""
+    done = 0
+    for progress in storage.glob("**/progress.json"):
+        with contextlib.suppress(OSError, ValueError):  # one being written
+            done = max(done, json.loads(progress.read_text())["epochs_done"])
+    return done
+
+
+def stop_during_training(server, storage: Path, epochs: int, back: bool) -> threading.Thread:
+    """Kill the server (as a crash does) once the first epoch is logged; with `back`, start
+    it again once every epoch is trained (the run logged none of the others meanwhile)."""
+
+    def outage() -> None:
+        wait_until(lambda: logged_epochs(server) >= 1, "the first epoch's metrics")
+        server.stop(signal.SIGKILL)
+        if back:
+            wait_until(lambda: checkpointed_epochs(storage) == epochs, "the last epoch", 300)
+            server.start()
+
+    thread = threading.Thread(target=outage, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_a_tracking_server_down_during_training_costs_no_metric_and_no_model(
+    ray_local, platform_home, features_uri, tracking_server, tmp_path
+):
+    from mlflow import MlflowClient
+
+    from conceptual.pipelines.train_captioner import RECIPE
+    from conceptual.pipelines.training import train
+
+    epochs, storage = 6, tmp_path / "train"
+    config = tiny_config({"feature_map": "1x1"}, epochs=epochs, storage=str(storage))
+    outage = stop_during_training(tracking_server, storage, epochs, back=True)
+    result = train(RECIPE, config, features_uri)
+    outage.join(5)
+    assert not outage.is_alive()
+
+    run = MlflowClient().get_run(result["run_id"])
+    assert run.info.status == "FINISHED"
+    # Epochs 2-6 were trained while the server was down; every metric reached it after.
+    assert metric_steps(result["run_id"], "CIDEr") == list(range(1, epochs + 1))
+    assert metric_steps(result["run_id"], "loss") == list(range(epochs * 4))
+    artifacts = {a.path for a in MlflowClient().list_artifacts(result["run_id"], "model")}
+    assert "model/model.safetensors" in artifacts
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_a_tracking_server_that_stays_down_fails_the_run_with_the_model_saved(
+    ray_local, platform_home, features_uri, tracking_server, tmp_path, monkeypatch
+):
+    from conceptual.pipelines.train_captioner import RECIPE
+    from conceptual.pipelines.training import train
+    from conceptual.storage import TrackingUnreachable
+    from conceptual.tracking import WAIT_ENV
+
+    monkeypatch.setenv(WAIT_ENV, "3")
+    epochs, storage = 3, tmp_path / "train"
+    config = tiny_config({"feature_map": "1x1"}, epochs=epochs, storage=str(storage))
+    stop_during_training(tracking_server, storage, epochs, back=False)
+    with pytest.raises(TrackingUnreachable, match="has not answered for 3 s") as stopped:
+        train(RECIPE, config, features_uri)
+    saved = Path(re.search(r"saved at (\S+) \(", str(stopped.value)).group(1))
+    assert (saved / "model.safetensors").is_file()
 
 
 JOB_MODEL = "captioner-job-test"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections.abc
 import importlib
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -372,6 +373,34 @@ def test_a_tracking_server_that_never_answers_is_named_within_seconds(
     err = capsys.readouterr().err
     assert f"http://***@127.0.0.1:{port} cannot be reached (timed out)" in err, err
     assert SECRET not in err and seconds < 2 * tracking.REACH_ATTEMPTS + 5
+
+
+def test_metrics_a_tracking_server_did_not_take_are_kept_to_send_again(monkeypatch):
+    """While a model trains, a server that is down costs one quick try per call (MLflow's
+    client retried 7 times with backoff), and nothing is lost: what it did not take is kept
+    (in the checkpoint) for the next call; once trained, the run waits a bounded time."""
+    from conceptual import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", CREDENTIALED)
+    monkeypatch.setenv(tracking.WAIT_ENV, "1")
+    import mlflow
+
+    previous, retries = mlflow.get_tracking_uri(), os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES")
+    mlflow.set_tracking_uri(CREDENTIALED)
+    try:
+        metrics = [["loss", 0.5, 1, 0], ["CIDEr", 0.1, 1, 1]]
+        started = time.monotonic()
+        with tracking.impatient():
+            assert tracking.send_metrics("0" * 32, metrics) == metrics
+        assert time.monotonic() - started < 10
+        with pytest.raises(tracking.TrackingUnreachable) as stopped:
+            tracking.wait_for_store("/models/run-1")
+    finally:
+        mlflow.set_tracking_uri(previous)
+    message = str(stopped.value)
+    assert "has not answered for 1 s" in message and "saved at /models/run-1" in message
+    assert SECRET not in message
+    assert os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES") == retries  # impatient only inside
 
 
 # --- 16: a mistyped key is named with the closest one, before anything starts ----------------
