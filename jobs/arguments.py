@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import glob
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -167,7 +168,8 @@ class JobParser(argparse.ArgumentParser):
             refuse_overlap(outputs, inputs)
             # A local input that is not there is said at once, before any heavy import.
             for name, value in inputs.items():
-                if ":/" not in value and not Path(value).exists():  # URIs: their stores say
+                # URIs: their stores say; a glob (harvest's `crawl/*.warc.gz`): its job does
+                if ":/" not in value and not glob.has_magic(value) and not Path(value).exists():
                     raise StorageError(f"{name} {value}: no such file or folder")
             for uri in outputs.values():
                 claim_output(uri, self.prog, namespace.into_existing)
@@ -204,7 +206,7 @@ def add_data_arguments(
 def run_data_job(
     job: str,
     args: argparse.Namespace,
-    source: str,
+    source: str | list[str],
     config_class: type,
     run: Callable[[str, str, Any], Any],
     user_errors: tuple[type[Exception], ...] = (),
@@ -213,7 +215,8 @@ def run_data_job(
     """A data job from its arguments to its result: the config, a line saying what goes
     where, Ray, the run, all with third-party output in the job's log. `check(source,
     config)`, the job's own checks of its input, runs before Ray starts and returns the
-    config to run with. Returns (config, what `run` returned, the log's path), or stops the
+    config to run with. `source` may be a list (harvest's archives; a glob among them is
+    checked by the job). Returns (config, what `run` returned, the log's path), or stops the
     job (Stopped) with exit code 2 on an error the user can fix (a bad key, a missing input,
     `user_errors`), 1 after rows failed past errors.* or object storage failed for good."""
     from conceptual import storage
@@ -225,13 +228,16 @@ def run_data_job(
     with job_output(job, args.verbose) as log:
         try:
             config = load(config_class, args.config, args.overrides)
-            if not storage.exists(source):
-                raise StorageError(f"no input data at {source}")
+            sources = [source] if isinstance(source, str) else source
+            for one in sources:
+                if not glob.has_magic(one) and not storage.exists(one):
+                    raise StorageError(f"no input data at {one}")
             if check is not None:
                 config = check(source, config)
-            print(f"{job}: {source} -> {args.output}", flush=True)
+            print(f"{job}: {' '.join(sources)} -> {args.output}", flush=True)
             init_ray()
-            require_shared({"the input": source, "--output": args.output})
+            named = {f"the input {one}": one for one in sources}
+            require_shared({**named, "--output": args.output})
             return config, run(source, args.output, config), log
         except (ConfigError, StorageError, *user_errors) as exc:
             raise Stopped(exc) from None

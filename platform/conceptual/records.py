@@ -74,6 +74,24 @@ CANDIDATE = pa.schema(
     ]
 )
 
+# A harvested candidate (conceptual.harvest, the harvest job's candidates/): a candidate
+# with where it was found: the archive (`source`), the record's byte offset in it as stored
+# (of its gzip member in a gzip-per-record file, where a reader can seek to it, as Common
+# Crawl's index does; in a file compressed as one stream, which no reader can enter at an
+# offset, only how far its compressed bytes had been read) and the
+# page's declared language (`<html lang>`, else Content-Language; null when undeclared).
+HARVESTED = pa.schema(
+    [
+        ("id", pa.string()),
+        ("image_url", pa.string()),
+        ("page_url", pa.string()),
+        ("alt_text", pa.string()),
+        ("source", pa.string()),
+        ("record_offset", pa.int64()),
+        ("lang", pa.string()),
+    ]
+)
+
 # An imported candidate (conceptual.importers): with the split its source states, which a
 # curation keeps (pipelines/readers.py); null where the source states none.
 IMPORTED = CANDIDATE.append(pa.field("split", pa.string()))

@@ -12,6 +12,7 @@ from conceptual.config import flatten, load
 # import error fails only its file's test).
 CONFIG_FILES = {
     "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
+    "harvest.yaml": "conceptual.pipelines.harvest:HarvestConfig",
     "curation.yaml": "conceptual.pipelines.curation:CurationConfig",
     "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
     "import_conceptual.yaml": "conceptual.pipelines.curation:ImportConceptualConfig",

@@ -57,6 +57,7 @@ WRITERS = {
         o,
     ],  # fmt: skip
     "import_captions": lambda i, o: ["--folder", i, "--output", o],
+    "harvest": lambda i, o: ["--input", i, "--output", o],
     "import_coco": lambda i, o: ["--root", i, "--output", o],
     "import_flickr8k_cn": lambda i, o: ["--images", i, "--cn", i, "--output", o],
     "pipeline": lambda i, o: [f"input={i}", f"output={o}"],

@@ -1,0 +1,64 @@
+"""Harvest candidate image/alt-text pairs from web archives (WARC, WAT).
+
+    python -m conceptual.jobs.harvest --input URI [URI ...] --output URI [--config FILE]
+        [key=value ...]
+
+Inputs: WARC files (`wget --warc-file`, Heritrix, browsertrix, Common Crawl's WARCs) or
+Common Crawl WAT files, plain or gzipped (per record or as one stream), known by their
+content; each a path, file:// or s3:// URI, a folder or prefix (its .warc/.wat files), or a
+quoted glob (`'crawl/*.warc.gz'`). Writes OUTPUT/candidates/*.parquet, which `curate` reads
+as they are, and OUTPUT/stats.json, the harvest's funnel. Overrides use the config's dotted
+keys, e.g. harvest.respect_opt_out=false (configs/harvest.yaml shows every key).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    location,
+    output,
+    report_run,
+    run_data_job,
+)
+
+
+@job_main
+def main(argv: list[str] | None = None) -> int:
+    parser = JobParser(
+        prog="python -m conceptual.jobs.harvest",
+        description=__doc__.split("\n\n")[0],
+        keys="harvest.yaml",
+    )
+    parser.add_argument(
+        "--input",
+        required=True,
+        nargs="+",
+        type=location,
+        help="web archives: files, folders, s3:// prefixes or quoted globs (WARC or WAT)",
+    )
+    parser.add_argument(
+        "--output", required=True, type=output, help="where candidates/ and stats.json go"
+    )
+    parser.add_argument("--config", type=location, help="YAML file (configs/harvest.yaml)")
+    add_common(parser, "HarvestConfig keys, e.g. harvest.respect_opt_out=false")
+    args = parser.parse_args(argv)
+    # Imported here, so that --help and argument errors answer at once.
+    from conceptual import storage
+    from conceptual.harvest.stats import render
+    from conceptual.pipelines.harvest import CANDIDATES, HarvestConfig, run
+
+    config, (stats, run_id), log = run_data_job("harvest", args, args.input, HarvestConfig, run)
+    print(render(stats))
+    candidates = stats["images"]["harvested"]
+    print(f"candidates: {storage.join(args.output, CANDIDATES)}  ({candidates} pairs)")
+    print(f"stats:      {storage.join(args.output, 'stats.json')}")
+    report_run(run_id, config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

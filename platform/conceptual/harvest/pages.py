@@ -1,0 +1,144 @@
+"""The rules that make an image of a page a candidate, the same whether the page came as HTML
+(harvest/html.py) or as a WAT's link list (harvest/wat.py), and the counts of a harvest.
+
+An image is judged by the first rule it fails, in this order; each failure is counted under
+its reason (stable strings: they are metric names):
+
+    opted_out          the page asks not to be used (robots meta, X-Robots-Tag)
+    no_alt             no alt attribute
+    empty_alt          an alt that is empty or only whitespace
+    no_url             no usable src, lazy-loading attribute or srcset candidate
+    not_http           a URL that is not http(s) once resolved (data:, javascript:, ftp:,
+                       or one that does not parse)
+    too_long           an alt-text or URL over candidates.MAX_STORED_CHARS characters
+    duplicate_in_page  the same (alt-text, URL) earlier in the same page
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from conceptual.candidates import MAX_STORED_CHARS
+from conceptual.config import Config
+from conceptual.harvest.urls import is_http, resolve, strip_url
+from conceptual.records import candidate_id
+
+IMAGE_REASONS = (
+    "opted_out",
+    "no_alt",
+    "empty_alt",
+    "no_url",
+    "not_http",
+    "too_long",
+    "duplicate_in_page",
+)
+# Why a record is no page to harvest: not a response (warcinfo, request, metadata, revisit),
+# a response that is not HTML or not 2xx, one that cannot be read (truncated, corrupt), or
+# one whose reading failed in this code (internal_error: a bug, logged with its traceback).
+RECORD_REASONS = ("not_response", "not_2xx", "not_html", "unreadable_record", "internal_error")
+# Why a whole file yields nothing: it cannot be opened, or it is no WARC or WAT at all.
+FILE_REASONS = ("unreadable_file", "not_an_archive")
+
+
+class HarvestRules(Config):
+    """What decides whether an image is harvested (configs/harvest.yaml, `harvest.*`)."""
+
+    # Images of a page whose robots meta or X-Robots-Tag holds one of `opt_out_directives`
+    # are not harvested (counted as opted_out).
+    respect_opt_out: bool = True
+    opt_out_directives: list[str] = ["noimageindex", "noai", "noimageai"]
+    # A record's body past this many bytes is not read: the page's first part is parsed
+    # (a browser would show it too), and no record is ever held larger than this.
+    max_record_bytes: int = 8 << 20
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image as the page states it: its alt attribute (None when it has none, else as
+    the parser decoded it) and the URL chosen from its attributes, unresolved."""
+
+    alt: str | None
+    url: str | None
+
+
+@dataclass
+class Page:
+    """What a page says about its images, whatever form it came in."""
+
+    url: str  # the record's WARC-Target-URI
+    images: list[Image]
+    base: str | None = None  # <base href>, unresolved
+    lang: str | None = None
+    robots: list[str] = field(default_factory=list)  # robots meta contents, X-Robots-Tag values
+
+
+def opt_outs(robots: list[str], directives: list[str]) -> set[str]:
+    """The opt-out directives among robots meta contents and X-Robots-Tag values
+    (`noindex, noimageindex`, `googlebot: noai`: a directive for any agent counts)."""
+    wanted = {d.lower() for d in directives}
+    found = set()
+    for value in robots:
+        for part in value.split(","):
+            token = part.rsplit(":", 1)[-1].strip().lower()
+            if token in wanted:
+                found.add(token)
+    return found
+
+
+def collapse(text: str) -> str:
+    """Whitespace runs as one space, none at either end (what a browser's tooltip shows)."""
+    return " ".join(text.split())
+
+
+def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -> list[dict]:
+    """The candidates of a page, each image that is not one counted in `counts` under its
+    reason (and every image under `images_seen`). `provenance` (source, record_offset) goes
+    into every candidate."""
+    counts["images_seen"] += len(page.images)
+    if rules.respect_opt_out and opt_outs(page.robots, rules.opt_out_directives):
+        counts["opted_out"] += len(page.images)
+        return []
+    base = page.url
+    if page.base and (resolved_base := resolve(strip_url(page.base), page.url)):
+        base = resolved_base
+    lang = (collapse(page.lang).lower() or None) if page.lang else None
+    seen: set[tuple[str, str]] = set()
+    candidates = []
+    for image in page.images:
+        reason, alt, url = _judge_image(image, base)
+        if reason is None and (alt, url) in seen:
+            reason = "duplicate_in_page"
+        if reason is not None:
+            counts[reason] += 1
+            continue
+        seen.add((alt, url))
+        candidates.append(
+            {
+                "id": candidate_id(url, alt),
+                "image_url": url,
+                "page_url": page.url,
+                "alt_text": alt,
+                "lang": lang,
+                **provenance,
+            }
+        )
+    return candidates
+
+
+def _judge_image(image: Image, base: str) -> tuple[str | None, str, str]:
+    if image.alt is None:
+        return "no_alt", "", ""
+    alt = collapse(image.alt)
+    if not alt:
+        return "empty_alt", "", ""
+    raw = strip_url(image.url)
+    if not raw:
+        return "no_url", alt, ""
+    url = resolve(raw, base)
+    if url is None or not is_http(url):
+        return "not_http", alt, raw
+    if len(alt) > MAX_STORED_CHARS or len(url) > MAX_STORED_CHARS:
+        return "too_long", alt, url
+    return None, alt, url
