@@ -44,6 +44,7 @@ from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.funnel import length_statistics, tally
+from conceptual.limits import BYTES_PER_PIXEL, LimitsConfig, over_budget
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_stages import (
     FETCH_STAGE,
@@ -175,6 +176,8 @@ class CurationConfig(Config):
     resume: bool = True
     webdataset: WebDatasetConfig = WebDatasetConfig()
     resources: ResourcesConfig = ResourcesConfig()
+    # The most bytes one candidate may take in a worker (conceptual/limits.py).
+    limits: LimitsConfig = LimitsConfig()
     samples: int = 50  # before/after pairs logged to MLflow
     experiment: str = "curation"
 
@@ -182,6 +185,17 @@ class CurationConfig(Config):
     def _shards_need_images(self) -> CurationConfig:
         if self.webdataset.enabled and not self.with_images:
             raise ValueError("webdataset shards hold images: they need with_images=true")
+        return self
+
+    @model_validator(mode="after")
+    def _within_the_row_budget(self) -> CurationConfig:
+        pixels = self.image.max_pixels * BYTES_PER_PIXEL
+        problem = over_budget(
+            self.limits.row_bytes,
+            **{"fetch.max_bytes": self.fetch.max_bytes, "image.max_pixels": pixels},
+        )
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -429,6 +443,7 @@ def curate(
             config.resources.range_bytes,
             journal,
             splits=config.captions == "released",
+            line_bytes=config.limits.line_bytes,
         )
         # materialized (its last step is): the global steps need it all
         processed = run_steps(candidates, table, journal)

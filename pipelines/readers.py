@@ -45,14 +45,11 @@ from conceptual.candidates import (
     split_of_name,
     unreadable,
 )
+from conceptual.limits import LINE_BYTES
 from conceptual.records import IN_FLIGHT, Rejection
 
 HEAD_BYTES = 65536
 STREAM_BYTES = 8 << 20  # of a compressed file's content, parsed at a time
-# A line of a compressed file longer than this is rejected (`too_long`) as it streams past,
-# never held whole: a 0.5 MB gzip can hold a 512 MiB line. Far above any row's fields,
-# whose texts are capped at MAX_STORED_CHARS characters each.
-MAX_LINE_BYTES = 4 << 20
 ROWS_PER_TABLE = 8192  # the rows parsed into one table: a piece of short lines holds 100,000s
 MAX_WHOLE_BYTES = 1 << 30  # a compressed CSV's content, which is read whole
 # A row's `position`: its read unit (a byte range or a row group) in the high bits, its row
@@ -90,7 +87,12 @@ def candidate_files(uri: str) -> list[str]:
 
 
 def read_candidates(
-    uri: str, fmt: str = "auto", range_bytes: int = 1 << 20, journal=None, splits: bool = False
+    uri: str,
+    fmt: str = "auto",
+    range_bytes: int = 1 << 20,
+    journal=None,
+    splits: bool = False,
+    line_bytes: int = LINE_BYTES,
 ) -> ray.data.Dataset:
     """Every row of the input, each with its `position`. With a `journal`
     (pipelines/journal.py), the rows it holds are left out: a byte range all of whose rows
@@ -117,7 +119,13 @@ def read_candidates(
         parts.append(
             items.map_batches(
                 _read_ranges,
-                fn_kwargs={"filesystem": fs, "skip": skip, "units": units, "splits": splits},
+                fn_kwargs={
+                    "filesystem": fs,
+                    "skip": skip,
+                    "units": units,
+                    "splits": splits,
+                    "line_bytes": line_bytes,
+                },
                 batch_size=1,
                 batch_format="pyarrow",
                 num_cpus=READ_CPUS,
@@ -188,8 +196,12 @@ def read_content(fs, path: str, compression: str | None, size: int | None = None
         ) from exc
 
 
-def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int, bytes]:
-    """(offset, bytes) of the whole lines whose first byte lies in [start, end)."""
+def read_line_range(
+    f, start: int, end: int, chunk: int = 1 << 16, line_bytes: int = LINE_BYTES
+) -> Iterator[tuple[int, bytes | LongLine]]:
+    """(offset, bytes) of the whole lines whose first byte lies in [start, end); the last of
+    them, when it runs on past `end` for more than `line_bytes`, as a LongLine of its own
+    (skipped as it streams past, never held whole)."""
     begin = start
     if start > 0:  # the line in progress at `start` belongs to the previous range
         f.seek(start - 1)
@@ -197,21 +209,63 @@ def read_line_range(f, start: int, end: int, chunk: int = 1 << 16) -> tuple[int,
         while (block := f.read(chunk)) and (newline := block.find(b"\n")) < 0:
             position += len(block)
         if not block:
-            return start, b""
+            yield start, b""
+            return
         begin = position + newline + 1
     if begin >= end:
-        return begin, b""
+        yield begin, b""
+        return
     f.seek(begin)
-    data = [f.read(end - begin)]
-    while not data[-1].endswith(b"\n") and (block := f.read(chunk)):  # finish the last line
+    data = f.read(end - begin)
+    if not data or data.endswith(b"\n"):
+        yield from _long_lines_apart(begin, data, line_bytes)
+        return
+    cut = data.rfind(b"\n") + 1  # where the last line, not yet finished, starts
+    tail, size = [data[cut:]], len(data) - cut
+    while block := f.read(chunk):  # finish it
         newline = block.find(b"\n")
-        data.append(block if newline < 0 else block[: newline + 1])
+        piece = block if newline < 0 else block[:newline]
+        size += len(piece)
+        if size <= line_bytes:
+            tail.append(piece if newline < 0 else block[: newline + 1])
         if newline >= 0:
             break
-    return begin, b"".join(data)
+    if size <= line_bytes:
+        yield from _long_lines_apart(begin, data[:cut] + b"".join(tail), line_bytes)
+        return
+    if cut:
+        yield from _long_lines_apart(begin, data[:cut], line_bytes)
+    yield begin + cut, LongLine(b"".join(tail)[:HEAD_BYTES], size, line_bytes)
 
 
-def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=False):
+def _long_lines_apart(
+    begin: int, data: bytes, line_bytes: int
+) -> Iterator[tuple[int, bytes | LongLine]]:
+    """`data` (whole lines from byte `begin`) as pieces, each line over `line_bytes` a
+    LongLine of its own (only a range longer than the limit can hold one)."""
+    if len(data) <= line_bytes:
+        yield begin, data
+        return
+    start = piece = 0
+    while start < len(data):
+        stop = data.find(b"\n", start)
+        stop = len(data) if stop < 0 else stop
+        if stop - start > line_bytes:
+            if start > piece:
+                yield begin + piece, data[piece:start]
+            yield (
+                begin + start,
+                LongLine(data[start : start + HEAD_BYTES], stop - start, line_bytes),
+            )
+            piece = stop + 1
+        start = stop + 1
+    if piece < len(data):
+        yield begin + piece, data[piece:]
+
+
+def _read_ranges(
+    batch: pa.Table, filesystem, skip=None, units=None, splits=False, line_bytes=LINE_BYTES
+):
     """The candidates of some byte ranges (or whole files), as tables of at most
     ROWS_PER_TABLE rows from at most about STREAM_BYTES of input each; with `units`,
     (filesystem, directory), each range's row count is recorded there for a later resume;
@@ -220,7 +274,7 @@ def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=Fals
     for part in batch.to_pylist():  # one byte range of a file, or a whole file
         split = split_of_name(part["path"]) if splits else None
         rows = 0
-        for offset, data in _pieces(filesystem, part):
+        for offset, data in _pieces(filesystem, part, line_bytes):
             if isinstance(data, LongLine):
                 parsed = iter([data.rejection(part["path"], offset)])
             elif offset == 0:
@@ -244,25 +298,27 @@ def _read_ranges(batch: pa.Table, filesystem, skip=None, units=None, splits=Fals
 
 
 class LongLine(NamedTuple):
-    """A line of a compressed file over MAX_LINE_BYTES, skipped as it streamed past."""
+    """A line over the row budget's `line_bytes` (conceptual/limits.py), skipped as it
+    streamed past."""
 
     head: bytes  # its first bytes, for the rejection to show
     size: int  # its length in bytes, without the newline
+    limit: int
 
     def rejection(self, path: str, offset: int) -> dict[str, Any]:
-        why = Rejection("too_long", f"a line of {self.size} bytes, over {MAX_LINE_BYTES}")
+        why = Rejection("too_long", f"a line of {self.size} bytes, over {self.limit}")
         return unreadable(self.head.decode("utf-8", "replace"), f"{path} (byte {offset})", why)
 
 
-def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes | LongLine]]:
+def _pieces(filesystem, part: dict, line_bytes: int) -> Iterator[tuple[int, bytes | LongLine]]:
     """(offset, whole lines) of a read unit: its byte range of a plain file; a compressed
     file's content decompressed as a stream, STREAM_BYTES of lines at a time, so a file that
-    expands 300-fold never sits in memory whole, a line over MAX_LINE_BYTES coming as a
+    expands 300-fold never sits in memory whole, a line over `line_bytes` coming as a
     LongLine of its own (a CSV, whose quoted fields may hold line breaks, is read whole, up
     to MAX_WHOLE_BYTES)."""
     if not part["compression"]:
         with filesystem.open_input_file(part["path"]) as f:
-            yield read_line_range(f, part["start"], part["end"])
+            yield from read_line_range(f, part["start"], part["end"], line_bytes=line_bytes)
         return
     if part["format"] == "csv":
         data = read_content(filesystem, part["path"], part["compression"], MAX_WHOLE_BYTES + 1)
@@ -295,8 +351,8 @@ def _pieces(filesystem, part: dict) -> Iterator[tuple[int, bytes | LongLine]]:
                     offset, rest = offset + newline, lines[newline:]
                 else:
                     rest = lines  # one line longer than a block: read on
-                if len(rest) > MAX_LINE_BYTES:
-                    long, rest = LongLine(rest[:HEAD_BYTES], len(rest)), b""
+                if len(rest) > line_bytes:
+                    long, rest = LongLine(rest[:HEAD_BYTES], len(rest), line_bytes), b""
     except OSError as exc:
         raise CandidateFormatError(
             f"{part['path']} does not read as {part['compression']}: {exc}"

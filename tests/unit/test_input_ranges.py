@@ -21,7 +21,7 @@ from conceptual.pipelines.readers import _read_ranges, check_parquet, plan_range
 def cut_all(data: bytes, step: int) -> list[bytes]:
     f = io.BytesIO(data)
     return [
-        read_line_range(f, start, min(start + step, len(data)), chunk=7)[1]
+        b"".join(piece for _, piece in read_line_range(f, start, min(start + step, len(data)), 7))
         for start in range(0, max(len(data), 1), step)
     ]
 

@@ -23,6 +23,8 @@ import numpy as np
 import soundfile
 import soxr
 
+from conceptual.limits import BYTES_PER_SAMPLE, ROW_BYTES
+
 SAMPLE_RATE = 16_000
 MIN_RATE, MAX_RATE = 8_000, 48_000  # telephone to studio; others are refused, not resampled
 MAX_CHANNELS = 2
@@ -33,6 +35,8 @@ MEDIA_TYPES = {
     "audio/flac": "FLAC", "audio/x-flac": "FLAC", "audio/mpeg": "MP3", "audio/mp3": "MP3",
 }  # fmt: skip
 BLOCK_FRAMES = 1 << 16  # the deadline is checked between blocks of this many frames
+# Whatever max_seconds says, a clip's decoded samples stay within the row budget.
+MAX_FRAMES = ROW_BYTES // BYTES_PER_SAMPLE
 
 
 def resample(samples: np.ndarray, rate: float, target: int = SAMPLE_RATE) -> np.ndarray:
@@ -151,7 +155,7 @@ def _check_header(data: bytes, max_seconds: float, media_type: str | None) -> Au
         raise AudioRefused("bad_sample_rate", f"the sample rate must be {MIN_RATE}-{MAX_RATE} Hz")
     if not 1 <= info.channels <= MAX_CHANNELS:
         raise AudioRefused("too_many_channels", f"the audio may have {MAX_CHANNELS} channels")
-    if info.frames > max_seconds * info.samplerate:
+    if info.frames > min(max_seconds * info.samplerate, MAX_FRAMES):
         raise AudioRefused("too_long", f"the audio is longer than {max_seconds:g} s")
     return AudioHeader(container, info.samplerate, info.channels, info.frames, start)
 
@@ -173,7 +177,7 @@ def decode_checked(
     otherwise (non-finite samples are bad_audio)."""
     started = time.monotonic()
     header = check_header(data, max_seconds, media_type)
-    max_frames = int(max_seconds * header.rate)
+    max_frames = int(min(max_seconds * header.rate, MAX_FRAMES))
     blocks, frames = [], 0
     try:
         with soundfile.SoundFile(audio_file(data, header.start)) as sound:
