@@ -583,6 +583,27 @@ def test_hosts_listed_in_allow_hosts_may_use_any_port():
     assert policy.port_refusal("11.0.0.1", 8080) is not None
 
 
+def allowed_hosts(tree) -> list[list[str]]:
+    """Every `allow_hosts` list in a config file's tree."""
+    if not isinstance(tree, dict):
+        return []
+    found = [tree["allow_hosts"]] if "allow_hosts" in tree else []
+    return found + [hosts for value in tree.values() for hosts in allowed_hosts(value)]
+
+
+def test_no_shipped_config_fetches_private_addresses_but_the_released_mirror(repo):
+    """A crawl's config fetches only the public web; the import of the released dataset
+    alone may fetch a mirror on this machine's loopback (the shared import-conceptual check
+    serves one), never a private network, and allow_private is off everywhere."""
+    import yaml
+
+    for path in sorted((repo / "configs").glob("*.yaml")):
+        tree = yaml.safe_load(path.read_text())
+        mirror = ["127.0.0.1", "::1", "localhost"] if path.name == "import_conceptual.yaml" else []
+        assert all(hosts == mirror for hosts in allowed_hosts(tree)), path.name
+        assert "allow_private: true" not in path.read_text(), path.name
+
+
 def test_allow_private_reaches_the_local_server_on_an_allowed_port(server):
     port = int(server.rsplit(":", 1)[1])
     refused = Fetcher(FetchConfig(allow_private=True)).fetch(server + "/image.jpg")
