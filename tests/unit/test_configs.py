@@ -17,6 +17,7 @@ CONFIG_FILES = {
     "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
     "import_conceptual.yaml": "conceptual.pipelines.curation:ImportConceptualConfig",
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
+    "publish_dataset.yaml": "conceptual.publishing:PublishConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
     "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",
     "train_fluency.yaml": "conceptual.pipelines.train_fluency:FluencyTrainConfig",

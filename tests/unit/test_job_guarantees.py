@@ -62,6 +62,7 @@ WRITERS = {
     "import_flickr8k_cn": lambda i, o: ["--images", i, "--cn", i, "--output", o],
     "pipeline": lambda i, o: [f"input={i}", f"output={o}"],
     "rating_tasks": lambda i, o: ["--kind", "caption_quality", "--data", i, "--output", o],
+    "publish_dataset": lambda i, o: ["--data", i, "--output", o],
 }
 # Where the output lies relative to the input folder.
 LAYOUTS = {

@@ -1,0 +1,64 @@
+"""Publish curated records as a Hugging Face dataset, with a dataset card written from the run.
+
+    python -m conceptual.jobs.publish_dataset --data URI --output URI [--name NAME]
+        [--images urls|embed] [--config FILE] [key=value ...]
+
+DATA is a curation or import output (or its curated/ folder). OUTPUT gets README.md (the
+card: YAML header, splits, fields, an instance, the curation funnel, the hypernymization
+figures, the configuration and MLflow runs) and data/{split}-NNNNN-of-NNNNN.parquet, which
+`datasets.load_dataset(OUTPUT)` loads with the splits train, validation and test. The
+license is never guessed: set it with license=... (the job warns without one).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from conceptual.jobs.arguments import JobParser, add_data_arguments, job_main, job_run, report_run
+
+
+@job_main
+def main(argv: list[str] | None = None) -> int:
+    parser = JobParser(
+        prog="python -m conceptual.jobs.publish_dataset", description=__doc__.split("\n\n")[0]
+    )
+    add_data_arguments(
+        parser,
+        "--data",
+        "a curation or import output, or its curated/ folder",
+        "where README.md and data/ go",
+        "publish_dataset.yaml",
+    )
+    parser.add_argument("--name", help="the dataset's name on its card (key name=)")
+    parser.add_argument(
+        "--images",
+        choices=["urls", "embed"],
+        help="urls (the default), or embed the curated JPEGs as an Image column (key images=)",
+    )
+    args = parser.parse_args(argv)
+    with job_run("publish_dataset", args.verbose) as log:
+        from conceptual import storage
+        from conceptual.config import load
+        from conceptual.publishing import CARD, DATA, PublishConfig, publish
+
+        config = load(PublishConfig, args.config, args.overrides)
+        chosen = {"name": args.name, "images": args.images}
+        config = config.model_copy(update={k: v for k, v in chosen.items() if v is not None})
+        if not config.license:
+            print(
+                "warning:  no license set: the card says it must be set before the dataset is "
+                "shared (license=... names it; the platform does not guess one)",
+                flush=True,
+            )
+        result = publish(args.data, args.output, config)
+    print(json.dumps({"splits": result["splits"], "columns": result["columns"]}, indent=2))
+    print(f"data:     {storage.join(args.output, DATA)}  (digest {result['digest']})")
+    print(f"card:     {storage.join(args.output, CARD)}")
+    print(f"load:     datasets.load_dataset({args.output!r})")
+    report_run(result["run_id"], config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
