@@ -1,0 +1,174 @@
+"""Web archives for the harvest's tests and benchmark, written with fastwarc's own record
+writer: WARC response records (plain, gzip per record, or one gzip stream), and a WAT of
+them in Common Crawl's JSON layout, whose link lists come from the standard library's HTML
+parser (another parser than the harvest's, as Common Crawl's is)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterable, Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+
+
+def http_response(
+    body: bytes,
+    content_type: str | None = "text/html; charset=utf-8",
+    status: str = "200 OK",
+    headers: Iterable[tuple[str, str]] = (),
+) -> bytes:
+    """An HTTP/1.1 response as a server sends it (the block of a WARC response record)."""
+    lines = [f"HTTP/1.1 {status}"]
+    if content_type is not None:
+        lines.append(f"Content-Type: {content_type}")
+    lines += [f"{name}: {value}" for name, value in headers]
+    if not any(name.lower() == "transfer-encoding" for name, _ in headers):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def warc_record(
+    record_type: WarcRecordType, uri: str | None, block: bytes, content_type: str
+) -> bytes:
+    """One WARC record's bytes, written by fastwarc."""
+    record = WarcRecord()
+    record.init_headers(record_type)
+    if uri is not None:
+        record.headers["WARC-Target-URI"] = uri
+    record.headers["Content-Type"] = content_type
+    record.set_bytes_content(block)
+    out = io.BytesIO()
+    record.write(out)
+    return out.getvalue()
+
+
+def response(uri: str, body: bytes, **http) -> bytes:
+    """A WARC response record of an HTTP response (`http`: http_response's arguments)."""
+    block = http_response(body, **http)
+    return warc_record(WarcRecordType.response, uri, block, "application/http; msgtype=response")
+
+
+def request(uri: str) -> bytes:
+    block = f"GET {uri} HTTP/1.1\r\nHost: example\r\n\r\n".encode()
+    return warc_record(WarcRecordType.request, uri, block, "application/http; msgtype=request")
+
+
+def warcinfo() -> bytes:
+    block = b"software: conceptual tests\r\nformat: WARC File Format 1.1\r\n"
+    return warc_record(WarcRecordType.warcinfo, None, block, "application/warc-fields")
+
+
+def write_archive(path: Path, records: Iterable[bytes], gzipped: str | None = "record") -> Path:
+    """`records` as a file: plain (None), gzip per record ("record", as Common Crawl ships
+    them) or as one gzip stream ("stream")."""
+    with open(path, "wb") as out:
+        if gzipped == "stream":
+            with gzip.GzipFile(fileobj=out, mode="wb") as stream:
+                for record in records:
+                    stream.write(record)
+        else:
+            for record in records:
+                out.write(gzip.compress(record) if gzipped == "record" else record)
+    return path
+
+
+# --- WAT: Common Crawl's metadata of each record -----------------------------------------
+
+
+class _Links(HTMLParser):
+    """What Common Crawl's WAT lists of a page: its `<img>` src and alt, `<a>` hrefs, the
+    `<base href>`, the title and the metas."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[dict] = []
+        self.head: dict = {"Metas": []}
+        self._title: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        values = {name: value for name, value in reversed(attrs)}  # the first wins
+        if tag == "img" and values.get("src") is not None:
+            link = {"path": "IMG@/src", "url": values["src"]}
+            if values.get("alt") is not None:
+                link["alt"] = values["alt"]
+            self.links.append(link)
+        elif tag == "a" and values.get("href") is not None:
+            self.links.append({"path": "A@/href", "url": values["href"]})
+        elif tag == "base" and values.get("href") is not None and "Base" not in self.head:
+            self.head["Base"] = values["href"]
+        elif tag == "meta":
+            self.head["Metas"].append({k: v for k, v in values.items() if v is not None})
+        elif tag == "title":
+            self._title = []
+
+    def handle_data(self, data):
+        if self._title is not None:
+            self._title.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "title" and self._title is not None:
+            self.head["Title"] = "".join(self._title)
+            self._title = None
+
+
+def wat_json(record: WarcRecord, body: bytes, filename: str, offset: int) -> dict:
+    """Common Crawl's WAT JSON for a record whose HTTP headers are parsed and whose `body`
+    was read."""
+    warc_headers = dict(record.headers.to_tuples())
+    envelope: dict = {
+        "Format": "WARC",
+        "WARC-Header-Metadata": warc_headers,
+        "Actual-Content-Length": str(record.content_length),
+        "Payload-Metadata": {},
+    }
+    if record.record_type == WarcRecordType.response and record.is_http:
+        http = record.http_headers
+        status = http.status_line.split(" ", 2)
+        response = {
+            "Response-Message": {
+                "Version": status[0],
+                "Status": status[1],
+                "Reason": status[2] if len(status) > 2 else "",
+            },
+            "Headers": dict(http.to_tuples()),
+            "Entity-Length": str(len(body)),
+        }
+        if "html" in (record.http_content_type or ""):
+            parser = _Links()
+            parser.feed(body.decode(record.http_charset or "utf-8", "replace"))
+            parser.close()
+            response["HTML-Metadata"] = {"Head": parser.head, "Links": parser.links}
+        envelope["Payload-Metadata"] = {
+            "Actual-Content-Type": "application/http; msgtype=response",
+            "HTTP-Response-Metadata": response,
+        }
+    elif record.record_type == WarcRecordType.request:
+        envelope["Payload-Metadata"] = {
+            "Actual-Content-Type": "application/http; msgtype=request",
+            "HTTP-Request-Metadata": {"Headers-Length": "0"},
+        }
+    return {
+        "Container": {"Filename": filename, "Compressed": True, "Offset": str(offset)},
+        "Envelope": envelope,
+    }
+
+
+def wat_records(warc: Path) -> Iterator[bytes]:
+    """The WAT of a WARC, record for record (a metadata record of JSON for each), as
+    Common Crawl derives its WAT files."""
+    yield warcinfo()
+    with open(warc, "rb") as stream:
+        for record in ArchiveIterator(stream, parse_http=True, auto_decode="all"):
+            body = record.reader.read()
+            document = wat_json(record, body, warc.name, record.stream_pos)
+            block = json.dumps(document).encode()
+            uri = record.headers.get("WARC-Target-URI")
+            yield warc_record(WarcRecordType.metadata, uri, block, "application/json")
+
+
+def write_wat(warc: Path, wat: Path) -> Path:
+    return write_archive(wat, wat_records(warc), "record")
