@@ -62,14 +62,20 @@ class Stopped(SystemExit):
 
 def job_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """Every job's `main`: what its JobParser refused or its job_run stopped on is returned as
-    its exit code."""
+    its exit code; an output folder it created and did not write to is removed again."""
 
     @functools.wraps(main)
     def run(argv: list[str] | None = None) -> int:
+        code = 1
         try:
-            return main(argv)
+            code = main(argv)
         except Stopped as exc:
-            return int(exc.code)  # type: ignore[arg-type]
+            code = int(exc.code)  # type: ignore[arg-type]
+        finally:
+            from conceptual.storage import settle_claims
+
+            settle_claims(used=code == 0)
+        return code
 
     return run
 

@@ -179,6 +179,8 @@ def claim_output(uri: str, job: str, into_existing: bool = False) -> None:
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.File:
         raise ForeignOutputError(f"{redact(uri)} is a file: a job's output is a folder")
+    if info.type == pafs.FileType.NotFound:
+        _fresh_claims.append(uri)
     if info.type == pafs.FileType.Directory:
         if fs.get_file_info(posixpath.join(path, OWNER)).type == pafs.FileType.File:
             return
@@ -195,6 +197,23 @@ def claim_output(uri: str, job: str, into_existing: bool = False) -> None:
                 "replaces only the parts it writes, and the rest stays)"
             )
     write_json(join(uri, OWNER), {"job": job})
+
+
+_fresh_claims: list[str] = []  # outputs claim_output created in this process
+
+
+def settle_claims(used: bool) -> None:
+    """After a job: unless it `used` its outputs, remove each folder that claim_output
+    created for it and that still holds nothing but its mark (a job stopped before writing
+    leaves no folder behind)."""
+    while _fresh_claims:
+        uri = _fresh_claims.pop()
+        if used:
+            continue
+        fs, path = resolve(uri)
+        selector = pafs.FileSelector(path, recursive=False, allow_not_found=True)
+        if [posixpath.basename(e.path) for e in fs.get_file_info(selector)] == [OWNER]:
+            fs.delete_dir(path)
 
 
 def join(uri: str, *parts: str) -> str:
@@ -229,7 +248,7 @@ def content_identity(uri: str) -> list[list[Any]]:
     identities = []
     for path in list_files(uri):
         digest, size = hashlib.sha256(), 0
-        with fs.open_input_stream(path) as f:
+        with fs.open_input_stream(path, compression=None) as f:  # the bytes as stored
             while chunk := f.read(_HASH_CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
@@ -263,7 +282,8 @@ def output_part(uri: str, part: str, allow_incomplete: bool = False) -> str:
 def read_bytes(uri: str) -> bytes:
     fs, path = resolve(uri)
     try:
-        with fs.open_input_stream(path) as stream:
+        # compression=None: the bytes as stored (pyarrow would gunzip a `.gz` by its name)
+        with fs.open_input_stream(path, compression=None) as stream:
             return stream.read()
     except FileNotFoundError as exc:
         raise StorageError(f"{uri} does not exist") from exc
@@ -281,7 +301,9 @@ def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     if parent:
         fs.create_dir(parent, recursive=True)
     target = path if fs.type_name == "s3" else f"{path}.{uuid.uuid4().hex}.tmp"
-    with fs.open_output_stream(target) as stream:
+    # compression=None: pyarrow would gzip the bytes again for a name ending in `.gz` (on
+    # S3, where the target is the final name), and a crawl.warc.gz would be stored gzipped twice
+    with fs.open_output_stream(target, compression=None) as stream:
         stream.write(data)
     if target != path:
         fs.move(target, path)

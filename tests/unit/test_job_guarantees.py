@@ -204,6 +204,23 @@ def test_a_new_empty_or_own_folder_is_claimed(tmp_path):
         storage.claim_output(str(tmp_path / "new" / "part-0.parquet"), "job")
 
 
+def test_a_job_stopped_before_writing_leaves_no_output_folder(tmp_path, home, capsys):
+    """A job refused after its output was claimed (here: a value its config refuses) takes
+    back the folder it created; one that holds anything it wrote stays."""
+    from conceptual.jobs import curate
+
+    (tmp_path / "in.tsv").write_text("A dog runs on the grass.\thttp://x.test/a.jpg\n")
+    argv = ["--input", str(tmp_path / "in.tsv"), "--output", str(tmp_path / "out"),
+            "with_images=false", "limits.row_bytes=1000"]  # fmt: skip
+    assert curate.main(argv) == 2
+    assert "limits.row_bytes" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    storage.claim_output(str(tmp_path / "kept"), "job")
+    (tmp_path / "kept" / "part-0.parquet").write_bytes(b"written")
+    storage.settle_claims(used=False)
+    assert (tmp_path / "kept" / "part-0.parquet").is_file()
+
+
 def test_a_task_set_written_into_an_existing_folder_replaces_only_its_own_files(tmp_path):
     """`rating_tasks --into-existing`: the task set goes beside the folder's files (it once
     deleted the folder first), and a second one replaces the first."""
