@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
 from pydantic import Field
 
-from conceptual import registry, storage, tracking
+from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
 from conceptual.models.retriever import MAX_SCALE, DualEncoder
@@ -556,6 +556,10 @@ def run(
             {"features_uri": features_uri, "output_uri": output_uri, "speech_uri": speech_uri}
         )
         manifest = build(model_uri, features_uri, output_uri, config, speech_uri)
+        lineage.log_read(features_uri, part="features")
+        if speech_uri:
+            lineage.log_read(speech_uri, part="clips")
+        lineage.log_written(output_uri)
         mlflow.set_tag("modality", manifest["modality"])
         metrics = {**manifest["counts"], "seconds": manifest["seconds"]}
         metrics.update(set_aside.metrics(manifest["rejected"]))

@@ -21,11 +21,11 @@ outputs are a partition of the input by construction; the written files are coun
 before the run is declared complete.
 
 Output layout under OUTPUT (a path or s3:// URI):
-    curated/*.parquet   records.CURATED (with the JPEG bytes, labels and split)
-    rejected/*.parquet  records.REJECTED
-    shards/*.tar        WebDataset shards, when webdataset.enabled
-    stats.json          funnel, rejections by stage and reason, caption and split statistics
-    _SUCCESS            written last; its absence means the output is incomplete
+    curated/*.parquet       records.CURATED (with the JPEG bytes, labels and split)
+    rejected/*.parquet      records.REJECTED
+    shards/SPLIT/NNNNN.tar  WebDataset shards (img2dataset's names), when webdataset.enabled
+    stats.json              funnel, rejections by stage and reason, caption and split statistics
+    _SUCCESS                written last; its absence means the output is incomplete
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import ray
 import ray.data
 from pydantic import model_validator
 
-from conceptual import errors, funnel, storage, tracking
+from conceptual import errors, funnel, lineage, storage, tracking
 from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
@@ -609,4 +609,6 @@ def run(input_uri: str, output_uri: str, config: CurationConfig) -> tuple[dict[s
         tracking.log_config(config)
         stats = curate(input_uri, output_uri, config, run_id=active.info.run_id)
         funnel.log_to_mlflow(stats, input_uri, output_uri)
+        lineage.log_read(input_uri, context="source")  # the candidates, read whole
+        lineage.log_written(output_uri)
         return stats, active.info.run_id

@@ -11,7 +11,7 @@ from typing import Any
 
 import mlflow
 
-from conceptual import registry, tracking
+from conceptual import lineage, registry, tracking
 from conceptual.config import Config
 
 
@@ -38,6 +38,8 @@ def record(
         tracking.log_config(config)
         params = {"features_uri": features_uri, "eval_set": evaluation.eval_set}
         mlflow.log_params({**params, **evaluation.params})
+        split = getattr(config, "split", None)  # the split scored; every split without one
+        lineage.log_read(features_uri, splits=[split] if split else None)
         # MLflow refuses "@" in a name: R@10 is logged as R_10 (tracking.metric_key).
         mlflow.log_metrics({tracking.metric_key(k): v for k, v in evaluation.metrics.items()})
         for name, content in evaluation.artifacts.items():

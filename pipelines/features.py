@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from PIL import Image
 
-from conceptual import storage, tracking
+from conceptual import lineage, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
 from conceptual.pipelines import set_aside
@@ -170,6 +170,8 @@ def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[st
         tracking.log_config(config)
         mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri})
         summary = extract(data_uri, output_uri, config)
+        lineage.log_read(data_uri)  # once read: a missing input is the job's to say
+        lineage.log_written(output_uri)
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and k != "grid"}
         mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
         mlflow.log_dict(summary, "features.json")

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conceptual import registry, storage, tracking
+from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.fluency.model import FLUENT_ABOVE
@@ -178,6 +178,8 @@ def run(
         tracking.log_config(config)
         mlflow.log_params({"model_uri": model_uri, "data_uri": data_uri, "output_uri": output_uri})
         summary = score(model_uri, data_uri, output_uri, config)
+        lineage.log_read(data_uri)
+        lineage.log_written(output_uri)
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
         mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
         mlflow.log_dict(summary, SUMMARY)

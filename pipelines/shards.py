@@ -3,8 +3,10 @@ share a key (`<id>.jpg`, `<id>.txt`, `<id>.json`), the format `webdataset` and m
 large-scale training loaders stream from object storage.
 
 One shard per split per batch of `samples_per_shard` records, written by the Ray task that
-holds the batch (no data comes back to the driver). Shard names carry the split and the
-first record id, so they are unique and stable across reruns of the same input.
+holds the batch (no data comes back to the driver) under a name of its own (the split and
+its first record id: unique whatever the order tasks finish in). Once all are written they
+are named as img2dataset names its shards, numbered in that name's order per split
+(`shards/train/00000.tar`, `00001.tar`, ...): stable across reruns of the same input.
 
 A sample is one id: records that share one (the same image URL and alt-text given twice)
 are written once, by a second, small pass over just those records, so that no two tar
@@ -52,10 +54,21 @@ def _write_batch(batch: pa.Table, uri: str) -> pa.Table:
                 add_member(tar, f"{row['id']}.txt", row["caption"].encode())
                 meta = {key: row[key] for key in METADATA} | {"split": split}
                 add_member(tar, f"{row['id']}.json", json.dumps(meta).encode())
-        written.append({"shard": name, "samples": len(rows)})
-    return pa.Table.from_pylist(
-        written, schema=pa.schema([("shard", pa.string()), ("samples", pa.int64())])
-    )
+        written.append({"shard": name, "split": split, "samples": len(rows)})
+    schema = pa.schema([("shard", pa.string()), ("split", pa.string()), ("samples", pa.int64())])
+    return pa.Table.from_pylist(written, schema=schema)
+
+
+def number_shards(uri: str, written: list[dict]) -> None:
+    """Each split's shards renamed `SPLIT/00000.tar`, `SPLIT/00001.tar`... in the order of
+    the names their tasks gave them."""
+    counts: dict[str, int] = {}
+    for row in sorted(written, key=lambda row: row["shard"]):
+        index = counts[row["split"]] = counts.get(row["split"], -1) + 1
+        fs, source = storage.resolve(storage.join(uri, row["shard"]))
+        _, target = storage.resolve(storage.join(uri, row["split"], f"{index:05d}.tar"))
+        fs.create_dir(posixpath.dirname(target), recursive=True)
+        fs.move(source, target)
 
 
 def repeated_ids(records: ray.data.Dataset) -> dict[str, int]:
@@ -80,9 +93,9 @@ def _first(group: pa.Table) -> pa.Table:
 
 
 def write_shards(curated: ray.data.Dataset, uri: str, config: WebDatasetConfig) -> dict[str, int]:
-    """Write the curated records (with images) as shards under `uri`; count the shards, the
-    samples written and the `duplicates`: records not written because their id already was
-    (samples + duplicates = records)."""
+    """Write the curated records (with images) as shards under `uri` (`SPLIT/NNNNN.tar`); count
+    the shards, the samples written and the `duplicates`: records not written because their
+    id already was (samples + duplicates = records)."""
     repeated = repeated_ids(curated)
     ids = frozenset(repeated)
     parts = [curated]
@@ -102,6 +115,7 @@ def write_shards(curated: ray.data.Dataset, uri: str, config: WebDatasetConfig) 
             batch_size=config.samples_per_shard,
             batch_format="pyarrow",
         ).take_all()
+    number_shards(uri, written)
     return {
         "shards": len(written),
         "samples": sum(row["samples"] for row in written),

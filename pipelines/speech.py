@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import ray.data
 
-from conceptual import errors, funnel, storage, tracking
+from conceptual import errors, funnel, lineage, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, describe
 from conceptual.models.variants import language_code
@@ -456,5 +456,7 @@ def run(input_uri: str, output_uri: str, config: SpeechConfig) -> tuple[dict[str
         tracking.log_config(config)
         mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
         stats = synthesize(input_uri, output_uri, config)
+        lineage.log_read(input_uri)
+        lineage.log_written(output_uri)
         log_to_mlflow(stats, output_uri, config)
         return stats, active.info.run_id

@@ -61,7 +61,7 @@ from pydantic import Field
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from conceptual import registry, storage, tracking
+from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
@@ -282,6 +282,10 @@ def train(recipe: Recipe, config: TrainingConfig, *data: Any) -> dict[str, Any]:
         run_id = active.info.run_id
         tracking.log_config(config, skip=recipe.unused_keys(config))
         mlflow.log_params(prepared.params)
+        read = ["train", getattr(config, "eval_split", "val")]  # for training and validation
+        for option, uri in prepared.data.items():
+            if uri:
+                lineage.log_read(uri, splits=read, part=lineage.OPTION_PARTS.get(option))
         if prepared.metrics:
             mlflow.log_metrics(prepared.metrics)
         for name, content in prepared.artifacts.items():

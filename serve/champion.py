@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.tracking import MlflowClient
 
-from conceptual import registry
+from conceptual import lineage, registry
 from conceptual.serve.schema import RegisteredModel
 from conceptual.tracking import configure
 from conceptual.uris import redact_text
@@ -127,9 +127,10 @@ class Champion(Generic[M]):
 
 def describe(version: ModelVersion) -> RegisteredModel:
     """The version's registry record: its tags, and the metrics of the run that made it."""
-    metrics = {}
+    metrics, datasets = {}, []
     if version.run_id:
-        metrics = MlflowClient(configure()).get_run(version.run_id).data.metrics
+        run = MlflowClient(configure()).get_run(version.run_id)
+        metrics, datasets = run.data.metrics, lineage.inputs_of(run)
     return RegisteredModel(
         name=version.name,
         version=str(version.version),  # MLflow says int or str, depending on the store
@@ -138,4 +139,5 @@ def describe(version: ModelVersion) -> RegisteredModel:
         run_id=version.run_id,
         tags=dict(version.tags),
         metrics=metrics,
+        datasets=datasets,
     )

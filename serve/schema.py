@@ -29,6 +29,7 @@ the request's bytes or the service's internals.
 from __future__ import annotations
 
 import posixpath
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from fastapi.responses import JSONResponse
@@ -127,6 +128,11 @@ class RegisteredModel(ModelRef):
     )
     metrics: dict[str, float] = Field(
         default_factory=dict, description="the training run's final metrics"
+    )
+    datasets: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="what the training run read (conceptual.lineage): each dataset's name, "
+        "source URI, part, digest, rows per split and the splits read with their contexts",
     )
 
     def ref(self) -> ModelRef:

@@ -30,6 +30,9 @@ from conceptual import storage
 
 # The folders of a job's output that hold its records; the rest (stats.json, logs) is not data.
 PARTS = ("curated", "features", "clips", "candidates", "index", "data")
+# What a job's option reads in an output that may hold several parts (an import: curated/
+# and clips/).
+OPTION_PARTS = {"--features": "features", "--speech": "clips"}
 CONTEXTS = {"train": "training", "val": "validation", "validation": "validation", "test": "test"}
 WROTE = "lineage.wrote"  # the tag prefix of what a run wrote: .uri, .digest, .part, .rows
 DIGEST_CHARS = 32  # MLflow keeps at most 36 characters of a dataset's digest
@@ -47,15 +50,15 @@ class Described:
     splits: dict[str, int] = field(default_factory=dict)  # rows per split, where rows have one
 
 
-def locate(uri: str) -> tuple[str, str | None]:
+def locate(uri: str, part: str | None = None) -> tuple[str, str | None]:
     """(the output folder, its data part) of a dataset named by either: `cur` holding
-    curated/, or `cur/curated` itself."""
+    curated/, or `cur/curated` itself; `part` says which part where an output has several."""
     uri = uri.rstrip("/") or uri
     if posixpath.basename(uri) in PARTS and storage.exists(uri):
         return posixpath.dirname(uri), posixpath.basename(uri)
-    for part in PARTS:
-        if storage.exists(storage.join(uri, part)):
-            return uri, part
+    for name in [part] if part else PARTS:
+        if storage.exists(storage.join(uri, name)):
+            return uri, name
     return uri, None
 
 
@@ -88,9 +91,9 @@ def split_rows(folder: str) -> tuple[int | None, dict[str, int]]:
     return rows, dict(sorted(splits.items()))
 
 
-def describe(uri: str) -> Described:
+def describe(uri: str, part: str | None = None) -> Described:
     """Name, digest and rows of the dataset at `uri` (an output folder or its data part)."""
-    output, part = locate(uri)
+    output, part = locate(uri, part)
     folder = storage.join(output, part) if part else output
     rows, splits = split_rows(folder)
     name = posixpath.basename(output.rstrip("/")) or output
@@ -119,6 +122,9 @@ class StoredDataset(Dataset):
     def profile(self) -> dict[str, Any]:
         return self._profile
 
+    def to_dict(self) -> dict[str, str]:  # Dataset's leaves the profile out
+        return {**super().to_dict(), "profile": json.dumps(self._profile)}
+
     @property
     def schema(self) -> None:
         return None
@@ -136,12 +142,15 @@ def _source(uri: str):
 
 
 def log_read(
-    uri: str, splits: Iterable[str] | None = None, context: str | None = None
+    uri: str,
+    splits: Iterable[str] | None = None,
+    context: str | None = None,
+    part: str | None = None,
 ) -> Described:
-    """Into the active MLflow run: the dataset at `uri` as read, one input per split of
-    `splits` (by default every split it has) with the split's context, or one input with
-    `context` (for data without splits, or read whole: raw candidates)."""
-    described = describe(uri)
+    """Into the active MLflow run: the dataset at `uri` (its `part`, where it has several) as
+    read, one input per split of `splits` (by default every split it has) with the split's
+    context, or one input with `context` (for data without splits, or read whole)."""
+    described = describe(uri, part)
     if context or not described.splits:
         mlflow.log_input(StoredDataset(described), context=context or "input")
         return described
@@ -182,10 +191,11 @@ def inputs_of(run: Any) -> list[dict[str, Any]]:
         except (TypeError, ValueError):  # a dataset some other code logged
             uri, profile = dataset.source, {}
         context = next((t.value for t in entry.tags if t.key == "mlflow.data.context"), None)
+        name, _, split = dataset.name.partition(":")  # StoredDataset's NAME:SPLIT
         item = found.setdefault(
             (uri, dataset.digest),
             {
-                "name": dataset.name.split(":")[0],
+                "name": name,
                 "uri": uri,
                 "part": profile.get("part"),
                 "digest": dataset.digest,
@@ -193,7 +203,7 @@ def inputs_of(run: Any) -> list[dict[str, Any]]:
                 "splits": profile.get("splits", {}),
             },
         )
-        item["read"][profile.get("split") or "all"] = context
+        item["read"][profile.get("split") or split or "all"] = context
     return list(found.values())
 
 

@@ -1,0 +1,219 @@
+"""The chain behind a model or a dataset, from what conceptual.lineage recorded: the model
+version, the run that trained it, the datasets it read (with their digests, checked against
+the files as they are now), the runs that wrote those (features, curation), back to the raw
+inputs and the report beside each (a curation's funnel, an import's counts).
+
+A dataset whose files no longer give the digest a run recorded is `changed`: the model was
+trained on other data than the folder now holds. One whose folder is gone, or not reachable
+from here, is `missing`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from conceptual import lineage, registry, storage
+from conceptual.tracking import configure
+
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+# What the chain shows of the report beside a dataset: its counts, not its samples.
+REPORT_KEYS = {
+    "curation": ("input", "kept", "funnel", "rejected", "splits", "mlflow_run_id"),
+    "import": ("input_captions", "images", "captions", "skipped", "skipped_by_reason", "splits"),
+    "features": ("records", "images", "rows", "model", "image_size", "curated"),
+}
+
+
+def trace(target: str, verify: bool = True) -> dict[str, Any]:
+    """The chain behind `target`: a model URI (`models:/name@alias`, `models:/name/N`,
+    `runs:/ID/path`), a run id, or a dataset's URI. `verify` recomputes each dataset's digest
+    from its files (reading them all) to tell whether it changed since."""
+    configure()
+    tracer = Tracer(MlflowClient(), verify)
+    if target.startswith("models:/"):
+        version = registry.registered_version(target)
+        if version is None:
+            raise ValueError(f"{target}: no such registered model version")
+        model = {
+            "uri": target,
+            "name": version.name,
+            "version": str(version.version),
+            "variant": version.tags.get("variant"),
+            "aliases": list(getattr(version, "aliases", []) or []),
+            "run_id": version.run_id,
+        }
+        return {"model": model, "run": tracer.run(version.run_id)}
+    if target.startswith("runs:/"):
+        run_id = target.removeprefix("runs:/").split("/", 1)[0]
+        return {"model": {"uri": target, "run_id": run_id}, "run": tracer.run(run_id)}
+    if RUN_ID.fullmatch(target):
+        return {"run": tracer.run(target)}
+    if not storage.exists(target):
+        raise storage.StorageError(f"{target}: no such dataset (nor a model URI or run id)")
+    described = lineage.describe(target)
+    recorded = {
+        "name": described.name,
+        "uri": described.uri,
+        "part": described.part,
+        "digest": described.digest,
+        "splits": described.splits,
+        "read": {},
+    }
+    return {"dataset": tracer.dataset(recorded)}
+
+
+class Tracer:
+    """Follows runs and datasets, each run once (a run read by two others is shown twice
+    only by its id the second time)."""
+
+    def __init__(self, client: MlflowClient, verify: bool):
+        self.client, self.verify = client, verify
+        self.seen: set[str] = set()
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as exc:
+            raise ValueError(f"run {run_id}: not in the tracking store ({exc.message})") from None
+        node: dict[str, Any] = {
+            "run_id": run_id,
+            "name": run.info.run_name,
+            "stage": run.data.tags.get("stage"),
+            "experiment": self.experiment(run.info.experiment_id),
+            "status": run.info.status,
+        }
+        if run_id in self.seen:
+            return {**node, "shown_above": True}
+        self.seen.add(run_id)
+        node["reads"] = [self.dataset(item) for item in lineage.inputs_of(run)]
+        return node
+
+    def experiment(self, experiment_id: str) -> str:
+        return self.client.get_experiment(experiment_id).name
+
+    def dataset(self, recorded: dict[str, Any]) -> dict[str, Any]:
+        """A dataset a run read (lineage.inputs_of), checked against its files now, with the
+        run that wrote it and the report beside it."""
+        node = dict(recorded)
+        node["status"], node["current_digest"] = self.check(recorded)
+        origin = lineage.origin(recorded["uri"]) if node["status"] != "missing" else {}
+        if origin.get("kind"):
+            report = origin["report"] or {}
+            node["origin"] = {
+                "kind": origin["kind"],
+                **{k: report[k] for k in REPORT_KEYS[origin["kind"]] if k in report},
+            }
+        writers = lineage.writer_runs(digest=recorded["digest"])
+        if writers:
+            node["written_by"] = self.run(writers[0].info.run_id)
+        elif origin.get("run_id"):  # a curation from before lineage tags: its stats.json
+            node["written_by"] = self.run(origin["run_id"])
+        else:
+            node["written_by"] = None
+            # Runs that wrote at this place, other content: what the folder held before.
+            node["other_writers"] = [
+                {"run_id": r.info.run_id, "digest": r.data.tags.get(f"{lineage.WROTE}.digest")}
+                for r in lineage.writer_runs(uri=recorded["uri"])
+            ]
+        return node
+
+    def check(self, recorded: dict[str, Any]) -> tuple[str, str | None]:
+        """("unchanged" | "changed" | "missing" | "unverified", the digest now)."""
+        if not self.verify:
+            return "unverified", None
+        try:
+            if not storage.exists(recorded["uri"]):
+                return "missing", None
+            now = lineage.describe(recorded["uri"], recorded.get("part")).digest
+        except (storage.StorageError, OSError):
+            return "missing", None
+        return ("unchanged" if now == recorded["digest"] else "changed"), now
+
+
+def render(chain: dict[str, Any]) -> str:
+    """The chain for people: one line per model, run and dataset, indented by depth."""
+    lines: list[str] = []
+    if model := chain.get("model"):
+        named = f"{model['name']} version {model['version']}" if model.get("name") else ""
+        aliases = f" (@{', @'.join(model['aliases'])})" if model.get("aliases") else ""
+        variant = f", variant {model['variant']}" if model.get("variant") else ""
+        lines.append(f"model    {model['uri']}  {named}{aliases}{variant}".rstrip())
+    if run := chain.get("run"):
+        _run_lines(run, 0, lines, "trained by" if chain.get("model") else "run")
+    if dataset := chain.get("dataset"):
+        _dataset_lines(dataset, 0, lines)
+    return "\n".join(lines)
+
+
+def _run_lines(run: dict[str, Any], depth: int, lines: list[str], label: str) -> None:
+    pad = "  " * depth
+    stage = f"{run['stage']} " if run.get("stage") else ""
+    lines.append(
+        f"{pad}{label} run {run['run_id']}  {stage}({run.get('name')}, experiment "
+        f"{run.get('experiment')!r}, {str(run.get('status', '')).lower()})"
+    )
+    if run.get("shown_above"):
+        lines.append(f"{pad}  (its inputs are shown above)")
+        return
+    if not run.get("reads"):
+        lines.append(f"{pad}  read no dataset that lineage recorded")
+    for dataset in run.get("reads", []):
+        _dataset_lines(dataset, depth + 1, lines)
+
+
+STATUS = {
+    "unchanged": "unchanged",
+    "changed": "CHANGED since: the files give digest {now}, not the one recorded",
+    "missing": "MISSING: the folder is gone or not reachable from here",
+    "unverified": "not verified (--no-verify)",
+}
+
+
+def _dataset_lines(dataset: dict[str, Any], depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    part = f" ({dataset['part']})" if dataset.get("part") else ""
+    status = STATUS[dataset["status"]].format(now=dataset.get("current_digest"))
+    lines.append(f"{pad}read {dataset['uri']}{part}  digest {dataset['digest']}  {status}")
+    splits = dataset.get("splits") or {}
+    read = dataset.get("read") or {}
+    if splits:
+        shown = ", ".join(
+            f"{split} {n:,}" + (f" ({read[split]})" if read.get(split) else "")
+            for split, n in splits.items()
+        )
+        lines.append(f"{pad}  rows: {shown}")
+    elif read.get("all"):
+        lines.append(f"{pad}  read whole ({read['all']})")
+    if origin := dataset.get("origin"):
+        lines.append(f"{pad}  {origin_line(origin)}")
+    if dataset.get("written_by"):
+        _run_lines(dataset["written_by"], depth + 1, lines, "written by")
+    else:
+        others = dataset.get("other_writers") or []
+        more = (
+            f"; runs that wrote other content there: {', '.join(o['run_id'] for o in others)}"
+            if others
+            else ""
+        )
+        lines.append(f"{pad}  written by no run that lineage recorded{more}")
+
+
+def origin_line(origin: dict[str, Any]) -> str:
+    """One line of the report beside a dataset."""
+    kind = origin["kind"]
+    if kind == "curation":
+        steps = ", ".join(
+            f"{row['stage']} -{row['rejected']:,}" for row in origin.get("funnel", [])
+        )
+        return f"curation funnel: {origin['input']:,} in, {origin['kept']:,} kept ({steps})"
+    if kind == "import":
+        return (
+            f"import: {origin.get('captions', 0):,} captions of "
+            f"{origin.get('input_captions', 0):,} for {origin.get('images', 0):,} images, "
+            f"{origin.get('skipped', 0):,} skipped"
+        )
+    return f"features: {origin.get('rows', 0):,} rows of {origin.get('curated')}"
