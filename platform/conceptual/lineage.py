@@ -131,14 +131,13 @@ class StoredDataset(Dataset):
 
 
 def _source(uri: str):
-    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    """MLflow's own source for a local path or an s3:// URI (`local`, `s3`), chosen by the
+    storage's scheme: MLflow's resolver warns that a path fits both its local sources."""
+    from mlflow.data.dataset_source_registry import get_registered_sources
 
-    try:
-        return resolve_dataset_source(uri)
-    except Exception:  # a scheme MLflow has no source for: kept as a local name
-        from mlflow.data.artifact_dataset_sources import LocalArtifactDatasetSource
-
-        return LocalArtifactDatasetSource(uri)
+    kind = "s3" if storage.is_remote(uri) else "local"
+    source = next(s for s in get_registered_sources() if s._get_source_type() == kind)
+    return source._resolve(uri)
 
 
 def log_read(
