@@ -43,7 +43,7 @@ from conceptual import errors, funnel, lineage, storage, tracking
 from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
-from conceptual.funnel import length_statistics, tally
+from conceptual.funnel import tally
 from conceptual.limits import BYTES_PER_PIXEL, LimitsConfig, over_budget
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_stages import (
@@ -499,11 +499,7 @@ def curate(
     if shards is not None and shards["samples"] + shards["duplicates"] != kept:
         raise funnel.AccountingError(f"{shards} in shards, {kept} kept")
 
-    lengths = {int(k): n for k, n in tallies.get("length", {}).items()}
-    stats["captions"] = {
-        **length_statistics(lengths),
-        "vocabulary_size": len(tallies.get("token", {})),
-    }
+    stats |= funnel.caption_statistics(tallies)
     stats["splits"] = dict(sorted(tallies.get("split", {}).items()))
     stats["entity_frequency"] = reports[ENTITY_FREQUENCY_STAGE]
     if config.with_images:

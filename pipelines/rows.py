@@ -303,17 +303,34 @@ def first_of_each(keys: np.ndarray) -> np.ndarray:
 
 def outcome_tally(batch: pa.Table) -> pa.Table:
     """Everything stats.json reports, in one pass: outcomes, splits, caption lengths, tokens."""
-    kept = batch.filter(is_kept(batch))
-    tokens = pc.utf8_split_whitespace(kept["caption"])
     stage, reason = pc.fill_null(batch["stage"], ""), pc.fill_null(batch["reason"], "")
+    outcomes = counted("outcome", pc.binary_join_element_wise(stage, reason, "\t"))
+    return pa.concat_tables([outcomes, caption_tally(batch.filter(is_kept(batch)))])
+
+
+def caption_tally(records: pa.Table) -> pa.Table:
+    """What stats.json says of curated records' captions (funnel.caption_statistics): the
+    splits, caption lengths and tokens, overall and in each split (`SPLIT\tKEY`)."""
+    tokens = pc.utf8_split_whitespace(records["caption"])
+    lengths = pc.list_value_length(tokens)
+    split = pc.fill_null(records["split"], "")
+    # Each token beside the split of its caption, for the vocabulary of each split.
+    token_split = pc.take(split, pc.list_parent_indices(tokens))
+    flat = pc.list_flatten(tokens)
     return pa.concat_tables(
         [
-            counted("outcome", pc.binary_join_element_wise(stage, reason, "\t")),
-            counted("split", kept["split"]),
-            counted("length", pc.list_value_length(tokens)),
-            counted("token", pc.list_flatten(tokens)),
+            counted("split", records["split"]),
+            counted("length", lengths),
+            counted("token", flat),
+            counted("split_length", by_split(split, lengths)),
+            counted("split_token", by_split(token_split, flat)),
         ]
     )
+
+
+def by_split(split: pa.Array, values: pa.Array) -> pa.Array:
+    """`SPLIT\tVALUE` keys: a value counted within its split."""
+    return pc.binary_join_element_wise(split, pc.cast(values, pa.string()), "\t")
 
 
 def rejecting(batch: pa.Table, stage: str, reason: str, details: dict[int, str]) -> pa.Table:

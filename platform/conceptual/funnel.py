@@ -157,6 +157,36 @@ def length_statistics(histogram: Mapping[int, int]) -> dict[str, float]:
     }
 
 
+def caption_statistics(tallies: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """stats.json's `captions` (all curated records) and `captions_by_split` (the paper's
+    Table 3 for each split: examples, unique tokens, tokens per caption mean, std and median)
+    from the tallies of rows.caption_tally."""
+    lengths: dict[str, dict[int, int]] = {}
+    vocabulary: dict[str, int] = {}
+    for key, n in tallies.get("split_length", {}).items():
+        split, length = key.split("\t")
+        lengths.setdefault(split, {})[int(length)] = n
+    for key in tallies.get("split_token", {}):
+        split = key.split("\t", 1)[0]
+        vocabulary[split] = vocabulary.get(split, 0) + 1
+    by_split = {}
+    for split in sorted(lengths):
+        counts = length_statistics(lengths[split])
+        by_split[split or "none"] = {
+            "examples": counts.pop("count"),
+            "unique_tokens": vocabulary.get(split, 0),
+            **counts,
+        }
+    overall = {int(k): n for k, n in tallies.get("length", {}).items()}
+    return {
+        "captions": {
+            **length_statistics(overall),
+            "vocabulary_size": len(tallies.get("token", {})),
+        },
+        "captions_by_split": by_split,
+    }
+
+
 def without_samples(stats: Mapping[str, Any]) -> dict[str, Any]:
     """What stats.json holds: everything but the sample records (those go to MLflow)."""
     return {k: v for k, v in stats.items() if k != "samples"}
@@ -176,6 +206,8 @@ def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> 
         for reason, count in reasons.items():
             metrics[tracking.metric_key("rejected", stage, reason)] = count
     metrics.update({f"captions.{k}": v for k, v in stats["captions"].items()})
+    for split, table in stats.get("captions_by_split", {}).items():
+        metrics.update({tracking.metric_key("captions", split, k): v for k, v in table.items()})
     metrics.update({f"seconds.{k}": v for k, v in stats["seconds_by_phase"].items()})
     mlflow.log_metrics(metrics)
     mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})

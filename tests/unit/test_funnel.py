@@ -58,3 +58,33 @@ def test_kept_samples_grid(tmp_path):
     with Image.open(tmp_path / "grid.png") as grid:
         assert grid.size[0] > 0
     assert not plot_kept_samples([{**record, "image": None}], tmp_path / "none.png")
+
+
+def test_table_3_per_split_from_the_caption_tallies():
+    """Conceptual Captions Table 3 for each split: examples, unique tokens, tokens per caption
+    mean/std/median, from the tallies of two batches (partial counts, summed)."""
+    import pyarrow as pa
+
+    from conceptual.pipelines.rows import caption_tally
+
+    first = pa.table({"caption": ["a dog runs", "a cat"], "split": ["train", "test"]})
+    second = pa.table({"caption": ["dog on a sofa", "a cat sits"], "split": ["train", "test"]})
+    tallies = funnel.tally(pa.concat_tables([caption_tally(first), caption_tally(second)]))
+    stats = funnel.caption_statistics(tallies)
+    assert stats["captions_by_split"] == {
+        "test": {
+            "examples": 2,
+            "unique_tokens": 3,  # a, cat, sits
+            "tokens_mean": 2.5,
+            "tokens_std": 0.5,
+            "tokens_median": 2.5,
+        },
+        "train": {
+            "examples": 2,
+            "unique_tokens": 5,  # a, dog, runs, on, sofa
+            "tokens_mean": 3.5,
+            "tokens_std": 0.5,
+            "tokens_median": 3.5,
+        },
+    }
+    assert stats["captions"]["count"] == 4 and stats["captions"]["vocabulary_size"] == 7

@@ -63,6 +63,7 @@ WRITERS = {
     "pipeline": lambda i, o: [f"input={i}", f"output={o}"],
     "rating_tasks": lambda i, o: ["--kind", "caption_quality", "--data", i, "--output", o],
     "publish_dataset": lambda i, o: ["--data", i, "--output", o],
+    "clean_split": lambda i, o: ["--data", i, "--tasks", i, "--output", o],
 }
 # Where the output lies relative to the input folder.
 LAYOUTS = {
