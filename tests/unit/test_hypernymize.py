@@ -700,3 +700,18 @@ def test_no_artifacts_on_news_and_stock_alt_texts(hypernymizer):
     captions = [r.caption for r in results if r.caption]
     assert len(captions) >= 0.9 * len(NEWS_AND_STOCK_ALT_TEXTS)
     assert {c: hypernymizer.artifacts(c) for c in captions if hypernymizer.artifacts(c)} == {}
+
+
+def test_the_alt_text_as_caption_keeps_the_names_and_the_same_records():
+    """text.caption=alt_text (Figure 3's comparison): the cleaned alt-text in the captions'
+    style, where the same rules keep and reject the same texts."""
+    from conceptual.text.curate import TextCurationConfig, TextCurator
+
+    texts = ["A Kenyan farmer harvests tea near Kericho, Kenya, on March 3.", "click here"]
+    hypernymized = TextCurator().process(texts)
+    raw = TextCurator(TextCurationConfig(caption="alt_text")).process(texts)
+    assert hypernymized[0].caption == "a farmer harvests tea ."
+    assert raw[0].caption == "a kenyan farmer harvests tea near kericho , kenya , on march 3 ."
+    assert raw[0].types == hypernymized[0].types  # what the entity-frequency rule counts
+    assert [o.rejection for o in raw] == [o.rejection for o in hypernymized]
+    assert raw[1].caption is None and raw[1].rejection is not None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from conceptual.config import Config
 from conceptual.errors import failing_as
@@ -38,6 +39,10 @@ HYPERNYMIZE_REASONS = ("unresolved_entity", "too_short", "no_noun_left")
 class TextCurationConfig(Config):
     filters: TextFilterConfig = TextFilterConfig()
     hypernym: HypernymConfig = HypernymConfig()
+    # What a kept record's caption is: the hypernymized text (the paper's dataset), or the
+    # cleaned alt-text in the same style, not hypernymized (`alt_text`: the paper's Figure 3
+    # trains on both). Every rule runs either way, so both keep the same records.
+    caption: Literal["hypernymized", "alt_text"] = "hypernymized"
 
 
 @dataclass
@@ -108,6 +113,8 @@ class TextCurator:
             elif apply_filters and (rare := self._rare_names_left(outcome.text, result.caption)):
                 detail = f"not in the English vocabulary: {', '.join(sorted(rare)[:5])}"
                 outcome.reject(TEXT_STAGE, Rejection("out_of_vocabulary", detail))
+            elif self.config.caption == "alt_text":
+                outcome.caption = self.hypernymizer.styled(doc)
             else:
                 outcome.caption = result.caption
         return outcomes  # type: ignore[return-value]

@@ -190,6 +190,11 @@ class Hypernymizer:
             step(doc, edits, know)
         return self._finish(edits)
 
+    def styled(self, doc) -> str:
+        """The doc's words in the captions' style (lowercase tokens, tidied punctuation),
+        nothing replaced or removed: the alt-text as a caption, beside the transformed one."""
+        return " ".join(Edits(doc).words(self.output))
+
     def _finish(self, edits) -> Transformed:
         words = edits.words(self.output)
         word_count = sum(1 for w in words if any(c.isalnum() for c in w))
