@@ -177,7 +177,7 @@ def write_parquet(rows: Iterable[dict], fs, path: str, rows_per_group: int) -> i
 
 def _writer(fs, path: str) -> pq.ParquetWriter:
     fs.create_dir(posixpath.dirname(path), recursive=True)
-    return pq.ParquetWriter(fs.open_output_stream(path), HARVESTED)
+    return pq.ParquetWriter(fs.open_output_stream(path, compression=None), HARVESTED)
 
 
 def harvest(inputs: list[str], output_uri: str, config: HarvestConfig) -> dict[str, Any]:
