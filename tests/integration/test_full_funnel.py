@@ -12,11 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from conceptual import storage
+from conceptual import lineage_chain, storage
 from conceptual.config import load
 from conceptual.importers import csv_pairs, write_import
 from conceptual.pipelines.curation import STAGES, CurationConfig, run
-from conceptual.pipelines.features import FeaturesConfig, extract
+from conceptual.pipelines.features import FeaturesConfig
+from conceptual.pipelines.features import run as features_job
 from conceptual.storage import SUCCESS
 from conceptual_demo.corpus import write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
@@ -140,7 +141,18 @@ def test_mlflow_has_every_stage(funnel_run):
 
 def test_features_of_the_curated_set(funnel_run):
     out = f"{BASE}/features"
-    summary = extract(funnel_run["out"], out, FeaturesConfig(crops=1))
+    summary, run_id = features_job(funnel_run["out"], out, FeaturesConfig(crops=1))
+    # The features run read the curated data, which the curation run wrote from its input.
+    (curated,) = lineage_chain.trace(run_id)["run"]["reads"]
+    assert (curated["uri"], curated["part"], curated["status"]) == (
+        funnel_run["out"],
+        "curated",
+        "unchanged",
+    )
+    assert curated["origin"]["kind"] == "curation" and curated["origin"]["input"] == 401
+    assert curated["written_by"]["run_id"] == funnel_run["run_id"]
+    (source,) = curated["written_by"]["reads"]
+    assert source["uri"] == f"{BASE}/input" and source["read"] == {"all": "source"}
     kept = funnel_run["stats"]["kept"]
     assert summary["images"] == kept and summary["rows"] == 2 * kept
     rows = read_rows(storage.join(out, "features"))
@@ -150,3 +162,28 @@ def test_features_of_the_curated_set(funnel_run):
         assert len(row["grid"]) == 8 * 8 * 1280 and len(row["pooled"]) == 1280
         assert row["split"] in ("train", "val", "test") and row["caption"]
     assert storage.exists(storage.join(out, SUCCESS))
+
+
+def test_published_curation_loads_with_datasets_and_its_card_tells_the_funnel(funnel_run, tmp_path):
+    import datasets
+
+    from conceptual.publishing import PublishConfig, publish
+
+    out = tmp_path / "hf"
+    publish(funnel_run["out"], str(out), PublishConfig(images="embed", name="Funnel"))
+    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
+    splits = {"val": "validation"}
+    assert {s: len(rows) for s, rows in loaded.items()} == {
+        splits.get(s, s): n for s, n in funnel_run["stats"]["splits"].items() if n
+    }
+    row = next(iter(loaded.values()))[0]
+    assert row["image"].format == "JPEG" and min(row["image"].size) > 400
+    assert row["labels"] and len(row["labels"]) == len(row["confidence_scores"])
+    card = (out / "README.md").read_text()
+    for stage in STAGES:  # the funnel, each stage with its count
+        assert f"\n| {stage} | " in card, stage
+    assert f"| {funnel_run['stats']['input']} | " in card.replace(",", "")
+    assert "### Personal and Sensitive Information" in card and "Opt-outs honoured" in card
+    assert f"`{funnel_run['run_id']}` (curation)" in card
+    assert "<summary>The curation's configuration</summary>" in card  # its run's config.yaml
+    assert "fetch:\n" in card and "**Not set.**" in card
