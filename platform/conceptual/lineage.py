@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from mlflow.data.dataset import Dataset
 
 from conceptual import storage
+from conceptual.splits import split_names
 
 # The folders of a job's output that hold its records; the rest (stats.json, logs) is not data.
 PARTS = ("curated", "features", "clips", "candidates", "index", "data")
@@ -150,10 +151,12 @@ def log_read(
     read, one input per split of `splits` (by default every split it has) with the split's
     context, or one input with `context` (for data without splits, or read whole)."""
     described = describe(uri, part)
-    if context or not described.splits:
+    # The splits asked for as the rows name them ("validation" is "val" in some).
+    wanted = list(splits or [])
+    chosen = [s for s in described.splits if not wanted or any(s in split_names(x) for x in wanted)]
+    if context or not chosen:
         mlflow.log_input(StoredDataset(described), context=context or "input")
         return described
-    chosen = [s for s in (splits or described.splits) if s in described.splits]
     mlflow.log_inputs(
         [StoredDataset(described, split) for split in chosen],
         [CONTEXTS.get(split, split) for split in chosen],
