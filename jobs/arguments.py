@@ -50,6 +50,12 @@ def output(value: str) -> str:
     return location(value)
 
 
+def file_output(value: str) -> str:
+    """argparse type for a single file a job writes besides its data (a results JSON): as
+    `location`, but neither an input that must exist nor a folder the job claims."""
+    return location(value)
+
+
 class Stopped(SystemExit):
     """A job stopped, said in an `error:` line, with its exit code (job_main returns it): 2
     for what the user can fix (what JobParser refuses, a bad key, missing data), 1 for what

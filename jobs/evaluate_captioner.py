@@ -1,7 +1,8 @@
 """Score a captioner on a split of a features dataset, beside the nearest-neighbour baseline.
 
     python -m conceptual.jobs.evaluate_captioner --model MODEL_URI --features URI
-        [--split test] [--baseline-features URI] [--config FILE] [key=value ...]
+        [--split test] [--baseline-features URI] [--results-json PATH] [--config FILE]
+        [key=value ...]
 
 MODEL_URI: models:/captioner@champion, models:/captioner/3, runs:/<run id>/model or a local
 model directory. The split's images are captioned with beam search and scored against all
@@ -12,7 +13,9 @@ run lands in MLflow with a samples table and grid; a registered version is tagge
 CIDEr on this evaluation set, which the champion rule compares. A Chinese captioner
 (captioner-zh) is scored on words and on characters (char.*) against the features' Chinese
 captions, and with fluency_model=MODEL_URI (models:/fluency-zh@champion) by the mean
-fluency of its captions too.
+fluency of its captions too. --results-json writes the model's captions as the COCO
+results JSON (`[{"image_id": ..., "caption": ...}]`, the images' image_id) that the COCO
+caption evaluation and the leaderboards read; the run keeps the same file as results.json.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 from conceptual.jobs.arguments import (
     JobParser,
     add_common,
+    file_output,
     job_main,
     job_run,
     location,
@@ -43,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         type=location,
         help="the features whose train split the baseline searches",
     )
+    parser.add_argument(
+        "--results-json",
+        type=file_output,
+        help="also write the captions as a COCO results JSON file here",
+    )
     parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
     add_common(parser, "EvalConfig keys")
     args = parser.parse_args(argv)
@@ -52,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
     with job_run("evaluate_captioner", args.verbose) as log:  # unknown model, no split
         config = load(EvalConfig, args.config, overrides)
-        result = evaluate(args.model, args.features, config, args.baseline_features)
+        result = evaluate(
+            args.model, args.features, config, args.baseline_features, args.results_json
+        )
     print(json.dumps(result, indent=2))
+    if args.results_json:
+        print(f"results:  {args.results_json}  ({result['images']} captions, COCO results JSON)")
     report_run(result["run_id"], config.experiment, log)
     return 0
 

@@ -25,12 +25,12 @@ import mlflow
 import numpy as np
 import torch
 
-from conceptual import registry
+from conceptual import registry, storage
 from conceptual.config import Config
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.scorer import FluencyScorer
 from conceptual.intervals import BootstrapConfig, mean_over, resample_counts, with_intervals
-from conceptual.metrics import CAPTION_METRICS, caption_scores
+from conceptual.metrics import CAPTION_METRICS, caption_scores, coco_results
 from conceptual.models.baselines import nearest_neighbour_captions
 from conceptual.models.captioner import Captioner, features_tensor
 from conceptual.models.decoding import n_best
@@ -52,6 +52,7 @@ from conceptual.text.chinese import characters, normalize
 EVAL_METRICS = [m for m in CAPTION_METRICS if m != "SPICE"]
 EVAL_BATCH = 64  # images decoded at once
 SAMPLES_TABLE, SAMPLES_GRID = "samples.json", "samples.png"
+RESULTS = "results.json"  # the COCO results JSON of the model's captions
 ENGLISH_ONLY = ("METEOR", "SPICE")  # their matchers and parsers read English
 
 
@@ -118,9 +119,12 @@ def evaluate(
     features_uri: str,
     config: EvalConfig,
     baseline_features: str | None = None,
+    results_json: str | None = None,
 ) -> dict[str, Any]:
     """Score the model on `config.split` of the features (and the baseline, searching the
-    train split of `baseline_features`, by default the same features). Returns `scores`,
+    train split of `baseline_features`, by default the same features). The model's captions
+    go to the run's results.json and to `results_json` (a path or URI) as the COCO results
+    JSON, keyed by the images' image_id. Returns `scores`,
     `unavailable` (metric -> why), `baseline` (scores or None), `eval_set`, `images`,
     `run_id` and `version` (the registered version scored, or None); every score is
     followed by its interval (`NAME.ci95_low`, `NAME.ci95_high`)."""
@@ -139,6 +143,9 @@ def evaluate(
             raise ValueError(f"the fluency classifier reads Chinese, not {language!r} captions")
         scorer = FluencyScorer(registry.resolve(config.fluency_model))
     generated = caption_images(model, vocab, images, config.beam)
+    results = coco_results(generated)
+    if results_json:
+        storage.write_json(results_json, results)
     found, unavailable, resampled = captioner_scores(
         generated, images, config.metrics, language, counts, scorer
     )
@@ -165,6 +172,7 @@ def evaluate(
             "baseline": baseline,
             "images": len(images["keys"]),
         },
+        artifacts={RESULTS: results},
         log_figures=lambda: log_samples(images, generated, features_uri, config.samples, nearest),
         score=("CIDEr", scores["CIDEr"]),
     )

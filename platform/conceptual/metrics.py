@@ -294,3 +294,10 @@ def auc(values: np.ndarray, labels: np.ndarray) -> float:
 def classifier_scores(values: np.ndarray, labels: np.ndarray, above: float) -> dict[str, float]:
     """binary_scores of the decision `values > above`, and the AUC of the values."""
     return {**binary_scores(values > above, labels), "AUC": auc(values, labels)}
+
+
+def coco_results(captions: Mapping[Any, str]) -> list[dict[str, Any]]:
+    """Image id -> caption as the COCO results JSON that the COCO caption evaluation
+    (`COCO.loadRes`), the COCO server and the Conceptual Captions leaderboard read:
+    `[{"image_id": ..., "caption": ...}]`, in the order given."""
+    return [{"image_id": image_id, "caption": caption} for image_id, caption in captions.items()]

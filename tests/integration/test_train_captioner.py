@@ -353,7 +353,7 @@ def test_train_job_registers_and_crowns_the_first_model(train_job_output, platfo
 
 
 def test_evaluate_job_scores_the_champion_beside_the_baseline(
-    train_job_output, features_uri, capsys
+    train_job_output, features_uri, capsys, tmp_path
 ):
     import json
 
@@ -371,11 +371,18 @@ def test_evaluate_job_scores_the_champion_beside_the_baseline(
         "--split",
         "val",
         "metrics=[CIDEr,BLEU-4]",
+        "--results-json",
+        str(tmp_path / "results.json"),
     ]
     assert evaluate_captioner.main(argv) == 0
     out = capsys.readouterr().out
-    result = json.loads(out[: out.rindex("}") + 1])
+    result = json.loads(out[: out.index("\n}") + 2])
     assert result["images"] == 8
+    # the COCO results JSON (COCO.loadRes's input): one caption per image, by image_id
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [sorted(r) for r in results] == [["caption", "image_id"]] * 8
+    assert len({r["image_id"] for r in results}) == 8 and all(r["caption"] for r in results)
+    assert mlflow.artifacts.load_dict(f"runs:/{result['run_id']}/results.json") == results
     # Each score has its 95% bootstrap interval over the images beside it.
     intervals = {f"{m}.ci95_{end}" for m in ("CIDEr", "BLEU-4") for end in ("low", "high")}
     assert set(result["scores"]) == {"CIDEr", "BLEU-4", *intervals}
