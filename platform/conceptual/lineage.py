@@ -66,8 +66,11 @@ def locate(uri: str, part: str | None = None) -> tuple[str, str | None]:
 def digest(folder: str) -> str:
     """The content identity of the files under `folder`, paths relative to it."""
     _, root = storage.resolve(folder)
+    root = root.rstrip("/") + "/"
+    # By the prefix, not posixpath.relpath: an S3 path is relative, and relpath would make
+    # it absolute from the working directory (gone under a finished `ray job submit`).
     files = [
-        [posixpath.relpath(path, root) if path != root else posixpath.basename(path), size, sha]
+        [path.removeprefix(root) if path.startswith(root) else posixpath.basename(path), size, sha]
         for path, size, sha in storage.content_identity(folder)
     ]
     text = json.dumps(sorted(files), separators=(",", ":"))
