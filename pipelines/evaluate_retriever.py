@@ -56,7 +56,7 @@ from conceptual.pipelines.evaluation import Evaluation, record
 from conceptual.pipelines.features_data import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
-from conceptual.speech.recognizer import transcribe_clips, word_error_rate
+from conceptual.speech.recognizer import AsrConfig, transcribe_clips, word_error_rate
 
 SELECT_BY = "mean_R@10"  # the mean of both directions' R@10: picks checkpoints and champions
 EMBED_BATCH = 256
@@ -71,8 +71,9 @@ class EvalConfig(Config):
     # (the spec crops human speech to 8 s, synthetic to 3.5 s).
     seconds: float | None = None
     rankings: int = 5  # queries per direction whose top 10 are logged
-    # A text model on spoken queries (--speech): each clip through the offline recognizer.
-    asr: bool = False
+    # A text model on spoken queries (--speech): each clip through the offline recognizer,
+    # with the model's caption language model (asr.lm=captions) or the general one.
+    asr: AsrConfig = AsrConfig()
     bootstrap: BootstrapConfig = BootstrapConfig()  # the intervals' resamples of the images
     experiment: str = "retrieval"
 
@@ -216,9 +217,9 @@ def evaluate(
     comparisons; not in evaluation.json)."""
     saved = load(registry.resolve(model_uri), kind=SavedRetriever)
     model, vocab, audio = saved.model, saved.vocab, saved.audio
-    if config.asr and model.config.modality != "text":
+    if config.asr.enabled and model.config.modality != "text":
         raise ValueError("asr=true scores a text retriever on transcripts; this one is speech")
-    modality = "speech" if config.asr else model.config.modality  # what the queries are
+    modality = "speech" if config.asr.enabled else model.config.modality  # what queries are
     evaluated = eval_set(
         features_uri,
         config.split,
@@ -228,8 +229,12 @@ def evaluate(
         photo_size=model.config.photo_size,
     )
     transcripts = None
-    if config.asr:
-        transcripts = transcribe_clips(evaluated["audio"])
+    if config.asr.enabled:
+        heard_with = config.asr.language_model(saved.language_model)
+        if config.asr.lm == "captions" and heard_with is None:
+            print("  the model has no caption language model (trained before it was saved "
+                  "with one): the recognizer's general English model hears the clips")  # fmt: skip
+        transcripts = transcribe_clips(evaluated["audio"], heard_with)
         inputs = vocab.encode_array(transcripts, model.config.max_tokens)
     else:
         heard = None
@@ -265,7 +270,7 @@ def evaluate(
         tags={"modality": modality},
         artifacts=artifacts,
         # Not with asr: a version's score tag is on its own queries' kind.
-        score=None if config.asr else (SELECT_BY, metrics[SELECT_BY]),
+        score=None if config.asr.enabled else (SELECT_BY, metrics[SELECT_BY]),
     )
     result = record("evaluate_retriever", model_uri, features_uri, config, evaluation)
     return result | {"resampled": resampled}

@@ -72,7 +72,13 @@ from conceptual.models.retriever import (
     mms_loss,
     triplet_loss,
 )
-from conceptual.models.saving import FeatureSettings, SavedRetriever, load, save_retriever
+from conceptual.models.saving import (
+    LANGUAGE_MODEL,
+    FeatureSettings,
+    SavedRetriever,
+    load,
+    save_retriever,
+)
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
@@ -96,6 +102,8 @@ from conceptual.pipelines.retrieval_data import (
 )
 from conceptual.runtime import init_ray
 from conceptual.speech.features import AudioFeatureConfig, clip_features
+from conceptual.speech.language_model import arpa
+from conceptual.speech.recognizer import words
 from conceptual.vision.cnn import FEATURE_CHANNELS
 
 
@@ -207,6 +215,9 @@ def prepare(
     images = split_images(features_uri, files, TRAIN_SPLIT)
     image_dim = images.pooled.shape[-1]
     teacher = load_teacher(config.teacher, image_dim) if config.teacher else None
+    # A text model's own captions: its vocabulary, and the language model the recognizer
+    # hears spoken queries with (asr.lm=captions).
+    captions = train_captions(files, features_uri) if config.modality == "text" else []
     initial, vocab = None, None
     if config.init.model:
         initial, vocab, model_config = starting_point(config, image_dim)
@@ -214,9 +225,7 @@ def prepare(
         if config.init.text:
             vocab = load(registry.resolve(config.init.text), kind=SavedRetriever).vocab
         elif config.modality == "text":
-            vocab = Vocabulary.build(
-                train_captions(files, features_uri), min_count=config.min_count
-            )
+            vocab = Vocabulary.build(captions, min_count=config.min_count)
         model_config = retriever_config(config, image_dim, vocab, teacher)
         initial = tower_weights(config.init.towers(), model_config, teacher)
     dev = eval_set(
@@ -268,6 +277,7 @@ def prepare(
         loop_config=loop_config,
         rows=rows,
         eval_size=len(dev["image_ids"]),
+        model_files={LANGUAGE_MODEL: arpa(words(c) for c in captions)} if captions else {},
         eval_set=eval_set_name(features_uri, dev),
     )
 

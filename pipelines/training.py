@@ -148,6 +148,9 @@ class Prepared:
     eval_set: str  # the dev set's name: scores are compared on the same set only
     metrics: dict[str, float] = field(default_factory=dict)  # logged as the run starts
     artifacts: dict[str, Any] = field(default_factory=dict)  # JSON files, as it starts
+    # Text files saved beside the best model's weights, by name (a text retriever's caption
+    # language model): made once from the data on the driver, not by every checkpoint.
+    model_files: dict[str, str] = field(default_factory=dict)
     # In the run, after fit(), given the best checkpoint's directory: what else the run logs
     # from the best model; returns entries for the result and training.json.
     finish: Callable[[Path], dict[str, Any]] = lambda best_dir: {}
@@ -203,11 +206,13 @@ def fit(
     label: str,
     select_by: str,
     eval_size: int | None = None,
+    model_files: Mapping[str, str] | None = None,
 ) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
     """Train in the active MLflow run (`run_id`) and log the best model by the dev metric
     `select_by` (higher is better) under model/ and the learning curve. Returns the best
     checkpoint's local directory, its metrics and the history of every epoch. `eval_size`,
-    the dev set's, is checked against config.min_eval_size (small_eval_warning)."""
+    the dev set's, is checked against config.min_eval_size (small_eval_warning); `model_files`
+    (name -> text) are saved beside the best model's weights."""
     if eval_size is not None and (warning := small_eval_warning(eval_size, config, select_by)):
         print(warning, flush=True)
     # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
@@ -258,6 +263,8 @@ def fit(
             f"the tracking server took none of the run's last metrics; the trained model is "
             f"saved at {best_dir / MODEL_DIR}"
         )
+    for name, text in (model_files or {}).items():
+        (best_dir / MODEL_DIR / name).write_text(text)
     mlflow.log_artifacts(str(best_dir / MODEL_DIR), "model")
     mlflow.log_figure(learning_curve(run_id, select_by), "learning_curve.png")
     # A finished run resumes nothing: its checkpoints (two models with their optimizer
@@ -301,6 +308,7 @@ def train(recipe: Recipe, config: TrainingConfig, *data: Any) -> dict[str, Any]:
             label,
             recipe.select_by,
             prepared.eval_size,
+            prepared.model_files,
         )
         more = prepared.finish(best_dir)
         best = {k: v for k, v in best_metrics.items() if recipe.reports(config, k)}

@@ -567,7 +567,7 @@ def add_search_routes(
                 top = query.k or k or settings.default_k  # the body's k, else the parameter
                 return await answer(handle.search_text.remote(query.text, top))
         if kind in AUDIO_TYPES or kind == "multipart/form-data":
-            handle = retriever("text" if settings.asr else "speech")  # asr: transcribed
+            handle = retriever("text" if settings.asr.enabled else "speech")  # asr: heard
             declared = kind if kind in AUDIO_TYPES else None  # a form's field: any of them
             async with admitted(in_flight, AT_CAPACITY):
                 data = await upload(request, config, uploads, field=AUDIO_FIELD)

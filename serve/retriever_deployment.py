@@ -84,7 +84,7 @@ from conceptual.serve.schema import (
 )
 from conceptual.speech.audio import AudioRefused, decode_checked
 from conceptual.speech.features import AudioFeatureConfig, samples_features
-from conceptual.speech.recognizer import Recognizer
+from conceptual.speech.recognizer import AsrConfig, Recognizer
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
 
 logger = logging.getLogger("ray.serve")
@@ -112,8 +112,10 @@ class RetrievalSettings(Config):
     max_audio_seconds: float = Field(30.0, gt=0)  # a longer audio query gets 413
     # Spoken queries through the offline recognizer (conceptual.speech.recognizer) and the
     # text champion, instead of the speech champion: the ingress sends audio to the text
-    # retriever, which transcribes it and searches with the transcript.
-    asr: bool = False
+    # retriever, which transcribes it, with the champion's caption language model
+    # (asr.lm=captions) or the general one, and searches with the transcript. `asr: true`
+    # reads as asr.enabled.
+    asr: AsrConfig = AsrConfig()
     audio_decode_timeout_s: float = Field(5.0, gt=0)  # a slower decode gets 422
     max_decode_pixels: int = Field(50_000_000, gt=0)  # as the captioner's, per replica
 
@@ -200,10 +202,20 @@ def feature_extractor(features: FeatureSettings) -> FeatureExtractor:
 class Searcher:
     """One model version and its index: queries in, ranked images or captions out."""
 
-    def __init__(self, model_dir: Path, index: RetrievalIndex, approximate: bool):
+    def __init__(
+        self,
+        model_dir: Path,
+        index: RetrievalIndex,
+        approximate: bool,
+        asr: AsrConfig | None = None,
+    ):
         saved = load(model_dir, kind=SavedRetriever)
         self.model, self.vocab = saved.model, saved.vocab
         self.modality: Modality = self.model.config.modality
+        # A text model hearing spoken queries: a recognizer with this version's caption
+        # model, used by the replica's one search thread only.
+        hears = asr is not None and asr.enabled and self.modality == "text"
+        self.recognizer = Recognizer(asr.language_model(saved.language_model)) if hears else None
         manifest = index.manifest
         if manifest["modality"] != self.modality or index.embed_dim != self.model.config.embed_dim:
             raise ValueError(
@@ -313,7 +325,9 @@ def build_index_command(
     )
 
 
-def load_searcher(model_dir: Path, version: ModelVersion, approximate: bool) -> Searcher:
+def load_searcher(
+    model_dir: Path, version: ModelVersion, approximate: bool, asr: AsrConfig
+) -> Searcher:
     """The version's model with its index, which must have been built for that version."""
     index_uri = index_of(version)
     index = RetrievalIndex.load(index_uri, approximate=approximate)
@@ -334,7 +348,7 @@ def load_searcher(model_dir: Path, version: ModelVersion, approximate: bool) -> 
             f"the index at {index_uri} was built for {built_for['name']} version "
             f"{built_for['version']}, not {version.name} version {version.version}: run {command}"
         )
-    return Searcher(model_dir, index, approximate)
+    return Searcher(model_dir, index, approximate, asr)
 
 
 def version_and_index(version: ModelVersion) -> str:
@@ -360,9 +374,6 @@ class RetrieverDeployment:
         if settings.tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
         self.settings, self.modality = settings, modality
-        # settings.asr: a text retriever hears spoken queries through the offline recognizer
-        # (one per replica, used by the one search thread only).
-        self.recognizer = Recognizer() if settings.asr and modality == "text" else None
         # One thread embeds and searches, another decodes audio: a replica's memory and CPU
         # stay bounded, and a slow decode never holds up another query's search.
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
@@ -370,7 +381,9 @@ class RetrieverDeployment:
         self.decode_budget = PixelBudget(settings.max_decode_pixels)
         self.champion = Champion(
             settings.model_name(modality),
-            load=functools.partial(load_searcher, approximate=settings.approximate),
+            load=functools.partial(
+                load_searcher, approximate=settings.approximate, asr=settings.asr
+            ),
             identity=version_and_index,
         )
         await asyncio.to_thread(self.champion.refresh)
@@ -417,9 +430,10 @@ class RetrieverDeployment:
             )
         except ApiError as error:
             return error
-        if self.recognizer is None:
+        recognizer = served.model.recognizer
+        if recognizer is None:
             return await self._search_images(served, "speech", lambda s: s.embed_audio(samples), k)
-        transcript = await self._run(self.recognizer.transcribe, samples)
+        transcript = await self._run(recognizer.transcribe, samples)
         return await self._search_images(
             served, "speech", lambda s: s.embed_text(transcript), k, transcript
         )

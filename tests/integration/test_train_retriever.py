@@ -145,6 +145,8 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     saved = load(result["model_dir"])
     model, vocab = saved.model, saved.vocab
     assert model.config.modality == "text" and "dog" in vocab.tokens and saved.audio is None
+    # Its training captions' language model, which the recognizer hears spoken queries with.
+    assert "dog" in saved.language_model.read_text().split()
     # The features' CNN and image size travel with the model, for embedding images.
     assert saved.features == FeatureSettings(model="efficientnet-lite0", image_size=256)
 

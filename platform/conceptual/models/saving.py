@@ -17,6 +17,9 @@ config.json         {"format_version": 2, "kind": "captioner", "config": Caption
                     addition to version 2, not a version 3: code from before it still loads a
                     model that has one, a captioner at 256 px whatever it says)
 vocab.json          the vocabulary (captioners and text retrievers)
+captions.arpa       a text retriever's trigram model of its training captions, which the
+                    recognizer hears spoken queries with (speech/language_model.py; absent
+                    from retrievers trained before it)
 vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh_pos, ...)
 
 save_model(model, vocab, "out/model", features)   # FeatureSettings, from features.json
@@ -49,6 +52,7 @@ from conceptual.vision.cnn import CNN_MODELS, CnnModel
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
+LANGUAGE_MODEL = "captions.arpa"
 M = TypeVar("M", bound=nn.Module)
 
 
@@ -187,6 +191,12 @@ class SavedRetriever(Saved):
         """How its pooled image vectors were made; None for a retriever saved before they
         were recorded."""
         return self._saved_features()
+
+    @property
+    def language_model(self) -> Path | None:
+        """A text retriever's caption language model (ARPA), or None."""
+        path = self.directory / LANGUAGE_MODEL
+        return path if path.is_file() else None
 
 
 @dataclass(frozen=True)

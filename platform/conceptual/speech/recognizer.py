@@ -4,10 +4,12 @@ searches with the text (the route a user would take instead of an end-to-end spe
 The recognizer is CMU PocketSphinx (the `pocketsphinx` wheel, BSD-style licence): its
 US-English acoustic model, pronunciation dictionary and trigram language model ship inside
 the wheel, so it runs without a network and without weights fetched at run time. On the
-shared `speech_gtts` clips (a voice none of our models heard) it gets roughly half the words
-wrong yet keeps most content words ("dog", "snow", "bench"), which is what a retriever needs.
+shared `speech_gtts` clips (a voice none of our models heard) its general English model gets
+about half the words wrong; a text retriever carries a trigram model of its own training
+captions (speech/language_model.py), which PocketSphinx then uses in its place
+(`asr.lm=captions`, the default): about a quarter wrong, and faster.
 
-    recognizer = Recognizer()
+    recognizer = Recognizer(saved.language_model)   # None: the general English model
     recognizer.transcribe(samples_16k)            # "a man lays on a bench ..."
     word_error_rate(["a dog runs"], ["the dog runs"])   # 1/3
 """
@@ -16,21 +18,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from pocketsphinx import Decoder
+from pydantic import model_validator
 
+from conceptual.config import Config
 from conceptual.speech.audio import SAMPLE_RATE, decode_16k
 
 WORD = re.compile(r"[a-z0-9']+")
 
 
-class Recognizer:
-    """One PocketSphinx decoder with the wheel's US-English model, 16 kHz mono in, lower-case
-    words out. A decoder holds state between utterances, so one object serves one thread."""
+class AsrConfig(Config):
+    """Spoken queries heard by the recognizer and searched by a text retriever. `asr=true`
+    (a bool) reads as `asr.enabled=true`."""
 
-    def __init__(self) -> None:
-        self.decoder = Decoder(samprate=SAMPLE_RATE, loglevel="ERROR")
+    enabled: bool = False
+    # captions: the text retriever's own caption model where it has one (else general);
+    # general: PocketSphinx's English model
+    lm: Literal["captions", "general"] = "captions"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+    def language_model(self, saved_model: Path | None) -> Path | None:
+        """The ARPA file to hear with: the model's caption model, or None for the general one."""
+        return saved_model if self.lm == "captions" else None
+
+
+class Recognizer:
+    """One PocketSphinx decoder with the wheel's US-English acoustic model and dictionary and
+    `language_model` (an ARPA file; None: the wheel's general English model), 16 kHz mono
+    in, lower-case words out. A decoder holds state between utterances, so one object
+    serves one thread."""
+
+    def __init__(self, language_model: str | Path | None = None) -> None:
+        lm = {} if language_model is None else {"lm": str(language_model)}
+        self.decoder = Decoder(samprate=SAMPLE_RATE, loglevel="ERROR", **lm)
 
     def transcribe(self, samples: np.ndarray) -> str:
         """Float samples in [-1, 1] at 16 kHz -> the best hypothesis (possibly '')."""
@@ -71,7 +99,7 @@ def word_error_rate(references: Sequence[str], hypotheses: Sequence[str]) -> flo
     return sum(word_errors(r, h) for r, h in pairs) / total
 
 
-def transcribe_clips(clips: Sequence[bytes]) -> list[str]:
+def transcribe_clips(clips: Sequence[bytes], language_model: Path | None = None) -> list[str]:
     """Each stored clip's bytes (FLAC, MP3...) transcribed by one recognizer, in order."""
-    recognizer = Recognizer()
+    recognizer = Recognizer(language_model)
     return [recognizer.transcribe(decode_16k(clip)) for clip in clips]
