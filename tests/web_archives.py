@@ -115,46 +115,67 @@ class _Links(HTMLParser):
             self._title = None
 
 
-def wat_json(record: WarcRecord, body: bytes, filename: str, offset: int) -> dict:
-    """Common Crawl's WAT JSON for a record whose HTTP headers are parsed and whose `body`
-    was read."""
-    warc_headers = dict(record.headers.to_tuples())
-    envelope: dict = {
-        "Format": "WARC",
-        "WARC-Header-Metadata": warc_headers,
-        "Actual-Content-Length": str(record.content_length),
-        "Payload-Metadata": {},
-    }
-    if record.record_type == WarcRecordType.response and record.is_http:
-        http = record.http_headers
-        status = http.status_line.split(" ", 2)
-        response = {
-            "Response-Message": {
-                "Version": status[0],
-                "Status": status[1],
-                "Reason": status[2] if len(status) > 2 else "",
-            },
-            "Headers": dict(http.to_tuples()),
-            "Entity-Length": str(len(body)),
-        }
-        if "html" in (record.http_content_type or ""):
-            parser = _Links()
-            parser.feed(body.decode(record.http_charset or "utf-8", "replace"))
-            parser.close()
-            response["HTML-Metadata"] = {"Head": parser.head, "Links": parser.links}
-        envelope["Payload-Metadata"] = {
+def wat_document(
+    warc_headers: dict,
+    filename: str,
+    offset: int,
+    response: dict | None = None,
+    html: dict | None = None,
+    request: bool = False,
+) -> dict:
+    """Common Crawl's WAT JSON of one WARC record: its WARC headers, and for a response
+    `response` (Response-Message, Headers) with `html` (Head, Links) for an HTML page."""
+    payload: dict = {}
+    if response is not None:
+        if html is not None:
+            response = {**response, "HTML-Metadata": html}
+        payload = {
             "Actual-Content-Type": "application/http; msgtype=response",
             "HTTP-Response-Metadata": response,
         }
-    elif record.record_type == WarcRecordType.request:
-        envelope["Payload-Metadata"] = {
+    elif request:
+        payload = {
             "Actual-Content-Type": "application/http; msgtype=request",
             "HTTP-Request-Metadata": {"Headers-Length": "0"},
         }
+    envelope = {"Format": "WARC", "WARC-Header-Metadata": warc_headers, "Payload-Metadata": payload}
     return {
         "Container": {"Filename": filename, "Compressed": True, "Offset": str(offset)},
         "Envelope": envelope,
     }
+
+
+def wat_json(record: WarcRecord, body: bytes, filename: str, offset: int) -> dict:
+    """Common Crawl's WAT JSON for a record whose HTTP headers are parsed and whose `body`
+    was read, its links found by the standard library's HTML parser."""
+    warc_headers = dict(record.headers.to_tuples())
+    if record.record_type != WarcRecordType.response or not record.is_http:
+        request = record.record_type == WarcRecordType.request
+        return wat_document(warc_headers, filename, offset, request=request)
+    http = record.http_headers
+    status = http.status_line.split(" ", 2)
+    response = {
+        "Response-Message": {
+            "Version": status[0],
+            "Status": status[1],
+            "Reason": status[2] if len(status) > 2 else "",
+        },
+        "Headers": dict(http.to_tuples()),
+        "Entity-Length": str(len(body)),
+    }
+    html = None
+    if "html" in (record.http_content_type or ""):
+        parser = _Links()
+        parser.feed(body.decode(record.http_charset or "utf-8", "replace"))
+        parser.close()
+        html = {"Head": parser.head, "Links": parser.links}
+    return wat_document(warc_headers, filename, offset, response, html)
+
+
+def wat_record(uri: str, document: dict) -> bytes:
+    """A WAT's metadata record holding `document` (wat_document's JSON)."""
+    block = json.dumps(document).encode()
+    return warc_record(WarcRecordType.metadata, uri, block, "application/json")
 
 
 def wat_records(warc: Path) -> Iterator[bytes]:
@@ -165,9 +186,7 @@ def wat_records(warc: Path) -> Iterator[bytes]:
         for record in ArchiveIterator(stream, parse_http=True, auto_decode="all"):
             body = record.reader.read()
             document = wat_json(record, body, warc.name, record.stream_pos)
-            block = json.dumps(document).encode()
-            uri = record.headers.get("WARC-Target-URI")
-            yield warc_record(WarcRecordType.metadata, uri, block, "application/json")
+            yield wat_record(record.headers.get("WARC-Target-URI"), document)
 
 
 def write_wat(warc: Path, wat: Path) -> Path:

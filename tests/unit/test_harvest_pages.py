@@ -11,7 +11,7 @@ import pytest
 
 from conceptual.harvest import HarvestRules, judge
 from conceptual.harvest.html import decode, page_from_html
-from conceptual.harvest.urls import largest_in_srcset, resolve, srcset_candidates
+from conceptual.harvest.urls import Resolver, is_http, largest_in_srcset, resolve, srcset_candidates
 
 PAGE = "http://example.com/dir/page.html"
 
@@ -224,3 +224,29 @@ def test_the_page_language_is_kept():
     assert rows[0]["lang"] == "en-gb" and rows[0]["page_url"] == PAGE
     header = page_from_html(b'<img src="a.jpg" alt="a">', PAGE, content_language="de, en")
     assert header.lang == "de"
+
+
+def test_the_fast_join_gives_what_the_general_one_gives():
+    """Resolver's shortcuts for the common forms against resolve() + is_http on every pair
+    of these bases and references."""
+    bases = [
+        "http://example.com/dir/page.html?q=1",
+        "https://example.com",
+        "http://example.com:8080/a/b/",
+        "HTTP://Example.COM/x/y",
+        "http://example.com:080/p",
+        "ftp://example.com/a/",
+    ]
+    references = [
+        "img.jpg", "a/b.jpg?x=1&y=2", "/root.jpg", "//cdn.example/p.jpg", "https://o.example/x",
+        "http://o.example", "http://O.example/x", "../up.jpg", "./here.jpg", "a/./b.jpg", "..",
+        "?only=query", "#frag", "x.jpg#frag", "data:image/png;base64,AA", "javascript:x()",
+        "HTTPS://upper.example/x", "http://h:080/x", "sp ace.jpg", "é.jpg", "a%20b.jpg",
+        "mailto:x@y", "x:y/z.jpg", "[v6].jpg", "http://[::1]/x.jpg", "http://h:99999/x",
+    ]  # fmt: skip
+    for base in bases:
+        resolver = Resolver(base)
+        for reference in references:
+            general = resolve(reference, base)
+            expected = general if general is not None and is_http(general) else None
+            assert resolver(reference) == expected, (base, reference)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from conceptual.candidates import MAX_STORED_CHARS
 from conceptual.config import Config
-from conceptual.harvest.urls import is_http, resolve, strip_url
+from conceptual.harvest.urls import Resolver, resolve, strip_url
 from conceptual.records import candidate_id
 
 IMAGE_REASONS = (
@@ -54,8 +54,7 @@ class HarvestRules(Config):
     max_record_bytes: int = 8 << 20
 
 
-@dataclass(frozen=True)
-class Image:
+class Image(NamedTuple):  # a tuple: a page has dozens, built in the harvest's inner loop
     """An image as the page states it: its alt attribute (None when it has none, else as
     the parser decoded it) and the URL chosen from its attributes, unresolved."""
 
@@ -103,11 +102,12 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     base = page.url
     if page.base and (resolved_base := resolve(strip_url(page.base), page.url)):
         base = resolved_base
+    resolver = Resolver(base)
     lang = (collapse(page.lang).lower() or None) if page.lang else None
     seen: set[tuple[str, str]] = set()
     candidates = []
     for image in page.images:
-        reason, alt, url = _judge_image(image, base)
+        reason, alt, url = _judge_image(image, resolver)
         if reason is None and (alt, url) in seen:
             reason = "duplicate_in_page"
         if reason is not None:
@@ -127,7 +127,7 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     return candidates
 
 
-def _judge_image(image: Image, base: str) -> tuple[str | None, str, str]:
+def _judge_image(image: Image, resolver: Resolver) -> tuple[str | None, str, str]:
     if image.alt is None:
         return "no_alt", "", ""
     alt = collapse(image.alt)
@@ -136,8 +136,8 @@ def _judge_image(image: Image, base: str) -> tuple[str | None, str, str]:
     raw = strip_url(image.url)
     if not raw:
         return "no_url", alt, ""
-    url = resolve(raw, base)
-    if url is None or not is_http(url):
+    url = resolver(raw)
+    if url is None:
         return "not_http", alt, raw
     if len(alt) > MAX_STORED_CHARS or len(url) > MAX_STORED_CHARS:
         return "too_long", alt, url

@@ -82,6 +82,49 @@ def resolve(url: str, base: str) -> str | None:
     return urlunsplit((parts.scheme.lower(), netloc, path, query, ""))
 
 
+# The common forms, joined without urllib (a third of the harvest's time went to it): a URL
+# of characters that need no percent-encoding, no fragment, no dot segments, and a base
+# whose scheme and host are already as a browser writes them. Anything else takes resolve().
+_PLAIN = re.compile(r"[A-Za-z0-9\-._~/!$&'()*+,;=:@%?\[\]]*\Z")
+_ORIGIN = re.compile(r"(https?:)//([a-z0-9.\-]+)(?=[/?]|\Z)")  # a port: the general way
+
+
+class Resolver:
+    """resolve(url, base) for the images of one page, base parsed once: what the common
+    forms (absolute http(s), protocol-relative, root-relative, relative) give is exactly
+    what resolve() gives, only faster; None for a URL that is not http(s)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        origin = _ORIGIN.match(base)
+        self.scheme = origin.group(1) if origin else None
+        if origin:
+            path = re.split(r"[?#]", base[origin.end() :], maxsplit=1)[0] or "/"
+            self.origin = origin.group(0)
+            self.directory = path[: path.rfind("/") + 1]
+
+    def __call__(self, url: str) -> str | None:
+        joined = self._fast(url) if self.scheme and _PLAIN.match(url) else None
+        if joined is None:
+            joined = resolve(url, self.base)
+            return joined if joined is not None and is_http(joined) else None
+        return joined
+
+    def _fast(self, url: str) -> str | None:
+        if "./" in url or url.endswith((".", "/..")) or url.startswith("?"):
+            return None  # dot segments and query-only references: urllib's rules
+        if url.startswith("//"):
+            url = self.scheme + url
+        if url.startswith(("http://", "https://")):
+            origin = _ORIGIN.match(url)
+            return url if origin and len(url) > origin.end() else None
+        if url.startswith("/"):
+            return self.origin + url
+        if ":" in url.split("/", 1)[0]:
+            return None  # a scheme (data:, javascript:, HTTP:): the general way
+        return self.origin + self.directory + url
+
+
 def is_http(url: str) -> bool:
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     return scheme in HTTP_SCHEMES and bool(urlsplit(url).hostname)

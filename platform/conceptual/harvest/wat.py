@@ -10,11 +10,16 @@ with only those is a candidate from the WARC and not from its WAT."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from conceptual.harvest.pages import Image, Page
 
 IMG_SRC = "IMG@/src"
+# The type of the record a WAT record describes, read from the JSON's first bytes: two of a
+# Common Crawl WAT's three records describe a request or the crawler's metadata, and need
+# no parse (the JSON is parsed whole when the type is not found there).
+_DESCRIBED_TYPE = re.compile(rb'"WARC-Type"\s*:\s*"([a-z]+)"')
 
 
 class UnreadableRecord(ValueError):
@@ -24,6 +29,9 @@ class UnreadableRecord(ValueError):
 def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
     """(why it is no page, None) or (None, the page) from a WAT record's JSON;
     UnreadableRecord when it is not the JSON of a WAT record."""
+    described = _DESCRIBED_TYPE.search(payload, 0, 2048)
+    if described is not None and described.group(1) != b"response":
+        return "not_response", None
     try:
         envelope = json.loads(payload)["Envelope"]
         warc = envelope["WARC-Header-Metadata"]
@@ -50,8 +58,8 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
     head = html.get("Head") if isinstance(html.get("Head"), dict) else {}
     images = [
         Image(_text(link.get("alt")), _text(link.get("url")))
-        for link in html.get("Links") or []
-        if isinstance(link, dict) and link.get("path") == IMG_SRC
+        for link in html.get("Links") or ()
+        if type(link) is dict and link.get("path") == IMG_SRC
     ]
     robots = [
         _text(meta.get("content")) or ""

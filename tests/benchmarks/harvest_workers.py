@@ -1,0 +1,87 @@
+"""The measures of tests/benchmarks/test_harvest_speed.py, each run in a process of its own
+(`python harvest_workers.py KIND ARCHIVE PAIRS_OUT`), printing one JSON line: pages,
+candidates, seconds and peak resident memory (VmHWM). Imports only the standard library at
+the top, so that the baseline's own virtual environment (cc2dataset, or warcio +
+BeautifulSoup) runs it too."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _peak_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _ours(path: str, pairs_out: str) -> dict:
+    import time
+    from collections import Counter
+
+    from conceptual.harvest import HarvestRules, harvest_archive
+
+    counts: Counter = Counter()
+
+    def open_at(offset: int):
+        stream = open(path, "rb")
+        stream.seek(offset)
+        return stream
+
+    started = time.perf_counter()
+    with open(pairs_out, "w") as out:  # streamed out: the worker's memory is the harvest's
+        for row in harvest_archive(open_at, path, HarvestRules(), counts):
+            out.write(json.dumps([row["alt_text"], row["image_url"], row["page_url"]]) + "\n")
+            counts["candidates"] += 1
+    seconds = time.perf_counter() - started
+    return {"pages": counts["html_pages"], "candidates": counts["candidates"], "seconds": round(seconds, 2), "peak_mb": round(_peak_kb() / 1024, 1)}  # fmt: skip
+
+
+def _cc2dataset(path: str, pairs_out: str) -> dict:
+    import time
+
+    from cc2dataset.main import process_wat
+
+    started, found = time.perf_counter(), 0
+    with open(pairs_out, "w") as out:
+        for _uid, url, alt, _file, page_url in process_wat(path, "image"):
+            out.write(json.dumps([alt, url, page_url]) + "\n")
+            found += 1
+    seconds = time.perf_counter() - started
+    return {"pages": None, "candidates": found, "seconds": round(seconds, 2), "peak_mb": round(_peak_kb() / 1024, 1)}  # fmt: skip
+
+
+def _warcio_bs4(path: str, pairs_out: str) -> dict:
+    import time
+    from urllib.parse import urljoin
+
+    from bs4 import BeautifulSoup
+    from warcio.archiveiterator import ArchiveIterator
+
+    started, found, pages = time.perf_counter(), 0, 0
+    with open(path, "rb") as stream, open(pairs_out, "w") as out:
+        for record in ArchiveIterator(stream):
+            if record.rec_type != "response":
+                continue
+            page_url = record.rec_headers.get_header("WARC-Target-URI")
+            soup = BeautifulSoup(record.content_stream().read(), "html.parser")
+            pages += 1
+            base = soup.find("base", href=True)
+            base_url = urljoin(page_url, base["href"]) if base else page_url
+            for img in soup.find_all("img", src=True):
+                alt = " ".join((img.get("alt") or "").split())
+                url = urljoin(base_url, img["src"])
+                if alt and url.startswith(("http://", "https://")):
+                    out.write(json.dumps([alt, url, page_url]) + "\n")
+                    found += 1
+    seconds = time.perf_counter() - started
+    return {"pages": pages, "candidates": found, "seconds": round(seconds, 2), "peak_mb": round(_peak_kb() / 1024, 1)}  # fmt: skip
+
+
+if __name__ == "__main__":
+    kind, path, pairs_out = sys.argv[1:4]
+    worker = {"harvest": _ours, "cc2dataset": _cc2dataset, "warcio+bs4": _warcio_bs4}[kind]
+    print(json.dumps(worker(path, pairs_out)))
