@@ -201,13 +201,19 @@ def add_common(parser: argparse.ArgumentParser, overrides_help: str | None = Non
 
 
 def add_data_arguments(
-    parser: argparse.ArgumentParser, source: str, source_help: str, output_help: str, config: str
+    parser: argparse.ArgumentParser,
+    source: str,
+    source_help: str,
+    output_help: str,
+    config: str,
+    many: bool = False,
 ) -> None:
-    """What a data job reads (`--input`, `--data`), where it writes, its config file, and the
-    common arguments."""
+    """What a data job reads (`--input`, `--data`; `many`: one or more, as curate takes web
+    archives), where it writes, its config file, and the common arguments."""
     if isinstance(parser, JobParser):
         parser.keys = config
-    parser.add_argument(source, required=True, type=location, help=source_help)
+    nargs = "+" if many else None
+    parser.add_argument(source, required=True, type=location, nargs=nargs, help=source_help)
     parser.add_argument("--output", required=True, type=output, help=output_help)
     parser.add_argument(
         "--config", type=location, help=f"YAML file (configs/{config} shows every key)"

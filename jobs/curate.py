@@ -27,9 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     add_data_arguments(
         parser,
         "--input",
-        "candidates: a file or folder (TSV, CSV, JSONL, Parquet); try examples/candidates.tsv",
-        "where curated/, rejected/ and stats.json go",
+        "candidates: a file or folder (TSV, CSV, JSONL, Parquet; try examples/candidates.tsv), "
+        "or web archives to harvest first (WARC, WAT: files, folders, globs)",
+        "where curated/, rejected/ and stats.json go (and harvest/, for web archives)",
         "curation.yaml",
+        many=True,
     )
     args = parser.parse_args(argv)
     # Imported here, so that --help and argument errors answer at once.
@@ -40,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     config, (stats, run_id), log = run_data_job(
         "curate", args, args.input, CurationConfig, run, (CandidateFormatError,)
     )
+    if "harvest" in stats:  # web archives were harvested first: the top of the funnel
+        from conceptual.harvest.stats import render
+
+        print(render(stats["harvest"]))
     print(funnel.render(stats))
     print(where_it_went(stats, args.output, config))
     report_run(run_id, config.experiment, log)

@@ -44,6 +44,7 @@ from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.funnel import tally
+from conceptual.harvest import HarvestRules
 from conceptual.limits import BYTES_PER_PIXEL, LimitsConfig, over_budget
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_stages import (
@@ -151,6 +152,9 @@ class ResourcesConfig(Config):
 
 class CurationConfig(Config):
     input_format: Literal[FORMATS] = "auto"  # type: ignore[valid-type]
+    # Web archives as input (WARC, WAT) are harvested first, by these rules, into
+    # OUTPUT/harvest/ (pipelines/harvest.py); the candidates they give are the input.
+    harvest: HarvestRules = HarvestRules()
     # False: the text stages only (caption corpora without images); curated records then
     # carry no image, and the split hashes the image URL.
     with_images: bool = True
@@ -410,13 +414,20 @@ def resume_settings(config: CurationConfig) -> dict[str, Any]:
 
 
 def curate(
-    input_uri: str, output_uri: str, config: CurationConfig, run_id: str | None = None
+    input_uri: str,
+    output_uri: str,
+    config: CurationConfig,
+    run_id: str | None = None,
+    harvested: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline; return the stats that were written to OUTPUT/stats.json (with the
-    MLflow run id when the run is tracked)."""
+    MLflow run id when the run is tracked). `harvested`: the funnel of the harvest that
+    wrote the input into OUTPUT/harvest/ (stats.json's `harvest`)."""
     # A rerun clears the output first: an input inside it would be deleted. (The jobs refuse
-    # this as they read their arguments, jobs/arguments.py; this guards a direct call.)
-    storage.refuse_overlap({"the output": output_uri}, {"the input": input_uri})
+    # this as they read their arguments, jobs/arguments.py; this guards a direct call.) The
+    # candidates harvested into OUTPUT/harvest/ are the run's own, and never cleared here.
+    if harvested is None:
+        storage.refuse_overlap({"the output": output_uri}, {"the input": input_uri})
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
@@ -518,6 +529,8 @@ def curate(
     stats["seconds_by_phase"] = phases
     if run_id:
         stats["mlflow_run_id"] = run_id
+    if harvested is not None:
+        stats["harvest"] = harvested
     storage.write_json(storage.join(output_uri, "stats.json"), funnel.without_samples(stats))
     storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
     if journal is not None:
@@ -599,12 +612,22 @@ def _samples(output_uri: str, n: int) -> dict[str, list[dict[str, Any]]]:
     return {"kept": kept, "rejected": [r for rows in rejected.values() for r in rows]}
 
 
-def run(input_uri: str, output_uri: str, config: CurationConfig) -> tuple[dict[str, Any], str]:
-    """The curation job: one MLflow run around the pipeline. Returns (stats, run id)."""
+def run(
+    input_uri: str | list[str], output_uri: str, config: CurationConfig
+) -> tuple[dict[str, Any], str]:
+    """The curation job: one MLflow run around the pipeline, web archives harvested first
+    (pipelines/harvest.py, harvest_first). Returns (stats, run id)."""
+    from conceptual.pipelines.harvest import harvest_first, log_harvest
+
+    inputs = [input_uri] if isinstance(input_uri, str) else input_uri
     with tracking.start_run(config.experiment, tags={"stage": "curate"}) as active:
         tracking.log_config(config)
-        stats = curate(input_uri, output_uri, config, run_id=active.info.run_id)
-        funnel.log_to_mlflow(stats, input_uri, output_uri)
-        lineage.log_read(input_uri, context="source")  # the candidates, read whole
+        source, harvested = harvest_first(inputs, output_uri, config.harvest)
+        stats = curate(source, output_uri, config, active.info.run_id, harvested)
+        funnel.log_to_mlflow(stats, " ".join(inputs), output_uri)
+        if harvested is not None:
+            log_harvest(harvested, "harvest.")
+        for input_uri in inputs:
+            lineage.log_read(input_uri, context="source")  # the candidates, read whole
         lineage.log_written(output_uri)
         return stats, active.info.run_id

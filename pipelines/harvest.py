@@ -231,8 +231,38 @@ def run(inputs: list[str], output_uri: str, config: HarvestConfig) -> tuple[dict
         tracking.log_config(config)
         stats = harvest(inputs, output_uri, config)
         stats["mlflow_run_id"] = active.info.run_id
-        mlflow.log_metrics(harvest_stats.metrics(stats))
         mlflow.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
-        mlflow.log_dict(stats, "stats.json")
-        mlflow.log_text(harvest_stats.render(stats), "funnel.txt")
+        log_harvest(stats)
         return stats, active.info.run_id
+
+
+def log_harvest(stats: dict[str, Any], prefix: str = "") -> None:
+    """Into the active MLflow run: the harvest's funnel as metrics (under `prefix`, a
+    curation's `harvest.`), and as JSON and text artifacts."""
+    import mlflow
+
+    mlflow.log_metrics(harvest_stats.metrics(stats, prefix))
+    mlflow.log_dict(stats, f"{prefix}stats.json")
+    mlflow.log_text(harvest_stats.render(stats), f"{prefix}funnel.txt")
+
+
+HARVEST_FOLDER = "harvest"  # where a curation of web archives harvests them: OUTPUT/harvest/
+
+
+def harvest_first(
+    inputs: list[str], output_uri: str, rules: HarvestRules
+) -> tuple[str, dict[str, Any] | None]:
+    """A curation's input: (its candidates, None), or, when the inputs name web archives,
+    (the candidates harvested from them into OUTPUT/harvest/, the harvest's stats)."""
+    if not all(is_archive_input(uri) for uri in inputs):
+        if len(inputs) > 1:
+            raise StorageError(
+                f"{len(inputs)} inputs given: a curation reads one folder or file of "
+                "candidates, or any number of web archives (.warc, .wat), not a mix (a "
+                "key=value right after --input's values is read as one: put --output there)"
+            )
+        return inputs[0], None
+    folder = storage.join(output_uri, HARVEST_FOLDER)
+    stats = harvest(inputs, folder, HarvestConfig(harvest=rules))
+    print(f"  harvested {stats['images']['harvested']} candidates into {folder}", flush=True)
+    return storage.join(folder, CANDIDATES), stats

@@ -152,3 +152,18 @@ def test_curate_accounts_for_every_harvested_candidate(crawl, harvested):
     assert kept, stats["rejected"]
     for record in kept + rejected:
         assert record["page_url"] == candidates[record["id"]]["page_url"]
+
+
+def test_curate_harvests_web_archives_first(crawl):
+    """`curate --input crawl.warc.gz`: the harvest as its first step, into OUTPUT/harvest/,
+    its funnel at the top of the curation's stats."""
+    tmp = crawl["tmp"]
+    config = load(curation.CurationConfig, overrides=["with_images=false", "entity_frequency.enabled=false"])  # fmt: skip
+    stats, _ = curation.run([str(tmp / "crawl.warc.gz")], str(tmp / "direct"), config)
+    harvested = stats["harvest"]["images"]["harvested"]
+    assert harvested == len(crawl["captioned"]) == stats["input"]
+    assert len(rows_under(tmp / "direct" / "harvest" / "candidates")) == harvested
+    saved = storage.read_json(str(tmp / "direct" / "stats.json"))
+    assert saved["harvest"]["records"] == stats["harvest"]["records"]
+    kept = rows_under(tmp / "direct" / "curated")
+    assert kept and all(r["page_url"].startswith(crawl["url"]) for r in kept)
