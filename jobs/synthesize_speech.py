@@ -1,12 +1,12 @@
-"""Read every caption of a dataset aloud: Conceptual Spoken Captions with espeak-ng.
+"""Read every caption of a dataset aloud: Conceptual Spoken Captions (espeak-ng, Flite, Festival).
 
     python -m conceptual.jobs.synthesize_speech --input URI --output URI [--config FILE] [key=value ...]
 
 INPUT is a curation, import (--curated or not) or features output. OUTPUT gets clips/*.parquet
-(16 kHz FLAC clips with their caption, image id, split and drawn voice/rate/pitch/gain),
+(16 kHz FLAC clips with their caption, image id, split and drawn engine/voice/rate/pitch/gain),
 shards/*.tar (WebDataset), rejected/*.parquet, stats.json and _SUCCESS. A rerun into the same
 OUTPUT resumes: finished shards are kept. Overrides use configs/speech.yaml's dotted keys,
-e.g. synthesis.seed=1 max_seconds=20 clips_per_shard=256.
+e.g. synthesis.seed=1 synthesis.voices.pool=all max_seconds=20 clips_per_shard=256.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parameters = {
             k: round(v, 3) if isinstance(v, float) else v
             for k, v in clip.items()
-            if k in ("voice", "rate", "pitch", "gain", "seed", "engine_wpm")
+            if k in ("source", "voice", "rate", "pitch", "gain", "seed", "engine_wpm")
         }
         print(f"example:  {clip['caption']!r} {json.dumps(parameters)}")
     print(f"clips:    {storage.join(args.output, 'clips')}  ({stats['kept']} clips)")

@@ -1,9 +1,10 @@
-"""Conceptual Spoken Captions on Ray Data: every caption of a dataset read aloud by espeak-ng,
-each clip with its own voice, rate, pitch and gain (conceptual.speech.synthesis).
+"""Conceptual Spoken Captions on Ray Data: every caption of a dataset read aloud, each clip
+with its own engine and voice (espeak-ng, Flite or Festival: synthesis.voices), rate, pitch
+and gain (conceptual.speech.synthesis).
 
     INPUT/{curated,features,candidates}/*.parquet   caption records (one clip each)
       -> shards of `clips_per_shard` records (a file's row group, cut in row ranges)
-      -> one Ray task per shard: text checks, espeak-ng, 16 kHz FLAC
+      -> one Ray task per shard: text checks, the drawn engine, 16 kHz FLAC
       -> OUTPUT/clips/SHARD.parquet     records.CLIP
          OUTPUT/rejected/SHARD.parquet  records.REJECTED (stage "synthesize"; the caption is
                                         in alt_text), when a record of the shard was rejected
@@ -18,12 +19,14 @@ A rerun after a crash therefore redoes only unfinished shards and overwrites wha
 had left, so nothing is duplicated or lost. `plan.json` holds the input, the shards and
 the config: a run whose plan differs from the one in its output starts that output afresh.
 
-INPUT must be a finished output (its _SUCCESS marker), unless allow_incomplete=true.
+INPUT must be a finished output (its _SUCCESS marker), unless allow_incomplete=true, and
+every engine and voice the pool draws must be installed: otherwise the job stops before it
+starts, naming the Debian packages (synthesis.check_engines).
 
 Accounting as in curation: records in = clips + rejections, checked against the files
 written before `_SUCCESS`. A features output has a row per crop: only crop 0 is a caption.
 
-A record whose synthesis raises (rather than failing as espeak-ng can: synthesis_failed) is
+A record whose synthesis raises (rather than failing as an engine can: synthesis_failed) is
 rejected as `internal_error` with the exception as its detail, and its shard goes on. A
 rerun into the same OUTPUT redoes the shards that had such rows (after a fix, they are
 replayed), and only those. Past `errors.max_rate` of the records (or `errors.max_count`)
@@ -59,6 +62,7 @@ from conceptual.speech.clips import synthesized_clip
 from conceptual.speech.synthesis import (
     SynthesisConfig,
     SynthesisError,
+    check_engines,
     draw_parameters,
     render,
     speakable,
@@ -104,7 +108,7 @@ class SpeechConfig(Config):
     max_chars: int = 1000  # too_long: longer captions are not synthesized at all
     max_seconds: float = 30.0  # too_long: nor kept, when their clip lasts longer
     clips_per_shard: int = 128  # the unit of work, of output files and of resuming
-    cpus_per_task: float = 1.0  # espeak-ng uses one core while it renders
+    cpus_per_task: float = 1.0  # an engine uses one core while it renders
     webdataset: bool = True  # shards/*.tar beside the Parquet
     examples: int = 4  # clips logged to MLflow as audio files
     experiment: str = "speech"
@@ -306,6 +310,7 @@ def start_or_resume(output_uri: str, plan: dict[str, Any]) -> set[str]:
 def synthesize(input_uri: str, output_uri: str, config: SpeechConfig) -> dict[str, Any]:
     """Run (or resume) the job's Ray Data pipeline; return what stats.json holds."""
     started = time.monotonic()
+    check_engines(config.synthesis.voices)
     records = records_uri(input_uri, config.allow_incomplete)
     shards = plan_shards(records, config.clips_per_shard)
     plan = {
@@ -393,14 +398,19 @@ def failed_ids(output_uri: str, n: int = 3) -> list[str]:
 
 
 def parameter_statistics(output_uri: str) -> dict[str, Any]:
-    """What was drawn, over all clips: voices used, and mean/sd/min/max of rate, pitch, gain."""
+    """What was drawn, over all clips: clips per engine, voices used, and mean/sd/min/max of
+    rate, pitch, gain."""
     fs, _ = storage.resolve(output_uri)
     tables = []
     for path in storage.list_files(storage.join(output_uri, "clips")):
         with fs.open_input_file(path) as f:
-            tables.append(pq.read_table(f, columns=["voice", "rate", "pitch", "gain"]))
+            tables.append(pq.read_table(f, columns=["source", "voice", "rate", "pitch", "gain"]))
     table = pa.concat_tables(tables)
-    out: dict[str, Any] = {"voices": len(set(table["voice"].to_pylist()))}
+    engines = table["source"].value_counts().to_pylist()
+    out: dict[str, Any] = {
+        "engines": {e["values"]: e["counts"] for e in sorted(engines, key=lambda e: e["values"])},
+        "voices": len(set(zip(table["source"].to_pylist(), table["voice"].to_pylist()))),
+    }
     for name in ("rate", "pitch", "gain"):
         values = table[name].to_numpy()
         out[name] = {

@@ -260,14 +260,14 @@ CLIP = pa.schema(
         ("audio", pa.binary()),  # FLAC, 16 kHz mono, 16-bit
         ("sample_rate", pa.int32()),
         ("duration", pa.float32()),  # seconds
-        ("source", pa.string()),  # "espeak-ng", or the import's folder ("speech_gtts")
+        ("source", pa.string()),  # the engine (espeak-ng, flite, festival) or the import's folder
         # The drawn parameters (an imported clip: its voice is its source, the rest neutral).
-        ("voice", pa.string()),
+        ("voice", pa.string()),  # the engine's name of it: en-us+m1, kal16, ked_diphone...
         ("rate", pa.float64()),  # speaking rate, 1.0 = the voice's normal speed
         ("pitch", pa.float64()),  # semitones relative to the voice
         ("gain", pa.float64()),  # dB
         ("seed", pa.int64()),  # the generator's seed, from the caption's id
-        ("engine_wpm", pa.int32()),  # espeak-ng's -s for this clip; null when imported
+        ("engine_wpm", pa.int32()),  # espeak-ng's -s; null for other engines and imports
         ("gain_applied", pa.float64()),  # gain less any lowering that kept the peak in range
     ]
 )

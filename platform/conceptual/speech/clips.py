@@ -9,7 +9,7 @@ import numpy as np
 
 from conceptual.records import image_id
 from conceptual.speech.audio import SAMPLE_RATE, duration, encode_flac
-from conceptual.speech.synthesis import ENGINE, Parameters, Rendered
+from conceptual.speech.synthesis import Parameters, Rendered
 
 
 def clip_id(caption_id: str, source: str, seed: int) -> str:
@@ -45,10 +45,10 @@ def synthesized_clip(
     record: dict[str, Any], parameters: Parameters, rendered: Rendered
 ) -> dict[str, Any]:
     return {
-        "id": clip_id(record["id"], ENGINE, parameters.seed),
+        "id": clip_id(record["id"], parameters.engine, parameters.seed),
         **caption_fields(record),
         **_audio_fields(rendered.samples),
-        "source": ENGINE,
+        "source": parameters.engine,  # the engine, and its own name of the voice
         "voice": parameters.voice,
         "rate": parameters.rate,
         "pitch": parameters.pitch,
