@@ -101,7 +101,9 @@ from conceptual.pipelines.retrieval_data import (
     train_pairs,
 )
 from conceptual.runtime import init_ray
-from conceptual.speech.features import AudioFeatureConfig, clip_features
+from conceptual.speech.audio import decode_16k
+from conceptual.speech.augment import SpeechAugmentConfig, augmented, row_generator
+from conceptual.speech.features import AudioFeatureConfig, clip_features, samples_features
 from conceptual.speech.language_model import arpa
 from conceptual.speech.recognizer import words
 from conceptual.vision.cnn import FEATURE_CHANNELS
@@ -160,6 +162,7 @@ class RetrieverTrainConfig(training.TrainingConfig):
     loss: Literal["mms", "triplet"] = "mms"
     model: RetrieverSettings = RetrieverSettings()
     audio: AudioFeatureConfig = AudioFeatureConfig()  # speech: MFCCs, crop length, SpecAugment
+    augment: SpeechAugmentConfig = SpeechAugmentConfig()  # speech: speed, room, noise (off)
     image: PhotoAugmentConfig = PhotoAugmentConfig()  # model.image_backbone=finetune: distortion
     margin: MarginConfig = MarginConfig()
     gather: bool = True  # in-batch negatives from every worker (see the module's docstring)
@@ -407,6 +410,7 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
         "audio.freq_mask",
         "audio.time_mask",
         "audio.cmvn",
+        *(f"augment.{key}" for key in SpeechAugmentConfig.model_fields),
         *photos,
     )
 
@@ -438,13 +442,27 @@ def retriever_config(
 def query_input(config: RetrieverTrainConfig, vocab: Vocabulary | None):
     """What a training batch's query tower reads, from the pairs' columns."""
     if config.modality == "speech":
-        return partial(_mfccs, audio=config.audio)
+        return partial(_mfccs, audio=config.audio, augment=config.augment)
     return partial(_tokens, vocab=vocab, max_tokens=config.model.max_tokens)
 
 
-def _mfccs(batch: pa.Table, rng: np.random.Generator, audio: AudioFeatureConfig) -> np.ndarray:
-    """A random crop of each clip with SpecAugment (a new draw every epoch)."""
-    return np.stack([clip_features(clip, audio, rng) for clip in batch["audio"].to_pylist()])
+def _mfccs(
+    batch: pa.Table,
+    rng: np.random.Generator,
+    audio: AudioFeatureConfig,
+    augment: SpeechAugmentConfig | None = None,
+) -> np.ndarray:
+    """A random crop of each clip with SpecAugment (a new draw every epoch); with
+    `augment` on, of one of the clip's variants (speech/augment.py), drawn every epoch from
+    `augment.variants`, each regenerable from its seed."""
+    clips = batch["audio"].to_pylist()
+    if augment is None or not augment.enabled:
+        return np.stack([clip_features(clip, audio, rng) for clip in clips])
+    heard = []
+    for clip in clips:
+        variant = row_generator(augment, clip, int(rng.integers(augment.variants)))
+        heard.append(samples_features(augmented(decode_16k(clip), augment, variant), audio, rng))
+    return np.stack(heard)
 
 
 def _tokens(
