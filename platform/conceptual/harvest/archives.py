@@ -87,10 +87,11 @@ def harvest_archive(
         if record is None:  # a corrupt stretch, counted
             continue
         counts["records"] += 1
+        wat = _is_wat(record)
         if kind is None and record.record_type != WarcRecordType.warcinfo:
-            kind = "wat" if _is_wat(record) else "warc"
+            kind = "wat" if wat else "warc"
         try:
-            reason, page = _page(record, body, rules)
+            reason, page = page_from_wat(body) if wat else _page(record, body, rules)
         except UnreadableRecord as exc:
             log.debug("%s at %d: %s", source, record.stream_pos, exc)
             reason, page = "unreadable_record", None
@@ -173,15 +174,14 @@ def _next_record(open_at: Opener, offset: int, magic: bytes) -> int | None:
 
 
 def _is_wat(record: WarcRecord) -> bool:
+    """A WAT record: metadata of JSON (whose body _records read up to max_record_bytes)."""
     return record.record_type == WarcRecordType.metadata and (
         record.headers.get("Content-Type") or ""
     ).startswith("application/json")
 
 
 def _page(record: WarcRecord, body: bytes, rules: HarvestRules) -> tuple[str | None, Page | None]:
-    """(why the record is no page, None) or (None, the page)."""
-    if _is_wat(record):
-        return page_from_wat(body[: rules.max_record_bytes])
+    """(why a WARC record is no page, None) or (None, the page)."""
     if record.record_type != WarcRecordType.response:
         return "not_response", None
     if not record.is_http:  # a response of another protocol (dns:), or an HTTP one unparsed

@@ -57,7 +57,9 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
     html = html if isinstance(html, dict) else {}
     head = html.get("Head") if isinstance(html.get("Head"), dict) else {}
     images = [
-        Image(_text(link.get("alt")), _text(link.get("url")))
+        Image(
+            *(value if type(value) is str else None for value in (link.get("alt"), link.get("url")))
+        )
         for link in html.get("Links") or ()
         if type(link) is dict and link.get("path") == IMG_SRC
     ]
