@@ -161,7 +161,7 @@ def csv_pairs(
     folder = existing_dir(folder)
     images_dir = existing_dir(folder / images_subdir)
     rows = _read_captions_csv(existing_file(folder / captions_file))
-    return _csv_pairs(rows, images_dir, captions_file)
+    return grouped_pairs(rows, images_dir, captions_file)
 
 
 def _read_captions_csv(
@@ -213,9 +213,12 @@ def _cell(row: list[str], column: int) -> str:
     return row[column].strip() if column < len(row) else ""  # a short row lacks the column
 
 
-def _csv_pairs(
+def grouped_pairs(
     rows: list[tuple[int, str, str, str | None, Rejection | None]], images_dir: Path, name: str
 ) -> Iterator[Pair]:
+    """Pairs of rows (line number, image name, caption, its split, why the row cannot be
+    imported) read from the captions file `name`, those of one image together, each image
+    checked with image_in; the first split an image's rows state is the image's."""
     by_image: dict[str, list[tuple[int, str, str | None, Rejection | None]]] = {}
     for line, image, caption, split, problem in rows:
         by_image.setdefault(image, []).append((line, caption, split, problem))

@@ -271,3 +271,10 @@ CLIP = pa.schema(
         ("gain_applied", pa.float64()),  # gain less any lowering that kept the peak in range
     ]
 )
+# A recorded corpus that says which of the image's captions a clip speaks and who spoke it
+# (the Flickr Audio Caption Corpus, conceptual.speech.facc): CLIP and these.
+RECORDING_FIELDS = [
+    ("caption_index", pa.int32()),  # N of the image's captions (Flickr8k's IMAGE#N)
+    ("speaker", pa.string()),  # the corpus's id of the speaker; null where it names none
+]
+CLIP_RECORDED = pa.schema([*CLIP, *RECORDING_FIELDS])

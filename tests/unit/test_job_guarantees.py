@@ -60,6 +60,7 @@ WRITERS = {
     "harvest": lambda i, o: ["--input", i, "--output", o],
     "import_coco": lambda i, o: ["--root", i, "--output", o],
     "import_flickr8k_cn": lambda i, o: ["--images", i, "--cn", i, "--output", o],
+    "import_facc": lambda i, o: ["--folder", i, "--flickr8k", i, "--output", o],
     "pipeline": lambda i, o: [f"input={i}", f"output={o}"],
     "rating_tasks": lambda i, o: ["--kind", "caption_quality", "--data", i, "--output", o],
     "publish_dataset": lambda i, o: ["--data", i, "--output", o],

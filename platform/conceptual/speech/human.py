@@ -15,11 +15,12 @@ is longer is counted as `too_long_clip`, any other refusal as `unreadable_clip`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from conceptual import storage
@@ -32,17 +33,24 @@ SPEECH_FOLDER = "speech_gtts"
 MAX_SECONDS = 30.0  # as synthesized clips (pipelines/speech.py's max_seconds)
 
 
-def first_records(output_uri: str) -> list[dict[str, Any]]:
-    """The first imported record of each image (curated or candidate records), in order."""
+def imported_records(output_uri: str) -> Iterator[dict[str, Any]]:
+    """The records an import wrote (curated, else candidates), in order, each with a
+    `caption` (a candidate's is its alt text)."""
     kind = "curated" if storage.exists(storage.join(output_uri, "curated")) else "candidates"
     fs, _ = storage.resolve(output_uri)
-    firsts: dict[str, dict[str, Any]] = {}
     for path in storage.list_files(storage.join(output_uri, kind)):
         with fs.open_input_file(path) as f:
             table = pq.read_table(f)
         for record in table.to_pylist():
             record.setdefault("caption", record.get("alt_text"))
-            firsts.setdefault(record["image_url"], record)
+            yield record
+
+
+def first_records(output_uri: str) -> list[dict[str, Any]]:
+    """The first imported record of each image (curated or candidate records), in order."""
+    firsts: dict[str, dict[str, Any]] = {}
+    for record in imported_records(output_uri):
+        firsts.setdefault(record["image_url"], record)
     return list(firsts.values())
 
 
@@ -66,20 +74,27 @@ def attach_speech(
         if outside:
             counts["outside_dataset"] += 1
             continue
-        if not mp3.is_file():
-            counts["missing_clip"] += 1
-            continue
-        try:
-            samples = decode_checked(mp3.read_bytes(), max_seconds, "audio/mpeg")
-        except (OSError, AudioRefused) as exc:
-            print(f"speech: not imported: {mp3}: {getattr(exc, 'message', exc)}")
-            too_long = isinstance(exc, AudioRefused) and exc.reason == "too_long"
-            counts["too_long_clip" if too_long else "unreadable_clip"] += 1
+        samples = read_recording(mp3, max_seconds, "audio/mpeg")
+        if isinstance(samples, str):
+            counts[samples] += 1
             continue
         clips.add(imported_clip(record, samples, speech_dir.name))
         counts["clips"] += 1
     clips.flush()
     return {"folder": str(speech_dir), **counts}
+
+
+def read_recording(path: Path, max_seconds: float, media_type: str) -> np.ndarray | str:
+    """A recording's 16 kHz samples after decode_checked, or why not, as the import counts
+    it: missing_clip, too_long_clip, or unreadable_clip for any other refusal (printed)."""
+    if not path.is_file():
+        return "missing_clip"
+    try:
+        return decode_checked(path.read_bytes(), max_seconds, media_type)
+    except (OSError, AudioRefused) as exc:
+        print(f"speech: not imported: {path}: {getattr(exc, 'message', exc)}")
+        too_long = isinstance(exc, AudioRefused) and exc.reason == "too_long"
+        return "too_long_clip" if too_long else "unreadable_clip"
 
 
 def speech_step(
