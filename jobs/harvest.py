@@ -49,9 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import storage
     from conceptual.harvest.stats import render
-    from conceptual.pipelines.harvest import CANDIDATES, HarvestConfig, run
+    from conceptual.pipelines.harvest import CANDIDATES, HarvestConfig, archive_files, run
 
-    config, (stats, run_id), log = run_data_job("harvest", args, args.input, HarvestConfig, run)
+    def check(inputs: list[str], config: HarvestConfig) -> HarvestConfig:
+        archive_files(inputs)  # an input naming no archive is said before Ray starts
+        return config
+
+    config, (stats, run_id), log = run_data_job(
+        "harvest", args, args.input, HarvestConfig, run, check=check
+    )
     print(render(stats))
     candidates = stats["images"]["harvested"]
     print(f"candidates: {storage.join(args.output, CANDIDATES)}  ({candidates} pairs)")

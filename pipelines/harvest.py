@@ -102,6 +102,10 @@ def is_archive_input(uri: str) -> bool:
     an archive's name, or a glob or folder holding only archives."""
     try:
         files = _matches(uri)
+        if files and not globbing.has_magic(uri) and storage.exists(uri):
+            # a folder: only when it holds nothing else (candidate files beside archives
+            # are a mistake to say, not to skip); _matches kept only the archives
+            files = [p for p in storage.list_files(uri) if _is_data(p)]
     except (StorageError, OSError):
         return False
     return bool(files) and all(_is_archive_name(f) for f in files)

@@ -1,0 +1,62 @@
+"""The harvest job's command line (issue 47, 1): inputs that name no web archive are said
+at once, before Ray starts; the inputs a folder, a glob and a file name. No Ray."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from web_archives import response, write_archive  # tests/web_archives.py
+
+from conceptual.pipelines.harvest import archive_files, is_archive_input
+from conceptual.storage import StorageError
+
+
+@pytest.fixture
+def ray_starts(monkeypatch, tmp_path) -> list:
+    """The calls that would start Ray: none may happen before the job refuses its inputs."""
+    from conceptual import runtime
+
+    monkeypatch.setenv("CONCEPTUAL_HOME", str(tmp_path / "home"))
+    calls: list = []
+    monkeypatch.setattr(runtime, "init_ray", lambda *args, **kwargs: calls.append(args))
+    if (ray := sys.modules.get("ray")) is not None:
+        monkeypatch.setattr(ray, "init", lambda *args, **kwargs: calls.append(args))
+    return calls
+
+
+@pytest.mark.parametrize("pattern", ["crawl/*.warc.gz", "crawl/none-*.wat"])
+def test_inputs_naming_no_archive_are_said_before_ray(pattern, tmp_path, capsys, ray_starts):
+    from conceptual.jobs import harvest
+
+    (tmp_path / "crawl").mkdir()
+    (tmp_path / "crawl" / "notes.txt").write_text("not an archive")
+    code = harvest.main(["--input", str(tmp_path / pattern), "--output", str(tmp_path / "out")])
+    assert code == 2 and not ray_starts
+    assert re.search(r"^error: no web archives .* at .*crawl/", capsys.readouterr().err, re.M)
+
+
+def test_folders_globs_and_files_name_their_archives(tmp_path):
+    crawl = tmp_path / "crawl"
+    (crawl / "deeper").mkdir(parents=True)
+    record = response("http://a.example/", b'<img src="a.jpg" alt="a">')
+    for name in ("a.warc.gz", "b.wat.gz", "deeper/c.warc", "_SUCCESS", ".hidden.warc"):
+        write_archive(crawl / name, [record])
+    (crawl / "notes.txt").write_text("x")
+    assert archive_files([str(crawl)]) == [
+        str(crawl / "a.warc.gz"),
+        str(crawl / "b.wat.gz"),
+        str(crawl / "deeper" / "c.warc"),
+    ]
+    assert archive_files([str(crawl / "*.warc.gz"), str(crawl / "a.warc.gz")]) == [
+        str(crawl / "a.warc.gz")  # each once
+    ]
+    named = crawl / "any-name.bin"  # a file named on its own is read by its content
+    named.write_bytes(b"")
+    assert archive_files([str(named)]) == [str(named)]
+    assert is_archive_input(str(crawl / "*.warc.gz")) and not is_archive_input(
+        str(crawl / "notes.txt")
+    )
+    with pytest.raises(StorageError, match="no web archives"):
+        archive_files([str(tmp_path / "missing")])
