@@ -105,6 +105,18 @@ class SplitImages:
     def index(self) -> dict[str, int]:
         return {image: i for i, image in enumerate(self.image_ids)}
 
+    def subset(self, image_ids: list[str]) -> SplitImages:
+        """These images only (a seeded draw for train_fraction), with their captions."""
+        keep = set(image_ids)
+        rows = [i for i, image in enumerate(self.image_ids) if image in keep]
+        caption_image = {r: image for r, image in self.caption_image.items() if image in keep}
+        return SplitImages(
+            [self.image_ids[i] for i in rows],
+            self.pooled[rows],
+            caption_image,
+            {r: self.captions[r] for r in caption_image},
+        )
+
     @property
     def records(self) -> dict[str, str]:
         """image id -> one of its caption records (the first by id): where its photo is."""
@@ -304,7 +316,8 @@ def train_pairs(
     else:
         fs, _ = storage.resolve(features_uri)
         rows = read_row_groups(fs, files, columns=["image_id", "caption", "split", "crop"])
-        keep = partial(_train_records, split=TRAIN_SPLIT)
+        # The images' own captions: all the split's, or those of a train_fraction's draw.
+        keep = partial(_train_records, split=TRAIN_SPLIT, images=(ray.put(images.image_ids),))
     rows = map_read(rows, keep)
     return rows.randomize_block_order()
 
@@ -350,8 +363,9 @@ def _teaching_clips(batch: pa.Table, unseen: tuple[ray.ObjectRef]) -> pa.Table:
     return pa.table({"image_id": no_image, "caption": batch["caption"], "audio": batch["audio"]})
 
 
-def _train_records(batch: pa.Table, split: str) -> pa.Table:
-    batch = batch.filter((pc.field("split") == split) & (pc.field("crop") == 0))
+def _train_records(batch: pa.Table, split: str, images: tuple[ray.ObjectRef]) -> pa.Table:
+    wanted = pc.field("image_id").isin(_shared(images[0]))
+    batch = batch.filter((pc.field("split") == split) & (pc.field("crop") == 0) & wanted)
     return batch.select(["image_id", "caption"])
 
 

@@ -106,6 +106,7 @@ from conceptual.speech.augment import SpeechAugmentConfig, augmented, row_genera
 from conceptual.speech.features import AudioFeatureConfig, clip_features, samples_features
 from conceptual.speech.language_model import arpa
 from conceptual.speech.recognizer import words
+from conceptual.splits import drawn_subset
 from conceptual.vision.cnn import FEATURE_CHANNELS
 
 
@@ -172,6 +173,10 @@ class RetrieverTrainConfig(training.TrainingConfig):
     teacher: str | None = None  # speech: a text retriever whose caption embeddings it learns
     distill: DistillConfig = DistillConfig()
     min_count: int = 2  # text: words seen at least this often in the train captions
+    # A seeded draw (by `seed`) of this share of the train split's images, with all their
+    # captions and clips: training on subsets (the paper's Figure 3). Not under data.*,
+    # the training core's input path.
+    train_fraction: float = Field(default=1.0, gt=0, le=1)
     eval_split: str = "val"
     eval_max_images: int | None = None  # None: every dev image
     experiment: str = "retrieval"
@@ -216,11 +221,14 @@ def prepare(
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
     images = split_images(features_uri, files, TRAIN_SPLIT)
+    images = images.subset(drawn_subset(images.image_ids, config.train_fraction, config.seed))
     image_dim = images.pooled.shape[-1]
     teacher = load_teacher(config.teacher, image_dim) if config.teacher else None
     # A text model's own captions: its vocabulary, and the language model the recognizer
     # hears spoken queries with (asr.lm=captions).
     captions = train_captions(files, features_uri) if config.modality == "text" else []
+    if captions and config.train_fraction < 1:  # only what the run trains on
+        captions = [images.captions[record] for record in sorted(images.captions)]
     initial, vocab = None, None
     if config.init.model:
         initial, vocab, model_config = starting_point(config, image_dim)

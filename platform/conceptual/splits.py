@@ -108,3 +108,17 @@ def split_of_key(key: bytes, config: SplitConfig) -> str:
         if position < boundary:
             return name
     return SPLITS[-1]  # rounding: fractions summing to 0.9999999 still cover [0, 1)
+
+
+def drawn_subset(ids: list[str], fraction: float, seed: int) -> list[str]:
+    """A seeded draw of round(fraction x len(ids)) of `ids` (at least one), in their order:
+    the training images of a run on a part of its split (the paper's Figure 3). The draw
+    sorts first, so the same ids, fraction and seed give the same subset in any order."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"a fraction of the images is in (0, 1], not {fraction}")
+    if fraction == 1:
+        return list(ids)
+    count = max(1, round(fraction * len(ids)))
+    chosen = np.random.default_rng(seed).permutation(sorted(ids))[:count]
+    keep = set(chosen.tolist())
+    return [i for i in ids if i in keep]

@@ -200,6 +200,24 @@ def test_speech_without_clips_is_refused(data):
         train(RECIPE, tiny_config(modality="speech"), features_uri)
 
 
+@pytest.mark.parametrize("modality", ["speech", "text"])
+def test_train_fraction_trains_on_a_seeded_draw_of_the_train_images(ray_local, data, modality):
+    from conceptual.pipelines.train_retriever import prepare
+
+    features_uri, speech_uri = data
+    config = tiny_config(modality=modality, train_fraction=0.5, seed=5)
+
+    def drawn() -> list[int]:
+        prepared = prepare(config, features_uri, speech_uri)
+        assert prepared.params["train_images"] == 12  # half of the 24
+        rows = prepared.rows(config).select_columns(["image_group"]).to_pandas()
+        return sorted(rows["image_group"])
+
+    groups = drawn()
+    assert len(groups) == 24 and len(set(groups)) == 12  # both captions (clips) of each
+    assert drawn() == groups  # the same draw in every run of the seed
+
+
 # ---------------------------------------------------------------- a fine-tuned CNN
 
 # scikit-image's photo -> (split, captions); each train photo also mirrored (another image).

@@ -47,6 +47,7 @@ from conceptual.pipelines.retrieval_data import (
 )
 from conceptual.pipelines.train_retriever import RetrieverTrainConfig
 from conceptual.records import CLIP, FEATURES
+from conceptual.splits import drawn_subset
 from conceptual.vision.cnn import centre_crop, jitter_colours, random_crop, to_pixels
 
 CHANNELS = 4
@@ -584,3 +585,45 @@ def test_the_markdown_table_has_a_row_per_variant_and_chance_last():
     assert lines[4] == "| chance |  |  | 0.001 | 0.005 | 0.010 | 0.001 | 0.005 | 0.010 |  |  |  |"
     assert lines[6].startswith("Evaluation set: features@test:4q:abc. mean_R@10 [95% bootstrap")
     assert all(line.count("|") == 13 for line in lines[:5])
+
+
+# ---------------------------------------------------------------- train_fraction
+
+
+def test_a_train_fraction_is_a_seeded_draw_of_images():
+    ids = [f"img-{n}" for n in range(100)]
+    half = drawn_subset(ids, 0.5, seed=3)
+    assert len(half) == 50 and half == [i for i in ids if i in set(half)]  # their order kept
+    assert drawn_subset(list(reversed(ids)), 0.5, seed=3) == list(reversed(half))  # any order
+    assert drawn_subset(ids, 0.5, seed=4) != half
+    assert drawn_subset(ids, 1.0, seed=3) == ids
+    assert len(drawn_subset(ids, 0.001, seed=3)) == 1  # never none
+    with pytest.raises(ValueError, match="fraction"):
+        drawn_subset(ids, 0.0, seed=3)
+
+
+def test_a_subset_of_the_train_images_keeps_their_captions_and_crops(features_uri):
+    images = split_images(features_uri, feature_files(features_uri), "train")
+    part = images.subset(["img-a", "img-c"])
+    assert part.image_ids == ["img-a", "img-c"]
+    np.testing.assert_array_equal(part.pooled, images.pooled[[0, 2]])
+    assert part.caption_image == {"a0": "img-a", "a1": "img-a", "c0": "img-c"}
+    assert set(part.captions) == {"a0", "a1", "c0"}
+
+
+def test_text_training_rows_are_the_drawn_images_captions_only(monkeypatch):
+    object_store(monkeypatch)
+    rows = pa.Table.from_pylist(feature_rows()).select(["image_id", "caption", "split", "crop"])
+    kept = retrieval_data._train_records(rows, "train", (ray.put(["img-a", "img-c"]),))
+    assert sorted(kept["caption"].to_pylist()) == [
+        "a boat on the lake",
+        "a brown dog running",
+        "a dog on the grass",
+    ]
+
+
+def test_train_fraction_is_a_share_of_the_images():
+    assert RetrieverTrainConfig().train_fraction == 1.0
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match="train_fraction"):
+            RetrieverTrainConfig(train_fraction=bad)
