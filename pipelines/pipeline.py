@@ -2,7 +2,8 @@
 and, when configured, speech, train_retriever and index.
 
     stage            reads                           writes (OUTPUT/...)  config
-    curate           INPUT                           curated/             curate
+    curate           INPUT (web archives: harvested  curated/             curate
+                     first, into curated/harvest/)
     features         curate                          features/            features
     train            features                        an MLflow run        train
     register         train                           a registry version   model_name
@@ -52,6 +53,7 @@ from mlflow.exceptions import MlflowException
 
 from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
+from conceptual.harvest import stats as harvest_stats
 from conceptual.intervals import HIGH, LOW, interval_cell
 from conceptual.pipelines import (
     build_index,
@@ -159,6 +161,8 @@ def _curate_report(c: Context, result: dict[str, Any]) -> str:
     """The curate job's funnel and where its records went (or why none were kept)."""
     stats = storage.read_json(storage.join(c.folder("curate"), "stats.json"))
     text = f"{funnel.render(stats)}\n{where_it_went(stats, c.folder('curate'), c.config.curate)}"
+    if "harvest" in stats:  # web archives as input: harvested first, the funnel's top
+        text = f"{harvest_stats.render(stats['harvest'])}\n{text}"
     least = c.config.train.min_eval_size
     splits = stats.get("splits", {}).items()
     small = [f"{name} {n}" for name, n in splits if name != "train" and n < least]

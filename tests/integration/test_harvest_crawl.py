@@ -167,3 +167,18 @@ def test_curate_harvests_web_archives_first(crawl):
     assert saved["harvest"]["records"] == stats["harvest"]["records"]
     kept = rows_under(tmp / "direct" / "curated")
     assert kept and all(r["page_url"].startswith(crawl["url"]) for r in kept)
+
+
+def test_the_pipeline_job_harvests_a_web_archive_input(crawl, capsys):
+    """The pipeline job's curate stage, given a WARC as its input, harvests it first and
+    says so above the curation's funnel."""
+    from conceptual.pipelines import pipeline
+
+    tmp = crawl["tmp"]
+    overrides = [f"input={tmp / 'crawl.warc.gz'}", f"output={tmp / 'walk'}", "stages=[curate]"]
+    overrides += ["curate.with_images=false", "curate.entity_frequency.enabled=false"]
+    result = pipeline.run(load(pipeline.PipelineConfig, overrides=overrides))
+    assert result["stages"]["curate"]["result"]["input"] == len(crawl["captioned"])
+    out = capsys.readouterr().out
+    assert out.index("candidates harvested") < out.index("kept ")
+    assert storage.exists(str(tmp / "walk" / "curated" / "harvest" / "candidates"))
