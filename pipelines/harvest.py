@@ -269,4 +269,8 @@ def harvest_first(
     folder = storage.join(output_uri, HARVEST_FOLDER)
     stats = harvest(inputs, folder, HarvestConfig(harvest=rules))
     print(f"  harvested {stats['images']['harvested']} candidates into {folder}", flush=True)
+    if not stats["images"]["harvested"]:
+        raise StorageError(
+            f"the web archives gave no candidates to curate:\n{harvest_stats.render(stats)}"
+        )
     return storage.join(folder, CANDIDATES), stats

@@ -60,3 +60,31 @@ def test_folders_globs_and_files_name_their_archives(tmp_path):
     )
     with pytest.raises(StorageError, match="no web archives"):
         archive_files([str(tmp_path / "missing")])
+
+
+def test_a_task_counts_a_file_it_cannot_open_and_writes_the_others(tmp_path):
+    """One read task (what Ray runs per file), called as a plain function: a file that is
+    gone is `unreadable_file`, and the job goes on; a file's candidates are its Parquet."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conceptual.harvest import HarvestRules
+    from conceptual.pipelines.harvest import _harvest_files
+    from conceptual.records import HARVESTED
+
+    page = "".join(f'<img src="{i}.jpg" alt="photo {i}">' for i in range(25)).encode()
+    good = write_archive(tmp_path / "good.warc.gz", [response("http://a.example/", page)])
+    batch = pa.Table.from_pylist(
+        [{"index": 0, "uri": str(good)}, {"index": 1, "uri": str(tmp_path / "gone.warc.gz")}]
+    )
+    rows = _harvest_files(batch, str(tmp_path / "out"), HarvestRules(), 10).to_pylist()
+    counts = [json.loads(r["counts"]) for r in rows]
+    assert counts[0]["candidates"] == 25 and counts[1] == {"files": 1, "unreadable_file": 1}
+    assert rows[1]["error"] and rows[0]["error"] is None
+    written = pq.ParquetFile(tmp_path / "out" / "part-00000.parquet")
+    assert written.metadata.num_row_groups == 3  # streamed out 10 rows at a time
+    table = written.read()
+    assert table.schema == HARVESTED and table["alt_text"].to_pylist()[-1] == "photo 24"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part-00000.parquet"]
