@@ -400,7 +400,11 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
     (not logged as this run's params)."""
     photos = ()
     if config.model.image_backbone == "features":
-        photos = ("model.image_size", *(f"image.{key}" for key in PhotoAugmentConfig.model_fields))
+        photos = (
+            "model.image_size",
+            "model.image_init",
+            *(f"image.{key}" for key in PhotoAugmentConfig.model_fields),
+        )
     if config.modality == "speech":
         text = ("text_architecture", "text_d_model", "text_layers", "text_heads", "max_tokens")
         return tuple(f"model.{key}" for key in text) + ("min_count", "init.text", *photos)
@@ -434,7 +438,14 @@ def retriever_config(
     starts from."""
     settings = config.model.model_dump()
     if teacher is not None:
-        taught = ("embed_dim", "normalize", "image_backbone", "image_size", "image_hidden")
+        taught = (
+            "embed_dim",
+            "normalize",
+            "image_backbone",
+            "image_size",
+            "image_init",
+            "image_hidden",
+        )
         settings |= {key: getattr(teacher.model.config, key) for key in taught}
     finetune = settings["image_backbone"] == "finetune"
     return RetrieverConfig(

@@ -437,6 +437,33 @@ def test_a_finetune_retriever_round_trip_holds_its_cnn(tmp_path):
     assert torch.equal(loaded.embed_images(batch), encoder.embed_images(batch))
 
 
+def test_image_init_random_starts_the_cnn_from_scratch_and_the_seed_decides(tmp_path):
+    pretrained = model("text", **FINETUNE).image.backbone
+    torch.manual_seed(0)
+    scratch = model("text", **FINETUNE, image_init="random")
+    torch.manual_seed(0)
+    same = model("text", **FINETUNE, image_init="random")
+    torch.manual_seed(1)
+    other = model("text", **FINETUNE, image_init="random")
+    stem = scratch.image.backbone._conv_stem.weight
+    assert stem.shape == pretrained._conv_stem.weight.shape  # the same network...
+    assert not torch.equal(stem, pretrained._conv_stem.weight)  # ...not its ImageNet weights
+    assert torch.equal(stem, same.image.backbone._conv_stem.weight)
+    assert not torch.equal(stem, other.image.backbone._conv_stem.weight)
+    assert scratch.embed_images(pixels(2)).shape == (2, 8)
+    # Saved and loaded as any fine-tuned retriever: its own weights, no ImageNet file read.
+    vocab = Vocabulary([*Vocabulary.build([]).tokens, *(f"w{i}" for i in range(20))])
+    save_retriever(scratch.eval(), tmp_path, vocab=vocab)
+    loaded = load(tmp_path, kind=SavedRetriever).model
+    assert loaded.config.image_init == "random"
+    assert torch.equal(loaded.image.backbone._conv_stem.weight, stem)
+
+
+def test_image_init_random_needs_the_cnn_in_the_model():
+    with pytest.raises(ValueError, match="image_backbone=finetune"):
+        model("text", image_init="random")
+
+
 def test_a_loader_asked_for_a_kind_refuses_the_others(tmp_path):
     vocab = Vocabulary.build(["a dog on the beach"], min_count=1)
     captioner = Captioner(

@@ -57,6 +57,9 @@ class RetrieverSettings(Config):
     # "finetune": it holds the pretrained CNN and reads the photos, trained end to end.
     image_backbone: Literal["features", "finetune"] = "features"
     image_size: int = Field(default=224, ge=32)  # finetune: the CNN's input, pixels a side
+    # finetune: where the CNN starts, "imagenet" (its pretrained weights) or "random" (from
+    # scratch: the paper's "not pretrained" rows of Table 2).
+    image_init: Literal["imagenet", "random"] = "imagenet"
     # finetune: the CNN's share of the learning rate (pretrained weights move less than the
     # new layers on top; training.parameter_groups)
     backbone_lr_scale: float = Field(default=0.1, gt=0, le=1)
@@ -80,6 +83,14 @@ class RetrieverSettings(Config):
     def photo_size(self) -> int | None:
         """The side of the photos the image tower reads; None when it reads pooled vectors."""
         return self.image_size if self.image_backbone == "finetune" else None
+
+    @model_validator(mode="after")
+    def _random_init_needs_the_cnn(self) -> RetrieverSettings:
+        # The features job's vectors come from the pretrained CNN: only a CNN trained here
+        # can start from scratch.
+        if self.image_init == "random" and self.image_backbone != "finetune":
+            raise ValueError("model.image_init=random needs model.image_backbone=finetune")
+        return self
 
 
 class RetrieverConfig(RetrieverSettings):
@@ -108,7 +119,8 @@ class ImageTower(nn.Module):
         super().__init__()
         self.backbone: nn.Module | None = None
         if config.image_backbone == "finetune":
-            self.backbone = load_backbone(CnnConfig(device="cpu"))
+            pretrained = config.image_init == "imagenet"
+            self.backbone = load_backbone(CnnConfig(device="cpu"), pretrained)
             # The ImageNet classifier: unused here, and DDP refuses parameters left without
             # gradients.
             del self.backbone._fc

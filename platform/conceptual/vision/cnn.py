@@ -93,14 +93,20 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_backbone(config: CnnConfig) -> torch.nn.Module:
-    """The pretrained network, in eval mode, on the configured device."""
+def load_backbone(config: CnnConfig, pretrained: bool = True) -> torch.nn.Module:
+    """The pretrained network, in eval mode, on the configured device; with `pretrained`
+    False the same layers as PyTorch initializes them (a tower trained from scratch, the
+    paper's "not pretrained" rows), no weights read."""
     try:
         from efficientnet_lite_pytorch import EfficientNet
     except ImportError as exc:
         raise AssetError(
             f"the EfficientNet-lite model code is not installed. {INSTALL_HINT}"
         ) from exc
+    if not pretrained:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = EfficientNet.from_name(config.model, image_size=None)
+        return model.eval().to(resolve_device(config.device))
     weights = resolve_weights(config)
     try:
         # image_size=None: "same" padding computed per input, so one network serves 224 px
