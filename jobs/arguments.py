@@ -173,6 +173,8 @@ class JobParser(argparse.ArgumentParser):
             values = value if isinstance(value, list) else [value]
             for i, one in enumerate(v for v in values if isinstance(v, str)):
                 key = name if len(values) == 1 else f"{name} #{i + 1}"
+                if action.type is location and glob.has_magic(one):  # a glob reads its folder
+                    one = one[: min(one.find(c) for c in "*?[" if c in one)].rsplit("/", 1)[0]
                 (outputs if action.type is output else inputs)[key] = one
         from conceptual.storage import StorageError, claim_output, refuse_overlap
 

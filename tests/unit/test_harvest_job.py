@@ -88,3 +88,12 @@ def test_a_task_counts_a_file_it_cannot_open_and_writes_the_others(tmp_path):
     table = written.read()
     assert table.schema == HARVESTED and table["alt_text"].to_pylist()[-1] == "photo 24"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part-00000.parquet"]
+
+
+def test_an_output_inside_the_folder_a_glob_reads_is_refused(tmp_path, capsys, ray_starts):
+    from conceptual.jobs import harvest
+
+    (tmp_path / "crawl").mkdir()
+    argv = ["--input", str(tmp_path / "crawl" / "*.warc.gz"), "--output", str(tmp_path / "crawl" / "out")]  # fmt: skip
+    assert harvest.main(argv) == 2 and not ray_starts
+    assert "overlap" in capsys.readouterr().err
