@@ -245,6 +245,11 @@ def test_a_registered_model_traces_back_to_its_import_and_a_changed_dataset_says
     assert curated["uri"] == imported and curated["status"] == "unchanged"
     assert curated["origin"]["kind"] == "import" and curated["origin"]["captions"] == 12
     assert curated["written_by"] is None  # an import opens no MLflow run
+    # The serving endpoint's /v1/models (admin_details) names the training data by digest.
+    from conceptual.serve.champion import describe
+
+    (served,) = describe(version).datasets
+    assert served["uri"] == feat and served["digest"] == features["digest"]
 
     # The curated files rewritten after training: the chain says so, not the same data.
     path = f"{imported}/curated/part-00000.parquet"
