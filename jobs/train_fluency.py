@@ -9,7 +9,8 @@ captions judged against the human translations (flickr8kzhmtest; chrF >= thresho
 conceptual.fluency.labels), split by photo into train, dev and test. Overrides use the
 config's keys (pipelines/train_fluency.py), e.g. epochs=4 threshold=0.45 model.hidden=256.
 The run lands in MLflow (experiment `fluency`) with the held-out precision and recall of
-the four-view score, of each view alone and of sentence length; the best checkpoint by dev
+the four-view score, of each view alone, of the paper's baselines (a coin; the English or
+the Chinese sentence shorter than the mean fluent length) and of a tuned length rule; the best checkpoint by dev
 AUC is logged under the run's model/ (runs:/<run id>/model) and becomes a version of
 `fluency-zh`, and `champion` moves to it only when it beats the champion's dev AUC on the
 same labels.

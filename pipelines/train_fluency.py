@@ -2,7 +2,7 @@
 training.py): four LSTM classifiers over the views of a translation and its English source,
 one MLflow run, the checkpoint with the best dev AUC as the run's model, and the held-out
 table of the paper's Table 2 (precision and recall of the four-view score, of each view
-alone and of sentence length).
+alone, the paper's baselines and the tuned length rule).
 
     CN_DIR (Flickr8k-CN)  ->  MLflow run (params, labels.json, loss per step, dev F1, precision,
                               recall and AUC per epoch, the best model under model/,
@@ -20,8 +20,10 @@ The dev metric that picks the checkpoint (and the champion) is the four-view sco
 on the dev labels. F1 at the spec's decision (score > 0.5), which the captioner's
 strategies act on, is logged beside it but cannot pick: a mean of four views crosses 0.5
 late (at the spec's learning rate, after about ten epochs), and until then every epoch's
-F1 is 0, a tie, while the ranking improves from the first epoch. The length
-baseline predicts fluent for sentences at most (or at least) L words long, the direction
+F1 is 0, a tie, while the ranking improves from the first epoch. The baselines are the
+paper's (conceptual.fluency.baselines: a coin; fluent if the English, or the Chinese,
+sentence is shorter than the mean fluent length of the train labels) and a tuned length
+rule beside them: fluent for sentences at most (or at least) L words long, the direction
 and L set on the dev labels (length_rule).
 """
 
@@ -40,6 +42,7 @@ from pydantic import Field
 from torch import Tensor, nn
 
 from conceptual import tracking
+from conceptual.fluency.baselines import MeanFluentLength, random_guess
 from conceptual.fluency.labels import THRESHOLD, LabelledPair, labelled_pairs
 from conceptual.fluency.model import (
     FLUENT_ABOVE,
@@ -114,7 +117,7 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
 
     def log_held_out(best_dir: Path) -> dict[str, Any]:
         model = load(best_dir / training.MODEL_DIR, kind=SavedFluency).model
-        table = held_out(model, held[EVAL_SPLIT], held["test"])
+        table = held_out(model, held["train"], held[EVAL_SPLIT], held["test"], config.seed)
         mlflow.log_metrics(
             {
                 tracking.metric_key("test", row["classifier"], name): value
@@ -226,10 +229,15 @@ def dev_metric_names() -> list[str]:
 
 
 def held_out(
-    model: FluencyModel, dev: dict[str, Any], test: dict[str, Any]
+    model: FluencyModel,
+    train: dict[str, Any],
+    dev: dict[str, Any],
+    test: dict[str, Any],
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """The paper's Table 2 on the test labels: the four-view score, each view alone, and
-    sentence length (a threshold in Chinese words, set on the dev labels: length_rule)."""
+    """The paper's Table 2 on the test labels: the four-view score, each view alone, the
+    paper's baselines, and the tuned length rule (a threshold in Chinese words, set on the
+    dev labels: length_rule)."""
     p = predict(model, test["columns"])
     lengths, labels = test["columns"]["lengths"], test["labels"]
     rows = [
@@ -239,6 +247,7 @@ def held_out(
         {"classifier": view, **classifier_scores(p[:, i], labels, FLUENT_ABOVE)}
         for i, view in enumerate(VIEWS)
     ]
+    rows += paper_baselines(train, test, seed)
     shorter, words = length_rule(dev)
     test_words = words_of(test)
     predicted = test_words <= words if shorter else test_words >= words
@@ -254,9 +263,35 @@ def held_out(
     return [{**row, "pairs": len(labels), "fluent": share} for row in rows]
 
 
-def words_of(labelled: dict[str, Any]) -> np.ndarray:
-    """Each pair's Chinese sentence length in words (its zh_words ids but <bos>, <eos>)."""
-    return labelled["columns"]["lengths"][:, VIEWS.index("zh_words")] - 2
+def paper_baselines(train: dict[str, Any], test: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    """The paper's three baselines on the test labels (conceptual.fluency.baselines)."""
+    labels = test["labels"]
+    guessed, guess_scores = random_guess(len(labels), seed)
+    rows = [
+        {
+            "classifier": "random",
+            **binary_scores(guessed, labels),
+            "AUC": auc(guess_scores, labels),
+            "rule": "fluent with probability 0.5",
+        }
+    ]
+    for view, name in (("en_words", "length_en"), ("zh_words", "length_zh")):
+        rule = MeanFluentLength.fit(words_of(train, view), train["labels"])
+        test_words = words_of(test, view)
+        rows.append(
+            {
+                "classifier": name,
+                **binary_scores(rule.predict(test_words), labels),
+                "AUC": auc(rule.scores(test_words), labels),
+                "rule": f"fluent if under {rule.mean:.1f} words, the train labels' fluent mean",
+            }
+        )
+    return rows
+
+
+def words_of(labelled: dict[str, Any], view: str = "zh_words") -> np.ndarray:
+    """Each pair's sentence length in words in a words view (its ids but <bos>, <eos>)."""
+    return labelled["columns"]["lengths"][:, VIEWS.index(view)] - 2
 
 
 def length_rule(dev: dict[str, Any]) -> tuple[bool, int]:

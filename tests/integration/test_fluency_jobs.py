@@ -111,7 +111,8 @@ def test_train_job_logs_the_held_out_table_and_registers_the_model(trained):
     assert code == 0, out[-3000:]
     run_id = re.search(r"mlflow:\s+run ([0-9a-f]{32}) ", out).group(1)
     assert f"registered: models:/{MODEL_NAME}/1" in out and "champion: first_champion" in out
-    for row in ("four_view", "zh_words", "zh_pos", "en_words", "en_pos", "length"):
+    rows = ("four_view", "zh_words", "zh_pos", "en_words", "en_pos", "random", "length_en")
+    for row in (*rows, "length_zh", "length"):
         assert re.search(rf"^\| {row}\b", out, re.M), row
 
     run = mlflow.MlflowClient().get_run(run_id)
