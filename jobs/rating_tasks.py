@@ -2,13 +2,17 @@
 
     python -m conceptual.jobs.rating_tasks --kind KIND (--run RUN_ID | --data URI)
         --output URI [--items N] [--raters 3] [--seed S]
+        [--direction query_to_image|image_to_query] [--photo whole|crop]
 
 KIND: caption_quality (GOOD/BAD; from a curated dataset or an evaluate_captioner run),
 retrieval (which of the top 5 images match the query; from an evaluate_retriever run) or
 zh_caption (relevance and fluency 1-5; from a compare_fluency run, an evaluate_captioner run
 of a Chinese captioner, or a dataset with Chinese captions). OUTPUT gets tasks.parquet (one
 row per item: item_id, the photo or the ranked images, the text, the hidden approach) and
-tasks.json. The same inputs and seed give the same items. Serve them with
+tasks.json. Retrieval items show a query and the images found for it, or with
+`--direction image_to_query` a photo and the captions found for it (Table 4 both ways).
+`--photo crop` shows every photo as the centre square the model saw instead of whole
+(Table 3's crop condition). The same inputs and seed give the same items. Serve them with
 `python -m conceptual.jobs.rating_page --tasks OUTPUT`.
 """
 
@@ -18,7 +22,7 @@ import argparse
 import sys
 
 from conceptual.jobs.arguments import JobParser, job_main, job_run, location, output
-from conceptual.rating.tasks import KINDS
+from conceptual.rating.tasks import DIRECTIONS, KINDS, PHOTOS
 
 
 def positive(value: str) -> int:
@@ -43,6 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--raters", type=positive, default=3, help="distinct raters per item")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    parser.add_argument(
+        "--direction", choices=DIRECTIONS, default=DIRECTIONS[0],
+        help="retrieval: a query and its images, or a photo and its captions",
+    )  # fmt: skip
+    parser.add_argument(
+        "--photo", choices=PHOTOS, default=PHOTOS[0],
+        help="photos whole, or cut to the centre square the model saw",
+    )  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="MLflow's own logs on the terminal")
     args = parser.parse_args(argv)
     from conceptual.pipelines.rating_tasks import build, sampled
@@ -51,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     # no such run, data or photos
     with job_run("rating_tasks", args.verbose, refused=(StorageError, ValueError)):
         tasks = build(
-            args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed
-        )
+            args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed,
+            direction=args.direction, photo=args.photo,
+        )  # fmt: skip
     counts = ", ".join(
         f"{a} {sum(i['approach'] == a for i in tasks.items)}" for a in tasks.manifest["approaches"]
     )
@@ -61,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.items and (found := sampled(tasks)) < args.items:
         print(f"note:     --items {args.items}, and the source holds {found}: all of them are in")
+    if undecodable := tasks.manifest["source"].get("undecodable"):
+        print(f"note:     {undecodable} items left out: a photo of theirs did not decode to crop")
     print(f"task set: {tasks.name}")
     print(f"serve:    python -m conceptual.jobs.rating_page --tasks {args.output}")
     return 0

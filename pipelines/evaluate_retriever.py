@@ -173,11 +173,14 @@ def rankings(evaluated: dict[str, Any], scores: np.ndarray, shown: int) -> dict[
             }
         )
     by_image = []
+    captions, query_image = evaluated["captions"], evaluated["query_image"]
     for i in range(min(shown, scores.shape[1])):
         order = np.argsort(-scores[:, i], kind="stable")[:top]
         by_image.append(
             {
                 "image_id": evaluated["image_ids"][i],
+                # Its own captions (clips' texts): what a rater is shown when none is in the top.
+                "answers": [c for c, image in zip(captions, query_image) if image == i],
                 "top": [
                     {
                         "caption": evaluated["captions"][q],

@@ -3,16 +3,19 @@
 | kind | from a curated dataset (`--data`) | from a run (`--run`) |
 |---|---|---|
 | caption_quality | its captions (Conceptual Captions Table 2) | evaluate_captioner: the model's and the nearest-neighbour baseline's test captions (samples.json; Table 4) |
-| retrieval | - | evaluate_retriever: the top 5 images of each logged query (rankings.json; run it with rankings=N for N queries), its own image added when missing |
+| retrieval | - | evaluate_retriever (rankings.json; run it with rankings=N for N per direction): `query_to_image`, a query and its top 5 images, its own image added when missing; or `image_to_query`, a photo and its top 5 captions, one of its own added when none is there |
 | zh_caption | its Chinese captions, one per image and source (MT system, native, human) | compare_fluency: every approach's caption of each test image (captions.json); evaluate_captioner of a Chinese captioner |
 
 Sampling is reproducible: the candidates come in a stable order and `seed` draws from them.
 `items` counts items; for zh_caption it counts images, each with every approach's caption.
-Photos come from the curated data (a run's features name it in features.json).
+Photos come from the curated data (a run's features name it in features.json), whole or
+(`photo="crop"`) as the centre square the features job gave the model (Table 3's crop
+condition).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable
 from typing import Any
@@ -27,10 +30,20 @@ from mlflow.tracking import MlflowClient
 
 from conceptual import storage, tracking
 from conceptual.pipelines.features_data import features_summary
-from conceptual.rating.tasks import RESULTS_SHOWN, TaskSet, item_id, new_task_set, sample
+from conceptual.rating.tasks import (
+    IMAGE_TO_QUERY,
+    QUERY_TO_IMAGE,
+    RESULTS_SHOWN,
+    TaskSet,
+    item_id,
+    new_task_set,
+    sample,
+)
 from conceptual.text.chinese import normalize
 
 CURATED = "curated"
+# What a rater is asked of a photo and its captions (the kind's question is of a query).
+CAPTIONS_QUESTION = "Which of these captions describe the photo? Mark every caption that fits."
 RUN_KINDS = {  # a run's stage -> the kinds of task it gives
     "evaluate_captioner": ("caption_quality", "zh_caption"),
     "evaluate_retriever": ("retrieval",),
@@ -123,7 +136,7 @@ def caption_item(
 
 
 def from_run(
-    kind: str, run_id: str, items: int | None, rng: random.Random
+    kind: str, run_id: str, items: int | None, rng: random.Random, direction: str = QUERY_TO_IMAGE
 ) -> tuple[list[dict], dict[str, Any]]:
     """Items from an evaluation or comparison run, and what the run says of itself."""
     run = source_run(run_id)
@@ -137,7 +150,7 @@ def from_run(
     ]
     curated = [uri for uri in map(curated_of, feature_uris) if uri]
     if stage == "evaluate_retriever":
-        return retrieval_items(run, items, rng, curated)
+        return retrieval_items(run, items, rng, curated, direction)
     if stage == "compare_fluency":
         captions = artifact(run_id, "captions.json")
         images = sample(sorted({k for by_key in captions.values() for k in by_key}), items, rng)
@@ -188,34 +201,52 @@ def artifact(run_id: str, name: str) -> Any:
 
 
 def retrieval_items(
-    run: Any, items: int | None, rng: random.Random, curated: list[str]
+    run: Any, items: int | None, rng: random.Random, curated: list[str], direction: str
 ) -> tuple[list[dict], dict[str, Any]]:
-    """The top RESULTS_SHOWN of sampled queries, the query's own image added when it is not
-    among them, in a shuffled order (a rater cannot tell the ranks)."""
+    """Items of one direction of the run's rankings.json (query_to_image: a query and
+    images; image_to_query: a photo and captions), each showing the top RESULTS_SHOWN and the
+    right answer added when it is not among them, in a shuffled order (a rater cannot tell
+    the ranks)."""
     rankings = artifact(run.info.run_id, "rankings.json")
-    queries = sample(rankings["query_to_image"], items, rng)
-    shown_ids = [
-        [r["image_id"] for r in q["top"][:RESULTS_SHOWN]]
-        + (
-            [q["answer"]]
-            if q["answer"] not in [r["image_id"] for r in q["top"][:RESULTS_SHOWN]]
-            else []
-        )
-        for q in queries
+    if direction not in rankings:
+        raise ValueError(f"run {run.info.run_id} logged no {direction} rankings")
+    make = image_to_query_items if direction == IMAGE_TO_QUERY else query_to_image_items
+    rows = make(sample(rankings[direction], items, rng), rng, curated)
+    modality = run.data.tags.get("modality", "text")
+    metric = f"image_to_{modality}" if direction == IMAGE_TO_QUERY else f"{modality}_to_image"
+    metrics = run.data.metrics
+    automatic = {
+        f"R@{k}": metrics.get(tracking.metric_key(f"{metric}.R@{k}")) for k in (1, RESULTS_SHOWN)
+    }
+    return rows, {"automatic": automatic, "modality": modality, "direction": direction}
+
+
+def with_answer(ranked: list[Any], answer: Any) -> list[Any]:
+    """The top RESULTS_SHOWN, then `answer` when it is not among them (None: nothing added)."""
+    top = ranked[:RESULTS_SHOWN]
+    return top + ([answer] if answer is not None and answer not in top else [])
+
+
+def shown_results(shown: list[dict], rng: random.Random) -> list[dict]:
+    """Results ranked 1..RESULTS_SHOWN (an added answer unranked), shuffled."""
+    results = [
+        {**result, "rank": rank if rank <= RESULTS_SHOWN else None}
+        for rank, result in enumerate(shown, start=1)
     ]
+    rng.shuffle(results)
+    return results
+
+
+def query_to_image_items(queries: list[dict], rng: random.Random, curated: list[str]) -> list[dict]:
+    """A query and the images found for it; its own image is the right answer."""
+    shown_ids = [with_answer([r["image_id"] for r in q["top"]], q["answer"]) for q in queries]
     shown = photos(curated, "image_id", sorted({i for ids in shown_ids for i in ids}))
     rows = []
     for query, ids in zip(queries, shown_ids):
         results = [
-            {
-                "image_id": image,
-                "image": shown[image],
-                "rank": rank if rank <= RESULTS_SHOWN else None,
-                "correct": image == query["answer"],
-            }
-            for rank, image in enumerate(ids, start=1)
+            {"image_id": i, "image": shown[i], "text": None, "correct": i == query["answer"]}
+            for i in ids
         ]
-        rng.shuffle(results)
         rows.append(
             {
                 "item_id": item_id("retrieval", query["query"], query["answer"], *ids),
@@ -224,16 +255,38 @@ def retrieval_items(
                 "image": None,
                 "image_id": query["answer"],
                 "source_id": query["answer"],
-                "results": results,
+                "results": shown_results(results, rng),
             }
         )
-    modality = run.data.tags.get("modality", "text")
-    metrics = run.data.metrics
-    automatic = {
-        f"R@{k}": metrics.get(tracking.metric_key(f"{modality}_to_image.R@{k}"))
-        for k in (1, RESULTS_SHOWN)
-    }
-    return rows, {"automatic": automatic, "modality": modality}
+    return rows
+
+
+def image_to_query_items(images: list[dict], rng: random.Random, curated: list[str]) -> list[dict]:
+    """A photo and the captions (or spoken captions' texts) found for it; a caption of the
+    photo's own is a right answer, and the first of them is added when none is shown."""
+    shown = photos(curated, "image_id", sorted({entry["image_id"] for entry in images}))
+    rows = []
+    for entry in images:
+        # evaluate_retriever logs the image's own captions (answers); an older run's top 10
+        # are all there is to find one in.
+        own = entry.get("answers") or [r["caption"] for r in entry["top"] if r["correct"]]
+        captions = with_answer([r["caption"] for r in entry["top"]], own[0] if own else None)
+        results = [
+            {"image_id": None, "image": None, "text": text, "correct": text in own}
+            for text in captions
+        ]
+        rows.append(
+            {
+                "item_id": item_id("retrieval", IMAGE_TO_QUERY, entry["image_id"], *captions),
+                "approach": "model",
+                "text": None,
+                "image": shown[entry["image_id"]],
+                "image_id": entry["image_id"],
+                "source_id": entry["image_id"],
+                "results": shown_results(results, rng),
+            }
+        )
+    return rows
 
 
 def sampled(tasks: TaskSet) -> int:
@@ -252,15 +305,42 @@ def build(
     items: int | None,
     raters: int,
     seed: int,
+    direction: str = QUERY_TO_IMAGE,
+    photo: str = "whole",
 ) -> TaskSet:
-    """The task set, written to `output`."""
+    """The task set, written to `output`. `direction`: which rankings retrieval items show;
+    `photo`: the photos whole or as the model saw them."""
+    if direction != QUERY_TO_IMAGE and kind != "retrieval":
+        raise ValueError(f"a direction is for retrieval tasks, not {kind}")
     rng = random.Random(seed)
     if run_id:
-        rows, about = from_run(kind, run_id, items, rng)
+        rows, about = from_run(kind, run_id, items, rng, direction)
         source = {"run_id": run_id, **about}
     else:
         assert data is not None
         rows, source = from_data(kind, data, items, rng), {"data": data}
-    tasks = new_task_set(kind, rows, raters, seed, source, rng)
+    if photo == "crop":
+        rows, source["undecodable"] = as_seen(rows)
+    tasks = new_task_set(kind, rows, raters, seed, {**source, "photo": photo}, rng)
+    if direction == IMAGE_TO_QUERY:
+        tasks.manifest["question"] = CAPTIONS_QUESTION
     tasks.write(output)
     return tasks
+
+
+def as_seen(rows: list[dict]) -> tuple[list[dict], int]:
+    """The items with every photo cut to the centre square the model saw, and how many items
+    were left out because a photo of theirs did not decode (one photo never ends the job)."""
+    from conceptual.vision.cnn import centre_square  # loads torch: only when cutting
+
+    cut = functools.cache(centre_square)  # a photo shown in many items is cut once
+    kept = []
+    for row in rows:
+        try:
+            results = row["results"] and [
+                {**r, "image": r["image"] and cut(r["image"])} for r in row["results"]
+            ]
+            kept.append({**row, "image": row["image"] and cut(row["image"]), "results": results})
+        except (OSError, ValueError):  # PIL's UnidentifiedImageError is an OSError
+            continue
+    return kept, len(rows) - len(kept)

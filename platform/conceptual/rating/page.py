@@ -8,7 +8,7 @@
 | GET /rate/KEY | the rater's current item: photo(s), text, question, answer buttons, progress |
 | POST /rate/KEY/answer | `item_id` and the answer (`answer`; `relevance`, `fluency`; `match`) |
 | POST /rate/KEY/undo | take back the rater's latest answer and show that item again |
-| GET /image/ITEM/N | the item's photo (N=0) or its N-th image shown (retrieval) |
+| GET /image/ITEM/N | the item's photo (N=0) or its N-th image shown (retrieval by a query) |
 | GET /progress | items complete, answers and raters so far (no answers themselves) |
 
 Who rates (the trust model). KEY is the token of an invitation (RatingStore.invite, which
@@ -21,9 +21,10 @@ site; every request is refused whose Host is not one the page serves (`hosts`: D
 rebinding). A request body over MAX_BODY_BYTES is refused before it is read.
 
 Keyboard: G / B (caption quality); 1-5 relevance then 1-5 fluency, Enter (zh_caption);
-1-9 toggle an image, Enter (retrieval); U undo. A rater sees their own item only, never
-another's answers. A request the store refuses (an unknown item, a second answer, an item
-that is not the one shown, a tampered answer) gets its 4xx status and a page saying why.
+1-9 toggle an image (or, for a photo's retrieved captions, a caption), Enter (retrieval);
+U undo. A rater sees their own item only, never another's answers. A request the store
+refuses (an unknown item, a second answer, an item that is not the one shown, a tampered
+answer) gets its 4xx status and a page saying why.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ body { font-family: sans-serif; max-width: 1100px; margin: 1em auto; padding: 0 
 .results label { border: 3px solid #ccc; padding: 0.3em; cursor: pointer; }
 .results label:has(input:checked) { border-color: #2a2; }
 .results img { height: 180px; display: block; }
+.captions label { display: block; font-size: 1.2em; margin: 0.3em 0; cursor: pointer; }
+.captions label:has(input:checked) { background: #dfd; }
 .text { font-size: 1.4em; margin: 0.5em 0; }
 .progress { color: #555; } .keys { color: #777; font-size: 0.9em; }
 .error { color: #b00; font-size: 1.2em; }
@@ -135,9 +138,22 @@ def answer_controls(tasks: TaskSet) -> str:
     return "<button id='submit'>Submit (Enter): the marked images match</button>"
 
 
+def shows_captions(item: dict[str, Any]) -> bool:
+    """A retrieval item of a photo and the captions found for it (image_to_query)."""
+    return bool(item["results"]) and item["results"][0].get("text") is not None
+
+
 def item_body(tasks: TaskSet, item: dict[str, Any], key: str, csrf: str) -> str:
     item_id = html.escape(item["item_id"])
-    if item["results"]:
+    photo = f"<img class='photo' src='/image/{item_id}/0' alt='photo'>"
+    if shows_captions(item):
+        shown = "".join(
+            f"<label class='caption'><input type='checkbox' name='match' value='{n}'> {n + 1}. "
+            f"{html.escape(result['text'])}</label>"
+            for n, result in enumerate(item["results"])
+        )
+        media = f"{photo}<div class='captions'>{shown}</div>"
+    elif item["results"]:
         shown = "".join(
             f"<label><input type='checkbox' name='match' value='{n}'> {n + 1}"
             f"<img src='/image/{item_id}/{n + 1}' alt='image {n + 1}'></label>"
@@ -145,10 +161,10 @@ def item_body(tasks: TaskSet, item: dict[str, Any], key: str, csrf: str) -> str:
         )
         media = f"<div class='results'>{shown}</div>"
     else:
-        media = f"<img class='photo' src='/image/{item_id}/0' alt='photo'>"
+        media = photo
     text = f"<div class='text' lang='{'zh' if tasks.kind.name == 'zh_caption' else 'en'}'>"
     return (
-        f"<p>{html.escape(tasks.kind.question)}</p>{text}{html.escape(item['text'] or '')}</div>"
+        f"<p>{html.escape(tasks.question)}</p>{text}{html.escape(item['text'] or '')}</div>"
         f"<form id='answer' method='post' action='/rate/{quote(key)}/answer' "
         f"data-kind='{tasks.kind.name}'><input type='hidden' name='item_id' value='{item_id}'>"
         f"<input type='hidden' name='csrf' value='{csrf}'>{media}{answer_controls(tasks)}</form>"
@@ -231,7 +247,8 @@ def rating_app(
         keys = {
             "caption_quality": "G: good · B: bad",
             "zh_caption": "1-5: relevance, then 1-5: fluency · Enter: submit",
-            "retrieval": "1-9: mark an image · Enter: submit",
+            "retrieval": f"1-9: mark {'a caption' if shows_captions(items[item_id]) else 'an image'}"
+            " · Enter: submit",
         }[tasks.kind.name]
         return page(
             "Rating",

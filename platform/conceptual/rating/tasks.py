@@ -6,7 +6,7 @@ question, raters per item, seed, where the items came from), then the `_SUCCESS`
 | kind | an item shows | answer (as stored, and as a ratings CSV gives it) |
 |---|---|---|
 | caption_quality | a photo and a caption | `GOOD` or `BAD` |
-| retrieval | a query and the images retrieved for it (its top 5, and its own image when that is not among them), in a shuffled order | one `Y` or `N` per image shown, in the order shown: `YNNNNY` |
+| retrieval | a query and the images retrieved for it (its top 5, and its own image when that is not among them), in a shuffled order; or (image_to_query) a photo and the captions retrieved for it, one of its own added the same way | one `Y` or `N` per image (caption) shown, in the order shown: `YNNNNY` |
 | zh_caption | a photo and a Chinese caption | relevance and fluency, each 1-5: `4/5` |
 
 Every item names its `approach` (what wrote the caption: `model`, `baseline`, a fluency
@@ -35,13 +35,17 @@ GOOD, BAD = "GOOD", "BAD"
 MATCH, NO_MATCH = "Y", "N"
 SCALE = range(1, 6)  # relevance and fluency, 1-5
 RESULTS_SHOWN = 5  # retrieval: the top 5, as in the spoken-captions paper's Table 4
+# Retrieval items: a query and the images found for it, or a photo and the captions found.
+DIRECTIONS = QUERY_TO_IMAGE, IMAGE_TO_QUERY = ("query_to_image", "image_to_query")
+PHOTOS = ("whole", "crop")  # a photo as taken, or the centre square the model saw
 
 RESULT = pa.struct(
     [
         ("image_id", pa.string()),
         ("image", pa.binary()),
+        ("text", pa.string()),  # a caption found for a photo (image_to_query); else null
         ("rank", pa.int32()),  # 1-5; null for the query's own image added below the top 5
-        ("correct", pa.bool_()),  # the query's own image (what automatic R@k counts)
+        ("correct", pa.bool_()),  # the query's own image, the photo's own caption (automatic R@k)
     ]
 )
 ITEM = pa.schema(
@@ -137,6 +141,11 @@ class TaskSet:
     @property
     def kind(self) -> Kind:
         return kind(self.manifest["kind"])
+
+    @property
+    def question(self) -> str:
+        """What raters are asked: the manifest's (a direction may ask its own), else the kind's."""
+        return self.manifest.get("question") or self.kind.question
 
     @property
     def name(self) -> str:

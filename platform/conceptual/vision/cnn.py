@@ -144,6 +144,16 @@ def centre_crop(width: int, height: int) -> Crop:
     return Crop((left, top, left + side, top + side))
 
 
+def centre_square(data: bytes, quality: int = 90) -> bytes:
+    """An encoded photo cut to its centre_crop, as a JPEG: for people to see the part of
+    the photo the features describe (at its own resolution, not the model's)."""
+    image = Image.open(io.BytesIO(data))
+    square = image.convert("RGB").crop(tuple(round(v) for v in centre_crop(*image.size).box))
+    buffer = io.BytesIO()
+    square.save(buffer, "JPEG", quality=quality)
+    return buffer.getvalue()
+
+
 def random_crop(
     width: int,
     height: int,
