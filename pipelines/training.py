@@ -82,9 +82,12 @@ class TrainingConfig(Config):
     # "cosine": each epoch starts at lr * (1 + cos(pi * epoch / epochs)) / 2, so the last
     # epochs take small steps and the best-by-dev checkpoint is a settled model.
     # "exponential": lr * lr_decay ** (step // lr_decay_steps), by optimizer step.
-    lr_schedule: Literal["constant", "cosine", "exponential"] = "constant"
+    # "exponential_epochs": lr * lr_decay ** (epoch // lr_decay_epochs) (the fluency paper's
+    # x0.999 every ten epochs, whatever the data's size).
+    lr_schedule: Literal["constant", "cosine", "exponential", "exponential_epochs"] = "constant"
     lr_decay: float = Field(default=0.999, gt=0, le=1)
     lr_decay_steps: int = Field(default=1000, ge=1)
+    lr_decay_epochs: int = Field(default=10, ge=1)
     lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # see the module's docstring
     lr_batch: int = Field(default=25, ge=1)  # the effective batch `lr` is meant for
     weight_decay: float = 0.0
@@ -518,6 +521,8 @@ def epoch_learning_rate(config: TrainingConfig, epoch: int) -> float:
     effective_batch = config.batch_size * config.grad_accumulation * config.workers
     exponent = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}[config.lr_scaling]
     lr = config.lr * (effective_batch / config.lr_batch) ** exponent
+    if config.lr_schedule == "exponential_epochs":
+        return lr * config.lr_decay ** (epoch // config.lr_decay_epochs)
     if config.lr_schedule != "cosine":  # exponential: the epoch's steps decay it further
         return lr
     return lr * (1 + math.cos(math.pi * epoch / config.epochs)) / 2

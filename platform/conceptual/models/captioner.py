@@ -60,6 +60,13 @@ class CaptionerSettings(Config):
     ffn: int = 2048  # transformer only: feed-forward width
     dropout: float = 0.1
     max_tokens: int = 17  # longest token sequence: 15 words + <bos> and <eos>
+    # rnn only: how the image reaches the caption LSTM. "state": an encoder LSTM reads the
+    # cells and its final state starts the caption LSTM; "first_step": the caption LSTM
+    # reads them itself before <bos> (Show and Tell's x_-1, the fluency paper's recipe).
+    image_input: Literal["state", "first_step"] = "state"
+    # Each image vector scaled to unit length before the projection (the fluency paper's
+    # L2-normalized ResNet features): the projection then sees one scale for every photo.
+    l2_normalize: bool = False
 
 
 class CaptionerConfig(CaptionerSettings):
@@ -97,16 +104,22 @@ def sinusoids(length: int, dim: int) -> Tensor:
 
 
 class RnnCore(nn.Module):
-    """Show and Tell: the encoder LSTM's final (h, c) is the memory and starts the decoder."""
+    """Show and Tell: the LSTM state after reading the image cells is the memory and starts
+    the caption; the reader is an encoder LSTM, or the caption LSTM itself (image_input)."""
 
     def __init__(self, config: CaptionerConfig):
         super().__init__()
         self.dropout = nn.Dropout(config.dropout)
-        self.encoder = nn.LSTM(config.d_model, config.d_model, batch_first=True)
         self.decoder = nn.LSTM(config.d_model, config.d_model, batch_first=True)
+        # No encoder with "first_step": its weights would be saved and never trained.
+        self.encoder = (
+            nn.LSTM(config.d_model, config.d_model, batch_first=True)
+            if config.image_input == "state"
+            else None
+        )
 
     def encode(self, cells: Tensor) -> Memory:
-        _, (h, c) = self.encoder(self.dropout(cells))
+        _, (h, c) = (self.encoder or self.decoder)(self.dropout(cells))
         return h[0], c[0]  # one layer: (B, d) each
 
     def decode(self, memory: Memory, words: Tensor, state: State) -> tuple[Tensor, State]:
@@ -268,6 +281,8 @@ class Captioner(nn.Module):
 
     def encode(self, features: Tensor) -> Memory:
         """features (B, L, feature_dim): L=1 for 1x1, 64 for 8x8."""
+        if self.config.l2_normalize:
+            features = F.normalize(features.float(), dim=-1).to(features.dtype)
         return self.core.encode(self.project(features))
 
     def decode(self, memory: Memory, tokens: Tensor, state: State = None) -> tuple[Tensor, State]:
