@@ -3,6 +3,8 @@ step time spent waiting for input, peak memory; one JSON line per variant, logge
 
     python -m conceptual.jobs.benchmark_training [--features URI] [--steps N] [--warmup N]
         [--peak-tflops F] [--config FILE] [key=value ...]
+    python -m conceptual.jobs.benchmark_training --input-only [--epochs N] [--steps N]
+        [--features URI] [key=value ...]
 
 The keys are train_captioner's (configs/train_captioner.yaml), e.g. model.architecture=rnn
 model.feature_map=1x1 batch_size=256 grad_accumulation=2 compile=false. With --features
@@ -10,6 +12,11 @@ the batches are read from a features job's output through the training input pat
 it, features and 15-word captions are made up (1,280 channels, 8x8). On a CPU, MFU is
 against a float32 matmul rate measured on it; on a GPU against its dense bf16 peak (a table
 by name, or --peak-tflops).
+
+--input-only times the training input path alone (data.* keys; data.shuffle=batch_buffer is
+the path before issue 50), its batches delivered to a step that does nothing: a first
+epoch, then --epochs more (--steps batches each on made-up features), one JSON line with
+samples_per_s and gb_per_s of those later epochs.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--peak-tflops", type=float, help="the device's peak, TFLOP/s")
+    parser.add_argument(
+        "--input-only", action="store_true", help="time the input path alone, no step"
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="timed epochs (--input-only)")
     parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
     add_common(parser, "TrainConfig keys, e.g. model.architecture=rnn batch_size=256")
     args = parser.parse_args(argv)
@@ -39,16 +50,25 @@ def main(argv: list[str] | None = None) -> int:
 
     from conceptual import tracking
     from conceptual.config import load
-    from conceptual.pipelines.benchmark_training import benchmark
+    from conceptual.pipelines.benchmark_training import benchmark, input_only
     from conceptual.pipelines.train_captioner import TrainConfig
 
     with job_output("benchmark_training", args.verbose):
         with stopping():
             config = load(TrainConfig, args.config, args.overrides)
-            rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
+            if args.input_only:
+                rows = [input_only(config, args.features, args.steps, args.epochs)]
+            else:
+                rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
         with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
             tracking.log_config(config)
-            mlflow.log_params({"features_uri": args.features or "synthetic", "steps": args.steps})
+            mlflow.log_params(
+                {
+                    "features_uri": args.features or "synthetic",
+                    "steps": args.steps,
+                    "input_only": args.input_only,
+                }
+            )
             for row in rows:
                 figures = {k: v for k, v in row.items() if isinstance(v, float)}
                 mlflow.log_metrics(

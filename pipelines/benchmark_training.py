@@ -4,8 +4,11 @@ for one model config. Two variants, each one JSON-able row:
 
 - `<variant> on-device`: one batch already on the device, stepped again and again (the
   model's speed alone);
-- `<variant> input-path`: the batches as training gets them (Ray Data: cut from the columns,
-  pinned, copied ahead of the step), with the share of the time spent waiting for them.
+- `<variant> input-path`: the batches as training gets them (pipelines/input_path.py), with
+  the share of the time spent waiting for them.
+
+`input_only` times the input path alone: the training rows read, shuffled and delivered to
+a step that does nothing, epoch after epoch, in samples/s and GB/s of batches delivered.
 
 FLOPs are counted (torch's FlopCounterMode, one forward and backward on the CPU); MFU is
 the achieved FLOP rate over the device's peak: a table of dense bf16 peaks by GPU name,
@@ -33,6 +36,7 @@ from conceptual.models.captioner import Captioner
 from conceptual.models.vocab import PAD, Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.features_data import feature_files, train_captions
+from conceptual.pipelines.input_path import Batches, prepared
 from conceptual.pipelines.train_captioner import (
     CaptionLoss,
     TrainConfig,
@@ -48,6 +52,9 @@ from conceptual.runtime import init_ray
 # Dense bf16 tensor-core peaks, FLOP/s, by a part of the device name.
 BF16_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
 SYNTHETIC_CHANNELS, SYNTHETIC_CELLS, SYNTHETIC_WORDS = 1280, 64, 5000
+# Rows per block of the made-up features: the row groups the features job writes (its
+# batch_size), so the input path meets as many blocks as it does on real features.
+SYNTHETIC_BLOCK = 32
 FLOP_ROWS = 8
 
 
@@ -59,15 +66,7 @@ def benchmark(
     peak_tflops: float | None = None,
 ) -> list[dict[str, Any]]:
     """The on-device and input-path rows for `config`'s model, in that order."""
-    init_ray()
-    use_gpu = torch.cuda.is_available() if config.use_gpu is None else config.use_gpu
-    config = config.model_copy(
-        update={
-            "use_gpu": use_gpu,
-            "compile": use_gpu if config.compile is None else config.compile,
-        }
-    )
-    device = torch.device("cuda" if use_gpu else "cpu")
+    config, device = _on_this_machine(config)
     rows, vocab, shape = _rows(config, features_uri, steps + warmup)
     examples = train_examples(rows, vocab, config, shape).materialize()
 
@@ -76,7 +75,7 @@ def benchmark(
     loss = CaptionLoss(captioner, config.label_smoothing).to(device)
     optimizer = training.make_optimizer(config, loss, device)
     step_loss = training.compiled(loss, config)
-    one_batch = next(iter(training.epoch_batches(examples.iterator(), config, device, 0)))
+    one_batch = next(_epochs(examples, config, device))
     first_step_s = _seconds(
         lambda: training.train_epoch(step_loss, optimizer, [one_batch], config, device), device
     )
@@ -119,6 +118,50 @@ def benchmark(
             }
         )
     return results
+
+
+def input_only(
+    config: TrainConfig, features_uri: str | None = None, batches: int = 16, epochs: int = 3
+) -> dict[str, Any]:
+    """The input path alone (config.data), as a worker meets it: the training rows read
+    (`features_uri`, or `batches` batches of made-up features), made into examples and
+    delivered to a step that does nothing, for a first epoch and `epochs` more. The first
+    epoch reads and, by default, keeps; `samples_per_s` and `gb_per_s` are the later
+    epochs', as training meets them epoch after epoch."""
+    config, device = _on_this_machine(config)
+    rows, vocab, shape = _rows(config, features_uri, batches)
+    examples = prepared(train_examples(rows, vocab, config, shape), config.data)
+    feed = Batches(
+        config.data, config.batch_size, device, config.seed, 0, config.prefetch_batches, True
+    )
+    first_s, count, _ = _delivered(feed, examples, 0, device)
+    seconds, delivered = 0.0, 0
+    for epoch in range(1, epochs + 1):
+        epoch_s, count, nbytes = _delivered(feed, examples, epoch, device)
+        seconds, delivered = seconds + epoch_s, delivered + nbytes
+    return {
+        "variant": f"{config.model.feature_map} input-only",
+        "shuffle": config.data.shuffle,
+        "device": device_name(device),
+        "batch_size": config.batch_size,
+        "rows_per_epoch": count,
+        "epochs": epochs,
+        "first_epoch_samples_per_s": round(count / first_s, 1),
+        "samples_per_s": round(count * epochs / seconds, 1),
+        "gb_per_s": round(delivered / seconds / 1e9, 4),
+    }
+
+
+def _delivered(
+    feed: Batches, examples: ray.data.Dataset, epoch: int, device: torch.device
+) -> tuple[float, int, int]:
+    """Seconds for an epoch's batches to reach the device, its rows and bytes."""
+    started, count, nbytes = time.perf_counter(), 0, 0
+    for batch in feed.epoch(examples.iterator(), epoch):
+        count += len(next(iter(batch.values())))
+        nbytes += sum(v.numel() * v.element_size() for v in batch.values())
+    _synchronize(device)
+    return time.perf_counter() - started, count, nbytes
 
 
 def timed_steps(
@@ -203,8 +246,25 @@ def _epochs(
     examples: ray.data.Dataset, config: TrainConfig, device: torch.device
 ) -> Iterator[dict[str, Tensor]]:
     """Epoch after epoch of the training input path."""
+    examples = prepared(examples, config.data)
+    feed = Batches(
+        config.data, config.batch_size, device, config.seed, 0, config.prefetch_batches, True
+    )
     for epoch in itertools.count():
-        yield from training.epoch_batches(examples.iterator(), config, device, epoch)
+        yield from feed.epoch(examples.iterator(), epoch)
+
+
+def _on_this_machine(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
+    """The config with GPUs and compilation decided as training would here, and its device."""
+    init_ray()
+    use_gpu = torch.cuda.is_available() if config.use_gpu is None else config.use_gpu
+    config = config.model_copy(
+        update={
+            "use_gpu": use_gpu,
+            "compile": use_gpu if config.compile is None else config.compile,
+        }
+    )
+    return config, torch.device("cuda" if use_gpu else "cpu")
 
 
 def _seconds(work, device: torch.device) -> float:
@@ -231,18 +291,32 @@ def _rows(
         first = rows.take(1)[0]
         return rows, vocab, feature_shape(first["pooled"], first["grid"], config.model.feature_map)
     rng = np.random.default_rng(config.seed)
-    count = batches * config.batch_size
     words = [f"w{i}" for i in range(SYNTHETIC_WORDS)]
     vocab = Vocabulary.build([" ".join(words)], min_count=1)
-    grid = rng.standard_normal((count, SYNTHETIC_CELLS * SYNTHETIC_CHANNELS), dtype=np.float32)
-    table = pa.table(
+    count = batches * config.batch_size
+    blocks = [
+        _synthetic_block(rng, words, min(SYNTHETIC_BLOCK, count - start))
+        for start in range(0, count, SYNTHETIC_BLOCK)
+    ]
+    cells = 1 if config.model.feature_map == "1x1" else SYNTHETIC_CELLS
+    return ray.data.from_arrow(blocks), vocab, (cells, SYNTHETIC_CHANNELS)
+
+
+def _synthetic_block(rng: np.random.Generator, words: list[str], count: int) -> pa.Table:
+    """`count` made-up FEATURES rows: random grids, their means and 15-word captions."""
+    grid = rng.random((count, SYNTHETIC_CELLS, SYNTHETIC_CHANNELS), dtype=np.float32)
+    return pa.table(
         {
             "split": ["train"] * count,
             "caption": [" ".join(rng.choice(words, 15)) for _ in range(count)],
-            "pooled": list(grid.reshape(count, SYNTHETIC_CELLS, -1).mean(axis=1)),
-            "grid": list(grid),
+            "pooled": _list_column(grid.mean(axis=1)),
+            "grid": _list_column(grid.reshape(count, -1)),
         },
         schema=pa.schema([FEATURES.field(n) for n in ("split", "caption", "pooled", "grid")]),
     )
-    cells = 1 if config.model.feature_map == "1x1" else SYNTHETIC_CELLS
-    return ray.data.from_arrow(table), vocab, (cells, SYNTHETIC_CHANNELS)
+
+
+def _list_column(rows: np.ndarray) -> pa.ListArray:
+    """A list<float> column of a 2-D array's rows, without a Python object per row."""
+    offsets = np.arange(0, rows.size + 1, rows.shape[1], dtype=np.int32)
+    return pa.ListArray.from_arrays(offsets, pa.array(rows.ravel()))

@@ -247,7 +247,7 @@ def _examples(
     # The list column's flat values, one reshape: no per-row objects.
     features = pc.list_flatten(column).to_numpy().reshape(len(batch), *shape)
     examples = {
-        "features": features.astype(dtype),
+        "features": features.astype(dtype, copy=False),  # float32 on CPUs: no copy
         "tokens": vocab.encode_array(batch["caption"].to_pylist(), settings.max_tokens),
     }
     if fluency in ("rejection", "weighted"):
@@ -309,6 +309,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         loss=CaptionLoss(captioner, config.label_smoothing, config.fluency),
         evaluate=partial(evaluate_dev, captioner, vocab, eval_set, config),
         save=partial(save_model, captioner, vocab, features=features),
+        examples_fixed=True,  # no draws in the read tasks: kept after the first epoch
     )
     training.run(task, config, loop_config)
 

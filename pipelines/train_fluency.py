@@ -365,6 +365,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         loss=FluencyLoss(model),
         evaluate=partial(evaluate_dev, model, dev),
         save=partial(save_fluency, model, vocabs),
+        examples_fixed=True,  # no draws in the read tasks: kept after the first epoch
     )
     training.run(task, config, loop_config)
 

@@ -13,8 +13,9 @@ parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and
 best model by the dev metric and the learning curve to the active MLflow run.
 
 Workers: `run()` per epoch: the learning rate of the epoch (a function of the epoch, or of
-the optimizer step with the exponential schedule, so a resumed run keeps its place), the batches (`epoch_batches`: cut from the blocks' columns,
-pinned and copied to the device by Ray Data ahead of the step), `train_epoch` (bf16
+the optimizer step with the exponential schedule, so a resumed run keeps its place), the
+batches (pipelines/input_path.py: the rows shuffled in windows cut into batches, or kept
+from the first epoch and permuted in memory or on the GPU), `train_epoch` (bf16
 autocast on GPUs, gradient accumulation, the losses kept on the device until the epoch's
 end), then rank 0 evaluates, logs and writes the checkpoint. A restarted worker group
 (FailureConfig) resumes from the latest checkpoint. Ray Train learns of a report by
@@ -65,6 +66,7 @@ from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
+from conceptual.pipelines.input_path import Batches, DataSettings, prepared
 from conceptual.runtime import require_shared
 
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
@@ -108,6 +110,7 @@ class TrainingConfig(Config):
     # (fewer launches from the host, for steps the launches outlast)
     compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
     prefetch_batches: int = Field(default=2, ge=0)  # batches read and copied ahead of the step
+    data: DataSettings = DataSettings()  # the input path (pipelines/input_path.py)
     max_failures: int = 2  # worker group restarts, each resuming from the latest checkpoint
     # Ray Train's checkpoints and results: a path or s3:// URI; None: <state dir>/train, which
     # a cluster of several nodes refuses (runtime.require_shared)
@@ -135,6 +138,9 @@ class Task:
     # loss, such as the retrievers' growing margin); a function of the step, so a resumed
     # run continues where it was
     at_step: Callable[[int], None] | None = None
+    # The rows' examples are the same every epoch (no random draws in the read tasks): the
+    # input path may keep the first epoch's and shuffle them in memory (data.keep).
+    examples_fixed: bool = False
 
 
 @dataclass
@@ -231,7 +237,7 @@ def fit(
             "run_id": run_id,
             "tracking_uri": tracking.tracking_uri(),
         },
-        datasets={"train": rows},
+        datasets={"train": prepared(rows, config.data)},
         scaling_config=ray.train.ScalingConfig(
             num_workers=config.workers,
             use_gpu=use_gpu,
@@ -454,12 +460,21 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
         mlflow.set_tracking_uri(loop_config["tracking_uri"])
         os.environ.update(tracking.IMPATIENT)  # a store that is down must not stall training
     shard = ray.train.get_dataset_shard("train")
+    feed = Batches(
+        config.data,
+        config.batch_size,
+        device,
+        config.seed,
+        rank,
+        config.prefetch_batches,
+        task.examples_fixed,
+    )
 
     for epoch in range(progress["epochs_done"], config.epochs):
         lr = epoch_learning_rate(config, epoch)
         set_learning_rate(optimizer, lr)
         number = epoch + 1  # epochs are counted from 1 wherever people see them
-        batches = _failing_once_for_tests(epoch_batches(shard, config, device, epoch), number)
+        batches = _failing_once_for_tests(feed.epoch(shard, epoch), number)
         before_step = partial(_before_step, task, config, optimizer, lr)
         step_losses = train_epoch(
             step_loss, optimizer, batches, config, device, progress["step"], before_step
@@ -545,23 +560,6 @@ def _before_step(
         set_learning_rate(optimizer, epoch_lr * config.lr_decay ** (step // config.lr_decay_steps))
     if task.at_step is not None:
         task.at_step(step)
-
-
-def epoch_batches(
-    rows: ray.data.DataIterator, config: TrainingConfig, device: torch.device, epoch: int
-) -> Iterable[dict[str, Tensor]]:
-    """An epoch's batches, shuffled locally and on the device. Ray Data cuts them from the
-    blocks' fixed-shape columns (one tensor a column, no per-row objects), pins them and
-    copies them to the GPU asynchronously in a background thread, `prefetch_batches`
-    ahead of the step."""
-    return rows.iter_torch_batches(
-        batch_size=config.batch_size,
-        device=device,
-        pin_memory=device.type == "cuda",
-        prefetch_batches=config.prefetch_batches,
-        local_shuffle_buffer_size=config.batch_size * 8,
-        local_shuffle_seed=config.seed + epoch,
-    )
 
 
 def train_epoch(
