@@ -1,10 +1,18 @@
-"""Print a caption for each image file, from a saved captioner.
+"""Print a caption for each image file (or each image file of a folder), from a saved
+captioner; optionally write them as a COCO results JSON.
 
-    python -m conceptual.jobs.caption --model MODEL_URI IMAGE [IMAGE ...] [--beam 4]
+    python -m conceptual.jobs.caption --model MODEL_URI IMAGE_OR_FOLDER [...] [--beam 4]
+        [--batch 32] [--results-json PATH]
 
 MODEL_URI: models:/captioner@champion, models:/captioner/3, runs:/<run id>/model, or a
 local directory holding a saved model (model.safetensors, config.json, vocab.json).
-Prints one line per image: the file name, a tab, the caption.
+A folder stands for the image files directly inside it (.jpg, .jpeg, .png, .gif, .bmp,
+.webp), in name order. Prints one line per image: the file name, a tab, the caption. A file
+that cannot be read or decoded is skipped with a note on stderr; the job fails only when
+no file could be captioned. --results-json writes `[{"image_id": ..., "caption": ...}]`,
+what the COCO caption evaluation, the COCO server and the Conceptual Captions leaderboard
+read: the id is the integer a COCO-style name ends with (COCO_val2014_000000123456.jpg and
+000000123456.jpg are 123456), else the file's stem.
 """
 
 from __future__ import annotations
@@ -12,7 +20,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conceptual.jobs.arguments import JobParser, job_main, job_run, location
+from conceptual.jobs.arguments import JobParser, file_output, job_main, job_run, location
+from conceptual.jobs.rating_tasks import positive
 
 
 @job_main
@@ -21,24 +30,47 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m conceptual.jobs.caption", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
-    parser.add_argument("images", nargs="+", type=lambda p: Path(location(p)), metavar="IMAGE")
+    parser.add_argument(
+        "images", nargs="+", type=lambda p: Path(location(p)), metavar="IMAGE_OR_FOLDER"
+    )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--length-penalty", type=float, default=0.0)
+    parser.add_argument(
+        "--batch", type=positive, default=32, help="photos decoded and captioned at once"
+    )
+    parser.add_argument(
+        "--results-json", type=file_output, help="also write the captions as a COCO results JSON"
+    )
     parser.add_argument("--verbose", action="store_true", help="show MLflow's and torch's own logs")
     args = parser.parse_args(argv)
+    from conceptual import storage
+    from conceptual.metrics import coco_results
+    from conceptual.models.caption_files import by_image_id, caption_files, image_files
     from conceptual.models.inference import ImageCaptioner
     from conceptual.registry import resolve
 
-    missing = [str(p) for p in args.images if not p.is_file()]
-    with job_run("caption", args.verbose, refused=(ValueError,)):
-        if missing:
-            raise ValueError(f"no such image file: {', '.join(missing)}")
+    with job_run("caption", args.verbose, refused=(ValueError, storage.StorageError)):
+        files = image_files(args.images)
+        if not files:
+            raise ValueError(f"no image files in {', '.join(map(str, args.images))}")
         captioner = ImageCaptioner(
             resolve(args.model), beam=args.beam, length_penalty=args.length_penalty
         )
-        captions = captioner.caption_bytes([p.read_bytes() for p in args.images])
-    for path, caption in zip(args.images, captions):
+        captioned, skipped = caption_files(captioner, files, args.batch)
+        for bad in skipped:
+            print(f"note: skipped {bad.path}: {bad.reason}", file=sys.stderr)
+        if not captioned:
+            raise ValueError(f"none of the {len(files)} image files could be captioned")
+        by_id, repeated = by_image_id(captioned)
+        for path in repeated:
+            print(f"note: {path} has the image id of an earlier file: not in the results JSON",
+                  file=sys.stderr)  # fmt: skip
+        if args.results_json:
+            storage.write_json(args.results_json, coco_results(by_id))
+    for path, caption in captioned.items():
         print(f"{path}\t{caption}")
+    if args.results_json:
+        print(f"results: {args.results_json}  ({len(by_id)} captions, COCO results JSON)")
     return 0
 
 

@@ -1,14 +1,19 @@
-"""The caption job on a saved (untrained, tiny) captioner: one line per image, clear errors."""
+"""The caption job on a saved (untrained, tiny) captioner: one line per image, clear errors;
+a folder of photos into a COCO results JSON, unreadable files skipped with a note."""
 
 from __future__ import annotations
 
 import io
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 import skimage.data
 from PIL import Image
 
 from conceptual.jobs import caption
+from conceptual.models.caption_files import image_id
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import FeatureSettings, save_model
 
@@ -90,3 +95,47 @@ def test_image_errors_survive_pickling():
 
     error = pickle.loads(pickle.dumps(ImageError("corrupt", "image 0: corrupt (bad data)")))
     assert error.reason == "corrupt" and str(error) == "image 0: corrupt (bad data)"
+
+
+def test_image_ids_as_coco_names_them():
+    assert image_id(Path("COCO_val2014_000000123456.jpg")) == 123456
+    assert image_id(Path("val2017/000000000139.jpg")) == 139
+    assert image_id(Path("1000268201_693b08cb0e.jpg")) == "1000268201_693b08cb0e"  # Flickr8k
+    assert image_id(Path("img01.png")) == "img01"
+
+
+def test_a_folder_captioned_into_a_coco_results_json(model_dir, real_data, tmp_path, capsys):
+    """Three COCO photos, a broken one, a second name for one image and a file that is no
+    photo in one folder: each photo captioned once, the broken one and the repeated id
+    skipped with a note, the rest of the folder ignored."""
+    folder = tmp_path / "val"
+    folder.mkdir()
+    photos = sorted((real_data / "coco_mini" / "val2017").glob("*.jpg"))[:3]
+    for photo in photos:
+        shutil.copy(photo, folder / photo.name)
+    shutil.copy(photos[0], folder / f"{image_id(photos[0])}.png")  # image 139 again
+    (folder / "000000000001.jpg").write_bytes(b"not a photo")
+    (folder / "captions_val2017.json").write_text("{}")
+    results = tmp_path / "out" / "results.json"
+    argv = ["--model", str(model_dir), str(folder), "--beam", "2", "--batch", "2"]
+    assert caption.main([*argv, "--results-json", str(results)]) == 0
+    out, err = capsys.readouterr()
+    assert f"skipped {folder / '000000000001.jpg'}: not_an_image" in err
+    assert "139.png has the image id of an earlier file" in err
+    written = json.loads(results.read_text())
+    assert [r["image_id"] for r in written] == [image_id(p) for p in photos]  # name order
+    assert all(isinstance(r["image_id"], int) for r in written)
+    lines = dict(line.split("\t") for line in out.splitlines() if "\t" in line)
+    assert {r["caption"] for r in written} <= set(lines.values())
+    assert f"results: {results}  (3 captions" in out
+    # Batches change nothing: the same photos one by one give the same captions.
+    alone = ImageCaptioner(model_dir, beam=2)
+    assert [r["caption"] for r in written] == [
+        alone.caption_bytes([p.read_bytes()])[0] for p in photos
+    ]
+
+
+def test_a_folder_without_photos_is_refused(model_dir, tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("no photos here")
+    assert caption.main(["--model", str(model_dir), str(tmp_path)]) == 2
+    assert "error:" in capsys.readouterr().err
