@@ -1,7 +1,8 @@
 """Compare the six ways to caption in Chinese from translated captions (docs/spec/fluency.md).
 
     python -m conceptual.jobs.compare_fluency --features ZH --english-features EN
-        --reference NAME=URI [--reference NAME=URI ...] --cn DIR [--config FILE] [key=value ...]
+        --reference NAME=URI [--reference NAME=URI ...] --cn DIR [--config FILE]
+        [--train-config FILE] [key=value ...]
 
 ZH: features of the translated captions with their fluency scores (import_flickr8k_cn,
 score_fluency, features); EN: features of the same photos' English captions (for the late
@@ -12,6 +13,8 @@ whose provided translations are the offline translator. Keys of FluencyCompariso
 strategies, late_translation, rerank, translator, fluency_model, split, beam, registered,
 bootstrap.samples and bootstrap.seed (the resamples of the 95% intervals and of the paired
 p-values against each column's best; the table marks differences inside the noise `~`).
+--train-config: a train_captioner config for every captioner of the comparison, such as the
+paper's recipe, configs/recipes/fluency_captioner.yaml (train.* overrides still apply).
 Every run lands in one experiment (`fluency`); the comparison run holds the table and plot.
 """
 
@@ -59,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cn", type=location, help="the Flickr8k-CN folder (the translator)")
     parser.add_argument("--config", type=location, help="YAML file of FluencyComparisonConfig keys")
+    parser.add_argument(
+        "--train-config",
+        type=location,
+        help="YAML file of train_captioner keys for every captioner "
+        "(configs/recipes/fluency_captioner.yaml: the paper's)",
+    )
     add_common(parser, "FluencyComparisonConfig keys, e.g. train.epochs=10 registered=none")
     args = parser.parse_args(argv)
     from conceptual.config import ConfigError, load
@@ -77,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         args.verbose,
         refused=(ConfigError, StorageError, ImportSourceError, ValueError, OSError),
     ) as log:
-        config = load(FluencyComparisonConfig, args.config, args.overrides)
+        config = with_train_config(
+            load(FluencyComparisonConfig, args.config, args.overrides),
+            args.train_config,
+            args.overrides,
+        )
         translator = None
         if config.late_translation and args.cn:
             translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
@@ -85,6 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(result["rows"], list(references)))
     report_run(result["run_id"], config.experiment, log, "comparison run")
     return 0
+
+
+def with_train_config(config, path: str | None, overrides: list[str]):
+    """`config` whose captioners train with the keys of the train_captioner config at
+    `path`, the `train.*` overrides on top (None: `config` as it is)."""
+    if path is None:
+        return config
+    from conceptual.config import load
+    from conceptual.pipelines.train_captioner import TrainConfig
+
+    own = [o.removeprefix("train.") for o in overrides if o.startswith("train.")]
+    return config.model_copy(update={"train": load(TrainConfig, path, own)})
 
 
 if __name__ == "__main__":

@@ -606,3 +606,30 @@ def test_compare_fluency_scores_six_approaches_in_one_experiment(
     }
     version = client.get_model_version("captioner-zh", registered[0]["version"])
     assert version.run_id == registered[0]["run_id"]
+
+
+def test_the_fluency_papers_recipe_trains_a_chinese_captioner(
+    ray_local, platform_home, repo, tmp_path
+):
+    """configs/recipes/fluency_captioner.yaml on scored Chinese features (small for the test):
+    one LSTM reading the image first, saved and loaded as such, the rate the paper's."""
+    import mlflow
+
+    from conceptual.config import load
+    from conceptual.models.saving import SavedCaptioner
+    from conceptual.models.saving import load as load_model
+    from conceptual.pipelines.train_captioner import RECIPE, TrainConfig
+    from conceptual.pipelines.training import train
+
+    chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
+    small = ["model.d_model=32", "min_count=1", "min_eval_size=1", "epochs=2", "beam=2"]
+    small += ["eval_metrics=[CIDEr]", "cpus_per_worker=0.5", "experiment=test-captioning"]
+    config = load(TrainConfig, repo / "configs" / "recipes" / "fluency_captioner.yaml", small)
+    result = train(RECIPE, config, chinese)
+    run = mlflow.MlflowClient().get_run(result["run_id"])
+    assert run.data.params["model.image_input"] == "first_step"
+    assert run.data.params["lr_schedule"] == "exponential_epochs"
+    assert run.data.metrics["lr"] == pytest.approx(0.001)
+    saved = load_model(result["model_dir"], kind=SavedCaptioner)
+    assert saved.model.config.image_input == "first_step" and saved.model.config.l2_normalize
+    assert saved.model.core.encoder is None and saved.model.config.language == "zh"

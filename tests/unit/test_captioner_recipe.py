@@ -64,3 +64,15 @@ def test_l2_normalized_features_make_the_image_scale_irrelevant():
 def test_old_saved_configs_load_with_the_previous_behaviour():
     config = CaptionerConfig.model_validate({"architecture": "rnn", "vocab_size": 5})
     assert config.image_input == "state" and not config.l2_normalize
+
+
+def test_compare_fluency_trains_every_captioner_with_the_recipe(repo):
+    from conceptual.jobs.compare_fluency import with_train_config
+    from conceptual.pipelines.compare_fluency import FluencyComparisonConfig
+
+    path = str(repo / "configs" / "recipes" / "fluency_captioner.yaml")
+    overrides = ["train.epochs=3", "rerank=2"]
+    config = with_train_config(FluencyComparisonConfig(rerank=2), path, overrides)
+    assert config.train.model.image_input == "first_step" and config.train.epochs == 3
+    assert config.rerank == 2 and config.strategies == FluencyComparisonConfig().strategies
+    assert with_train_config(config, None, overrides) is config
