@@ -2,7 +2,7 @@
 captioner; optionally write them as a COCO results JSON.
 
     python -m conceptual.jobs.caption --model MODEL_URI IMAGE_OR_FOLDER [...] [--beam 4]
-        [--batch 32] [--results-json PATH]
+        [--batch 32] [--results-json PATH] [--compile]
 
 MODEL_URI: models:/captioner@champion, models:/captioner/3, runs:/<run id>/model, or a
 local directory holding a saved model (model.safetensors, config.json, vocab.json).
@@ -12,7 +12,9 @@ that cannot be read or decoded is skipped with a note on stderr; the job fails o
 no file could be captioned. --results-json writes `[{"image_id": ..., "caption": ...}]`,
 what the COCO caption evaluation, the COCO server and the Conceptual Captions leaderboard
 read: the id is the integer a COCO-style name ends with (COCO_val2014_000000123456.jpg and
-000000123456.jpg are 123456), else the file's stem.
+000000123456.jpg are 123456), else the file's stem. --compile decodes a Transformer over a
+static key/value cache with its step compiled (on GPUs a CUDA graph, replayed every step):
+the same captions, worth it for many batches of one size (it compiles per batch size).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--results-json", type=file_output, help="also write the captions as a COCO results JSON"
     )
+    parser.add_argument(
+        "--compile", action="store_true", help="compile the decoding step (static cache)"
+    )
     parser.add_argument("--verbose", action="store_true", help="show MLflow's and torch's own logs")
     args = parser.parse_args(argv)
     from conceptual import storage
@@ -54,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         if not files:
             raise ValueError(f"no image files in {', '.join(map(str, args.images))}")
         captioner = ImageCaptioner(
-            resolve(args.model), beam=args.beam, length_penalty=args.length_penalty
+            resolve(args.model),
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            compiled=args.compile,
         )
         captioned, skipped = caption_files(captioner, files, args.batch)
         for bad in skipped:

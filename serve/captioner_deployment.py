@@ -85,6 +85,10 @@ class CaptionerSettings(Config):
     # declares, the decoded image keeps what it has); more wait. RGB takes 3 bytes a pixel,
     # decoding twice that: 50M is about 0.3 GB.
     max_decode_pixels: int = Field(50_000_000, gt=0)
+    # A Transformer decodes over a static key/value cache with its step compiled (a CUDA
+    # graph on GPUs), once per batch size a replica meets: worth it on GPUs, where beam
+    # search is otherwise launch-bound (BENCHMARKS.md, issue 50).
+    compile_decoding: bool = False
 
     def registered_model(self, language: str) -> str:
         return self.model_name or model_name(language)
@@ -97,7 +101,9 @@ def saved_language(model_dir: Path) -> str:
     return saved.get("config", {}).get("language", "en")
 
 
-def load_captioner(model_dir: Path, version: ModelVersion, language: str) -> ImageCaptioner:
+def load_captioner(
+    model_dir: Path, version: ModelVersion, language: str, compiled: bool = False
+) -> ImageCaptioner:
     """The version's captioner, once its saved config says it writes `language`."""
     writes = saved_language(model_dir)
     if writes != language:
@@ -106,7 +112,7 @@ def load_captioner(model_dir: Path, version: ModelVersion, language: str) -> Ima
             f"{writes!r}, not {language!r}: it is not served as {language!r}; register it under "
             f"{model_name(writes)!r}"
         )
-    return ImageCaptioner(model_dir)
+    return ImageCaptioner(model_dir, compiled=compiled)
 
 
 def display(caption: str, language: str) -> str:
@@ -236,7 +242,9 @@ class CaptionerDeployment:
         self.language = language
         self.champion = Champion(
             settings.registered_model(language),
-            load=lambda path, version: load_captioner(path, version, language),
+            load=lambda path, version: load_captioner(
+                path, version, language, settings.compile_decoding
+            ),
         )
         # The first load happens before Serve routes requests here, so a replica added by
         # the autoscaler never answers "not ready" while the champion exists. Without one,

@@ -157,11 +157,19 @@ class Attention(nn.Module):
         keys, values = F.linear(x, self.in_proj_weight[d:], self.in_proj_bias[d:]).chunk(2, -1)
         return self._split(keys), self._split(values)
 
-    def forward(self, x: Tensor, keys: Tensor, values: Tensor, causal: bool = False) -> Tensor:
-        """x (B, T, d) attends to keys and values (B, heads, S, d/heads)."""
+    def forward(
+        self,
+        x: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        causal: bool = False,
+        mask: Tensor | None = None,
+    ) -> Tensor:
+        """x (B, T, d) attends to keys and values (B, heads, S, d/heads); `mask` (True:
+        attended, broadcast to B, heads, T, S) is the static cache's (models.static_cache)."""
         dropout = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(
-            self.queries(x), keys, values, dropout_p=dropout, is_causal=causal
+            self.queries(x), keys, values, attn_mask=mask, dropout_p=dropout, is_causal=causal
         )
         return self.out_proj(out.transpose(1, 2).flatten(2))
 

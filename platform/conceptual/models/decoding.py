@@ -8,26 +8,41 @@ only <eos> may follow. Neither generates <pad> or <bos>. Both decode the whole b
 once, one step per token, and the decoder reads only the newest token at each (the RNN's state,
 the Transformer's keys and values). Call `model.eval()` first: dropout would make captions
 random.
+
+`cache="static"` decodes a Transformer over a static key/value cache (models.static_cache:
+the same captions, every step the same shapes) and `compiled=True` compiles that step
+(torch.compile; a CUDA graph on GPUs, replayed every step), falling back to eager if it
+fails. The RNN's state is fixed-size already: it decodes as always.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
-from conceptual.models.captioner import Captioner, Memory, State
+from conceptual.models.captioner import Captioner, Memory, State, TransformerCore
+from conceptual.models.static_cache import StaticDecoder
 from conceptual.models.vocab import BOS, EOS, PAD
+
+Cache = Literal["dynamic", "static"]
 
 
 @torch.no_grad()
-def greedy(model: Captioner, features: Tensor, max_tokens: int | None = None) -> list[list[int]]:
+def greedy(
+    model: Captioner,
+    features: Tensor,
+    max_tokens: int | None = None,
+    cache: Cache = "dynamic",
+    compiled: bool = False,
+) -> list[list[int]]:
     """The most likely next token at every step."""
-    memory = model.encode(features)
+    step = _stepper(model, model.encode(features), cache, compiled)
     tokens = torch.full((len(features), 1), BOS, device=features.device)
     finished = torch.zeros(len(features), dtype=torch.bool, device=features.device)
-    state: State = None
     for last in _steps(model, max_tokens):
-        log_probs, state = _next_log_probs(model, memory, tokens, state, last)
+        log_probs = _next_log_probs(step, tokens, last)
         token = log_probs.argmax(-1).masked_fill(finished, PAD)
         tokens = torch.cat([tokens, token.unsqueeze(1)], dim=1)
         finished |= token == EOS
@@ -42,9 +57,12 @@ def beam_search(
     beam: int = 4,
     max_tokens: int | None = None,
     length_penalty: float = 0.0,
+    cache: Cache = "dynamic",
+    compiled: bool = False,
 ) -> list[list[int]]:
     """Each image's best caption by beam search (see n_best)."""
-    return [best[0] for best in n_best(model, features, beam, 1, max_tokens, length_penalty)]
+    ranked = n_best(model, features, beam, 1, max_tokens, length_penalty, cache, compiled)
+    return [best[0] for best in ranked]
 
 
 @torch.no_grad()
@@ -55,6 +73,8 @@ def n_best(
     n: int = 1,
     max_tokens: int | None = None,
     length_penalty: float = 0.0,
+    cache: Cache = "dynamic",
+    compiled: bool = False,
 ) -> list[list[list[int]]]:
     """The `beam` most likely partial captions of every image advance together, as one batch
     of images x beams. A finished caption keeps its place and score (it continues with <pad>
@@ -73,9 +93,9 @@ def n_best(
     # fill with copies of one caption.
     scores = torch.full((images, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0
-    state: State = None
+    step = _stepper(model, memory, cache, compiled)
     for last in _steps(model, max_tokens):
-        log_probs, state = _next_log_probs(model, memory, tokens, state, last)
+        log_probs = _next_log_probs(step, tokens, last)
         # A finished caption continues with <pad> at no cost (where, not a masked write:
         # no host synchronization).
         log_probs = torch.where(finished.unsqueeze(1), _pad_only(log_probs), log_probs)
@@ -87,7 +107,7 @@ def n_best(
         token = (best % vocab).flatten()
         tokens = torch.cat([tokens[parents], token.unsqueeze(1)], dim=1)
         finished = finished[parents] | (token == EOS)
-        state = _select(state, parents)
+        step.reorder(parents)
         if finished.all():
             break
     lengths = (tokens[:, 1:] != PAD).sum(dim=1).reshape(images, beam).clamp(min=1)
@@ -103,17 +123,52 @@ def _steps(model: Captioner, max_tokens: int | None) -> list[bool]:
     return [False] * words + [True]
 
 
-def _next_log_probs(
-    model: Captioner, memory: Memory, tokens: Tensor, state: State, last: bool
-) -> tuple[Tensor, State]:
-    log_probs, state = model.step(memory, tokens, state)
+class _Growing:
+    """Today's cache: the decoder's state grows by a token a step (Captioner.step)."""
+
+    def __init__(self, model: Captioner, memory: Memory):
+        self.model, self.memory, self.state = model, memory, None
+
+    def __call__(self, tokens: Tensor) -> Tensor:
+        log_probs, self.state = self.model.step(self.memory, tokens, self.state)
+        return log_probs
+
+    def reorder(self, rows: Tensor) -> None:
+        self.state = _select(self.state, rows)
+
+
+class _Static:
+    """The static cache's steps (models.static_cache), counted from the first token."""
+
+    def __init__(self, model: Captioner, memory: Memory, compiled: bool):
+        self.decoder = StaticDecoder.for_rows(model, len(memory[0]), compiled)
+        self.decoder.start(memory)
+        self.position = 0
+
+    def __call__(self, tokens: Tensor) -> Tensor:
+        at = torch.tensor(self.position, device=tokens.device)
+        self.position += 1
+        return self.decoder(tokens[:, -1:].contiguous(), at)  # one layout: one graph
+
+    def reorder(self, rows: Tensor) -> None:
+        self.decoder.reorder(rows)
+
+
+def _stepper(model: Captioner, memory: Memory, cache: Cache, compiled: bool) -> _Growing | _Static:
+    if (cache == "static" or compiled) and isinstance(model.core, TransformerCore):
+        return _Static(model, memory, compiled)
+    return _Growing(model, memory)
+
+
+def _next_log_probs(step: _Growing | _Static, tokens: Tensor, last: bool) -> Tensor:
+    log_probs = step(tokens)
     if last:  # the word limit is reached: only <eos> may follow
         eos = log_probs[:, EOS].clone()
         log_probs.fill_(float("-inf"))
         log_probs[:, EOS] = eos
     else:
         log_probs[:, [PAD, BOS]] = float("-inf")
-    return log_probs, state
+    return log_probs
 
 
 def _pad_only(log_probs: Tensor) -> Tensor:

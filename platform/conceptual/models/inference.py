@@ -33,14 +33,17 @@ class ImageCaptioner:
         cnn: CnnConfig | None = None,
         beam: int = 4,
         length_penalty: float = 0.0,
+        compiled: bool = False,
     ):
         """`cnn` says how the CNN runs (device, precision, weights, batch size); which CNN,
-        and at what input size, the saved captioner says."""
+        and at what input size, the saved captioner says. `compiled`: a Transformer decodes
+        over a static key/value cache with its step compiled (models.decoding), once per
+        batch size."""
         saved = load(model_dir, kind=SavedCaptioner)
         self.model, self.vocab, features = saved.model, saved.vocab, saved.features
         cnn = (cnn or CnnConfig()).model_copy(update={"model": features.model})
         self.extractor = FeatureExtractor(cnn, image_size=features.image_size)
-        self.beam, self.length_penalty = beam, length_penalty
+        self.beam, self.length_penalty, self.compiled = beam, length_penalty, compiled
 
     @property
     def image_size(self) -> int:
@@ -68,6 +71,7 @@ class ImageCaptioner:
                 beam=beam or self.beam,
                 n=num_captions,
                 length_penalty=self.length_penalty,
+                compiled=self.compiled,
             )
         return [[self.vocab.decode(ids) for ids in best] for best in ranked]
 
