@@ -22,6 +22,7 @@ CONFIG_FILES = {
     "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",
     "train_fluency.yaml": "conceptual.pipelines.train_fluency:FluencyTrainConfig",
     "train_retriever.yaml": "conceptual.pipelines.train_retriever:RetrieverTrainConfig",
+    "translate.yaml": "conceptual.pipelines.translate:TranslateConfig",
 }
 
 

@@ -65,6 +65,7 @@ WRITERS = {
     "rating_tasks": lambda i, o: ["--kind", "caption_quality", "--data", i, "--output", o],
     "publish_dataset": lambda i, o: ["--data", i, "--output", o],
     "clean_split": lambda i, o: ["--data", i, "--tasks", i, "--output", o],
+    "translate": lambda i, o: ["--data", i, "--output", o, "--to", "zh", "--cn", i],
 }
 # Where the output lies relative to the input folder.
 LAYOUTS = {

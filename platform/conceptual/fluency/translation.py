@@ -139,3 +139,28 @@ class _TfIdf:
             scores[ids] += weight * doc_weights  # a word's documents are distinct: no add.at
         best = int(np.argmax(scores))  # the first of equal scores
         return self.documents[best], min(1.0, float(scores[best] / norm))  # rounding
+
+
+class ServiceTranslator:
+    """Translation by a LibreTranslate-compatible HTTP service (POST URL/translate with
+    `q` a list of sentences, `source`, `target`, `api_key`; `translatedText` the list back),
+    the key read from an environment variable so that it never lands in a config or a log."""
+
+    def __init__(self, url: str, key: str, target: str = "zh", timeout_s: float = 30.0):
+        self.url, self.key, self.target, self.timeout_s = url.rstrip("/"), key, target, timeout_s
+
+    def translate(self, sentences: list[str]) -> list[str | None]:
+        import json
+        import urllib.request
+
+        body = {"q": sentences, "source": "en", "target": self.target, "format": "text"}
+        request = urllib.request.Request(
+            f"{self.url}/translate",
+            data=json.dumps({**body, "api_key": self.key}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            translated = json.load(response)["translatedText"]
+        if len(translated) != len(sentences):
+            raise ValueError(f"{len(translated)} translations of {len(sentences)} sentences")
+        return [t or None for t in translated]

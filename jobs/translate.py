@@ -1,0 +1,76 @@
+"""Machine-translate the English captions of a curated dataset into Chinese records the fluency
+pipeline reads (score_fluency, features, train_captioner language=zh).
+
+    python -m conceptual.jobs.translate --data CURATED --output URI --to zh [--cn DIR]
+        [--config FILE] [key=value ...]
+
+CURATED: a curation (curate, import_conceptual, import_captions, import_flickr8k_cn
+source=english) or its curated/ folder. OUTPUT gets curated/*.parquet as import_flickr8k_cn
+writes Chinese captions (caption segmented, text, original = the English caption, language,
+source), rejected/*.parquet (no translation, or its translation raised), translate.json and
+_SUCCESS. The translator: translator=baidu (default) or google, Flickr8k-CN's provided
+translations, nearest English sentence for one they lack (offline; --cn DIR), or
+translator=service service.url=URL, a LibreTranslate-compatible service whose key is in
+$CONCEPTUAL_TRANSLATE_KEY (service.key_env). Keys: pipelines/translate.py TranslateConfig.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from conceptual.jobs.arguments import (
+    JobParser,
+    add_common,
+    job_main,
+    location,
+    output,
+    report_run,
+    run_data_job,
+)
+
+
+@job_main
+def main(argv: list[str] | None = None) -> int:
+    parser = JobParser(
+        prog="python -m conceptual.jobs.translate",
+        description=__doc__.split("\n\n")[0],
+        keys="translate.yaml",
+    )
+    parser.add_argument("--data", required=True, type=location, help="a curated dataset")
+    parser.add_argument("--output", required=True, type=output, help="where curated/ goes")
+    parser.add_argument("--to", required=True, choices=["zh"], help="the target language")
+    parser.add_argument(
+        "--cn", type=location, help="the Flickr8k-CN folder (the offline translator)"
+    )
+    parser.add_argument("--config", type=location, help="YAML file of TranslateConfig keys")
+    add_common(parser, "TranslateConfig keys, e.g. translator=google batch_size=256")
+    args = parser.parse_args(argv)
+    from conceptual import storage
+    from conceptual.pipelines.translate import TranslateConfig, run
+
+    def translate(data: str, out: str, config: TranslateConfig):
+        return run(data, out, config, args.cn, args.to)
+
+    def check(data: str, config: TranslateConfig) -> TranslateConfig:
+        from conceptual.pipelines.translate import make_translator
+
+        if config.translator == "service":  # a provided one loads its files on the actors
+            make_translator(config, args.cn, args.to)
+        elif args.cn is None:
+            make_translator(config, None, args.to)  # its error: give --cn
+        return config
+
+    config, (summary, run_id), log = run_data_job(
+        "translate", args, args.data, TranslateConfig, translate, (ValueError,), check
+    )
+    print(json.dumps(summary, indent=2, ensure_ascii=False))
+    print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['translated']} translated)")
+    if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):
+        print(f"rejected: {storage.join(args.output, 'rejected')}  ({failed} records)")
+    report_run(run_id, config.experiment, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
