@@ -1,6 +1,9 @@
 """CNN features of a curated dataset, as Ray Data batch inference (spec: captioning,
 "image features"): for every curated record, the pooled (1x1) vector and the 8x8 grid of
-the pretrained EfficientNet-lite's last feature map, optionally for several augmented crops.
+the pretrained EfficientNet-lite's last feature map, optionally for several augmented crops
+(`crops=N`), which the captioner trains on: by default the paper's (section 5.2: random crops
+of 50-100% of the photo, colours distorted), or `augmentation=crop_only` (60-100%, colours
+kept: the platform's crops before).
 
     DATA/curated/*.parquet (records.CURATED)  ->  OUTPUT/features/*.parquet (records.FEATURES)
                                                   OUTPUT/rejected/*.parquet, when a record
@@ -36,7 +39,7 @@ from conceptual.pipelines.executors import cnn_actors
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import FEATURES, image_id
 from conceptual.storage import SUCCESS
-from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+from conceptual.vision.cnn import AugmentationName, CnnConfig, FeatureExtractor
 
 # What a record brings along when it has it: its image's id (curation writes it) and, for a
 # caption in another language (records.LANGUAGE_FIELDS), its language and its fluency
@@ -49,6 +52,7 @@ class FeaturesConfig(Config):
     cnn: CnnConfig = CnnConfig()
     image_size: int = 256  # EfficientNet-lite's last map is 1/32 of the input: 256 px -> 8x8
     crops: int = 0  # augmented crops per image besides the centre crop (captioning: 0 or 4-10)
+    augmentation: AugmentationName = "paper"  # how those crops are drawn (vision.cnn.AUGMENTATIONS)
     seed: int = 0  # the crops are the same for the same seed
     actors: int | None = None  # None: one per GPU when there are GPUs, else one per CPU
     cpus_per_actor: float = 1.0
@@ -77,7 +81,10 @@ class FeatureStage:
         # The records of one photo (one per caption) sit together: run the CNN once per photo.
         distinct = list(dict.fromkeys(photos))
         images = [open_image(data, self.config.image_size) for data in distinct]
-        extracted = self.extractor.extract(images, crops=self.config.crops, seed=self.config.seed)
+        config = self.config
+        extracted = self.extractor.extract(
+            images, crops=config.crops, seed=config.seed, augmentation=config.augmentation
+        )
         of_photo = dict(zip(distinct, extracted))
         per_record = [of_photo[data] for data in photos]
         rows = []
@@ -154,6 +161,7 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
         "rejected": rejected,  # {stage: {reason: n}}: the rows in rejected/
         "rows": rows,
         "crops_per_image": config.crops + 1,
+        "augmentation": config.augmentation,
         "model": config.cnn.model,
         "image_size": config.image_size,
         "grid": config.image_size // 32,

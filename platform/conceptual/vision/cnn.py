@@ -16,6 +16,7 @@ through the input path.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import io
 import json
@@ -46,6 +47,9 @@ HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Augmented crops (random resized crop): the area and aspect ranges they are drawn from.
 CROP_SCALE = (0.6, 1.0)
 CROP_ASPECT = (3 / 4, 4 / 3)
+# The Inception preprocessing's colour distortion (random_brightness max_delta 32/255,
+# random_saturation 0.5-1.5), which jitter_colours applies.
+BRIGHTNESS, SATURATION = 32 / 255, 0.5
 # The channels of the last feature map (EfficientNet-lite's head is 1280 wide in every size).
 FEATURE_CHANNELS = 1280
 # ITU-R 601 luma, Pillow's weights for RGB -> L: the grey a saturation change moves from.
@@ -135,6 +139,27 @@ class Crop:
 
     box: tuple[float, float, float, float]  # left, top, right, bottom
     flip: bool = False  # mirrored left to right
+    # (brightness delta in 0..255 units, saturation factor), as distort_colours applies them
+    colour: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """How the augmented crops of an image are drawn: their area as a share of the photo,
+    and the colour distortion's ranges (both 0: none)."""
+
+    scale: tuple[float, float]
+    brightness: float = 0.0
+    saturation: float = 0.0
+
+
+AUGMENTATIONS = {
+    # Section 5.2 of the paper: random crops of 50-100% of the image, colours distorted.
+    "paper": Augmentation((0.5, 1.0), BRIGHTNESS, SATURATION),
+    # The platform's crops before the paper's were followed: 60-100%, colours kept.
+    "crop_only": Augmentation(CROP_SCALE),
+}
+AugmentationName = Literal["paper", "crop_only"]
 
 
 def centre_crop(width: int, height: int) -> Crop:
@@ -174,6 +199,19 @@ def random_crop(
     return centre_crop(width, height)
 
 
+def augmented_view(
+    width: int, height: int, rng: np.random.Generator, augmentation: Augmentation
+) -> Crop:
+    """A random crop by `augmentation`, its colour distortion drawn after it (crop_only draws
+    nothing more, so its crops are the ones the same seed always gave)."""
+    crop = random_crop(width, height, rng, scale=augmentation.scale)
+    if not (augmentation.brightness or augmentation.saturation):
+        return crop
+    delta = rng.uniform(-augmentation.brightness, augmentation.brightness) * 255
+    factor = rng.uniform(1 - augmentation.saturation, 1 + augmentation.saturation)
+    return dataclasses.replace(crop, colour=(float(delta), float(factor)))
+
+
 def to_pixels(
     images: Sequence[Image.Image], size: int, crops: Sequence[Crop] | None = None
 ) -> np.ndarray:
@@ -188,7 +226,15 @@ def to_pixels(
         if crop.flip:
             square = square.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         arrays.append(np.asarray(square))
-    return np.ascontiguousarray(np.stack(arrays).transpose(0, 3, 1, 2))
+    pixels = np.ascontiguousarray(np.stack(arrays).transpose(0, 3, 1, 2))
+    coloured = [i for i, crop in enumerate(crops or []) if crop.colour]
+    if coloured:
+        delta, factor = (
+            np.array([crops[i].colour[n] for i in coloured], np.float32).reshape(-1, 1, 1, 1)
+            for n in (0, 1)
+        )
+        pixels[coloured] = distort_colours(pixels[coloured], delta, factor)
+    return pixels
 
 
 def normalize(pixels: torch.Tensor) -> torch.Tensor:
@@ -215,6 +261,12 @@ def jitter_colours(
     shape = (len(pixels), 1, 1, 1)
     delta = (rng.uniform(-brightness, brightness, size=shape) * 255).astype(np.float32)
     factor = rng.uniform(1 - saturation, 1 + saturation, size=shape).astype(np.float32)
+    return distort_colours(pixels, delta, factor)
+
+
+def distort_colours(pixels: np.ndarray, delta: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """jitter_colours' distortion with its draws given: `delta` (0..255 units) added, then
+    each pixel's distance from its grey scaled by `factor` (both (N, 1, 1, 1))."""
     x = pixels.astype(np.float32) + delta
     grey = np.tensordot(np.array(LUMA, dtype=np.float32), x, axes=([0], [1]))[:, None]
     return np.clip(np.rint(grey + factor * (x - grey)), 0, 255).astype(np.uint8)
@@ -295,6 +347,15 @@ class ImageNetClassifier(_Backbone):
         ]
 
 
+def image_views(
+    size: tuple[int, int], index: int, crops: int, seed: int, augmentation: Augmentation
+) -> list[Crop]:
+    """The centre crop of the `index`-th image of a batch, then its `crops` augmented crops,
+    drawn from (seed, index) alone."""
+    rng = np.random.default_rng((seed, index))
+    return [centre_crop(*size), *(augmented_view(*size, rng, augmentation) for _ in range(crops))]
+
+
 class FeatureExtractor(_Backbone):
     """The final feature map (1280 channels; 8 x 8 at the default 256 px) and its mean."""
 
@@ -302,17 +363,20 @@ class FeatureExtractor(_Backbone):
         super().__init__(config, image_size)
 
     def extract(
-        self, images: Sequence[Image.Image], crops: int = 0, seed: int = 0
+        self,
+        images: Sequence[Image.Image],
+        crops: int = 0,
+        seed: int = 0,
+        augmentation: AugmentationName = "paper",
     ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Per image: [(pooled (C,), grid (rows, cols, C)), ...], float32; index 0 is the centre
-        crop, then `crops` augmented crops, the same for the same (seed, image index)."""
+        crop, then `crops` augmented crops (AUGMENTATIONS[augmentation]), the same for the
+        same (seed, image index)."""
         views_per_image = 1 + crops
         sources, views = [], []
         for index, image in enumerate(images):
-            rng = np.random.default_rng((seed, index))
             sources += [image] * views_per_image
-            views.append(centre_crop(*image.size))
-            views += [random_crop(*image.size, rng) for _ in range(crops)]
+            views += image_views(image.size, index, crops, seed, AUGMENTATIONS[augmentation])
         grids = [
             grid
             for batch in self._run(self.model.extract_features, sources, views)
