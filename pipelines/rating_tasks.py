@@ -5,6 +5,7 @@
 | caption_quality | its captions (Conceptual Captions Table 2) | evaluate_captioner: the model's and the nearest-neighbour baseline's test captions (samples.json; Table 4) |
 | retrieval | - | evaluate_retriever (rankings.json; run it with rankings=N for N per direction): `query_to_image`, a query and its top 5 images, its own image added when missing; or `image_to_query`, a photo and its top 5 captions, one of its own added when none is there |
 | zh_caption | its Chinese captions, one per image and source (MT system, native, human) | compare_fluency: every approach's caption of each test image (captions.json); evaluate_captioner of a Chinese captioner |
+| fluency_label | its machine translations (records with an English `original`), to grade fluent or not (the fluency paper's labels) | - |
 
 Sampling is reproducible: the candidates come in a stable order and `seed` draws from them.
 `items` counts items; for zh_caption it counts images, each with every approach's caption.
@@ -91,13 +92,16 @@ def photos(data_uris: Iterable[str], column: str, values: list[str]) -> dict[str
 def from_data(kind: str, data_uri: str, items: int | None, rng: random.Random) -> list[dict]:
     """Items from a curated dataset (an import's or curation's output, or its curated/)."""
     folder = storage.output_part(data_uri, CURATED)
-    columns = ["id", "caption", "image_id", "language", "source", "text"]
+    columns = ["id", "caption", "image_id", "language", "source", "text", "original"]
     table = curated_table(folder, columns).sort_by("id").to_pylist()
     if kind == "caption_quality":
         chosen = sample(table, items, rng)
         approach = "curated"
     elif kind == "zh_caption":
         chosen = chinese_captions(table, items, rng)
+        approach = None
+    elif kind == "fluency_label":  # translations only: the label is of a translation
+        chosen = sample([row for row in table if row.get("original")], items, rng)
         approach = None
     else:
         raise ValueError(f"{kind} tasks come from a run (--run), not from a dataset")
@@ -123,7 +127,7 @@ def chinese_captions(records: list[dict], images: int | None, rng: random.Random
 def caption_item(
     kind: str, approach: str, text: str, row: dict[str, Any], shown: dict[str, bytes]
 ) -> dict[str, Any]:
-    text = normalize(text) if kind == "zh_caption" else text
+    text = normalize(text) if kind in ("zh_caption", "fluency_label") else text
     return {
         "item_id": item_id(kind, approach, row["id"], text),
         "approach": approach,

@@ -200,7 +200,33 @@ def zh_caption(
     return rows, metrics
 
 
-TABLES = {"caption_quality": caption_quality, "retrieval": retrieval, "zh_caption": zh_caption}
+def fluency_label(
+    tasks: TaskSet, ratings: Ratings, rated: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Per translator: the sentences the raters agreed on (the labels train_fluency reads)
+    and the share of them fluent (the fluency paper: under 30%)."""
+    from conceptual.fluency.human_labels import agreed
+
+    rows, metrics = [], {}
+    for approach, items in by_approach(tasks, rated).items():
+        grades = [agreed(ratings.answers(i)) for i in items]
+        labelled = [g for g in grades if g is not None]
+        row = {"approach": approach, "items": len(items), "labelled": len(labelled)}
+        row["fluent"] = share(labelled)
+        rows.append(row)
+        metrics |= {
+            prefix(tasks, approach, always=True) + k: v for k, v in row.items() if k != "approach"
+        }
+    metrics["fleiss_kappa"] = fleiss_kappa([ratings.answers(i) for i in rated])
+    return rows, metrics
+
+
+TABLES = {
+    "caption_quality": caption_quality,
+    "retrieval": retrieval,
+    "zh_caption": zh_caption,
+    "fluency_label": fluency_label,
+}
 
 
 def rater_table(ratings: Ratings) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ question, raters per item, seed, where the items came from), then the `_SUCCESS`
 | caption_quality | a photo and a caption | `GOOD` or `BAD` |
 | retrieval | a query and the images retrieved for it (its top 5, and its own image when that is not among them), in a shuffled order; or (image_to_query) a photo and the captions retrieved for it, one of its own added the same way | one `Y` or `N` per image (caption) shown, in the order shown: `YNNNNY` |
 | zh_caption | a photo and a Chinese caption | relevance and fluency, each 1-5: `4/5` |
+| fluency_label | a machine-translated Chinese sentence (and its photo) | `FLUENT`, `NOT_FLUENT` or `DIFFICULT` (the fluency paper's grades; conceptual.fluency.human_labels) |
 
 Every item names its `approach` (what wrote the caption: `model`, `baseline`, a fluency
 strategy, a translator, ...). The page never shows it; approaches are shuffled together,
@@ -34,6 +35,7 @@ ITEMS, MANIFEST = "tasks.parquet", "tasks.json"
 GOOD, BAD = "GOOD", "BAD"
 MATCH, NO_MATCH = "Y", "N"
 SCALE = range(1, 6)  # relevance and fluency, 1-5
+GRADES = FLUENT, NOT_FLUENT, DIFFICULT = ("FLUENT", "NOT_FLUENT", "DIFFICULT")  # fluency_label
 RESULTS_SHOWN = 5  # retrieval: the top 5, as in the spoken-captions paper's Table 4
 # Retrieval items: a query and the images found for it, or a photo and the captions found.
 DIRECTIONS = QUERY_TO_IMAGE, IMAGE_TO_QUERY = ("query_to_image", "image_to_query")
@@ -80,6 +82,8 @@ class Kind:
             shown = len(item["results"] or [])
             if len(text) == shown and set(text) <= {MATCH, NO_MATCH}:
                 return text
+        if self.name == "fluency_label" and text.replace(" ", "_") in GRADES:
+            return text.replace(" ", "_")
         if self.name == "zh_caption":
             parts = text.split("/")
             if len(parts) == 2 and all(p.isdigit() and int(p) in SCALE for p in parts):
@@ -109,6 +113,12 @@ KINDS = {
             "exactly), and how fluent is it as Chinese (1: not Chinese, 5: as a native "
             "speaker writes)?",
             "relevance/fluency, each 1-5, e.g. 4/5",
+        ),
+        Kind(
+            "fluency_label",
+            "Is the Chinese sentence fluent, as a native speaker would write it (whatever it "
+            "says of the photo)? FLUENT, NOT_FLUENT, or DIFFICULT when you cannot tell.",
+            "FLUENT, NOT_FLUENT or DIFFICULT",
         ),
     )
 }
