@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from conceptual import storage, tracking
+from conceptual import lineage, storage, tracking
 from conceptual.pipelines.features_data import features_summary
 from conceptual.rating.tasks import (
     IMAGE_TO_QUERY,
@@ -154,7 +154,8 @@ def from_run(
     ]
     curated = [uri for uri in map(curated_of, feature_uris) if uri]
     if stage == "evaluate_retriever":
-        return retrieval_items(run, items, rng, curated, direction)
+        rows, about = retrieval_items(run, items, rng, curated, direction)
+        return rows, {**about, "curated": curated}
     if stage == "compare_fluency":
         captions = artifact(run_id, "captions.json")
         images = sample(sorted({k for by_key in captions.values() for k in by_key}), items, rng)
@@ -165,7 +166,7 @@ def from_run(
             for key, caption in by_key.items()
             if key in shown
         ]
-        return rows, {}
+        return rows, {"curated": curated}
     table = artifact(run_id, "samples.json")  # MLflow's table: columns and rows
     samples = pd.DataFrame(table["data"], columns=table["columns"]).sort_values("id")
     approaches = ["generated", *(["baseline"] if "baseline" in samples else [])]
@@ -176,7 +177,7 @@ def from_run(
         for column in approaches
         for row in chosen
     ]
-    return rows, {}
+    return rows, {"curated": curated}
 
 
 def curated_of(features_uri: str) -> str | None:
@@ -317,18 +318,28 @@ def build(
     if direction != QUERY_TO_IMAGE and kind != "retrieval":
         raise ValueError(f"a direction is for retrieval tasks, not {kind}")
     rng = random.Random(seed)
-    if run_id:
-        rows, about = from_run(kind, run_id, items, rng, direction)
-        source = {"run_id": run_id, **about}
-    else:
-        assert data is not None
-        rows, source = from_data(kind, data, items, rng), {"data": data}
-    if photo == "crop":
-        rows, source["undecodable"] = as_seen(rows)
-    tasks = new_task_set(kind, rows, raters, seed, {**source, "photo": photo}, rng)
-    if direction == IMAGE_TO_QUERY:
-        tasks.manifest["question"] = CAPTIONS_QUESTION
-    tasks.write(output)
+    tracking.configure()
+    tags = {"stage": "rating_tasks", "kind": kind}
+    with tracking.start_run("rating", tags=tags) as run:
+        mlflow.log_params({"items": items, "raters": raters, "seed": seed, "photo": photo,
+                           "direction": direction, "output": output, "source_run": run_id})  # fmt: skip
+        if run_id:
+            rows, about = from_run(kind, run_id, items, rng, direction)
+            source = {"run_id": run_id, **about}
+        else:
+            assert data is not None
+            rows, source = from_data(kind, data, items, rng), {"data": data}
+        # What the items were drawn from, for lineage (the run's own inputs name the rest).
+        for uri in [data] if data else source.get("curated", []):
+            lineage.log_read(uri, context="rating")
+        if photo == "crop":
+            rows, source["undecodable"] = as_seen(rows)
+        tasks = new_task_set(
+            kind, rows, raters, seed, {**source, "photo": photo, "mlflow_run": run.info.run_id}, rng
+        )
+        if direction == IMAGE_TO_QUERY:
+            tasks.manifest["question"] = CAPTIONS_QUESTION
+        tasks.write(output)
     return tasks
 
 

@@ -122,7 +122,14 @@ def test_caption_quality_photos_cut_to_what_the_model_saw(tmp_path, platform_hom
     assert "1 items left out" in capsys.readouterr().out
     whole, crop = read_task_set(str(tmp_path / "whole")), read_task_set(str(tmp_path / "crop"))
     assert whole.manifest["source"]["photo"] == "whole" and len(whole.items) == 4
-    assert crop.manifest["source"] == {"data": data, "photo": "crop", "undecodable": 1}
+    source = dict(crop.manifest["source"])
+    run_id = source.pop("mlflow_run")
+    assert source == {"data": data, "photo": "crop", "undecodable": 1}
+    # The task set's run names what its items were drawn from (lineage).
+    from mlflow import MlflowClient
+
+    (read,) = MlflowClient().get_run(run_id).inputs.dataset_inputs
+    assert read.dataset.source == data or data in read.dataset.source
     for item in crop.items:
         square = Image.open(io.BytesIO(item["image"])).convert("RGB")
         assert square.size == (8, 8)  # the centre square of a 12 x 8 photo
