@@ -13,7 +13,10 @@ the four-view score, of each view alone, of the paper's baselines (a coin; the E
 the Chinese sentence shorter than the mean fluent length) and of a tuned length rule; the best checkpoint by dev
 AUC is logged under the run's model/ (runs:/<run id>/model) and becomes a version of
 `fluency-zh`, and `champion` moves to it only when it beats the champion's dev AUC on the
-same labels.
+same labels. --labels TASKS adds people's labels (a fluency_label task set two raters
+answered; its answers from the rating page, or labels_ratings=FILE.csv): a sentence both
+raters graded alike is labelled so, its derived label, if any, replaced
+(conceptual.fluency.human_labels).
 """
 
 from __future__ import annotations
@@ -37,8 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         keys="train_fluency.yaml",
     )
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
+    parser.add_argument(
+        "--labels",
+        type=location,
+        help="a fluency_label task set: people's labels beside the derived ones (key labels)",
+    )
     add_training_arguments(parser, "FluencyTrainConfig", "fluency-zh", "epochs=4 threshold=0.45")
     args = parser.parse_args(argv)
+    if args.labels:
+        args.overrides = [*args.overrides, f"labels={args.labels}"]
     from conceptual.pipelines.train_fluency import RECIPE, held_out_markdown
 
     def report(result: dict) -> str:

@@ -41,8 +41,9 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from conceptual import tracking
+from conceptual import storage, tracking
 from conceptual.fluency.baselines import MeanFluentLength, random_guess
+from conceptual.fluency.human_labels import human_pairs, merged
 from conceptual.fluency.labels import THRESHOLD, LabelledPair, labelled_pairs
 from conceptual.fluency.model import (
     FLUENT_ABOVE,
@@ -76,6 +77,10 @@ class FluencyTrainConfig(training.TrainingConfig):
     threshold: float = Field(default=THRESHOLD, gt=0, lt=1)  # labels: chrF to the human translation
     splits: SplitConfig = SplitConfig(train=0.8, val=0.1, test=0.1)  # of the labelled photos
     min_count: int = 2  # each view's vocabulary: tokens seen at least this often in train
+    # People's labels beside the derived ones (conceptual.fluency.human_labels): a
+    # fluency_label task set, its answers from the rating page's database or a ratings CSV.
+    labels: str | None = None
+    labels_ratings: str | None = None  # a CSV of rater,item_id,answer; None: the page's answers
     experiment: str = "fluency"
     # The spec's optimization (the training core's defaults are the captioners'), but for the
     # rate: at the spec's 1e-4 the four-view score is still rising after 10 epochs (held-out
@@ -96,6 +101,8 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
     the rows (read here and sent to the workers); after training, the best model's held-out
     table (its rows are the result's `held_out`)."""
     pairs = labelled_pairs(cn_dir, config.threshold)
+    human = read_human_labels(config.labels, config.labels_ratings) if config.labels else []
+    pairs = merged(pairs, human)
     split = split_pairs(pairs, config.splits)
     if not split["train"] or not split[EVAL_SPLIT]:
         raise ValueError(
@@ -134,6 +141,7 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
         params={
             "cn_dir": cn_dir,
             "labelled_pairs": len(pairs),
+            "human_labelled_pairs": len(human),
             **{f"{name}_pairs": len(split[name]) for name in SPLITS},
             **{f"vocab_size.{view}": len(vocabs[view]) for view in VIEWS},
         },
@@ -148,6 +156,25 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
         eval_set=eval_set_name(cn_dir, split[EVAL_SPLIT]),
         finish=log_held_out,
     )
+
+
+def read_human_labels(tasks_uri: str, ratings_csv: str | None) -> list[LabelledPair]:
+    """The sentences of a fluency_label task set two raters agreed on, with their English
+    originals from the import the task set was made from."""
+    from conceptual.pipelines.rating_results import ratings
+    from conceptual.pipelines.rating_tasks import CURATED, curated_table
+    from conceptual.rating.tasks import read_task_set
+
+    tasks = read_task_set(tasks_uri)
+    data = tasks.manifest["source"].get("data")
+    if tasks.kind.name != "fluency_label" or not data:
+        raise ValueError(
+            f"labels={tasks_uri} is no fluency_label task set of a dataset (rating_tasks "
+            "--kind fluency_label --data CHINESE_IMPORT --raters 2)"
+        )
+    table = curated_table(storage.output_part(data, CURATED), ["id", "original"]).to_pylist()
+    originals = {row["id"]: row["original"] for row in table if row.get("original")}
+    return human_pairs(tasks, ratings(tasks, ratings_csv, None), originals)
 
 
 def split_pairs(pairs: list[LabelledPair], splits: SplitConfig) -> dict[str, list[LabelledPair]]:

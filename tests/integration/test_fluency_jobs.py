@@ -193,3 +193,36 @@ def test_jobs_refuse_what_they_cannot_use(data, ray_local, platform_home, capsys
     argv = ["--model", str(tmp_path / "no-model"), "--data", str(tmp_path / "import")]
     assert score_fluency.main([*argv, "--output", str(tmp_path / "out")]) == 2
     assert f"--model {tmp_path / 'no-model'}: no such file or folder" in capsys.readouterr().err
+
+
+def test_train_job_reads_human_fluency_labels_beside_the_derived_ones(
+    data, ray_local, platform_home, tmp_path, capsys
+):
+    """A fluency_label task set of a Baidu import, two raters' answers as a CSV (agreeing on
+    some sentences, not on others), and train_fluency --labels reading the agreed ones."""
+    import mlflow
+
+    from conceptual.fluency.flickr8k_cn import import_flickr8k_cn
+    from conceptual.jobs import rating_tasks, train_fluency
+    from conceptual.rating.tasks import read_task_set
+
+    imported, tasks_dir = tmp_path / "import", tmp_path / "tasks"
+    import_flickr8k_cn(data["images"], data["cn"], str(imported))
+    argv = ["--kind", "fluency_label", "--data", str(imported), "--output", str(tasks_dir)]
+    assert rating_tasks.main([*argv, "--raters", "2", "--seed", "0"]) == 0
+    tasks = read_task_set(str(tasks_dir))
+    assert len(tasks.items) == 3 * 2 and {i["approach"] for i in tasks.items} == {"baidu"}
+    # Both raters agree on the first four items, disagree on the fifth; nobody rates the last.
+    lines = ["rater,item_id,answer"]
+    for n, item in enumerate(tasks.items[:5]):
+        first = "FLUENT" if n % 2 else "NOT_FLUENT"
+        second = first if n < 4 else "DIFFICULT"
+        lines += [f"ann,{item['item_id']},{first}", f"bob,{item['item_id']},{second}"]
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    argv = ["--cn", str(data["cn"]), "--labels", str(tasks_dir), "--no-register"]
+    assert train_fluency.main([*argv, f"labels_ratings={ratings}", *TINY]) == 0
+    run_id = re.search(r"mlflow:\s+run ([0-9a-f]{32}) ", capsys.readouterr().out).group(1)
+    params = mlflow.MlflowClient().get_run(run_id).data.params
+    assert params["human_labelled_pairs"] == "4" and params["labels"] == str(tasks_dir)
