@@ -13,6 +13,8 @@ whose provided translations are the offline translator. Keys of FluencyCompariso
 strategies, late_translation, rerank, translator, fluency_model, split, beam, registered,
 bootstrap.samples and bootstrap.seed (the resamples of the 95% intervals and of the paired
 p-values against each column's best; the table marks differences inside the noise `~`).
+--manual-features: features of native-written Chinese captions (import_flickr8k_cn
+source=native), a captioner trained on them as the paper's "Manual Flickr8k-cn" row.
 --train-config: a train_captioner config for every captioner of the comparison, such as the
 paper's recipe, configs/recipes/fluency_captioner.yaml (train.* overrides still apply).
 Every run lands in one experiment (`fluency`); the comparison run holds the table and plot.
@@ -61,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         help="features of the test photos with Chinese references (once per reference set)",
     )
     parser.add_argument("--cn", type=location, help="the Flickr8k-CN folder (the translator)")
+    parser.add_argument(
+        "--manual-features",
+        type=location,
+        help="features of human-written Chinese captions: the 'Manual Flickr8k-cn' row",
+    )
     parser.add_argument("--config", type=location, help="YAML file of FluencyComparisonConfig keys")
     parser.add_argument(
         "--train-config",
@@ -94,7 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         translator = None
         if config.late_translation and args.cn:
             translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
-        result = compare(args.features, references, config, args.english_features, translator)
+        result = compare(
+            args.features,
+            references,
+            config,
+            args.english_features,
+            translator,
+            args.manual_features,
+        )
     print(markdown_table(result["rows"], list(references)))
     report_run(result["run_id"], config.experiment, log, "comparison run")
     return 0

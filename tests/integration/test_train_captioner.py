@@ -572,6 +572,7 @@ def test_compare_fluency_scores_six_approaches_in_one_experiment(
         config,
         english_features=features_uri,
         translator=ProvidedTranslations(cn, nearest=True),
+        manual_features=write_features(tmp_path / "manual", KINDS_ZH, "zh"),
     )
 
     rows = {row["approach"]: row for row in result["rows"]}
@@ -580,8 +581,10 @@ def test_compare_fluency_scores_six_approaches_in_one_experiment(
         "late translation rerank",
         "without fluency",
         "rejection sampling",
+        "Manual Flickr8k-cn",
         "nearest neighbour",
     ]
+    assert rows["Manual Flickr8k-cn"]["version"] is None  # not trained on translations
     for row in rows.values():
         assert {"refs.BLEU-4", "refs.ROUGE-L", "refs.CIDEr", "refs.char.CIDEr"} <= set(row)
         assert 0 <= row["fluency"] <= 1 and 0 <= row["fluent_share"] <= 1
@@ -598,7 +601,7 @@ def test_compare_fluency_scores_six_approaches_in_one_experiment(
         [client.get_experiment_by_name("test-fluency").experiment_id],
         f"tags.`mlflow.parentRunId` = '{result['run_id']}'",
     )
-    assert len(children) == 3  # the English captioner and two Chinese ones
+    assert len(children) == 4  # the English captioner, two Chinese ones and the manual one
     registered = [row for row in rows.values() if row["version"] is not None]
     assert len(registered) == 1 and registered[0]["approach"] in {
         "without fluency",
