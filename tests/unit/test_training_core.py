@@ -200,14 +200,14 @@ def test_the_progress_lines_name_every_epoch_even_between_two_looks(platform_hom
     each one from the run's metric histories."""
     import mlflow
 
-    from conceptual.tracking import start_run
+    from conceptual.tracking import send_metrics, start_run
 
     with start_run("progress-test") as run:
         run_id = run.info.run_id
     with training.EpochProgress(run_id, 4, "rnn-1x1", "CIDEr", every_s=3600):
         for epoch in range(1, 5):  # all four before its first (and only, at exit) look
-            training.log_epoch(run_id, epoch * 10, [1.0], {"epoch": epoch, "loss": 1.0 / epoch,
-                                                         "CIDEr": epoch / 10})  # fmt: skip
+            metrics = {"epoch": epoch, "loss": 1.0 / epoch, "CIDEr": epoch / 10}
+            assert not send_metrics(run_id, training.epoch_metrics(epoch * 10, [1.0], metrics))
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     assert lines == [
         "training rnn-1x1: 4 epochs",
