@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 import ray
 import torch
+import torch.distributed as dist
 from pydantic import Field
 from torch import Tensor
 
@@ -111,8 +112,10 @@ class Batches:
                 yield self._to_device(
                     {k: torch.from_numpy(v[start:end]) for k, v in window.items()}
                 )
-        if keeping is not None:
-            self.kept = keeping.columns(self.device, self.settings.on_device == "auto")
+        if self.keeps:
+            if all_workers(keeping is not None, self.device):
+                self.kept = keeping.columns(self.device, self.settings.on_device == "auto")
+            self.keeps = False  # kept, or not worth trying again: the data stays as large
 
     def _from_kept(self, rng: np.random.Generator) -> Iterator[dict[str, Tensor]]:
         kept = self.kept
@@ -247,6 +250,18 @@ def buffer_shuffled(
         local_shuffle_buffer_size=batch_size * BUFFER_BATCHES,
         local_shuffle_seed=seed + epoch,
     )
+
+
+def all_workers(agrees: bool, device: torch.device) -> bool:
+    """Whether every worker of the training group agrees (one worker: whether it does). A
+    worker that keeps its epoch stops reading its shard, and Ray Data's split of the
+    dataset waits at each epoch for every worker's shard: all keep, or none."""
+    if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return agrees
+    on = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    flag = torch.tensor([int(agrees)], device=on)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
 
 
 def gather(column: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:

@@ -2,6 +2,10 @@
 shuffling gives every row once an epoch, its columns together, in a new order every epoch;
 the default keeps the first epoch's rows, and later epochs do not read the dataset."""
 
+import json
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -72,3 +76,41 @@ def test_batch_buffer_is_todays_path(dataset):
     # batches of 64 rows, one of 40, then one of 64)
     check_epochs(batches, full=False)
     assert feed.kept is None
+
+
+def shard_epochs(loop_config: dict) -> None:
+    """Ray Train's worker loop: the ids of this worker's batches, epoch by epoch, written
+    to a file of its rank's, and whether it kept its first epoch."""
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    feed = Batches(DataSettings(), BATCH, torch.device("cpu"), rank=rank, examples_fixed=True)
+    shard = ray.train.get_dataset_shard("train")
+    seen = [
+        torch.cat([b["id"] for b in feed.epoch(shard, epoch)]).tolist() for epoch in range(EPOCHS)
+    ]
+    result = {"epochs": seen, "kept": feed.kept is not None}
+    (Path(loop_config["out"]) / f"{rank}.json").write_text(json.dumps(result))
+
+
+def test_two_workers_see_every_row_once_an_epoch_and_keep_their_shares(dataset, tmp_path):
+    import ray.cloudpickle
+    import ray.train
+    import ray.train.torch
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
+    trainer = ray.train.torch.TorchTrainer(
+        shard_epochs,
+        train_loop_config={"out": str(tmp_path)},
+        datasets={"train": prepared(dataset, DataSettings())},
+        scaling_config=ray.train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
+        run_config=ray.train.RunConfig(storage_path=str(tmp_path), name="shards"),
+    )
+    trainer.fit()
+    workers = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]
+    assert all(w["kept"] for w in workers)
+    for epoch in range(EPOCHS):
+        shares = [w["epochs"][epoch] for w in workers]
+        assert sorted(shares[0] + shares[1]) == list(range(ROWS))
+        assert shares[0] and shares[1]
+    assert workers[0]["epochs"][1] != workers[0]["epochs"][2]
