@@ -142,7 +142,9 @@ class Batches:
     def _to_device(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         if self.device.type != "cuda":
             return batch
-        # Pinned host memory lets the copy run asynchronously, beside the step.
+        # Pinned host memory lets the copy run asynchronously, beside the step; pin_memory()
+        # takes it from torch's caching host allocator, which reuses a block once the copy
+        # from it is done.
         return {
             k: v if v.device == self.device else v.pin_memory().to(self.device, non_blocking=True)
             for k, v in batch.items()
