@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.integration
+# Slow (a minute, most of it compiling): test-slow; the eager DDP path runs by default.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STEPS, ACCUMULATION, BATCH = 3, 2, 8
 

@@ -169,6 +169,7 @@ def test_curate_harvests_web_archives_first(crawl):
     assert kept and all(r["page_url"].startswith(crawl["url"]) for r in kept)
 
 
+@pytest.mark.slow  # the pipeline's curate stage is curate's own harvest, tested above
 def test_the_pipeline_job_harvests_a_web_archive_input(crawl, capsys):
     """The pipeline job's curate stage, given a WARC as its input, harvests it first and
     says so above the curation's funnel."""
