@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from conceptual import storage
 from conceptual.models.saving import FeatureSettings
 from conceptual.registry import set_name
-from conceptual.splits import split_names
+from conceptual.splits import drawn_subset, split_names
 
 TRAIN_SPLIT = "train"
 SUMMARY = "features.json"  # written by the features job beside features/
@@ -111,6 +111,17 @@ def check_image_ids(image_ids: pa.Array | pa.ChunkedArray | None, uri: str) -> N
 def train_captions(files: list[str], uri: str) -> list[str]:
     """One caption per record: augmented crops repeat it and must not inflate word counts."""
     return read_rows(files, uri, TRAIN_SPLIT, ["caption"])["caption"].to_pylist()
+
+
+def drawn_train(
+    files: list[str], uri: str, fraction: float, seed: int
+) -> tuple[list[str], list[str]]:
+    """(the images, their captions) of a seeded draw of `fraction` of the train split's
+    images (splits.drawn_subset): a run on part of its data, the paper's Figure 3."""
+    table = read_rows(files, uri, TRAIN_SPLIT, ["image_id", "caption"])
+    ids = table["image_id"].to_pylist()
+    drawn = set(drawn_subset(sorted(set(ids)), fraction, seed))
+    return sorted(drawn), [c for i, c in zip(ids, table["caption"].to_pylist()) if i in drawn]
 
 
 def caption_languages(files: list[str], uri: str) -> set[str]:

@@ -13,6 +13,7 @@ be entered at a byte offset.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import posixpath
 from collections.abc import Callable, Iterator
@@ -76,6 +77,14 @@ def map_read(rows: ray.data.Dataset, fn: Callable, **kwargs: Any) -> ray.data.Da
     return rows.map_batches(
         fn, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks(), **kwargs
     )
+
+
+@functools.lru_cache(maxsize=4)
+def fetched_once(ref: ray.ObjectRef) -> Any:
+    """What every task of a dataset reads (a training split's images, its caption map),
+    fetched once per worker process (arrays zero-copy from the object store; maps
+    deserialized once, not every batch)."""
+    return ray.get(ref)
 
 
 def candidate_files(uri: str) -> list[str]:

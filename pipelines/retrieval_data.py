@@ -34,7 +34,6 @@ which image each query belongs to.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ from conceptual.pipelines.features_data import (
     read_table,
     source_images,
 )
-from conceptual.pipelines.readers import map_read, read_row_groups
+from conceptual.pipelines.readers import fetched_once, map_read, read_row_groups
 from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
 from conceptual.vision.images import ImageFilterConfig, decode
@@ -322,15 +321,8 @@ def train_pairs(
     return rows.randomize_block_order()
 
 
-@functools.lru_cache(maxsize=4)
-def _shared(ref: ray.ObjectRef) -> Any:
-    """What every task of a training dataset reads, fetched once per worker process (the
-    arrays zero-copy from the object store; the maps deserialized once, not every batch)."""
-    return ray.get(ref)
-
-
 def _clip_pairs(batch: pa.Table, split: tuple[ray.ObjectRef]) -> pa.Table:
-    caption_image, known = _shared(split[0])
+    caption_image, known = fetched_once(split[0])
     return clips_in_split(batch, caption_image, known).select(["image_id", "caption", "audio"])
 
 
@@ -353,7 +345,7 @@ def teacher_pairs(
 
 
 def _teaching_clips(batch: pa.Table, unseen: tuple[ray.ObjectRef]) -> pa.Table:
-    held_out = _shared(unseen[0])
+    held_out = fetched_once(unseen[0])
     seen = [
         caption not in held_out and image not in held_out
         for caption, image in zip(batch["caption_id"].to_pylist(), batch["image_id"].to_pylist())
@@ -364,7 +356,7 @@ def _teaching_clips(batch: pa.Table, unseen: tuple[ray.ObjectRef]) -> pa.Table:
 
 
 def _train_records(batch: pa.Table, split: str, images: tuple[ray.ObjectRef]) -> pa.Table:
-    wanted = pc.field("image_id").isin(_shared(images[0]))
+    wanted = pc.field("image_id").isin(fetched_once(images[0]))
     batch = batch.filter((pc.field("split") == split) & (pc.field("crop") == 0) & wanted)
     return batch.select(["image_id", "caption"])
 
@@ -427,7 +419,7 @@ def pooled_crops(
 def _pooled_crops(
     image_ids: list[str], rng: np.random.Generator, shared: tuple[ray.ObjectRef], dtype: type
 ) -> np.ndarray:
-    images = _shared(shared[0])
+    images = fetched_once(shared[0])
     rows = np.array([images["index"][i] for i in image_ids], dtype=np.int64)
     crops = rng.integers(images["pooled"].shape[1], size=len(rows))
     return images["pooled"][rows, crops].astype(dtype)
@@ -456,7 +448,7 @@ def _photo_crops(
     size: int,
     augment: PhotoAugmentConfig,
 ) -> np.ndarray:
-    stored = _shared(shared[0])
+    stored = fetched_once(shared[0])
     ends, data = stored["ends"], []
     for image in image_ids:
         n = stored["index"][image]

@@ -60,6 +60,7 @@ from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     caption_languages,
+    drawn_train,
     eval_set_name,
     feature_files,
     feature_settings,
@@ -67,7 +68,7 @@ from conceptual.pipelines.features_data import (
     train_captions,
     train_fluency,
 )
-from conceptual.pipelines.readers import READ_CPUS, read_row_groups, read_tasks
+from conceptual.pipelines.readers import READ_CPUS, fetched_once, read_row_groups, read_tasks
 from conceptual.runtime import init_ray
 
 CAPTIONS = "captions.json"
@@ -81,6 +82,9 @@ class TrainConfig(training.TrainingConfig):
     language: Language = "en"  # the captions' language (zh-CN is zh); features must agree
     fluency: FluencyStrategy = "none"  # module docstring; needs scored captions
     min_count: int = 4  # vocabulary: words seen at least this often in the train captions
+    # A seeded draw (by `seed`) of this share of the train split's images, with all their
+    # captions: training on subsets (Figure 3); the same draw as train_retriever's.
+    train_fraction: float = Field(default=1.0, gt=0, le=1)
     # That share of each target's probability spread over the vocabulary.
     label_smoothing: float = Field(default=0.0, ge=0.0, lt=1.0)
     beam: int = 4
@@ -121,7 +125,11 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
     files = feature_files(features_uri, config.allow_incomplete)
     features = feature_settings(features_uri)
     fluent_share = check_captions(files, features_uri, config)
-    vocab = Vocabulary.build(train_captions(files, features_uri), min_count=config.min_count)
+    images, captions = None, None  # None: every train image
+    if config.train_fraction < 1:
+        images, captions = drawn_train(files, features_uri, config.train_fraction, config.seed)
+    captions = captions if captions is not None else train_captions(files, features_uri)
+    vocab = Vocabulary.build(captions, min_count=config.min_count)
     eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
     shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
@@ -136,6 +144,7 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
         data={"--features": features_uri},
         params={
             "features_uri": features_uri,
+            "train_images": "all" if images is None else len(images),
             "vocab_size": len(vocab),
             "eval_images": len(eval_set["keys"]),
         },
@@ -147,7 +156,11 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
             "eval_set": ray.put(eval_set),  # rank 0 fetches it; the driver keeps it alive
         },
         rows=lambda resolved: train_examples(
-            train_rows(features_uri, files, scored), vocab, resolved, shape
+            train_rows(features_uri, files, scored, images is not None),
+            vocab,
+            resolved,
+            shape,
+            None if images is None else ray.put(images),
         ),
         eval_size=len(eval_set["keys"]),
         eval_set=eval_set_name(features_uri, config.eval_split, eval_set),
@@ -199,9 +212,12 @@ def captioner_config(config: TrainConfig, vocab_size: int, feature_dim: int) -> 
     )
 
 
-def train_rows(uri: str, files: list[str], fluency: bool = False) -> ray.data.Dataset:
+def train_rows(
+    uri: str, files: list[str], fluency: bool = False, image_ids: bool = False
+) -> ray.data.Dataset:
     fs, _ = storage.resolve(uri)
     columns = ["split", "caption", "pooled", "grid", *(["fluency"] if fluency else [])]
+    columns += ["image_id"] if image_ids else []
     return read_row_groups(fs, files, columns=columns)
 
 
@@ -211,12 +227,17 @@ def feature_shape(pooled: Sequence, grid: Sequence, feature_map: str) -> tuple[i
 
 
 def train_examples(
-    rows: ray.data.Dataset, vocab: Vocabulary, config: TrainConfig, shape: tuple[int, int]
+    rows: ray.data.Dataset,
+    vocab: Vocabulary,
+    config: TrainConfig,
+    shape: tuple[int, int],
+    images: ray.ObjectRef | None = None,
 ) -> ray.data.Dataset:
     """The train split's rows as the loss reads them: `features` (shape: cells, channels),
     in fp16 for GPUs (half the bytes to move; autocast reads them in bf16) and float32 for
     CPUs, `tokens` (model.max_tokens ids), and `fluency` for the strategies that read it in
-    the loss (fluency=only keeps the fluent rows instead)."""
+    the loss (fluency=only keeps the fluent rows instead); with `images` (a reference to
+    image ids: train_fraction's draw), those images' rows only."""
     dtype = np.float16 if config.use_gpu else np.float32
     examples = partial(
         _examples,
@@ -225,6 +246,7 @@ def train_examples(
         shape=shape,
         dtype=dtype,
         fluency=config.fluency,
+        images=None if images is None else (images,),  # in a tuple: passed, not resolved
     )
     return rows.map_batches(
         examples, batch_format="pyarrow", num_cpus=READ_CPUS, compute=read_tasks()
@@ -238,8 +260,11 @@ def _examples(
     shape: tuple[int, int],
     dtype: type,
     fluency: FluencyStrategy = "none",
+    images: tuple[ray.ObjectRef] | None = None,
 ) -> dict[str, np.ndarray]:
     kept = pc.field("split") == TRAIN_SPLIT
+    if images is not None:
+        kept = kept & pc.field("image_id").isin(fetched_once(images[0]))
     if fluency == "only":
         kept = kept & (pc.field("fluency") > FLUENT_ABOVE)
     batch = batch.filter(kept)

@@ -214,6 +214,30 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     assert metric_steps(result["run_id"], "loss").count(0) == 1
 
 
+def test_train_fraction_trains_on_a_seeded_draw_of_the_train_images(
+    ray_local, platform_home, features_uri
+):
+    """Figure 3's runs on part of the data: half the 16 train images, each with both its
+    captions (16 of the 32 rows: 2 steps of 8), the dev set whole; the draw is the
+    retriever's (splits.drawn_subset over the sorted ids, by seed)."""
+    from mlflow import MlflowClient
+
+    from conceptual.pipelines.features_data import drawn_train, feature_files
+    from conceptual.pipelines.train_captioner import RECIPE
+    from conceptual.pipelines.training import train
+    from conceptual.splits import drawn_subset
+
+    config = tiny_config({"feature_map": "1x1"}, epochs=1, train_fraction=0.5)
+    result = train(RECIPE, config, features_uri)
+
+    params = MlflowClient().get_run(result["run_id"]).data.params
+    assert params["train_images"] == "8" and params["eval_images"] == "8"
+    assert metric_steps(result["run_id"], "loss") == [0, 1]
+    images, captions = drawn_train(feature_files(features_uri), features_uri, 0.5, config.seed)
+    train_ids = [f"{k}-{i}" for k in range(4) for i in range(VAL_IMAGES_PER_KIND, IMAGES_PER_KIND)]
+    assert images == sorted(drawn_subset(train_ids, 0.5, config.seed)) and len(captions) == 16
+
+
 @pytest.fixture
 def tracking_server(tmp_path, free_port, monkeypatch):
     """A real `mlflow server` the run logs to (MLFLOW_TRACKING_URI), which the test may stop

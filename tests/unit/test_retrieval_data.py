@@ -294,7 +294,7 @@ def object_store(monkeypatch) -> list:
 
     monkeypatch.setattr(ray, "put", store)
     monkeypatch.setattr(ray, "get", lambda ref: refs[ref])
-    retrieval_data._shared.cache_clear()  # refs of another test's store
+    readers.fetched_once.cache_clear()  # refs of another test's store
     return put
 
 
