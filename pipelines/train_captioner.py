@@ -125,10 +125,10 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
     files = feature_files(features_uri, config.allow_incomplete)
     features = feature_settings(features_uri)
     fluent_share = check_captions(files, features_uri, config)
-    images, captions = None, None  # None: every train image
     if config.train_fraction < 1:
         images, captions = drawn_train(files, features_uri, config.train_fraction, config.seed)
-    captions = captions if captions is not None else train_captions(files, features_uri)
+    else:
+        images, captions = None, train_captions(files, features_uri)  # None: every image
     vocab = Vocabulary.build(captions, min_count=config.min_count)
     eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
     model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
