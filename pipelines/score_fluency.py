@@ -40,7 +40,6 @@ from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.scorer import FluencyScorer
 from conceptual.models.saving import SavedFluency, load
 from conceptual.pipelines import set_aside
-from conceptual.pipelines.executors import actor_pool
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import CURATED_LANGUAGE, Stage
 from conceptual.storage import SUCCESS
@@ -97,17 +96,9 @@ def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -
     storage.delete(rejected_uri)
 
     cls, kwargs = operator(model_uri)
-    scored = read_row_groups(fs, files).map_batches(
-        set_aside.Guarded,
-        **set_aside.guarded(cls, kwargs, SCORE.name, rejected_uri, CURATED_LANGUAGE),
-        batch_size=config.batch_size,
-        batch_format="pyarrow",
-        compute=(pool := actor_pool(config.actors, config.cpus_per_actor)),
-        num_cpus=config.cpus_per_actor,
+    actors = set_aside.rewrite_guarded(
+        read_row_groups(fs, files), cls, kwargs, SCORE.name, rejected_uri, curated_uri, config
     )
-    out_fs, out_path = storage.resolve(curated_uri)
-    # Writing, like reading, must not wait for the CPUs the actors hold.
-    scored.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
     seconds = time.monotonic() - started
     rejected, samples = set_aside.tally(rejected_uri)
     records = storage.written_rows(data)
@@ -119,7 +110,7 @@ def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -
         "input": records,
         **counts(curated_uri),
         "rejected": rejected,  # {stage: {reason: n}}: the records in rejected/
-        "actors": pool.min_size,
+        "actors": actors,
         "seconds": round(seconds, 2),
     }
     summary["sentences_per_second"] = round(summary["scored"] / seconds, 1)

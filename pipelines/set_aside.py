@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from conceptual import errors, storage, tracking
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.pipelines.stages import isolated
-from conceptual.records import rejected_records
+from conceptual.records import CURATED_LANGUAGE, rejected_records
 
 REJECTED = "rejected"  # the folder of OUTPUT the rejected rows go to
 # (one row that raised, the stage, the detail) -> its rejected row, as stages.Quarantine
@@ -99,6 +99,35 @@ def guarded(
     arguments = {"operator": operator, "kwargs": dict(kwargs), "stage": stage}
     arguments |= {"rejected_uri": rejected_uri, "schema": schema}
     return {"fn_constructor_kwargs": arguments}
+
+
+def rewrite_guarded(
+    rows: Any,
+    operator: type,
+    kwargs: Mapping[str, Any],
+    stage: str,
+    rejected_uri: str,
+    output_uri: str,
+    config: Any,
+) -> int:
+    """Curated records through `operator` on a pool of guarded actors (config.actors,
+    cpus_per_actor, batch_size), written as Parquet to `output_uri`; returns the pool's
+    actor count. The curated language's schema shapes what the actors return."""
+    from conceptual.pipelines.executors import actor_pool  # imports the CNN's module: torch
+
+    pool = actor_pool(config.actors, config.cpus_per_actor)
+    mapped = rows.map_batches(
+        Guarded,
+        **guarded(operator, kwargs, stage, rejected_uri, CURATED_LANGUAGE),
+        batch_size=config.batch_size,
+        batch_format="pyarrow",
+        compute=pool,
+        num_cpus=config.cpus_per_actor,
+    )
+    out_fs, out_path = storage.resolve(output_uri)
+    # Writing, like reading, must not wait for the CPUs the actors hold.
+    mapped.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
+    return pool.min_size
 
 
 def tally(folder: str) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:

@@ -32,7 +32,6 @@ from conceptual.config import Config, ConfigError
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.fluency.translation import ProvidedTranslations, ServiceTranslator, Translator
 from conceptual.pipelines import set_aside
-from conceptual.pipelines.executors import actor_pool
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import CURATED_LANGUAGE, Stage, rejected_records
 from conceptual.storage import SUCCESS
@@ -137,16 +136,10 @@ def translate(
         storage.delete(uri)
 
     kwargs = {"config": config, "cn_dir": cn_dir, "target": target, "rejected": rejected_uri}
-    translated = read_row_groups(fs, files).map_batches(
-        set_aside.Guarded,
-        **set_aside.guarded(TranslateStage, kwargs, TRANSLATE.name, rejected_uri, CURATED_LANGUAGE),
-        batch_size=config.batch_size,
-        batch_format="pyarrow",
-        compute=(pool := actor_pool(config.actors, config.cpus_per_actor)),
-        num_cpus=config.cpus_per_actor,
-    )
-    out_fs, out_path = storage.resolve(curated_uri)
-    translated.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
+    actors = set_aside.rewrite_guarded(
+        read_row_groups(fs, files), TranslateStage, kwargs, TRANSLATE.name, rejected_uri,
+        curated_uri, config,
+    )  # fmt: skip
     rejected, samples = set_aside.tally(rejected_uri)
     records = storage.written_rows(data)
     set_aside.check(rejected, records, config.errors, samples)
@@ -158,7 +151,7 @@ def translate(
         "input": records,
         "translated": written,
         "rejected": rejected,  # {stage: {reason: n}}
-        "actors": pool.min_size,
+        "actors": actors,
         "seconds": round(time.monotonic() - started, 2),
     }
     storage.write_json(storage.join(output_uri, SUMMARY), summary)
