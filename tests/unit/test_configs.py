@@ -1,15 +1,15 @@
 """The shipped config files list every key of their config, and exactly its defaults: a key
 added to a config without its file (or left in the file after leaving the config) fails."""
 
-import importlib
-
 import pytest
 import yaml
 
 from conceptual.config import flatten, load
+from conceptual.families import FAMILIES, resolve
 
-# Each shipped file and the config it lists (imported in the test, so that one config's
-# import error fails only its file's test).
+# Each shipped file and the config it lists, as "module:Class" (imported in the test, so that
+# one config's import error fails only its file's test): the families' from the registry,
+# their recipes' configs.
 CONFIG_FILES = {
     "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
     "harvest.yaml": "conceptual.pipelines.harvest:HarvestConfig",
@@ -19,10 +19,8 @@ CONFIG_FILES = {
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
     "publish_dataset.yaml": "conceptual.publishing:PublishConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
-    "train_captioner.yaml": "conceptual.pipelines.train_captioner:TrainConfig",
-    "train_fluency.yaml": "conceptual.pipelines.train_fluency:FluencyTrainConfig",
-    "train_retriever.yaml": "conceptual.pipelines.train_retriever:RetrieverTrainConfig",
     "translate.yaml": "conceptual.pipelines.translate:TranslateConfig",
+    **{family.config_file: family.recipe for family in FAMILIES.values()},
 }
 
 
@@ -40,8 +38,8 @@ def test_every_config_file_is_checked(repo):
 
 @pytest.mark.parametrize("name", sorted(CONFIG_FILES))
 def test_config_file_lists_every_key_with_its_default(repo, name):
-    module, _, class_name = CONFIG_FILES[name].partition(":")
-    cls = getattr(importlib.import_module(module), class_name)
+    found = resolve(CONFIG_FILES[name])
+    cls = getattr(found, "config", found)  # a recipe lists its config
     path = repo / "configs" / name
     assert leaf_keys(yaml.safe_load(path.read_text())) == set(flatten(cls()))
     assert load(cls, path) == cls()

@@ -42,6 +42,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from conceptual.config import Config
+from conceptual.families import saved_kinds
 from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
@@ -217,7 +218,6 @@ class SavedFluency(Saved):
         return cls(_load_weights(model, directory, device), directory, settings, vocabs)
 
 
-KINDS = {saved.kind: saved for saved in (SavedCaptioner, SavedRetriever, SavedFluency)}
 S = TypeVar("S", bound=Saved)
 
 
@@ -227,7 +227,7 @@ def load(directory: str | Path, device: str | torch.device = "cpu", kind: type[S
     directory = Path(directory)
     settings = _read(directory)
     saved_kind = settings.get("kind", "captioner")  # captioners were saved before kinds
-    found = KINDS.get(saved_kind)
+    found = saved_kinds().get(saved_kind)
     if found is None or not issubclass(found, kind):
         wanted = "" if kind is Saved else f", not a {kind.kind}"
         raise ValueError(f"{directory} holds a {saved_kind}{wanted}")

@@ -1,0 +1,115 @@
+"""Every model family the platform trains, declared once (as torchtune's recipe registry: one
+explicit list drives the command line and the configs).
+
+A family is its recipe (pipelines/training.py's Recipe: config, data, training loop, the
+metric that picks the champion), the saved form its models take, its config file, its jobs
+and how it is served. What used to be listed family by family is read from FAMILIES:
+
+- `saving.load` loads every family's `kind` through its `saved` class;
+- `python -m conceptual.jobs.<job>` finds each family's jobs here (conceptual/jobs/__init__.py
+  builds the ones that have no file of their own from `jobs`);
+- tests/unit/test_configs.py checks each family's `config_file` against its recipe's config;
+- the serving app's search routes are the `search` entries (conceptual/serve/app.py).
+
+A new family is a model (or a variant of one), a recipe, a config file and an entry here:
+docs/architecture.md counts the files the contrastive family took.
+
+Entries name code by "module:attribute" strings, resolved when used: the core declares the
+families without importing the pipelines that train them (imports run one way).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Search:
+    """A family's models served for search (serve/retriever_deployment.py): the deployment's
+    name, the registered model whose champion it follows, and the routes' path segment
+    (`/v1/search/images?retriever=<key>`; the key is also ServeConfig.retrievers' entry)."""
+
+    key: str  # "text": what ServeConfig.retrievers lists to run it
+    deployment: str  # "TextRetriever"
+    model_name: str  # "retriever-text": its champion is served
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # "captioner": the family's word in docs and messages
+    kind: str  # the saved model's kind (its config.json says it; saving.load reads it)
+    saved: str  # "module:Class", the models.saving.Saved class that loads that kind
+    recipe: str  # "module:RECIPE", its pipelines.training.Recipe
+    config_file: str  # configs/<config_file>: every key of the recipe's config, its default
+    # Job name -> "module:factory"; factory(family) is the job's `main`. A job with a file
+    # of its own (jobs/<name>.py) is that file; the others are built from the factory.
+    jobs: Mapping[str, str] = field(default_factory=dict)
+    search: tuple[Search, ...] = ()  # its champions served for search, if any
+
+    def resolve_recipe(self) -> Any:
+        return resolve(self.recipe)
+
+
+def resolve(ref: str) -> Any:
+    """The object a "module:attribute" string names."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family(
+            name="captioner",
+            kind="captioner",
+            saved="conceptual.models.saving:SavedCaptioner",
+            recipe="conceptual.pipelines.train_captioner:RECIPE",
+            config_file="train_captioner.yaml",
+            jobs={
+                "train_captioner": "conceptual.jobs.train_captioner:job",
+                "evaluate_captioner": "conceptual.jobs.evaluate_captioner:job",
+                "compare_captioners": "conceptual.jobs.compare_captioners:job",
+            },
+        ),
+        Family(
+            name="retriever",
+            kind="retriever",
+            saved="conceptual.models.saving:SavedRetriever",
+            recipe="conceptual.pipelines.train_retriever:RECIPE",
+            config_file="train_retriever.yaml",
+            jobs={
+                "train_retriever": "conceptual.jobs.train_retriever:job",
+                "evaluate_retriever": "conceptual.jobs.evaluate_retriever:job",
+                "compare_retrievers": "conceptual.jobs.compare_retrievers:job",
+            },
+            search=(
+                Search("text", "TextRetriever", "retriever-text"),
+                Search("speech", "SpeechRetriever", "retriever-speech"),
+            ),
+        ),
+        Family(
+            name="fluency",
+            kind="fluency",
+            saved="conceptual.models.saving:SavedFluency",
+            recipe="conceptual.pipelines.train_fluency:RECIPE",
+            config_file="train_fluency.yaml",
+            jobs={
+                "train_fluency": "conceptual.jobs.train_fluency:job",
+                "compare_fluency": "conceptual.jobs.compare_fluency:job",
+            },
+        ),
+    )
+}
+
+
+def saved_kinds() -> dict[str, Any]:
+    """Saved kind -> the Saved class that loads it (one per kind: families may share one)."""
+    return {family.kind: resolve(family.saved) for family in FAMILIES.values()}
+
+
+def job_factories() -> dict[str, tuple[Family, str]]:
+    """Every family job's name -> (its family, "module:factory")."""
+    return {job: (f, ref) for f in FAMILIES.values() for job, ref in f.jobs.items()}
