@@ -18,7 +18,7 @@ can be switched off by its name in `disabled_rules` (for ablations; all on by de
 BENCHMARKS.md's ablation table scores the dev pairs with each one off). In the order they
 first run:
 
-- knowledge.py: `census_names`, `gazetteer` (offline sources of people's and places' names);
+- sources.py: `census_names`, `gazetteer` (offline sources of people's and places' names);
 - sentences.py: `datelines`, `first_sentence` (where the caption starts and ends);
 - removals.py: `asides`, `dates`, `work_titles` (before the names), `numbers` (after);
 - models.py: `models` (a maker's model is what they make: "a Boeing 747" -> "an aircraft");

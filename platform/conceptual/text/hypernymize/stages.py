@@ -20,17 +20,17 @@ from __future__ import annotations
 from conceptual.text.hypernymize import (
     classes,
     coordinations,
-    knowledge,
     models,
     modifiers,
     places,
     punctuation,
     removals,
     sentences,
+    sources,
 )
 from conceptual.text.hypernymize.registry import rules_of
 
-KNOWLEDGE = (knowledge.load_census_names, knowledge.load_gazetteer)
+KNOWLEDGE = (sources.load_census_names, sources.load_gazetteer)
 CAPTION_START = (sentences.after_dateline,)
 SENTENCE_BREAKS = (
     sentences.after_end_mark,
