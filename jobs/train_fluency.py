@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels:
         args.overrides = [*args.overrides, f"labels={args.labels}"]
-    from conceptual.pipelines.train_fluency import RECIPE, held_out_markdown
+    from conceptual.pipelines.evaluate_fluency import held_out_markdown
+    from conceptual.pipelines.train_fluency import RECIPE
 
     def report(result: dict) -> str:
         return held_out_markdown(result["held_out"])

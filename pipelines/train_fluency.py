@@ -1,8 +1,8 @@
 """Fluency classifier training (docs/spec/fluency.md) through the training core (pipelines/
 training.py): four LSTM classifiers over the views of a translation and its English source,
-one MLflow run, the checkpoint with the best dev AUC as the run's model, and the held-out
-table of the paper's Table 2 (precision and recall of the four-view score, of each view
-alone, the paper's baselines and the tuned length rule).
+one MLflow run, the checkpoint with the best dev AUC as the run's model, and its held-out
+evaluation on the test labels (pipelines/evaluate_fluency.py: the paper's Table 2) logged
+into the run as it ends.
 
     CN_DIR (Flickr8k-CN)  ->  MLflow run (params, labels.json, loss per step, dev F1, precision,
                               recall and AUC per epoch, the best model under model/,
@@ -20,29 +20,22 @@ The dev metric that picks the checkpoint (and the champion) is the four-view sco
 on the dev labels. F1 at the spec's decision (score > 0.5), which the captioner's
 strategies act on, is logged beside it but cannot pick: a mean of four views crosses 0.5
 late (at the spec's learning rate, after about ten epochs), and until then every epoch's
-F1 is 0, a tie, while the ranking improves from the first epoch. The baselines are the
-paper's (conceptual.fluency.baselines: a coin; fluent if the English, or the Chinese,
-sentence is shorter than the mean fluent length of the train labels) and a tuned length
-rule beside them: fluent for sentences at most (or at least) L words long, the direction
-and L set on the dev labels (length_rule).
+F1 is 0, a tie, while the ranking improves from the first epoch.
 """
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import mlflow
 import numpy as np
 import ray
 import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from conceptual import storage, tracking
-from conceptual.fluency.baselines import MeanFluentLength, random_guess
+from conceptual import storage
 from conceptual.fluency.human_labels import human_pairs, merged
 from conceptual.fluency.labels import THRESHOLD, LabelledPair, labelled_pairs
 from conceptual.fluency.model import (
@@ -57,10 +50,11 @@ from conceptual.fluency.model import (
     scores,
 )
 from conceptual.fluency.views import sentence_views
-from conceptual.metrics import auc, binary_scores, classifier_scores
+from conceptual.metrics import classifier_scores
 from conceptual.models.saving import SavedFluency, load, save_fluency
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines import training
+from conceptual.pipelines import evaluation, training
+from conceptual.pipelines.evaluate_fluency import TEST_SPLIT, held_out_evaluation
 from conceptual.pipelines.features_data import set_name
 from conceptual.runtime import init_ray
 from conceptual.splits import SPLITS, SplitConfig, split_of_key
@@ -69,7 +63,6 @@ MODEL_NAME = "fluency-zh"
 VARIANT = "four-view-lstm"
 SELECT_BY = "AUC"  # of the four-view score on the dev labels (the module's docstring)
 EVAL_SPLIT = "val"
-HELD_OUT = "held_out.md"
 
 
 class FluencyTrainConfig(training.TrainingConfig):
@@ -99,7 +92,7 @@ class FluencyTrainConfig(training.TrainingConfig):
 def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
     """A run on the Flickr8k-CN folder: the labels by split, their views and vocabularies,
     the rows (read here and sent to the workers); after training, the best model's held-out
-    table (its rows are the result's `held_out`)."""
+    evaluation, logged into the run (its table's rows are the result's `held_out`)."""
     pairs = labelled_pairs(cn_dir, config.threshold)
     human = read_human_labels(config.labels, config.labels_ratings) if config.labels else []
     pairs = merged(pairs, human)
@@ -124,17 +117,12 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
 
     def log_held_out(best_dir: Path) -> dict[str, Any]:
         model = load(best_dir / training.MODEL_DIR, kind=SavedFluency).model
-        table = held_out(model, held["train"], held[EVAL_SPLIT], held["test"], config.seed)
-        mlflow.log_metrics(
-            {
-                tracking.metric_key("test", row["classifier"], name): value
-                for row in table
-                for name, value in row.items()
-                if isinstance(value, float) and math.isfinite(value)
-            }
+        test_set = eval_set_name(cn_dir, split[TEST_SPLIT], TEST_SPLIT)
+        held_out = held_out_evaluation(
+            model, held["train"], held[EVAL_SPLIT], held[TEST_SPLIT], test_set, config.seed
         )
-        mlflow.log_text(held_out_markdown(table), HELD_OUT)
-        return {"held_out": table}
+        evaluation.log(held_out)
+        return held_out.result
 
     return training.Prepared(
         data={},
@@ -229,11 +217,12 @@ def label_summary(split: dict[str, list[LabelledPair]]) -> dict[str, Any]:
     return summary
 
 
-def eval_set_name(cn_dir: str, pairs: list[LabelledPair]) -> str:
-    """The dev labels by folder, size and a digest of the labels: a model's dev AUC is only
-    compared with another's on the same labels (same threshold, same split)."""
+def eval_set_name(cn_dir: str, pairs: list[LabelledPair], split: str = EVAL_SPLIT) -> str:
+    """A split's labels (the dev labels by default) by folder, size and a digest of the
+    labels: a model's dev AUC is only compared with another's on the same labels (same
+    threshold, same split)."""
     content = [[p.image, p.n, p.source, p.fluent] for p in pairs]
-    return set_name(cn_dir, EVAL_SPLIT, len(pairs), content)
+    return set_name(cn_dir, split, len(pairs), content)
 
 
 # ---------------------------------------------------------------- scoring
@@ -253,102 +242,6 @@ def dev_scores(probabilities: np.ndarray, lengths: np.ndarray, labels: np.ndarra
 def dev_metric_names() -> list[str]:
     names = ["F1", "precision", "recall", "AUC", "predicted_fluent"]
     return names + [f"{view}.{name}" for view in VIEWS for name in names]
-
-
-def held_out(
-    model: FluencyModel,
-    train: dict[str, Any],
-    dev: dict[str, Any],
-    test: dict[str, Any],
-    seed: int = 0,
-) -> list[dict[str, Any]]:
-    """The paper's Table 2 on the test labels: the four-view score, each view alone, the
-    paper's baselines, and the tuned length rule (a threshold in Chinese words, set on the
-    dev labels: length_rule)."""
-    p = predict(model, test["columns"])
-    lengths, labels = test["columns"]["lengths"], test["labels"]
-    rows = [
-        {"classifier": "four_view", **classifier_scores(scores(p, lengths), labels, FLUENT_ABOVE)}
-    ]
-    rows += [
-        {"classifier": view, **classifier_scores(p[:, i], labels, FLUENT_ABOVE)}
-        for i, view in enumerate(VIEWS)
-    ]
-    rows += paper_baselines(train, test, seed)
-    shorter, words = length_rule(dev)
-    test_words = words_of(test)
-    predicted = test_words <= words if shorter else test_words >= words
-    rows.append(
-        {
-            "classifier": "length",
-            **binary_scores(predicted, labels),
-            "AUC": auc(-test_words if shorter else test_words, labels),
-            "rule": f"fluent if {'at most' if shorter else 'at least'} {words} words",
-        }
-    )
-    share = float(labels.mean()) if len(labels) else 0.0
-    return [{**row, "pairs": len(labels), "fluent": share} for row in rows]
-
-
-def paper_baselines(train: dict[str, Any], test: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    """The paper's three baselines on the test labels (conceptual.fluency.baselines)."""
-    labels = test["labels"]
-    guessed, guess_scores = random_guess(len(labels), seed)
-    rows = [
-        {
-            "classifier": "random",
-            **binary_scores(guessed, labels),
-            "AUC": auc(guess_scores, labels),
-            "rule": "fluent with probability 0.5",
-        }
-    ]
-    for view, name in (("en_words", "length_en"), ("zh_words", "length_zh")):
-        rule = MeanFluentLength.fit(words_of(train, view), train["labels"])
-        test_words = words_of(test, view)
-        rows.append(
-            {
-                "classifier": name,
-                **binary_scores(rule.predict(test_words), labels),
-                "AUC": auc(rule.scores(test_words), labels),
-                "rule": f"fluent if under {rule.mean:.1f} words, the train labels' fluent mean",
-            }
-        )
-    return rows
-
-
-def words_of(labelled: dict[str, Any], view: str = "zh_words") -> np.ndarray:
-    """Each pair's sentence length in words in a words view (its ids but <bos>, <eos>)."""
-    return labelled["columns"]["lengths"][:, VIEWS.index(view)] - 2
-
-
-def length_rule(dev: dict[str, Any]) -> tuple[bool, int]:
-    """(shorter is fluent?, the length L), from the dev labels: the direction in which length
-    ranks the fluent pairs first (its AUC), and the L whose rule calls as many pairs fluent
-    as the labels do. (The L of the best F1 calls every pair fluent: with a quarter of the
-    pairs fluent, that F1, 0.4, beats any rule length can make.)"""
-    words, labels = words_of(dev), dev["labels"]
-    shorter = auc(-words, labels) >= 0.5
-    share = labels.mean()
-    candidates = np.unique(words)
-    called = [np.mean(words <= n if shorter else words >= n) for n in candidates]
-    return shorter, int(candidates[np.argmin(np.abs(np.array(called) - share))])
-
-
-def held_out_markdown(table: list[dict[str, Any]]) -> str:
-    head = table[0]
-    lines = [
-        f"Test labels: {head['pairs']} pairs, {head['fluent']:.1%} fluent.",
-        "",
-        "| classifier | precision | recall | F1 | AUC | predicted fluent |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in table:
-        name = row["classifier"] + (f" ({row['rule']})" if "rule" in row else "")
-        lines.append(
-            f"| {name} | {row['precision']:.3f} | {row['recall']:.3f} | {row['F1']:.3f} "
-            f"| {row['AUC']:.3f} | {row['predicted_fluent']:.3f} |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- the workers
