@@ -10,7 +10,7 @@ form) and calls `run()`. `train()` and `publish()` are the one driver of every f
 
 Driver: `fit()` runs a TorchTrainer (one worker per CPU slot or GPU, synchronous data
 parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and logs the
-best model by the dev metric and the learning curve to the active MLflow run.
+best model by the dev metric and the learning curve (training_metrics.py) to the run.
 
 Workers: `run()` per epoch: the learning rate of the epoch (a function of the epoch, or of
 the optimizer step with the exponential schedule, so a resumed run keeps its place), the
@@ -44,7 +44,6 @@ import re
 import signal
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -56,8 +55,6 @@ import ray
 import ray.train
 import ray.train.torch
 import torch
-from matplotlib.figure import Figure
-from mlflow.exceptions import MlflowException
 from pydantic import Field
 from safetensors.torch import load_file
 from torch import Tensor, nn
@@ -67,6 +64,7 @@ from conceptual.config import Config
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
 from conceptual.pipelines.input_path import Batches, DataSettings, prepared
+from conceptual.pipelines.training_metrics import EpochProgress, epoch_metrics, learning_curve
 from conceptual.runtime import require_shared
 
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
@@ -382,69 +380,6 @@ def fit_keeping_sigint(trainer: ray.train.torch.TorchTrainer) -> ray.train.Resul
             signal.signal(signal.SIGINT, handler)
 
 
-class EpochProgress(threading.Thread):
-    """Prints `epoch 3/8  loss 0.580  dev CIDEr 0.270` as rank 0 logs each epoch to MLflow
-    (the driver is blocked in fit() meanwhile; the run's metrics are what it can see)."""
-
-    def __init__(self, run_id: str, epochs: int, label: str, metric: str, every_s: float = 2.0):
-        super().__init__(daemon=True, name="epoch-progress")
-        self.run_id, self.epochs, self.label, self.metric = run_id, epochs, label, metric
-        self.every_s = every_s
-        self.stopped = threading.Event()
-        self.printed = 0
-
-    def __enter__(self) -> EpochProgress:
-        print(f"training {self.label}: {self.epochs} epochs", flush=True)
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.join()
-
-    def run(self) -> None:
-        client = mlflow.MlflowClient()
-        while True:
-            final = self.stopped.wait(self.every_s)
-            try:
-                self.print_new(client)
-            except (MlflowException, OSError):
-                pass  # a tracking server that is down: the epochs are printed when it is back
-            if final:
-                return
-
-    def print_new(self, client: mlflow.MlflowClient) -> None:
-        latest = int(client.get_run(self.run_id).data.metrics.get("epoch", 0))
-        if latest > self.printed:  # every epoch since the last look, not only the latest
-            history = {
-                name: {m.step: m.value for m in client.get_metric_history(self.run_id, name)}
-                for name in ("epoch_loss", tracking.metric_key(self.metric))
-            }
-            loss, dev = history.values()
-            for epoch in range(self.printed + 1, latest + 1):
-                print(
-                    f"  epoch {epoch}/{self.epochs}  loss {loss.get(epoch, math.nan):.3f}"
-                    f"  dev {self.metric} {dev.get(epoch, math.nan):.3f}",
-                    flush=True,
-                )
-            self.printed = latest
-
-
-def learning_curve(run_id: str, metric: str) -> Figure:
-    """Training loss per step and the dev metric per epoch, from the run's logged metrics."""
-    client = mlflow.MlflowClient()
-    loss = client.get_metric_history(run_id, "loss")
-    dev = client.get_metric_history(run_id, tracking.metric_key(metric))
-    figure = Figure(figsize=(10, 4))  # no pyplot: no GUI backend, no global figure state
-    left, right = figure.subplots(1, 2)
-    left.plot([m.step for m in loss], [m.value for m in loss])
-    left.set(xlabel="step", ylabel="training loss (rank 0)", title="loss")
-    right.plot([m.step for m in dev], [m.value for m in dev], marker="o")
-    right.set(xlabel="epoch", ylabel=metric, title=f"dev {metric}")
-    figure.tight_layout()
-    return figure
-
-
 # ---------------------------------------------------------------- the workers
 
 
@@ -614,22 +549,6 @@ def _marking_the_last(batches: Iterable[dict[str, Tensor]]) -> Iterator[tuple[An
         following = next(iterator, None)
         yield current, following is None
         current = following
-
-
-def epoch_metrics(first_step: int, losses: list[float], metrics: dict[str, Any]) -> list[list]:
-    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, as
-    [key, value, timestamp ms, step] (under names MLflow accepts: `R@10` is `R_10`), sent
-    in one call (tracking.send_metrics) and kept in the checkpoint until the store takes them."""
-    now = int(time.time() * 1000)
-    entries = [["loss", v, now, first_step + i] for i, v in enumerate(losses)]
-    entries += [
-        [tracking.metric_key(name), value, now, metrics["epoch"]]
-        for name, value in metrics.items()
-        if name != "loss" and value is not None
-    ]
-    if metrics["loss"] is not None:  # the epoch's mean, beside the per-step `loss`
-        entries.append(["epoch_loss", metrics["loss"], now, metrics["epoch"]])
-    return entries
 
 
 def write_checkpoint(

@@ -11,7 +11,7 @@ from torch import nn
 
 from conceptual.models.captioner import features_tensor
 from conceptual.models.vocab import PAD, Vocabulary
-from conceptual.pipelines import training
+from conceptual.pipelines import training, training_metrics
 from conceptual.pipelines.train_captioner import TrainConfig, _examples
 from conceptual.records import FEATURES
 
@@ -204,10 +204,12 @@ def test_the_progress_lines_name_every_epoch_even_between_two_looks(platform_hom
 
     with start_run("progress-test") as run:
         run_id = run.info.run_id
-    with training.EpochProgress(run_id, 4, "rnn-1x1", "CIDEr", every_s=3600):
+    with training_metrics.EpochProgress(run_id, 4, "rnn-1x1", "CIDEr", every_s=3600):
         for epoch in range(1, 5):  # all four before its first (and only, at exit) look
             metrics = {"epoch": epoch, "loss": 1.0 / epoch, "CIDEr": epoch / 10}
-            assert not send_metrics(run_id, training.epoch_metrics(epoch * 10, [1.0], metrics))
+            assert not send_metrics(
+                run_id, training_metrics.epoch_metrics(epoch * 10, [1.0], metrics)
+            )
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     assert lines == [
         "training rnn-1x1: 4 epochs",
