@@ -60,7 +60,8 @@ from conceptual.pipelines.features_data import (
 from conceptual.pipelines.readers import fetched_once, map_read, read_row_groups
 from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
-from conceptual.vision.images import ImageFilterConfig, decode
+from conceptual.vision.decoding import decode
+from conceptual.vision.images import ImageFilterConfig
 
 Modality = Literal["speech", "text"]
 CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "audio"]

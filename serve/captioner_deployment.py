@@ -59,7 +59,7 @@ from conceptual.serve.schema import (
     not_ready,
 )
 from conceptual.text.chinese import normalize
-from conceptual.vision.images import probe
+from conceptual.vision.decoding import probe
 
 logger = logging.getLogger("ray.serve")
 

@@ -20,7 +20,7 @@ from PIL import Image
 from pydantic import model_validator
 
 from conceptual.config import Config
-from conceptual.vision.images import decode
+from conceptual.vision.decoding import decode
 
 SPLITS = ("train", "val", "test")
 # Other names of a split: the released Conceptual Captions names its dev split "validation"

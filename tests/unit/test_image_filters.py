@@ -18,16 +18,14 @@ from pydantic import ValidationError
 
 from conceptual.assets import AssetError
 from conceptual.models.inference import ImageError, max_decoded_pixels, read_image
-from conceptual.vision.images import (
-    IMAGE_REASONS,
+from conceptual.vision.decoding import (
     MAX_SCANS,
     MIN_JPEG_BYTES_PER_PIXEL,
-    ImageFilterConfig,
-    ImageFilters,
     decode,
     jpeg_hazard,
     probe,
 )
+from conceptual.vision.images import IMAGE_REASONS, ImageFilterConfig, ImageFilters
 from conceptual.vision.jpeg import JpegStructureError, count_scans
 from conceptual.vision.unsafe import UnsafeConfig, load_detector
 

@@ -18,7 +18,7 @@ from conceptual.models.captioner import features_tensor
 from conceptual.models.decoding import n_best
 from conceptual.models.saving import SavedCaptioner, load
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
-from conceptual.vision.images import decode
+from conceptual.vision.decoding import decode
 
 # A decoded image is at most this many times the model's input a side. JPEGs decode scaled
 # down toward the input size (Image.draft, as the features job decodes them), far below

@@ -11,7 +11,7 @@ Modes (img2dataset's names):
 An image whose shorter side is already `short_side` or less is left as it is unless `upscale`
 (img2dataset upscales by default, `resize_only_if_bigger=False`; here a small photo stays
 small: upscaling adds bytes, not detail). A JPEG decodes at the coarsest scale libjpeg offers
-that keeps the shorter side >= `short_side` (vision/images.py `decode`), then Pillow's Lanczos
+that keeps the shorter side >= `short_side` (vision/decoding.py `decode`), then Pillow's Lanczos
 filter brings it to size (img2dataset: OpenCV's area filter down, Lanczos up). A resized
 image, and with `reencode` every image, is encoded as a baseline JPEG at `quality` (95:
 img2dataset's default), upright (its EXIF orientation applied) and without metadata; an image
@@ -27,6 +27,7 @@ from PIL import Image
 from pydantic import Field
 
 from conceptual.config import Config
+from conceptual.vision.decoding import decode
 
 
 class ResizeConfig(Config):
@@ -70,8 +71,6 @@ def resize_image(data: bytes, config: ResizeConfig, max_pixels: int) -> Resized 
     """The image resized and/or re-encoded as `config` says (`changed` False, and the bytes
     as they came, when there is nothing to do); None when it does not decode (it passed the
     image filters, so that should not happen)."""
-    from conceptual.vision.images import decode  # images.py imports this module's config
-
     image, _ = decode(data, max_pixels, reduce_to=config.short_side)
     if image is None:
         return None
