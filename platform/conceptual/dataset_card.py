@@ -8,15 +8,13 @@ invented: what the run does not know (the license) is said to be missing."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from conceptual import __version__
-
-if TYPE_CHECKING:
-    from conceptual.publishing import Published
 
 # The Hub's size categories, by number of examples.
 SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")]
@@ -46,6 +44,22 @@ CITATION = """@inproceedings{sharma2018conceptual,
   booktitle = {Proceedings of ACL},
   year = {2018},
 }"""
+
+
+@dataclass
+class Published:
+    """What a publish wrote (conceptual.publishing), and what the card reports of the records
+    themselves."""
+
+    splits: dict[str, int]
+    files: dict[str, list[str]]  # per split, the file names under data/
+    bytes: dict[str, int]
+    columns: list[str]
+    languages: list[str]
+    example: dict[str, Any] | None
+    # captions whose hypernymization replaced or removed something, and what by entity label
+    hypernymized: int = 0
+    entity_labels: Counter = field(default_factory=Counter)
 
 
 @dataclass

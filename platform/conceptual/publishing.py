@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -25,8 +25,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from conceptual import storage
+from conceptual import dataset_card, storage
 from conceptual.config import Config
+from conceptual.dataset_card import Published
 
 HF_SPLITS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
 DATA = "data"
@@ -78,21 +79,6 @@ class Survey:
     images: bool  # the records carry image bytes
     image_bytes_per_row: float
     languages: list[str]
-
-
-@dataclass
-class Published:
-    """What was written, and what the card reports of the records themselves."""
-
-    splits: dict[str, int]
-    files: dict[str, list[str]]  # per split, the file names under data/
-    bytes: dict[str, int]
-    columns: list[str]
-    languages: list[str]
-    example: dict[str, Any] | None
-    # captions whose hypernymization replaced or removed something, and what by entity label
-    hypernymized: int = 0
-    entity_labels: Counter = field(default_factory=Counter)
 
 
 def survey(curated: str) -> Survey:
@@ -293,7 +279,7 @@ def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]
     their card; the run logs what it read and wrote (conceptual.lineage)."""
     import mlflow
 
-    from conceptual import dataset_card, lineage, tracking
+    from conceptual import lineage, tracking
     from conceptual.config import to_yaml
 
     curated = storage.output_part(data_uri, "curated", config.allow_incomplete)
