@@ -33,12 +33,12 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from conceptual.models.captioner import Captioner
+from conceptual.models.losses import TOTAL, CaptionLoss
 from conceptual.models.vocab import PAD, Vocabulary
 from conceptual.pipelines import training
 from conceptual.pipelines.features_data import feature_files, train_captions
 from conceptual.pipelines.input_path import Batches, prepared
 from conceptual.pipelines.train_captioner import (
-    CaptionLoss,
     TrainConfig,
     captioner_config,
     feature_shape,
@@ -181,7 +181,7 @@ def timed_steps(
     waiting = WaitClock(itertools.islice(batches, steps))
     started = time.perf_counter()
     losses = training.train_epoch(step_loss, optimizer, waiting, config, device)
-    torch.stack(losses).sum().item()  # waits for the device
+    losses[TOTAL].sum().item()  # waits for the device
     return time.perf_counter() - started, waiting.seconds
 
 
@@ -208,7 +208,7 @@ def counted_flops(loss: nn.Module, batch: dict[str, Tensor]) -> int:
     cpu_loss = copy.deepcopy(loss).cpu().float()
     cpu_batch = {k: v.cpu().float() if v.is_floating_point() else v.cpu() for k, v in batch.items()}
     with torch.backends.mkldnn.flags(enabled=False), FlopCounterMode(display=False) as counter:
-        cpu_loss(**cpu_batch).backward()
+        cpu_loss(**cpu_batch)[TOTAL].backward()
     return counter.get_total_flops()
 
 

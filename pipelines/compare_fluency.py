@@ -65,6 +65,7 @@ from conceptual.intervals import (
     within_noise,
 )
 from conceptual.models.captioner import CaptionerSettings
+from conceptual.models.losses import FluencyStrategy
 from conceptual.models.saving import SavedCaptioner, load
 from conceptual.pipelines import training
 from conceptual.pipelines.comparison import to_register
@@ -76,7 +77,7 @@ from conceptual.pipelines.evaluate_captioner import (
     n_best_captions,
 )
 from conceptual.pipelines.features_data import feature_files, split_images
-from conceptual.pipelines.train_captioner import RECIPE, FluencyStrategy, TrainConfig
+from conceptual.pipelines.train_captioner import RECIPE, TrainConfig
 from conceptual.text.chinese import tokens_for_captioning
 
 LATE, RERANK, NEAREST = "late translation", "late translation rerank", "nearest neighbour"

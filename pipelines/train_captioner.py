@@ -12,9 +12,10 @@ captioning an image computes the features it was trained on (models.inference).
 What is the captioner's here: the driver builds the vocabulary from the train captions and
 collects the dev images (small); Ray Data turns the train rows into fixed-shape examples
 (the feature map as one (cells, channels) tensor, in fp16 when the workers train on GPUs;
-the caption as `max_tokens` token ids); the loss is the captioner's cross-entropy; rank 0
-decodes the dev images with beam search after every epoch and scores them against all
-their references (captions.json in the checkpoint holds the captions scored).
+the caption as `max_tokens` token ids); the loss is the captioner's cross-entropy
+(models/losses.py: CaptionLoss); rank 0 decodes the dev images with beam search after every
+epoch and scores them against all their references (captions.json in the checkpoint holds
+the captions scored).
 
 Another language (docs/spec/fluency.md): `language=zh` trains on features of Chinese
 captions (segmented into words, so vocabulary and decoding are as for English) and
@@ -27,9 +28,9 @@ registers `captioner-zh`. Captions machine-translated from English carry a fluen
   from U(0, 0.5) each time it comes up (on the worker, per batch, so anew every epoch);
 - weighted: each caption's loss times 1 when fluent, else f.
 
-Rejection and weighting happen in the loss (`sample_weights`): a caption left out of a
-batch counts for nothing, so batches are smaller by the rejected share, as if the sampler
-had drawn them; "only" drops the rows before they reach the workers.
+Rejection and weighting happen in the loss (models/losses.py: `sample_weights`): a caption
+left out of a batch counts for nothing, so batches are smaller by the rejected share, as if
+the sampler had drawn them; "only" drops the rows before they reach the workers.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import json
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,12 +47,12 @@ import pyarrow.compute as pc
 import ray
 import torch
 from pydantic import Field, field_validator, model_validator
-from torch import Tensor, nn
 
 from conceptual import storage
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
+from conceptual.models.losses import CaptionLoss, FluencyStrategy
 from conceptual.models.saving import FeatureSettings, save_model
 from conceptual.models.variants import Language, model_name
 from conceptual.models.vocab import Vocabulary
@@ -74,7 +75,6 @@ from conceptual.runtime import init_ray
 CAPTIONS = "captions.json"
 # The dev metric that picks the best checkpoint (spec: model selection).
 SELECT_BY = "CIDEr"
-FluencyStrategy = Literal["none", "only", "rejection", "weighted"]
 
 
 class TrainConfig(training.TrainingConfig):
@@ -281,43 +281,6 @@ def _examples(
 
 
 # ---------------------------------------------------------------- the workers
-
-
-class CaptionLoss(nn.Module):
-    """The captioner's loss as a forward pass over a batch's columns: DDP synchronizes the
-    gradients of what runs through the wrapped module's forward."""
-
-    def __init__(
-        self,
-        captioner: Captioner,
-        label_smoothing: float = 0.0,
-        fluency: FluencyStrategy = "none",
-    ):
-        super().__init__()
-        self.captioner = captioner
-        self.label_smoothing = label_smoothing
-        self.fluency = fluency
-
-    def forward(self, features: Tensor, tokens: Tensor, fluency: Tensor | None = None) -> Tensor:
-        weights = None if fluency is None else sample_weights(fluency, self.fluency)
-        return self.captioner.loss(features, tokens, self.label_smoothing, weights)
-
-
-def sample_weights(
-    fluency: Tensor, strategy: FluencyStrategy, generator: torch.Generator | None = None
-) -> Tensor:
-    """Each caption's weight in the loss under a fluency strategy (module docstring), from
-    its fluency score: 1 or 0 for rejection sampling (u ~ U(0, 0.5) drawn per caption per
-    call), 1 or the score for the weighted loss, 1 or 0 for fluency only, all 1 for none."""
-    fluent = fluency > FLUENT_ABOVE
-    if strategy == "weighted":
-        return torch.where(fluent, torch.ones_like(fluency), fluency)
-    if strategy == "rejection":
-        u = torch.rand(fluency.shape, generator=generator, device=fluency.device) * FLUENT_ABOVE
-        return (fluent | (fluency > u)).to(fluency.dtype)
-    if strategy == "only":
-        return fluent.to(fluency.dtype)
-    return torch.ones_like(fluency)
 
 
 def train_loop(loop_config: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ What is the fluency classifier's here: the labels (conceptual.fluency.labels: Ba
 Google's translations of the test captions against the human translations, chrF >= 0.40),
 split by photo (a stable hash of its name) so that no photo's sentences are on both sides;
 the views, analysed once on the driver (10,000 short sentences: seconds); vocabularies of
-the train views; rows of fixed-shape token ids; the loss (every view's cross-entropy); the
+the train views; rows of fixed-shape token ids; the loss (models/losses.py: FluencyLoss); the
 dev scoring after every epoch. The optimizer defaults are the spec's (Adam, betas (0.9, 0.9),
 eps 1e-6, batch 64) at ten times its rate, 1e-3 (FluencyTrainConfig says why).
 
@@ -33,7 +33,6 @@ import numpy as np
 import ray
 import torch
 from pydantic import Field
-from torch import Tensor, nn
 
 from conceptual import storage
 from conceptual.fluency.human_labels import human_pairs, merged
@@ -45,12 +44,12 @@ from conceptual.fluency.model import (
     FluencyModel,
     FluencySettings,
     encode,
-    loss,
     predict,
     scores,
 )
 from conceptual.fluency.views import sentence_views
 from conceptual.metrics import classifier_scores
+from conceptual.models.losses import FluencyLoss
 from conceptual.models.saving import SavedFluency, load, save_fluency
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import evaluation, training
@@ -245,26 +244,6 @@ def dev_metric_names() -> list[str]:
 
 
 # ---------------------------------------------------------------- the workers
-
-
-class FluencyLoss(nn.Module):
-    """The four classifiers' loss over a batch's columns (DDP synchronizes the gradients of
-    what runs through the wrapped module's forward)."""
-
-    def __init__(self, model: FluencyModel):
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self,
-        zh_words: Tensor,
-        zh_pos: Tensor,
-        en_words: Tensor,
-        en_pos: Tensor,
-        lengths: Tensor,
-        label: Tensor,
-    ) -> Tensor:
-        return loss(self.model(zh_words, zh_pos, en_words, en_pos, lengths), lengths, label)
 
 
 def evaluate_dev(model: FluencyModel, dev: dict[str, Any]) -> tuple[dict[str, float], dict]:

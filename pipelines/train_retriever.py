@@ -9,11 +9,12 @@ negatives, one MLflow run, the checkpoint with the best dev mean R@10 as the run
                                                         the best model under model/)
 
 What is the retrievers' here: the rows (pipelines/retrieval_data.py: pairs, random crops,
-MFCCs with SpecAugment or token ids), the loss (RetrievalLoss: both towers, the match mask,
-the growing margin, set by the core before every optimizer step), and the dev scoring
-(pipelines/evaluate_retriever.py). The optimizer defaults are the spec's: Adam, lr 0.001
-decayed x0.999 every 1,000 steps, L2 weight decay 4e-5. A fine-tuned CNN takes
-model.backbone_lr_scale of that rate (DualEncoder.optimizer_groups).
+MFCCs with SpecAugment or token ids), the loss's settings (models/losses.py's
+RetrievalLoss: both towers, the match mask, the growing margin, set by the core before
+every optimizer step), and the dev scoring (pipelines/evaluate_retriever.py). The
+optimizer defaults are the spec's: Adam, lr 0.001 decayed x0.999 every 1,000 steps, L2
+weight decay 4e-5. A fine-tuned CNN takes model.backbone_lr_scale of that rate
+(DualEncoder.optimizer_groups).
 
 A teacher (`teacher=TEXT_MODEL_URI`, speech only): the speech tower also learns to put each
 clip where the teacher's frozen text tower puts the clip's caption (distillation_loss, MMS
@@ -27,8 +28,9 @@ phase would only spend epochs; joint also lets clips without a photo (`--teacher
 outputs, e.g. synthesized cc_val_captions) teach the tower in every batch while the
 photo's clips align. Clips without a photo in the train split add only the distillation
 term; clips of captions or images of the features' other splits never teach (the dev and
-test sets stay unseen). Every epoch logs `distill_loss` (the epoch's mean on rank 0) and
-the dev clips' speech_to_text.R@k against the teacher's embeddings of the dev captions.
+test sets stay unseen). Every epoch logs the loss's terms `distill_loss` and
+`alignment_loss` (the epoch's means on rank 0) and the dev clips' speech_to_text.R@k
+against the teacher's embeddings of the dev captions.
 
 Warm starts (`init.*`, the paper's Table 2): `init=URI` loads a whole saved retriever (its
 towers' settings and vocabulary too); `init.image`, `init.speech`, `init.text` load one
@@ -36,11 +38,9 @@ tower each from a saved retriever's (this run's settings for that tower must mat
 saved ones; `init.text` brings the saved vocabulary).
 
 Negatives from every worker: with several workers each one gathers the embeddings (and
-match ids) of all workers' batches, with their gradients (torch.distributed.nn.all_gather),
-and computes the loss of the global batch; DDP's averaging of the gradients then gives
-exactly the global batch's gradient. The effective batch of negatives is batch_size x
+match ids) of all workers' batches, with their gradients, and computes the loss of the
+global batch (models/losses.py: gathered). The effective batch of negatives is batch_size x
 workers, as in the paper's 32 GPUs; `gather=false` keeps each worker's own batch.
-Ray Train splits the rows equally between workers, so the batches gathered have one size.
 """
 
 from __future__ import annotations
@@ -54,24 +54,14 @@ import numpy as np
 import pyarrow as pa
 import ray
 import torch
-import torch.distributed as dist
-import torch.distributed.nn.functional as dist_nn
 from pydantic import Field, model_validator
-from torch import Tensor, nn
+from torch import Tensor
 
 from conceptual import registry
 from conceptual.config import Config
 from conceptual.metrics import KS, recall_at_k
-from conceptual.models.retriever import (
-    DualEncoder,
-    RetrieverConfig,
-    RetrieverSettings,
-    distillation_loss,
-    margin_at,
-    match_mask,
-    mms_loss,
-    triplet_loss,
-)
+from conceptual.models.losses import RetrievalLoss, margin_at
+from conceptual.models.retriever import DualEncoder, RetrieverConfig, RetrieverSettings
 from conceptual.models.saving import (
     LANGUAGE_MODEL,
     FeatureSettings,
@@ -493,80 +483,6 @@ def _tokens(
 # ---------------------------------------------------------------- the workers
 
 
-class RetrievalLoss(nn.Module):
-    """Both towers, the match mask and the loss over a batch's columns (DDP synchronizes the
-    gradients of what runs through the wrapped module's forward). `at_step` sets the
-    growing margin and the triplet's draw of negatives for each optimizer step. With a
-    teacher the batch also holds each caption's `target` embedding and whether the row has
-    a photo (`has_image`): the alignment loss is over the rows with one, the distillation
-    loss over all; `distilled()` gives the latter's mean since it was last asked."""
-
-    def __init__(self, model: DualEncoder, config: RetrieverTrainConfig):
-        super().__init__()
-        self.model, self.config = model, config
-        self.register_buffer("margin", torch.tensor(config.margin.start), persistent=False)
-        self.negatives = torch.Generator()
-        self.distill_sum, self.distill_steps = 0.0, 0
-
-    def at_step(self, step: int) -> None:
-        c = self.config
-        self.margin.fill_(c.margin.at(step))
-        self.negatives.manual_seed(c.seed * 1_000_003 + step)  # the same draw on every worker
-
-    def distilled(self) -> dict[str, float]:
-        if not self.distill_steps:
-            return {}
-        mean = self.distill_sum / self.distill_steps
-        self.distill_sum, self.distill_steps = 0.0, 0
-        return {"distill_loss": mean}
-
-    def forward(
-        self,
-        image: Tensor,
-        image_group: Tensor,
-        caption_group: Tensor,
-        mfcc: Tensor | None = None,
-        tokens: Tensor | None = None,
-        target: Tensor | None = None,
-        has_image: Tensor | None = None,
-    ) -> Tensor:
-        images = self.model.embed_images(image)
-        queries = self.model.embed_queries(mfcc if mfcc is not None else tokens)
-        if self.config.gather and dist.is_initialized() and dist.get_world_size() > 1:
-            images, queries = (torch.cat(dist_nn.all_gather(t)) for t in (images, queries))
-            image_group, caption_group = (_gathered(t) for t in (image_group, caption_group))
-            if target is not None:
-                target, has_image = _gathered(target), _gathered(has_image)
-        if target is None:
-            return self.aligned(images, queries, image_group, caption_group)
-        distill = distillation_loss(
-            queries, target.float(), caption_group, self.config.distill.loss, self.model.scores
-        )
-        self.distill_sum += distill.item()
-        self.distill_steps += 1
-        rows = has_image.bool()
-        aligned = self.aligned(images[rows], queries[rows], image_group[rows], caption_group[rows])
-        return aligned + self.config.distill.weight * distill
-
-    def aligned(
-        self, images: Tensor, queries: Tensor, image_group: Tensor, caption_group: Tensor
-    ) -> Tensor:
-        """The image-alignment loss; 0 for a batch of fewer than two photos' rows."""
-        if len(images) < 2:
-            return queries.sum() * 0.0  # no negatives to contrast with
-        scores = self.model.scores(images, queries)
-        mask = match_mask(image_group, caption_group)
-        if self.config.loss == "mms":
-            return mms_loss(scores, mask, self.margin)
-        return triplet_loss(scores, mask, self.margin, self.negatives)
-
-
-def _gathered(t: Tensor) -> Tensor:
-    parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, t)
-    return torch.cat(parts)
-
-
 def train_loop(loop_config: dict[str, Any]) -> None:
     """Ray Train's per-worker loop (importable, so workers find it in the installed package)."""
     config = RetrieverTrainConfig.model_validate(loop_config["config"])
@@ -575,7 +491,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     model = DualEncoder(RetrieverConfig.model_validate(loop_config["model"]))
     if loop_config["init"] is not None:  # a resumed run then loads its checkpoint over it
         model.load_state_dict(ray.get(loop_config["init"]))
-    loss = RetrievalLoss(model, config)
+    loss = retrieval_loss(model, config)
     rank = ray.train.get_context().get_world_rank()
     dev, dev_inputs = ray.get(loop_config["dev"]) if rank == 0 else (None, None)
     audio = config.audio.model_dump() if config.modality == "speech" else None
@@ -586,7 +502,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         metrics = dev_scores(model, dev, dev_inputs)
         if dev_targets is not None:
             metrics |= speech_to_text(model, dev_inputs, dev_targets, dev["captions"])
-        return metrics | loss.distilled(), {}
+        return metrics, {}
 
     task = training.Task(
         model=model,
@@ -596,6 +512,19 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         at_step=loss.at_step,
     )
     training.run(task, config, loop_config)
+
+
+def retrieval_loss(model: DualEncoder, config: RetrieverTrainConfig) -> RetrievalLoss:
+    """The run's loss as its config sets it (the triplet's negatives seeded by `seed`)."""
+    return RetrievalLoss(
+        model,
+        margins=config.margin.at,
+        kind=config.loss,
+        seed=config.seed,
+        gather=config.gather,
+        distill=config.distill.loss,
+        distill_weight=config.distill.weight,
+    )
 
 
 @torch.no_grad()

@@ -5,8 +5,9 @@ A model family is a `Recipe` (pipelines/train_captioner.py's RECIPE is one): its
 a version is named and registered, how it prepares a run from its data (`Prepared`: the
 params, what the workers read, the training rows as a Ray Dataset of fixed-shape columns,
 each named as the loss module's forward argument that reads it), and its workers' loop,
-which builds a `Task` (its model, its loss as a module, its dev evaluation and its saved
-form) and calls `run()`. `train()` and `publish()` are the one driver of every family.
+which builds a `Task` (its model, its loss as a module of models/losses.py, its dev
+evaluation and its saved form) and calls `run()`. `train()` and `publish()` are the one
+driver of every family.
 
 Driver: `fit()` runs a TorchTrainer (one worker per CPU slot or GPU, synchronous data
 parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and logs the
@@ -61,6 +62,7 @@ from torch import Tensor, nn
 
 from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
+from conceptual.models.losses import TOTAL
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
 from conceptual.pipelines.input_path import Batches, DataSettings, prepared
@@ -126,8 +128,9 @@ class Task:
     """What a model family brings to the training loop, per worker."""
 
     model: nn.Module  # what checkpoints hold
-    # forward(**batch) -> the batch's mean loss, through `model` (DDP synchronizes the
-    # gradients of what runs in the wrapped module's forward)
+    # forward(**batch) -> the batch's named terms, through `model` (models/losses.py: the
+    # total under "loss" is backpropagated, each other term logged by its name as the
+    # epoch's mean; DDP synchronizes the gradients of what runs in the wrapped forward)
     loss: nn.Module
     # rank 0, after every epoch: the dev metrics and text files for the checkpoint
     evaluate: Callable[[], tuple[dict[str, float], dict[str, str]]]
@@ -411,10 +414,12 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
         number = epoch + 1  # epochs are counted from 1 wherever people see them
         batches = _failing_once_for_tests(feed.epoch(shard, epoch), number)
         before_step = partial(_before_step, task, config, optimizer, lr)
-        step_losses = train_epoch(
+        terms = train_epoch(
             step_loss, optimizer, batches, config, device, progress["step"], before_step
         )
-        losses = torch.stack(step_losses).tolist() if step_losses else []  # one sync an epoch
+        # every term at every step, read in one sync an epoch
+        steps = dict(zip(terms, torch.stack(list(terms.values())).tolist())) if terms else {}
+        losses = steps.get(TOTAL, [])
         first_step = progress["step"]
         progress["step"] += len(losses)
         progress["epochs_done"] = epoch + 1
@@ -422,8 +427,8 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
             ray.train.report({})
             continue
         scores, files = task.evaluate()
-        loss = sum(losses) / len(losses) if losses else None
-        metrics = {"epoch": number, "loss": loss, "lr": lr, **scores}
+        means = {name: sum(values) / len(values) for name, values in steps.items()}
+        metrics = {"epoch": number, "loss": means.pop(TOTAL, None), "lr": lr, **scores, **means}
         progress["history"].append(metrics)
         unlogged = progress.get("unlogged", []) + epoch_metrics(first_step, losses, metrics)
         progress["unlogged"] = tracking.send_metrics(loop_config["run_id"], unlogged)
@@ -505,34 +510,36 @@ def train_epoch(
     device: torch.device,
     first_step: int = 0,
     before_step: Callable[[int], None] | None = None,
-) -> list[Tensor]:
+) -> dict[str, Tensor]:
     """One pass over `batches`, an optimizer step every `grad_accumulation` batches (and
     after the last); `before_step(n)` runs before optimizer step n's first batch (steps
-    counted from `first_step`). Returns each optimizer step's mean loss, still on the
+    counted from `first_step`). Returns each of the loss's terms at every optimizer step
+    (its mean over the step's batches: (steps,) by name, "loss" the total), still on the
     device: reading a loss waits for the GPU, so the caller reads them all at once."""
     step_loss.train()
-    losses, pending = [], []
+    steps: list[dict[str, Tensor]] = []
+    pending: list[dict[str, Tensor]] = []
     for batch, last in _marking_the_last(batches):
         if not pending and before_step is not None:
-            before_step(first_step + len(losses))
+            before_step(first_step + len(steps))
         stepping = last or len(pending) + 1 == config.grad_accumulation
         # bf16 autocast on GPUs only: CPU autocast is slower than float32 for these models.
         with (
             torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"),
             contextlib.nullcontext() if stepping else _no_sync(step_loss),
         ):
-            loss = step_loss(**batch)
-        (loss / config.grad_accumulation).backward()
-        # a copy: a CUDA graph's replay for the next batch reuses the output's memory
-        pending.append(loss.detach().clone())
+            terms = step_loss(**batch)
+        (terms[TOTAL] / config.grad_accumulation).backward()
+        # copies: a CUDA graph's replay for the next batch reuses the outputs' memory
+        pending.append({name: term.detach().clone() for name, term in terms.items()})
         if stepping:
             if config.grad_clip > 0:
                 nn.utils.clip_grad_norm_(step_loss.parameters(), config.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            losses.append(torch.stack(pending).mean())
+            steps.append({name: torch.stack([p[name] for p in pending]).mean() for name in terms})
             pending = []
-    return losses
+    return {name: torch.stack([step[name] for step in steps]) for name in steps[0]} if steps else {}
 
 
 def _no_sync(step_loss: nn.Module) -> contextlib.AbstractContextManager:

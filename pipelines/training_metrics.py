@@ -2,8 +2,9 @@
 and what the driver reads back of them while fit() blocks (`EpochProgress`) and after it
 (`learning_curve`).
 
-Keys: `loss`, rank 0's loss at every optimizer step (by step); `epoch_loss`, its epoch
-mean; the dev metrics, `lr` and `epoch`, once an epoch (by epoch).
+Keys: `loss`, rank 0's total loss at every optimizer step (by step); `epoch_loss`, its
+epoch mean; each other term the loss returns (models/losses.py: `distill_loss`), the dev
+metrics, `lr` and `epoch`, once an epoch (by epoch).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from conceptual import tracking
 
 
 def epoch_metrics(first_step: int, losses: list[float], metrics: dict[str, Any]) -> list[list]:
-    """Rank 0's loss at every step of the epoch and the epoch's dev metrics, as
-    [key, value, timestamp ms, step] (under names MLflow accepts: `R@10` is `R_10`), sent
-    in one call (tracking.send_metrics) and kept in the checkpoint until the store takes them."""
+    """Rank 0's total loss at every step of the epoch (`losses`) and the epoch's `metrics`
+    (its mean loss, the other terms' means, the dev metrics), as [key, value, timestamp ms,
+    step] (under names MLflow accepts: `R@10` is `R_10`), sent in one call
+    (tracking.send_metrics) and kept in the checkpoint until the store takes them."""
     now = int(time.time() * 1000)
     entries = [["loss", v, now, first_step + i] for i, v in enumerate(losses)]
     entries += [

@@ -26,9 +26,10 @@ import torch
 
 from conceptual.models.captioner import Captioner
 from conceptual.models.decoding import beam_search, greedy
+from conceptual.models.losses import CaptionLoss
 from conceptual.models.variants import VARIANTS
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import CaptionLoss, TrainConfig, captioner_config
+from conceptual.pipelines.train_captioner import TrainConfig, captioner_config
 from conceptual.pipelines.training import make_optimizer, train_epoch
 
 CHANNELS, CELLS = 1280, 8
@@ -76,7 +77,7 @@ def train_throughput(name: str, vocab: Vocabulary, device: torch.device) -> dict
     train_epoch(step_loss, optimizer, batches[:1], config, device)  # warm-up
     started = time.perf_counter()
     losses = train_epoch(step_loss, optimizer, batches[1:], config, device)
-    torch.stack(losses).sum().item()  # waits for the device
+    losses["loss"].sum().item()  # waits for the device
     elapsed = time.perf_counter() - started
     parameters = sum(p.numel() for p in model.parameters())
     return {"samples_per_s": round(STEPS * BATCH / elapsed, 1), "parameters": parameters}

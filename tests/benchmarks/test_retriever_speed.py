@@ -54,12 +54,13 @@ import torch
 from PIL import Image
 from threadpoolctl import threadpool_limits
 
-from conceptual.models.retriever import DualEncoder, match_mask, mms_loss, triplet_loss
+from conceptual.models.losses import match_mask, mms_loss, triplet_loss
+from conceptual.models.retriever import DualEncoder
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.retrieval_data import PhotoAugmentConfig, photo_pixels
 from conceptual.pipelines.train_retriever import (
-    RetrievalLoss,
     RetrieverTrainConfig,
+    retrieval_loss,
     retriever_config,
 )
 from conceptual.pipelines.training import make_optimizer, train_epoch
@@ -153,7 +154,7 @@ def trainer(modality: str, loss: str, vocab: Vocabulary, model: dict | None = No
     torch.manual_seed(0)
     text_vocab = vocab if modality == "text" else None
     model = DualEncoder(retriever_config(config, IMAGE_DIM, text_vocab))
-    step_loss = RetrievalLoss(model, config)
+    step_loss = retrieval_loss(model, config)
     return step_loss, make_optimizer(config, model, CPU), config
 
 
@@ -161,7 +162,7 @@ def timed_epoch(step_loss, optimizer, data: list, config) -> tuple[float, float]
     """(wall seconds, CPU seconds of this process) of train_epoch over `data`."""
     wall, cpu = time.perf_counter(), time.process_time()
     losses = train_epoch(step_loss, optimizer, data, config, CPU, before_step=step_loss.at_step)
-    assert all(torch.isfinite(torch.stack(losses)))
+    assert all(torch.isfinite(losses["loss"]))
     return time.perf_counter() - wall, time.process_time() - cpu
 
 

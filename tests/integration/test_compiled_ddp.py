@@ -23,8 +23,9 @@ def train_loop(loop_config: dict) -> None:
     import ray.train.torch
 
     from conceptual.models.captioner import Captioner, CaptionerConfig
+    from conceptual.models.losses import CaptionLoss
     from conceptual.pipelines import training
-    from conceptual.pipelines.train_captioner import CaptionLoss, TrainConfig
+    from conceptual.pipelines.train_captioner import TrainConfig
 
     config = TrainConfig.model_validate(loop_config["config"])
     rank = ray.train.get_context().get_world_rank()
@@ -49,7 +50,7 @@ def train_loop(loop_config: dict) -> None:
     losses = training.train_epoch(step_loss, optimizer, batches, config, device)
     if rank == 0:  # a report without a checkpoint leaves no metrics in the result
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-        written = {"losses": torch.stack(losses).tolist(), "graphs": graphs}
+        written = {"losses": losses["loss"].tolist(), "graphs": graphs}
         Path(loop_config["out"]).write_text(json.dumps(written))
 
 

@@ -12,10 +12,10 @@ from conceptual.fluency.model import (
     FluencyConfig,
     FluencyModel,
     encode,
-    loss,
     predict,
     scores,
 )
+from conceptual.models.losses import fluency_loss
 from conceptual.models.vocab import PAD, Vocabulary
 
 VIEW_TEXTS = {
@@ -95,7 +95,7 @@ def test_the_loss_leaves_out_missing_views_and_trains_each_one():
     batch = tensors(columns(vocabs))
     label = torch.tensor([1, 0, 1])
     logits = model(**batch)
-    value = loss(logits, batch["lengths"], label)
+    value = fluency_loss(logits, batch["lengths"], label)
     present = batch["lengths"] > 0
     expected = torch.nn.functional.cross_entropy(
         logits[present], label[:, None].expand(3, 4)[present]

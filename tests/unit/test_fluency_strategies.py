@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from conceptual.models.captioner import CaptionerSettings
+from conceptual.models.losses import sample_weights
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import TrainConfig, _examples, sample_weights
+from conceptual.pipelines.train_captioner import TrainConfig, _examples
 
 SCORES = torch.tensor([0.9, 0.51, 0.5, 0.3, 0.05, 0.0])
 

@@ -8,16 +8,13 @@ import torch
 
 from conceptual.metrics import chance_recall, recall_at_k
 from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.losses import margin_at, match_mask, mms_loss, triplet_loss
 from conceptual.models.retriever import (
     DualEncoder,
     ImageTower,
     RetrieverConfig,
     SpeechTower,
     TextTower,
-    margin_at,
-    match_mask,
-    mms_loss,
-    triplet_loss,
 )
 from conceptual.models.saving import (
     FeatureSettings,

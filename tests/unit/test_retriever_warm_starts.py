@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from test_retriever_model import TINY  # the same tiny towers (pytest puts tests/unit on the path)
 
 from conceptual.config import load
-from conceptual.models.retriever import DualEncoder, RetrieverConfig, distillation_loss
+from conceptual.models.losses import distillation_loss
+from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.train_retriever import (

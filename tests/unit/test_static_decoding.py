@@ -6,6 +6,7 @@ import torch
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.decoding import greedy, n_best
+from conceptual.models.losses import caption_loss
 from conceptual.models.static_cache import StaticDecoder
 from conceptual.models.vocab import BOS, EOS, PAD
 
@@ -31,7 +32,7 @@ def trained():
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(300):
         optimizer.zero_grad()
-        model.loss(features, tokens).backward()
+        caption_loss(model, features, tokens).backward()
         optimizer.step()
     model.eval()
     assert greedy(model, features) == captions.tolist()  # it learned its captions

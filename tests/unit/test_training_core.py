@@ -23,7 +23,7 @@ class SquaredError(nn.Module):
         self.linear = nn.Linear(3, 1)
 
     def forward(self, x, y):
-        return ((self.linear(x).squeeze(1) - y) ** 2).mean()
+        return {"loss": ((self.linear(x).squeeze(1) - y) ** 2).mean()}
 
 
 def batches(count, size=4):
@@ -41,10 +41,15 @@ def config(**changes):
     return TrainConfig(**{"optimizer": "adamw", "lr": 0.1, "grad_clip": 0, **changes})
 
 
-def epoch_losses(model, data, **changes):
-    """One epoch of `model` over `data` with the config's `changes`: each step's loss."""
+def epoch_losses_by_term(model, data, **changes):
+    """One epoch of `model` over `data` with the config's `changes`: each term at every step."""
     optimizer = training.make_optimizer(config(), model, torch.device("cpu"))
     return training.train_epoch(model, optimizer, data, config(**changes), torch.device("cpu"))
+
+
+def epoch_losses(model, data, **changes):
+    """Each step's total loss."""
+    return epoch_losses_by_term(model, data, **changes)["loss"]
 
 
 def test_accumulating_two_batches_steps_as_one_batch_of_both():
@@ -54,8 +59,8 @@ def test_accumulating_two_batches_steps_as_one_batch_of_both():
     whole = SquaredError()
     pairs = [{k: torch.cat([a[k], b[k]]) for k in a} for a, b in zip(data[::2], data[1::2])]
     expected = epoch_losses(whole, pairs)
-    assert len(losses) == 2 and all(isinstance(loss, torch.Tensor) for loss in losses)
-    torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
+    assert losses.shape == (2,)
+    torch.testing.assert_close(losses, expected)
     for got, want in zip(accumulated.parameters(), whole.parameters()):
         torch.testing.assert_close(got, want)
 
@@ -81,14 +86,44 @@ class OneOutputBuffer(SquaredError):
         self.out = torch.zeros(())
 
     def forward(self, x, y):
-        return IntoBuffer.apply(super().forward(x, y), self.out)
+        return {"loss": IntoBuffer.apply(super().forward(x, y)["loss"], self.out)}
 
 
 def test_accumulated_losses_survive_a_step_that_reuses_its_output():
     data = batches(4)
     losses = epoch_losses(OneOutputBuffer(), data, grad_accumulation=2)
     expected = epoch_losses(SquaredError(), data, grad_accumulation=2)
-    torch.testing.assert_close(torch.stack(losses), torch.stack(expected))
+    torch.testing.assert_close(losses, expected)
+
+
+class TwoTerms(SquaredError):
+    """A total and a part of it by its own name, as a loss with a teacher returns them."""
+
+    def forward(self, x, y):
+        part = self.linear(x).abs().mean()
+        return {"loss": super().forward(x, y)["loss"] + 0.5 * part, "part_loss": part}
+
+
+def test_every_term_comes_back_as_its_mean_over_each_steps_batches():
+    data = batches(3)
+    terms = epoch_losses_by_term(TwoTerms(), data, grad_accumulation=2)
+    assert set(terms) == {"loss", "part_loss"} and terms["part_loss"].shape == (2,)
+    model = TwoTerms()  # the same start: its first step sees the same weights
+    first = [model(**batch)["part_loss"] for batch in data[:2]]
+    torch.testing.assert_close(terms["part_loss"][0], torch.stack(first).mean().detach())
+
+
+def test_a_term_is_logged_by_its_name_once_an_epoch():
+    metrics = {"epoch": 2, "loss": 0.5, "lr": 0.1, "distill_loss": 0.25}
+    entries = training_metrics.epoch_metrics(10, [0.6, 0.4], metrics)
+    assert [(key, value, step) for key, value, _, step in entries] == [
+        ("loss", 0.6, 10),
+        ("loss", 0.4, 11),
+        ("epoch", 2, 2),
+        ("lr", 0.1, 2),
+        ("distill_loss", 0.25, 2),
+        ("epoch_loss", 0.5, 2),
+    ]
 
 
 def test_an_epoch_ends_with_a_step_over_the_batches_left():
@@ -97,7 +132,7 @@ def test_an_epoch_ends_with_a_step_over_the_batches_left():
     losses = training.train_epoch(
         model, optimizer, batches(5), config(grad_accumulation=2), torch.device("cpu")
     )
-    assert len(losses) == 3
+    assert len(losses["loss"]) == 3
 
 
 @pytest.mark.parametrize("scaling, factor", [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
@@ -134,7 +169,7 @@ def test_the_exponential_schedule_and_the_task_follow_the_optimizer_step():
     losses = training.train_epoch(
         model, optimizer, batches(8), settings, torch.device("cpu"), 3, before_step
     )
-    assert len(losses) == 4
+    assert len(losses["loss"]) == 4
     assert seen == [(3, 0.05), (4, 0.025), (5, 0.025), (6, 0.0125)]
 
 

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from pydantic import ConfigDict, model_validator
 from torch import Tensor, nn
 
@@ -105,16 +104,6 @@ class FluencyModel(nn.Module):
     def probabilities(self, **columns: Tensor) -> Tensor:
         """Each view's P(fluent), (B, 4)."""
         return self(**columns).softmax(dim=-1)[..., 1]
-
-
-def loss(logits: Tensor, lengths: Tensor, label: Tensor) -> Tensor:
-    """Cross-entropy of every present view against the pair's label (0 or 1), averaged over
-    views and pairs. The views share no weights, so each classifier gets its own
-    cross-entropy's gradient (times 1/4, which Adam's steps do not feel)."""
-    present = lengths > 0
-    targets = label[:, None].expand_as(present)
-    losses = F.cross_entropy(logits[present], targets[present], reduction="none")
-    return losses.mean()
 
 
 def scores(probabilities: Tensor | np.ndarray, lengths: Tensor | np.ndarray) -> np.ndarray:

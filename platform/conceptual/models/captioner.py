@@ -14,7 +14,7 @@ Both project the features to `d_model` and tie the word embeddings to the output
     model = Captioner(CaptionerConfig(feature_map="8x8", vocab_size=len(vocab)))
     features = features_tensor(batch["pooled"], batch["grid"], "8x8")   # (B, 64, 1280)
     tokens = vocab.encode_array(batch["caption"], model.config.max_tokens)  # padded with <pad>
-    loss = model.loss(features, torch.from_numpy(tokens))
+    loss = caption_loss(model, features, torch.from_numpy(tokens))  # models.losses
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from torch import Tensor, nn
 
 from conceptual.config import Config
 from conceptual.models.variants import Language
-from conceptual.models.vocab import PAD
 
 FeatureKind = Literal["1x1", "8x8"]
 # The most image cells the transformer has positions for: the 8x8 grid.
@@ -310,28 +309,3 @@ class Captioner(nn.Module):
         unread = tokens if state is None else tokens[:, -1:]
         logits, state = self.decode(memory, unread, state)
         return logits[:, -1].float().log_softmax(-1), state
-
-    def loss(
-        self,
-        features: Tensor,
-        tokens: Tensor,
-        label_smoothing: float = 0.0,
-        weights: Tensor | None = None,
-    ) -> Tensor:
-        """Mean cross-entropy of predicting `tokens[:, 1:]` from `tokens[:, :-1]`, where
-        `tokens` are encoded captions (<bos> ... <eos>, padded); padding does not count.
-        `label_smoothing` spreads that share of each target's probability over the vocabulary.
-        `weights` (B,) multiply each caption's loss; the mean is over the tokens of the
-        captions weighted above zero, so all ones give the plain mean and a zero leaves the
-        caption out of the batch (fluency-guided training, pipelines/train_captioner.py)."""
-        logits = self(features, tokens[:, :-1]).transpose(1, 2)
-        targets = tokens[:, 1:]
-        if weights is None:
-            return F.cross_entropy(
-                logits, targets, ignore_index=PAD, label_smoothing=label_smoothing
-            )
-        per_token = F.cross_entropy(  # 0 at padding
-            logits, targets, ignore_index=PAD, label_smoothing=label_smoothing, reduction="none"
-        )
-        counted = (targets != PAD).sum(1) * (weights > 0)
-        return (weights * per_token.sum(1)).sum() / counted.sum().clamp(min=1)

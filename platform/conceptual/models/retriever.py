@@ -1,7 +1,7 @@
 """The dual encoder of docs/spec/retrieval.md: an image tower and a query tower (speech or
 text), weights not shared, whose embeddings' dot products score every image of a batch
-against every query; the masked margin softmax (MMS) and triplet losses over those scores.
-Recall@k, with its chance level, is in conceptual.metrics.
+against every query. The masked margin softmax (MMS) and triplet losses over those scores
+are in conceptual.models.losses; Recall@k, with its chance level, in conceptual.metrics.
 
 - image:  an MLP over the pooled CNN vector (the features job's `pooled` column); or, with
           `image_backbone="finetune"`, the pretrained CNN itself (EfficientNet-lite0, the
@@ -22,13 +22,12 @@ their agreement. `normalize=False` gives the spec's plain dot product.
 
     model = DualEncoder(RetrieverConfig(modality="speech", image_dim=1280))
     scores = model(features, mfcc)                    # (B, B): image i against query j
-    loss = mms_loss(scores, match_mask(image_ids), margin_at(step))
+    loss = mms_loss(scores, match_mask(image_ids), margin_at(step))  # models.losses
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -313,79 +312,3 @@ class DualEncoder(nn.Module):
             # Capped in the forward pass: past the cap the scale gets no gradient and stays.
             z = z * self.log_scale.clamp(max=math.log(MAX_SCALE)).exp()
         return z
-
-
-def match_mask(image_groups: Tensor, caption_groups: Tensor | None = None) -> Tensor:
-    """The spec's M as a bool (B, B): True (1) where image i and query j are a valid negative
-    pair, False (0) where they share an image or, given caption groups, a caption (the same
-    text twice in the batch). Symmetric, with a False diagonal."""
-    same = image_groups[:, None] == image_groups[None, :]
-    if caption_groups is not None:
-        same |= caption_groups[:, None] == caption_groups[None, :]
-    return ~same
-
-
-def mms_loss(scores: Tensor, mask: Tensor, margin: float) -> Tensor:
-    """The spec's L_MMS = L_xy + L_yx: a softmax cross-entropy over each row (an image among
-    the queries) and each column (a query among the images), the positive on the diagonal
-    lowered by the margin, the entries that M marks as matches left out."""
-    positive = torch.eye(len(scores), dtype=torch.bool, device=scores.device)
-    logits = torch.where(positive, scores - margin, scores.masked_fill(~mask.bool(), float("-inf")))
-    target = torch.arange(len(scores), device=scores.device)
-    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
-
-
-def triplet_loss(
-    scores: Tensor, mask: Tensor, margin: float, generator: torch.Generator | None = None
-) -> Tensor:
-    """The spec's L_T, divided by B (the mean over the batch, so its scale does not depend on
-    B): for each pair k, one negative query m drawn uniformly where M_km = 1 and one negative
-    image n where M_nk = 1, each hinged against Z_kk. A row or column with no valid negative
-    adds 0."""
-    valid = mask.bool()
-    positive = scores.diagonal()
-    k = torch.arange(len(scores), device=scores.device)
-    device = generator.device if generator is not None else scores.device
-
-    def draw(dim: int) -> Tensor:
-        # Uniform priorities, every invalid entry below every valid one: the argmax is a
-        # uniformly drawn valid negative (or an invalid one, zeroed below, when none is).
-        priorities = torch.rand(scores.shape, generator=generator, device=device)
-        return priorities.to(scores.device).masked_fill(~valid, -1.0).argmax(dim=dim)
-
-    rows = F.relu(scores[k, draw(1)] - positive + margin) * valid.any(dim=1)
-    columns = F.relu(scores[draw(0), k] - positive + margin) * valid.any(dim=0)
-    return (rows + columns).mean()
-
-
-def margin_at(
-    step: int,
-    start: float = 0.001,
-    growth: float = 1.002,
-    every: float = 1000,
-    most: float = math.inf,
-) -> float:
-    """The spec's growing margin: `start`, multiplied by `growth` every `every` steps (a
-    fraction of a step grows it several times a step), never above `most`."""
-    growths = math.floor(round(step / every, 9))  # 30 // 0.1 is 299.0 in floating point
-    try:
-        return min(start * growth**growths, most)
-    except OverflowError:  # far past any cap
-        return most
-
-
-def distillation_loss(
-    queries: Tensor,
-    targets: Tensor,
-    caption_groups: Tensor,
-    kind: Literal["mms", "cosine"],
-    scores: Callable[[Tensor, Tensor], Tensor],
-) -> Tensor:
-    """How far the query tower's embeddings (B, D) are from a frozen teacher's embeddings of
-    the same captions (B, D). "cosine": the mean of 1 - cos, each clip pulled to its own
-    caption alone; "mms": the masked margin softmax with the teacher's embeddings in the
-    image tower's place (`scores(targets, queries)`, margin 0), so each clip must also be
-    nearer its caption than the batch's other captions (copies of its caption are masked)."""
-    if kind == "cosine":
-        return (1 - F.cosine_similarity(queries, targets, dim=-1)).mean()
-    return mms_loss(scores(targets, queries), match_mask(caption_groups), 0.0)
