@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from conceptual.fluency.human_labels import agreed, human_pairs, merged
+from conceptual.fluency.human_labels import human_pairs, merged
 from conceptual.fluency.labels import LabelledPair
-from conceptual.rating.tables import human_tables
+from conceptual.rating.tables import agreed, human_tables
 from conceptual.rating.tasks import AnswerError, TaskSet, kind
 
 SENTENCES = [  # (record id, translation, English original)

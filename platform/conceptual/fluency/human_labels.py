@@ -1,8 +1,8 @@
 """Human fluency labels, as the fluency paper made them: two raters grade each translated
 sentence FLUENT, NOT_FLUENT or DIFFICULT (a `fluency_label` task set: rating_tasks
 --kind fluency_label --data CHINESE_IMPORT --raters 2), and a sentence is labelled only when
-its raters agree on FLUENT or NOT_FLUENT; inconsistent grades are dropped, as the paper
-dropped them, and so is DIFFICULT.
+its raters agree on FLUENT or NOT_FLUENT (rating.tables.agreed); inconsistent grades are
+dropped, as the paper dropped them, and so is DIFFICULT.
 
     pairs = human_pairs(read_task_set(TASKS), rating_rows, originals)   # list[LabelledPair]
 
@@ -13,22 +13,11 @@ sentence people graded takes their label instead of the derived one.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from conceptual.fluency.labels import LabelledPair
-from conceptual.rating.tables import collect
-from conceptual.rating.tasks import FLUENT, NOT_FLUENT, TaskSet
-
-MIN_RATERS = 2  # the paper's two native speakers
-
-
-def agreed(answers: Sequence[str]) -> bool | None:
-    """Fluent (True) or not (False) when at least two raters agree on it; None otherwise."""
-    if len(answers) < MIN_RATERS or len(set(answers)) != 1:
-        return None
-    grade = answers[0]
-    return True if grade == FLUENT else False if grade == NOT_FLUENT else None
+from conceptual.rating.tables import agreed, collect
+from conceptual.rating.tasks import TaskSet
 
 
 def human_pairs(

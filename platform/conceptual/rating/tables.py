@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from conceptual.rating.agreement import fleiss_kappa, interval, krippendorff_alpha
-from conceptual.rating.tasks import GOOD, MATCH, RESULTS_SHOWN, TaskSet
+from conceptual.rating.tasks import FLUENT, GOOD, MATCH, NOT_FLUENT, RESULTS_SHOWN, TaskSet
 
 SCALES = ("relevance", "fluency")
+MIN_RATERS = 2  # of a fluency label: the fluency paper's two native speakers
 
 
 @dataclass
@@ -200,13 +202,19 @@ def zh_caption(
     return rows, metrics
 
 
+def agreed(answers: Sequence[str]) -> bool | None:
+    """Fluent (True) or not (False) when at least two raters agree on it; None otherwise."""
+    if len(answers) < MIN_RATERS or len(set(answers)) != 1:
+        return None
+    grade = answers[0]
+    return True if grade == FLUENT else False if grade == NOT_FLUENT else None
+
+
 def fluency_label(
     tasks: TaskSet, ratings: Ratings, rated: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Per translator: the sentences the raters agreed on (the labels train_fluency reads)
     and the share of them fluent (the fluency paper: under 30%)."""
-    from conceptual.fluency.human_labels import agreed
-
     rows, metrics = [], {}
     for approach, items in by_approach(tasks, rated).items():
         grades = [agreed(ratings.answers(i)) for i in items]
