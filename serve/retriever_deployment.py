@@ -1,8 +1,12 @@
-"""The retrieval deployments: one per query modality, each serving the registry's champion of
-`retriever-<modality>` with the index its version's `index` tag names (the build_index job
-sets it), following both as they move.
+"""The retrieval deployments: one per search key of the family registry
+(conceptual.families: each family's `search` entries) that ServeConfig.retrievers lists, each
+serving the champion of the entry's registered model (`retriever-text`...) with the index its
+version's `index` tag names (the build_index job sets it), following both as they move. What
+a deployment answers is its model's query modality (Search.modality):
 
-- text (`TextRetriever`):  images for a text query; captions for an image query, the image's
+- text (`TextRetriever`, or another family's DualEncoder of modality text, as a contrastive
+  text-image model is saved):
+                           images for a text query; captions for an image query, the image's
                            features computed here with the CNN and image size the model was
                            saved with (as the features job computed its training images';
                            a model saved before it recorded them: those the index records),
@@ -60,8 +64,9 @@ from PIL import Image
 from pydantic import BaseModel, Field, model_validator
 from ray import serve
 
-from conceptual import registry, storage
+from conceptual import families, registry, storage
 from conceptual.config import Config
+from conceptual.families import Search
 from conceptual.models.inference import ImageError, read_image
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
@@ -90,17 +95,24 @@ from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
 logger = logging.getLogger("ray.serve")
 
 Modality = Literal["text", "speech"]
-DEPLOYMENT_NAMES = {"text": "TextRetriever", "speech": "SpeechRetriever"}
 
 T = TypeVar("T")
+
+
+def searches() -> dict[str, Search]:
+    """Every search key the registry declares (conceptual.families), with its entry: the
+    retrievers a service may run. Read when asked: a family added is served."""
+    return {s.key: s for family in families.FAMILIES.values() for s in family.search}
 
 
 class RetrievalSettings(Config):
     """The search service's settings (ServeConfig.retrieval); which retrievers run is
     ServeConfig.retrievers."""
 
-    text_model: str = "retriever-text"  # the registered models whose champions are served
-    speech_model: str = "retriever-speech"
+    # The registered model whose champion each retriever serves, by key, where it is not the
+    # registry's (Search.model_name: retriever-text...). `text_model: NAME` and
+    # `speech_model: NAME` read as models' text and speech.
+    models: dict[str, str] = {}
     # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
     tracking_uri: str | None = None
     poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks alias and tag
@@ -119,14 +131,36 @@ class RetrievalSettings(Config):
     audio_decode_timeout_s: float = Field(5.0, gt=0)  # a slower decode gets 422
     max_decode_pixels: int = Field(50_000_000, gt=0)  # as the captioner's, per replica
 
+    @model_validator(mode="before")
+    @classmethod
+    def _model_keys(cls, data: Any) -> Any:
+        """`text_model` and `speech_model`, the keys before `models`, as models' entries."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        named = {
+            key: data.pop(f"{key}_model") for key in ("text", "speech") if f"{key}_model" in data
+        }
+        if named:
+            data["models"] = {**named, **(data.get("models") or {})}
+        return data
+
     @model_validator(mode="after")
     def _default_k_is_allowed(self) -> RetrievalSettings:
         if self.default_k > self.max_k:
             raise ValueError(f"default_k {self.default_k} > max_k {self.max_k}")
         return self
 
-    def model_name(self, modality: Modality) -> str:
-        return self.text_model if modality == "text" else self.speech_model
+    @model_validator(mode="after")
+    def _models_are_search_keys(self) -> RetrievalSettings:
+        unknown = sorted(set(self.models) - set(searches()))
+        if unknown:
+            raise ValueError(f"models: {unknown} are not search keys ({', '.join(searches())})")
+        return self
+
+    def model_name(self, key: str) -> str:
+        """The registered model whose champion retriever `key` serves."""
+        return self.models.get(key) or searches()[key].model_name
 
 
 # --- responses ------------------------------------------------------------------------------
@@ -357,7 +391,7 @@ def version_and_index(version: ModelVersion) -> str:
 
 
 @serve.deployment(
-    name="Retriever",  # bound as TextRetriever and SpeechRetriever (DEPLOYMENT_NAMES)
+    name="Retriever",  # bound under its search key's deployment name (TextRetriever...)
     ray_actor_options={"num_cpus": 0.2},  # fractional: both retrievers fit beside captioning
     max_ongoing_requests=16,
     # Beyond its replicas' slots, a caller queues at most this many; more get 503 busy at
@@ -367,20 +401,20 @@ def version_and_index(version: ModelVersion) -> str:
     health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
 )
 class RetrieverDeployment:
-    """Searches with the champion of one modality; the ingress calls `search_text`,
-    `search_audio` and `search_image`."""
+    """Searches with the champion of one search key (`searches()`); the ingress calls
+    `search_text`, `search_audio` and `search_image`."""
 
-    async def __init__(self, settings: RetrievalSettings, modality: Modality):
+    async def __init__(self, settings: RetrievalSettings, key: str):
         if settings.tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
-        self.settings, self.modality = settings, modality
+        self.settings, self.key = settings, key
         # One thread embeds and searches, another decodes audio: a replica's memory and CPU
         # stay bounded, and a slow decode never holds up another query's search.
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
         self.audio_decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self.decode_budget = PixelBudget(settings.max_decode_pixels)
         self.champion = Champion(
-            settings.model_name(modality),
+            settings.model_name(key),
             load=functools.partial(
                 load_searcher, approximate=settings.approximate, asr=settings.asr
             ),
@@ -392,7 +426,7 @@ class RetrieverDeployment:
     def status(self) -> ModelStatus:
         served = self.champion.served
         return ModelStatus(
-            task=f"{self.modality}_retrieval",
+            task=f"{self.key}_retrieval",
             ready=served is not None,
             model=None if served is None else served.info,
             problem=self.champion.problem,
@@ -493,5 +527,5 @@ class RetrieverDeployment:
         try:
             return await self._run(work)
         except Exception:  # a model or index bug: answer it, keep the replica
-            logger.exception("%s search failed", self.modality)
+            logger.exception("%s search failed", self.key)
             return ApiError(500, "model_error", "the search failed on this query; see the logs")

@@ -9,7 +9,8 @@ and how it is served. What used to be listed family by family is read from FAMIL
 - `python -m conceptual.jobs.<job>` finds each family's jobs here (conceptual/jobs/__init__.py
   builds the ones that have no file of their own from `jobs`);
 - tests/unit/test_configs.py checks each family's `config_file` against its recipe's config;
-- the serving app's search routes are the `search` entries (conceptual/serve/app.py).
+- the serving app runs the `search` entries' retrievers (ServeConfig.retrievers, chosen per
+  request with `?retriever=`: conceptual/serve/retriever_deployment.py, routes.py).
 
 A new family is a model (or a variant of one), a recipe, a config file and an entry here:
 docs/architecture.md counts the files the contrastive family took.
@@ -23,18 +24,21 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
 class Search:
     """A family's models served for search (serve/retriever_deployment.py): the deployment's
-    name, the registered model whose champion it follows, and the routes' path segment
+    name, the registered model whose champion it follows, and the routes' query parameter
     (`/v1/search/images?retriever=<key>`; the key is also ServeConfig.retrievers' entry)."""
 
     key: str  # "text": what ServeConfig.retrievers lists to run it
     deployment: str  # "TextRetriever"
     model_name: str  # "retriever-text": its champion is served
+    # Its models' query tower (RetrieverConfig.modality), which the ingress must know before
+    # a model is loaded: text queries (and images, for captions) or spoken ones.
+    modality: Literal["text", "speech"] = "text"
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ FAMILIES: dict[str, Family] = {
             },
             search=(
                 Search("text", "TextRetriever", "retriever-text"),
-                Search("speech", "SpeechRetriever", "retriever-speech"),
+                Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
             ),
         ),
         Family(

@@ -40,13 +40,14 @@ from waiting import WAIT_S, wait_until  # tests/waiting.py
 from conceptual import registry
 from conceptual.models.inference import max_decoded_pixels
 from conceptual.models.saving import LEGACY_FEATURES
-from conceptual.serve.app import APP_NAME, MAX_FORM_PARTS, Api, ServeConfig, build, start
+from conceptual.serve.app import APP_NAME, Api, ServeConfig, build, start
 from conceptual.serve.captioner_deployment import (
     DEPLOYMENT_NAMES,
     CaptionerDeployment,
     CaptionerSettings,
 )
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
+from conceptual.serve.uploads import MAX_FORM_PARTS
 from conceptual.tracking import start_run
 from conceptual_demo.images import bomb, corrupt, good_jpeg, truncated
 
@@ -575,8 +576,8 @@ def test_default_beam_must_be_allowed():
 def test_caption_languages_are_opt_in(repo):
     config = ServeConfig()
     assert config.languages == ["en"]
-    assert config.captioner_settings("en").registered_model("en") == "captioner"
-    assert config.captioner_settings("zh").registered_model("zh") == "captioner-zh"
+    assert config.captioners["en"].registered_model("en") == "captioner"
+    assert config.captioners["zh"].registered_model("zh") == "captioner-zh"
     with pytest.raises(ValueError, match="twice"):
         ServeConfig(languages=["zh", "zh"])
     with pytest.raises(ValueError):
@@ -590,7 +591,7 @@ def test_caption_languages_are_opt_in(repo):
     [application] = yaml.safe_load(text)["applications"]
     args = ServeConfig.model_validate(application["args"])
     assert args.languages == ["en", "zh"]
-    assert args.captioner_settings("zh").registered_model("zh") == "captioner-zh"
+    assert args.captioners["zh"].registered_model("zh") == "captioner-zh"
     assert DEPLOYMENT_NAMES == {"en": "Captioner", "zh": "CaptionerZh"}
 
 
