@@ -3,6 +3,9 @@ terms, and the gather of in-batch negatives across two gloo workers (no Ray)."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -13,10 +16,12 @@ from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.losses import (
     TOTAL,
     CaptionLoss,
+    InfoNCELoss,
     RetrievalLoss,
     caption_loss,
     distillation_loss,
     gathered,
+    info_nce_loss,
     margin_at,
     match_mask,
     mms_loss,
@@ -26,6 +31,56 @@ from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import BOS, EOS
 
 WORLD = 2
+
+
+def test_info_nce_is_clips_symmetric_cross_entropy_written_out():
+    images = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    texts = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+    s = 1 / 0.07  # exp(logit_scale) as it starts
+
+    def ce(positive, other):
+        return -math.log(math.exp(positive) / (math.exp(positive) + math.exp(other)))
+
+    rows = (ce(s * 1.0, s * 0.6) + ce(s * 0.8, s * 0.0)) / 2  # each image among the texts
+    columns = (ce(s * 1.0, s * 0.0) + ce(s * 0.8, s * 0.6)) / 2  # each text among the images
+    loss = InfoNCELoss()(images, texts)
+    assert set(loss) == {TOTAL}
+    assert loss[TOTAL].item() == pytest.approx((rows + columns) / 2, rel=1e-5)
+
+
+def test_info_nce_is_low_for_aligned_pairs_and_high_for_shuffled_ones():
+    embeddings = F.normalize(
+        torch.randn(16, 32, generator=torch.Generator().manual_seed(0)), dim=-1
+    )
+    loss = InfoNCELoss()
+    aligned = loss(embeddings, embeddings)[TOTAL].item()
+    shuffled = loss(embeddings, embeddings.roll(1, dims=0))[TOTAL].item()
+    assert aligned < 0.05 < math.log(16) < shuffled
+
+
+def test_the_temperature_is_learned_from_log_1_over_0_07_and_capped_at_100():
+    loss = InfoNCELoss()
+    assert loss.logit_scale.item() == pytest.approx(math.log(1 / 0.07))
+    assert [name for name, _ in loss.named_parameters()] == ["logit_scale"]
+    images, texts = (F.normalize(torch.randn(4, 8), dim=-1) for _ in range(2))
+    loss(images, texts)[TOTAL].backward()
+    assert loss.logit_scale.grad is not None and loss.logit_scale.grad.item() != 0
+    with torch.no_grad():
+        loss.logit_scale.fill_(math.log(1000))
+    loss.logit_scale.grad = None
+    capped = loss(images, texts)[TOTAL]
+    capped.backward()
+    assert loss.logit_scale.grad.item() == 0  # past the cap: no gradient, it stays
+    at_cap = info_nce_loss(100 * images @ texts.T)
+    torch.testing.assert_close(capped, at_cap)
+
+
+def test_info_nce_leaves_out_the_matches_a_mask_marks():
+    logits = torch.tensor([[2.0, 5.0, 0.0], [5.0, 2.0, 0.0], [0.0, 0.0, 2.0]])
+    mask = match_mask(torch.tensor([0, 0, 1]))  # rows 0 and 1 are the same image
+    assert info_nce_loss(logits, mask) < info_nce_loss(logits)
+    kept = torch.tensor([[2.0, -math.inf, 0.0], [-math.inf, 2.0, 0.0], [0.0, 0.0, 2.0]])
+    torch.testing.assert_close(info_nce_loss(logits, mask), info_nce_loss(kept))
 
 
 def retriever(modality: str = "text") -> DualEncoder:
@@ -52,6 +107,8 @@ def test_the_retrieval_loss_is_the_masked_margin_softmax_of_the_models_scores():
     mask = match_mask(batch["image_group"], batch["caption_group"])
     assert set(terms) == {TOTAL}
     torch.testing.assert_close(terms[TOTAL], mms_loss(scores, mask, 0.2))
+    infonce = RetrievalLoss(model, margins=margin_at, kind="infonce")(**batch)
+    torch.testing.assert_close(infonce[TOTAL], info_nce_loss(scores, mask))
 
 
 def test_a_teachers_distillation_is_a_term_of_its_own_beside_the_alignment():
@@ -92,12 +149,29 @@ def test_the_caption_loss_weighs_captions_by_their_fluency_strategy():
 
 
 def _two_workers(rank: int, store: str) -> None:
-    """Each worker holds half of one global batch; with the gather and DDP's averaging the
-    gradients are the global batch's gradients."""
+    """Each worker holds half of one global batch; the gathered loss is the global batch's,
+    and with DDP's averaging the gradients are the global batch's gradients."""
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     try:
         ids = gathered(torch.tensor([rank, rank]))[0]
         assert ids.tolist() == [0, 0, 1, 1]
+
+        generator = torch.Generator().manual_seed(1)
+        every = [F.normalize(torch.randn(8, 16, generator=generator), dim=-1) for _ in range(2)]
+        for t in every:
+            t.requires_grad_()
+        whole = InfoNCELoss(gather=False)
+        expected = whole(*every)[TOTAL]
+        expected.backward()
+        mine = [t.detach()[rank * 4 : rank * 4 + 4].clone().requires_grad_() for t in every]
+        shared = InfoNCELoss()
+        loss = shared(*mine)[TOTAL]
+        loss.backward()
+        torch.testing.assert_close(loss, expected)
+        torch.testing.assert_close(shared.logit_scale.grad, whole.logit_scale.grad)
+        # each worker's rows get every worker's gradient for them: DDP's mean is the whole's
+        for part, t in zip(mine, every):
+            torch.testing.assert_close(part.grad / WORLD, t.grad[rank * 4 : rank * 4 + 4])
 
         model, batch = retriever(), text_batch(8)
         RetrievalLoss(model, margins=margin_at, gather=False)(**batch)[TOTAL].backward()

@@ -8,10 +8,13 @@ the loss's forward so that a DistributedDataParallel wrapper around the loss see
 
 - CaptionLoss: the captioner's token cross-entropy (caption_loss), with label smoothing and
   each caption weighted by the fluency strategy (sample_weights).
-- RetrievalLoss: the dual encoder's masked margin softmax (mms_loss) or triplet loss
-  (triplet_loss) over in-batch negatives (match_mask) with the growing margin (margin_at);
-  with a teacher, the distillation term beside it (distillation_loss).
+- RetrievalLoss: the dual encoder's masked margin softmax (mms_loss), triplet loss
+  (triplet_loss) or InfoNCE (info_nce_loss) over in-batch negatives (match_mask), the
+  first two with the growing margin (margin_at); with a teacher, the distillation term
+  beside it (distillation_loss).
 - FluencyLoss: the four view classifiers' cross-entropy (fluency_loss).
+- InfoNCELoss: CLIP's symmetric cross-entropy (info_nce_loss) with a learned temperature of
+  its own, over a batch's embeddings.
 
 In-batch negatives from every worker come through `gathered`, written once here.
 
@@ -138,8 +141,8 @@ def sample_weights(
 
 class RetrievalLoss(nn.Module):
     """The dual encoder's loss over a batch's columns (docs/spec/retrieval.md): both towers,
-    the match mask, `kind` ("mms" or "triplet") over in-batch negatives, from every worker
-    with `gather`.
+    the match mask, `kind` ("mms", "triplet", or "infonce" over the model's scaled scores)
+    over in-batch negatives, from every worker with `gather`.
 
     `at_step` sets the margin (`margins`: optimizer step -> margin) and the triplet's draw
     of negatives (the same on every worker: seeded by `seed` and the step) before each
@@ -152,7 +155,7 @@ class RetrievalLoss(nn.Module):
         self,
         model: DualEncoder,
         margins: Callable[[int], float],
-        kind: Literal["mms", "triplet"] = "mms",
+        kind: Literal["mms", "triplet", "infonce"] = "mms",
         seed: int = 0,
         gather: bool = True,
         distill: Literal["mms", "cosine"] = "mms",
@@ -208,6 +211,8 @@ class RetrievalLoss(nn.Module):
         mask = match_mask(image_group, caption_group)
         if self.kind == "triplet":
             return triplet_loss(scores, mask, self.margin, self.negatives)
+        if self.kind == "infonce":
+            return info_nce_loss(scores, mask)
         return mms_loss(scores, mask, self.margin)
 
 
@@ -321,3 +326,41 @@ def fluency_loss(logits: Tensor, lengths: Tensor, label: Tensor) -> Tensor:
     present = lengths > 0
     targets = label[:, None].expand_as(present)
     return F.cross_entropy(logits[present], targets[present], reduction="none").mean()
+
+
+# ---------------------------------------------------------------- contrastive (CLIP)
+
+
+def info_nce_loss(logits: Tensor, mask: Tensor | None = None) -> Tensor:
+    """CLIP's symmetric InfoNCE over (B, B) logits, pair i the positive of row i and column
+    i: the mean of the cross-entropy of each row (an image among the texts) and of each
+    column (a text among the images). With `mask` (match_mask), the entries it marks as
+    matches (the same image or caption twice in the batch) are no negatives: left out."""
+    if mask is not None:
+        positive = torch.eye(len(logits), dtype=torch.bool, device=logits.device)
+        logits = logits.masked_fill(~(mask.bool() | positive), float("-inf"))
+    target = torch.arange(len(logits), device=logits.device)
+    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+
+
+class InfoNCELoss(nn.Module):
+    """CLIP's contrastive loss (open_clip's ClipLoss) over a batch of (image, text) pairs'
+    L2-normalized embeddings, from every worker with `gather`: info_nce_loss over the
+    logits exp(logit_scale) x image . text.
+
+    `logit_scale` is learned: it starts at log(1 / 0.07) (CLIP's temperature 0.07) and is
+    clamped at log(100) in the forward pass, where past the cap it gets no gradient (a
+    softmax that sharp is nearly one-hot, and training becomes unstable). It is this
+    module's parameter: the model that trains with it holds the module, so that the
+    optimizer steps the scale and checkpoints save it."""
+
+    def __init__(self, gather: bool = True, temperature: float = 0.07, max_scale: float = 100.0):
+        super().__init__()
+        self.gather, self.max_log_scale = gather, math.log(max_scale)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / temperature)))
+
+    def forward(self, images: Tensor, texts: Tensor) -> Terms:
+        if self.gather and all_workers():
+            images, texts = gathered(images, texts)
+        logits = self.logit_scale.clamp(max=self.max_log_scale).exp() * (images @ texts.T)
+        return {TOTAL: info_nce_loss(logits)}
