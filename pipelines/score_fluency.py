@@ -37,8 +37,9 @@ from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.fluency.model import FLUENT_ABOVE
+from conceptual.fluency.saved import SavedFluency
 from conceptual.fluency.scorer import FluencyScorer
-from conceptual.models.saving import SavedFluency, load
+from conceptual.models.saving import load
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.readers import read_row_groups
 from conceptual.records import CURATED_LANGUAGE, Stage

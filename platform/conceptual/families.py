@@ -97,7 +97,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             name="fluency",
             kind="fluency",
-            saved="conceptual.models.saving:SavedFluency",
+            saved="conceptual.fluency.saved:SavedFluency",
             recipe="conceptual.pipelines.train_fluency:RECIPE",
             config_file="train_fluency.yaml",
             jobs={

@@ -24,7 +24,7 @@ vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh
 
 save_model(model, vocab, "out/model", features)   # FeatureSettings, from features.json
 save_retriever(model, "out/retriever", audio=features_config.model_dump(), features=features)
-save_fluency(model, vocabs, "out/fluency")
+save_fluency(model, vocabs, "out/fluency")   # conceptual.fluency.saved, on `save` and `Saved`
 saved = load("out/model")   # whatever kind: saved.model in eval mode, with its preprocessing
 saved = load("out/retriever", kind=SavedRetriever)   # ValueError when it holds another kind
 """
@@ -43,7 +43,6 @@ from torch import nn
 
 from conceptual.config import Config
 from conceptual.families import saved_kinds
-from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import Vocabulary
@@ -83,8 +82,8 @@ def save_model(
 ) -> Path:
     """`features`: how the image features it was trained on were made; None (made-up
     features) saves none, and the model then reads as LEGACY_FEATURES."""
-    _check_vocabulary(model.config.vocab_size, vocab)
-    return _save(model, "captioner", _features_entry(features), vocab, directory)
+    check_vocabulary(model.config.vocab_size, vocab)
+    return save(model, "captioner", _features_entry(features), vocab, directory)
 
 
 def save_retriever(
@@ -100,20 +99,11 @@ def save_retriever(
     if model.config.modality == "text":
         if vocab is None:
             raise ValueError("a text retriever is saved with its vocabulary")
-        _check_vocabulary(model.config.vocab_size, vocab)
+        check_vocabulary(model.config.vocab_size, vocab)
     elif vocab is not None:
         raise ValueError("a speech retriever has no vocabulary to save")
     extra = {"audio": audio, **_features_entry(features)}
-    return _save(model, "retriever", extra, vocab, directory)
-
-
-def save_fluency(model: FluencyModel, vocabs: dict[str, Vocabulary], directory: str | Path) -> Path:
-    for view in VIEWS:
-        _check_vocabulary(model.config.vocab_sizes[view], vocabs[view])
-    directory = _save(model, "fluency", {}, None, directory)
-    for view in VIEWS:
-        (directory / f"vocab.{view}.json").write_text(vocabs[view].to_json())
-    return directory
+    return save(model, "retriever", extra, vocab, directory)
 
 
 @dataclass(frozen=True)
@@ -152,7 +142,7 @@ class SavedCaptioner(Saved):
     ) -> SavedCaptioner:
         model = Captioner(CaptionerConfig.model_validate(settings["config"]))
         vocab = Vocabulary.from_json((directory / VOCAB).read_text())
-        return cls(_load_weights(model, directory, device), directory, settings, vocab)
+        return cls(load_weights(model, directory, device), directory, settings, vocab)
 
     @property
     def features(self) -> FeatureSettings:
@@ -178,7 +168,7 @@ class SavedRetriever(Saved):
         model = DualEncoder(RetrieverConfig.model_validate(LEGACY_RETRIEVER | settings["config"]))
         vocab_file = directory / VOCAB
         vocab = Vocabulary.from_json(vocab_file.read_text()) if vocab_file.exists() else None
-        return cls(_load_weights(model, directory, device), directory, settings, vocab)
+        return cls(load_weights(model, directory, device), directory, settings, vocab)
 
     @property
     def audio(self) -> dict[str, Any] | None:
@@ -198,24 +188,6 @@ class SavedRetriever(Saved):
         """A text retriever's caption language model (ARPA), or None."""
         path = self.directory / LANGUAGE_MODEL
         return path if path.is_file() else None
-
-
-@dataclass(frozen=True)
-class SavedFluency(Saved):
-    kind: ClassVar[str] = "fluency"
-    model: FluencyModel
-    vocabs: dict[str, Vocabulary]  # view -> its vocabulary
-
-    @classmethod
-    def read(
-        cls, directory: Path, settings: dict[str, Any], device: str | torch.device
-    ) -> SavedFluency:
-        model = FluencyModel(FluencyConfig.model_validate(settings["config"]))
-        vocabs = {
-            view: Vocabulary.from_json((directory / f"vocab.{view}.json").read_text())
-            for view in VIEWS
-        }
-        return cls(_load_weights(model, directory, device), directory, settings, vocabs)
 
 
 S = TypeVar("S", bound=Saved)
@@ -238,18 +210,20 @@ def _features_entry(features: FeatureSettings | None) -> dict[str, Any]:
     return {} if features is None else {"features": features.model_dump()}
 
 
-def _check_vocabulary(vocab_size: int, vocab: Vocabulary) -> None:
+def check_vocabulary(vocab_size: int, vocab: Vocabulary) -> None:
     if vocab_size != len(vocab):
         raise ValueError(f"the model has {vocab_size} words, the vocabulary {len(vocab)}")
 
 
-def _save(
+def save(
     model: nn.Module,
     kind: str,
     extra: dict[str, Any],
     vocab: Vocabulary | None,
     directory: str | Path,
 ) -> Path:
+    """What every kind saves: the weights, config.json (its `kind`, the model's config and
+    `extra`) and the vocabulary, when it has one."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
@@ -280,6 +254,7 @@ def _read(directory: Path) -> dict[str, Any]:
     return saved
 
 
-def _load_weights(model: M, directory: Path, device: str | torch.device) -> M:
+def load_weights(model: M, directory: Path, device: str | torch.device) -> M:
+    """`model` with the saved weights, on `device`, in eval mode."""
     model.load_state_dict(load_file(directory / WEIGHTS, device=str(device)))
     return model.to(device).eval()
