@@ -37,7 +37,7 @@ from conceptual.errors import ErrorsConfig
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.executors import cnn_actors
 from conceptual.pipelines.readers import read_row_groups
-from conceptual.records import FEATURES, image_id
+from conceptual.records import FEATURES, record_image_id
 from conceptual.storage import SUCCESS
 from conceptual.vision.cnn import AugmentationName, CnnConfig, FeatureExtractor
 
@@ -91,8 +91,7 @@ class FeatureStage:
         carried = [c for c in CARRIED if c in batch.column_names]
         records = batch.select(["id", "split", "caption", *carried]).to_pylist()
         for record, photo, crops in zip(records, photos, per_record):
-            if record.get("image_id") is None:  # curated before curation wrote the column
-                record["image_id"] = image_id(photo)
+            record["image_id"] = record_image_id(record.get("image_id"), photo)
             for crop, (pooled, grid) in enumerate(crops):
                 rows.append(
                     {

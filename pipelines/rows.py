@@ -25,7 +25,7 @@ import ray
 
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.pipelines.journal import batch_name, write_batch
-from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection, image_id
+from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection, record_image_id
 from conceptual.splits import SplitConfig, assign_split, split_of_key
 
 ENTITY_FREQUENCY_STAGE, RARE_TYPE = "entity_frequency", "rare_type"
@@ -370,8 +370,7 @@ def assign_splits(batch: pa.Table, split: SplitConfig) -> pa.Table:
     images = batch["image"].take(indices).to_pylist()
     urls = batch["image_url"].take(indices).to_pylist()
     for i, image, url in zip(kept.tolist(), images, urls):
-        if image is not None and image_ids[i] is None:
-            image_ids[i] = image_id(image)
+        image_ids[i] = record_image_id(image_ids[i], image)
         if splits[i] is None:
             splits[i] = (
                 assign_split(image, split)

@@ -247,6 +247,14 @@ def image_id(image: bytes) -> str:
     return hashlib.sha1(image).hexdigest()
 
 
+def record_image_id(stored: str | None, image: bytes | None) -> str | None:
+    """A record's image_id: the one it carries, else its image's (an import's records, and
+    curated data from before curation wrote the column, carry none); None with neither."""
+    if stored is not None or not image:
+        return stored
+    return image_id(image)
+
+
 # One spoken caption: synthesized (conceptual.speech.synthesis) or recorded and imported
 # (conceptual.speech.human); every job that takes clips takes either.
 CLIP = pa.schema(

@@ -13,7 +13,7 @@ import skimage.data
 from PIL import Image
 
 from conceptual.jobs import caption
-from conceptual.models.caption_files import image_id
+from conceptual.models.caption_files import coco_id
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import FeatureSettings, save_model
 
@@ -98,10 +98,10 @@ def test_image_errors_survive_pickling():
 
 
 def test_image_ids_as_coco_names_them():
-    assert image_id(Path("COCO_val2014_000000123456.jpg")) == 123456
-    assert image_id(Path("val2017/000000000139.jpg")) == 139
-    assert image_id(Path("1000268201_693b08cb0e.jpg")) == "1000268201_693b08cb0e"  # Flickr8k
-    assert image_id(Path("img01.png")) == "img01"
+    assert coco_id(Path("COCO_val2014_000000123456.jpg")) == 123456
+    assert coco_id(Path("val2017/000000000139.jpg")) == 139
+    assert coco_id(Path("1000268201_693b08cb0e.jpg")) == "1000268201_693b08cb0e"  # Flickr8k
+    assert coco_id(Path("img01.png")) == "img01"
 
 
 def test_a_folder_captioned_into_a_coco_results_json(model_dir, real_data, tmp_path, capsys):
@@ -113,7 +113,7 @@ def test_a_folder_captioned_into_a_coco_results_json(model_dir, real_data, tmp_p
     photos = sorted((real_data / "coco_mini" / "val2017").glob("*.jpg"))[:3]
     for photo in photos:
         shutil.copy(photo, folder / photo.name)
-    shutil.copy(photos[0], folder / f"{image_id(photos[0])}.png")  # image 139 again
+    shutil.copy(photos[0], folder / f"{coco_id(photos[0])}.png")  # image 139 again
     (folder / "000000000001.jpg").write_bytes(b"not a photo")
     (folder / "captions_val2017.json").write_text("{}")
     results = tmp_path / "out" / "results.json"
@@ -123,7 +123,7 @@ def test_a_folder_captioned_into_a_coco_results_json(model_dir, real_data, tmp_p
     assert f"skipped {folder / '000000000001.jpg'}: not_an_image" in err
     assert "139.png has the image id of an earlier file" in err
     written = json.loads(results.read_text())
-    assert [r["image_id"] for r in written] == [image_id(p) for p in photos]  # name order
+    assert [r["image_id"] for r in written] == [coco_id(p) for p in photos]  # name order
     assert all(isinstance(r["image_id"], int) for r in written)
     lines = dict(line.split("\t") for line in out.splitlines() if "\t" in line)
     assert {r["caption"] for r in written} <= set(lines.values())

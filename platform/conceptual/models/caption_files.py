@@ -4,7 +4,7 @@ photo never ends the job), and each image gets the id the COCO results JSON name
 
     files = image_files([Path("val2014/")])           # sorted, by suffix
     captioned, skipped = caption_files(captioner, files, batch=32)
-    coco_results({image_id(p): c for p, c in captioned.items()})   # conceptual.metrics
+    coco_results({coco_id(p): c for p, c in captioned.items()})   # conceptual.metrics
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def is_image_name(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
 
 
-def image_id(path: Path) -> int | str:
+def coco_id(path: Path) -> int | str:
     """The id of an image in a COCO results JSON: the integer its name ends with, as COCO
     names its photos (COCO_val2014_000000123456.jpg -> 123456), else the file's stem."""
     found = COCO_ID.search(path.stem)
@@ -88,7 +88,7 @@ def by_image_id(captioned: dict[Path, str]) -> tuple[dict[int | str, str], list[
     by_id: dict[int | str, str] = {}
     repeated = []
     for path, caption in captioned.items():
-        if (key := image_id(path)) in by_id:
+        if (key := coco_id(path)) in by_id:
             repeated.append(path)
         else:
             by_id[key] = caption

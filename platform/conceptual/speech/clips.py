@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from conceptual.records import image_id
+from conceptual.records import record_image_id
 from conceptual.speech.audio import SAMPLE_RATE, duration, encode_flac
 from conceptual.speech.synthesis import Parameters, Rendered
 
@@ -21,12 +21,9 @@ def caption_fields(record: dict[str, Any]) -> dict[str, Any]:
     """What a clip keeps of the caption record it speaks. The image's identity is the
     record's `image_id` (curation writes it; a features output carries it), null for a
     record with neither it nor an image."""
-    image, stored = record.get("image"), record.get("image_id")
     return {
         "caption_id": record["id"],
-        # Records without the column (candidates; curated data from before curation wrote
-        # it) get it here, from their image's bytes.
-        "image_id": stored if stored is not None or not image else image_id(image),
+        "image_id": record_image_id(record.get("image_id"), record.get("image")),
         "image_url": record.get("image_url"),
         "caption": record["caption"],
         "split": record.get("split"),
