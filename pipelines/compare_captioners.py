@@ -38,7 +38,7 @@ from conceptual.intervals import (
 )
 from conceptual.models.saving import load
 from conceptual.models.variants import VARIANTS
-from conceptual.pipelines.comparison import Comparison, Trained, parse_variant, registered_columns
+from conceptual.pipelines.comparison import Comparison, Trained, parse_variants, registered_columns
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_captioner import captioner_scores
 from conceptual.pipelines.features_data import feature_files, split_images
@@ -68,7 +68,7 @@ def compare(
     comparison (pipelines/comparison.py); register the best one by dev CIDEr, every one
     ("all") or none ("none"). Returns `run_id` (the comparison run) and `rows` (one per
     variant, best first by dev CIDEr, with intervals and p-values: module docstring)."""
-    parsed = [parse_variant(text, config, NAMED) for text in variants]  # fail before training
+    parsed = parse_variants(variants, config, [features_uri], NAMED)
     dev = split_images(
         feature_files(features_uri), features_uri, config.eval_split, config.eval_max_images, False
     )
@@ -87,7 +87,7 @@ def compare(
         plot=comparison_plot,
     )
     params = {"features_uri": features_uri, "variants": ",".join(variants)}
-    return run_comparison(how, config, parsed, [features_uri], params, register, model_name)
+    return run_comparison(how, config, parsed, params, register, model_name)
 
 
 def best_dev_scores(

@@ -28,6 +28,11 @@ classifier on the Chinese views: a generated caption has no English source).
         ->  the best Chinese captioner by dev CIDEr registered as captioner-zh
             (registered=best; all, none)
 
+The driver is pipelines/comparison.py's: each approach is one of its variants (the English
+captioner reads EN, the manual one its own features; the re-ranked late translation is
+scored on the late translation's captioner, the baseline trains nothing), and the rows
+stay in the order above.
+
 Every score has its 95% bootstrap interval over the test images (`human.CIDEr.ci95_low`,
 ...; the fluency scores over the captions of every reference set together) and a paired
 bootstrap p-value against the column's best approach (`human.CIDEr.p_vs_best`: every
@@ -42,16 +47,15 @@ not hold, which makes the late-translation rows a retrieval stand-in for a trans
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Literal
 
-import mlflow
 import numpy as np
 from matplotlib.figure import Figure
 from pydantic import Field
 
-from conceptual import registry, tracking
+from conceptual import registry
 from conceptual.config import Config, ConfigError
 from conceptual.fluency.scorer import FluencyScorer
 from conceptual.fluency.translation import Translator
@@ -59,7 +63,6 @@ from conceptual.intervals import (
     NOISE_P,
     WITHIN_NOISE,
     BootstrapConfig,
-    against_best,
     resample_counts,
     with_intervals,
     within_noise,
@@ -67,8 +70,8 @@ from conceptual.intervals import (
 from conceptual.models.captioner import CaptionerSettings
 from conceptual.models.losses import FluencyStrategy
 from conceptual.models.saving import SavedCaptioner, load
-from conceptual.pipelines import training
-from conceptual.pipelines.comparison import to_register
+from conceptual.pipelines.comparison import Comparison, Trained, Variant
+from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_captioner import (
     baseline_captions,
     caption_fluency,
@@ -119,11 +122,12 @@ def compare(
     translator: Translator | None = None,
     manual_features: str | None = None,
 ) -> dict[str, Any]:
-    """Train and score every approach (module docstring). `references`: name -> features
-    whose `config.split` holds the test photos with Chinese references; `english_features`
-    and a `translator` are needed for the late-translation rows; `manual_features`
-    (human-written Chinese captions) adds the "Manual Flickr8k-cn" row. Returns `run_id` (the
-    comparison run) and `rows` (one per approach, in the spec's order, then the baseline)."""
+    """Train and score every approach (module docstring) on pipelines/comparison.py's driver.
+    `references`: name -> features whose `config.split` holds the test photos with Chinese
+    references; `english_features` and a `translator` are needed for the late-translation
+    rows; `manual_features` (human-written Chinese captions) adds the "Manual Flickr8k-cn"
+    row. Returns `run_id` (the comparison run) and `rows` (one per approach, in the spec's
+    order, then the baseline)."""
     if not references:
         raise ConfigError("no reference set: give --reference NAME=URI")
     if config.late_translation and (english_features is None or translator is None):
@@ -133,143 +137,116 @@ def compare(
         name: split_images(feature_files(uri), uri, config.split)
         for name, uri in references.items()
     }
-    tags = {"stage": "compare_fluency"}
-    with tracking.start_run(config.experiment, run_name="comparison", tags=tags) as parent:
-        tracking.log_config(config)
-        mlflow.log_params(
-            {"features_uri": features_uri, "english_features": english_features or ""}
-            | {f"references.{name}": uri for name, uri in references.items()}
-        )
-    parent_id = parent.info.run_id
-
-    generated: dict[str, dict[str, dict[str, str]]] = {}  # approach -> reference set -> key
-    rows: list[dict[str, Any]] = []
-    trained = []
-    with tracking.children_of(parent_id):
-        if config.late_translation:
-            assert english_features is not None and translator is not None
-            started = time.monotonic()
-            result = training.train(RECIPE, english_config(config), english_features)
-            saved = load(result["model_dir"], kind=SavedCaptioner)
-            model, vocab = saved.model, saved.vocab
-            seconds = time.monotonic() - started
-            late, reranked = {}, {}
-            for name, images in test_sets.items():
-                english = n_best_captions(model, vocab, images, config.beam, config.rerank)
-                late[name], reranked[name] = late_translations(english, translator, scorer)
-            generated[LATE], generated[RERANK] = late, reranked
-            for approach in (LATE, RERANK):
-                rows.append({"approach": approach, "run_id": result["run_id"], "seconds": seconds})
-        for strategy in config.strategies:
-            name = STRATEGY_NAMES[strategy]
-            strategy_config, result, generated[name], row = train_chinese(
-                name, config, strategy, features_uri, test_sets
-            )
-            trained.append((strategy_config, result))
-            rows.append(row)
-        if manual_features is not None:
-            # Trained on human-written Chinese, not translations: a reference point, never
-            # registered (its dev CIDEr is on other captions than the strategies').
-            *_, generated[MANUAL], row = train_chinese(
-                MANUAL, config, "none", manual_features, test_sets
-            )
-            rows.append(row)
     train_files = feature_files(features_uri)
-    generated[NEAREST] = {
-        ref: baseline_captions(train_files, features_uri, images)
-        for ref, images in test_sets.items()
-    }
-    rows.append({"approach": NEAREST, "run_id": None, "seconds": None})
 
-    resampled = []
-    for row in rows:
-        scores, on_resamples = approach_scores(
-            generated[row["approach"]], test_sets, scorer, config.bootstrap
-        )
-        row.update(scores)
-        resampled.append(on_resamples)
-    add_p_values(rows, resampled)
-    registered = register_captioners(trained, config.registered)
-    for row in rows:  # the English captioner of the late translations is not registered
-        chinese = row["approach"] in STRATEGY_NAMES.values()
-        row["version"] = registered.get(row["run_id"]) if chinese else None
-
-    with mlflow.start_run(run_id=parent_id):
-        columns = table_columns(rows)
-        mlflow.log_table({c: [row.get(c) for row in rows] for c in columns}, "comparison.json")
-        mlflow.log_text(markdown_table(rows, list(test_sets)), "comparison.md")
-        mlflow.log_figure(comparison_plot(rows, list(test_sets)), "comparison.png")
-        first = next(iter(test_sets))
-        mlflow.log_text(
-            json.dumps({a: g[first] for a, g in generated.items()}, ensure_ascii=False, indent=1),
-            "captions.json",
-        )
-        mlflow.log_metrics(
-            {
-                tracking.metric_key(row["approach"], key): value
-                for row in rows
-                for key, value in row.items()
-                if isinstance(value, float) and key != "seconds"
+    def score(name: str, trained_with: TrainConfig | None, result: dict[str, Any] | None) -> tuple:
+        if result is None:  # the nearest-neighbour baseline
+            generated = {
+                ref: baseline_captions(train_files, features_uri, images)
+                for ref, images in test_sets.items()
             }
-        )
-    return {"run_id": parent_id, "rows": rows}
+        else:
+            saved = load(result["model_dir"], kind=SavedCaptioner)
+            write = partial(chinese_captions, name, saved, config, translator, scorer)
+            generated = {ref: write(images) for ref, images in test_sets.items()}
+        return *approach_scores(generated, test_sets, scorer, config.bootstrap), generated
+
+    reference_sets = list(test_sets)
+    how = Comparison(
+        recipe=RECIPE,
+        stage="compare_fluency",
+        metric=None,  # a column per reference set and metric, each with its best
+        score=score,
+        row=comparison_row,
+        table=partial(markdown_table, reference_sets=reference_sets),
+        plot=partial(comparison_plot, reference_sets=reference_sets),
+        also_logged=("dev_CIDEr",),
+        files=partial(captions_file, reference_set=reference_sets[0]),
+    )
+    params = {"features_uri": features_uri, "english_features": english_features or ""}
+    params |= {f"references.{name}": uri for name, uri in references.items()}
+    variants = approaches(features_uri, config, english_features, manual_features)
+    return run_comparison(how, config, variants, params, config.registered)
 
 
-def train_chinese(
-    name: str,
-    config: FluencyComparisonConfig,
-    strategy: FluencyStrategy,
+def approaches(
     features_uri: str,
-    test_sets: Mapping[str, Mapping[str, Any]],
-) -> tuple[TrainConfig, dict[str, Any], dict[str, dict[str, str]], dict[str, Any]]:
-    """One Chinese captioner trained on `features_uri` with `strategy`: its config, training
-    result, captions of every test set, and its row of the table."""
-    print(f"captioner {name}", flush=True)
-    started = time.monotonic()
-    chinese = config.train.model_copy(
-        update={"language": "zh", "fluency": strategy, "experiment": config.experiment}
-    )
-    result = training.train(RECIPE, chinese, features_uri)
-    saved = load(result["model_dir"], kind=SavedCaptioner)
-    captions = {
-        ref: caption_images(saved.model, saved.vocab, images, config.beam)
-        for ref, images in test_sets.items()
-    }
-    row = {
-        "approach": name,
-        "run_id": result["run_id"],
-        "seconds": time.monotonic() - started,
-        "dev_CIDEr": result["best"]["CIDEr"],
-    }
-    return chinese, result, captions, row
+    config: FluencyComparisonConfig,
+    english_features: str | None,
+    manual_features: str | None,
+) -> list[Variant]:
+    """The comparison's variants in the spec's order: the two late translations of one
+    English captioner, a Chinese captioner per strategy, the manual row, the baseline. The
+    English captioner and the manual one are never registered: one writes English, the
+    other's dev CIDEr is on other captions than the strategies'."""
+    variants = []
+    if config.late_translation:
+        english = captioner_config(config, "en", "none")
+        variants.append(Variant(LATE, english, [english_features], registrable=False))
+        variants.append(Variant(RERANK, model_of=LATE))
+    for strategy in config.strategies:
+        chinese = captioner_config(config, "zh", strategy)
+        variants.append(Variant(STRATEGY_NAMES[strategy], chinese, [features_uri]))
+    if manual_features is not None:
+        manual = captioner_config(config, "zh", "none")
+        variants.append(Variant(MANUAL, manual, [manual_features], registrable=False))
+    return [*variants, Variant(NEAREST)]
 
 
-def english_config(config: FluencyComparisonConfig) -> TrainConfig:
-    """The late-translation baselines' English captioner: the shared training keys."""
-    return config.train.model_copy(
-        update={"language": "en", "fluency": "none", "experiment": config.experiment}
-    )
+def captioner_config(
+    config: FluencyComparisonConfig, language: str, strategy: FluencyStrategy
+) -> TrainConfig:
+    """The shared training keys for a captioner writing `language` with `strategy`, in the
+    comparison's experiment."""
+    update = {"language": language, "fluency": strategy, "experiment": config.experiment}
+    return config.train.model_copy(update=update)
 
 
-def late_translations(
+def chinese_captions(
+    approach: str,
+    saved: SavedCaptioner,
+    config: FluencyComparisonConfig,
+    translator: Translator | None,
+    scorer: FluencyScorer,
+    images: Mapping[str, Any],
+) -> dict[str, str]:
+    """Image key -> the Chinese caption `approach` writes with the `saved` captioner: its
+    English caption translated (late translation), the most fluent translation of its
+    `rerank` best English captions (re-ranked), or its own (a Chinese captioner). The
+    `translator` is there for late translation (compare() refuses it without one)."""
+    model, vocab = saved.model, saved.vocab
+    if approach == LATE:
+        return late_translations(caption_images(model, vocab, images, config.beam), translator)
+    if approach == RERANK:
+        english = n_best_captions(model, vocab, images, config.beam, config.rerank)
+        return reranked_translations(english, translator, scorer)
+    return caption_images(model, vocab, images, config.beam)
+
+
+def late_translations(english: Mapping[str, str], translator: Translator) -> dict[str, str]:
+    """Image key -> the translation of its English caption, segmented as a Chinese captioner
+    writes its captions."""
+    keys = list(english)
+    translated = translator.translate([english[key] for key in keys])
+    return {key: tokens_for_captioning(text or "") for key, text in zip(keys, translated)}
+
+
+def reranked_translations(
     english: Mapping[str, list[str]], translator: Translator, scorer: FluencyScorer
-) -> tuple[dict[str, str], dict[str, str]]:
-    """Image key -> the translation of its best English caption (late translation), and
-    the most fluent of its n best captions' translations, scored with their English
-    source on all four views (rerank; among equals the better English caption). Chinese
-    captions come segmented, as a Chinese captioner writes them."""
+) -> dict[str, str]:
+    """Image key -> the most fluent of its n best captions' translations, scored with their
+    English source on all four views (among equals the better English caption), segmented."""
     keys = list(english)
     flat = [caption for key in keys for caption in english[key]]
     translated = [t or "" for t in translator.translate(flat)]
     fluency = scorer.score(translated, flat)
-    late, reranked, at = {}, {}, 0
+    reranked, at = {}, 0
     for key in keys:
         n = len(english[key])
-        late[key] = tokens_for_captioning(translated[at])
         best = at + int(np.argmax(fluency[at : at + n]))
         reranked[key] = tokens_for_captioning(translated[best])
         at += n
-    return late, reranked
+    return reranked
 
 
 def approach_scores(
@@ -299,31 +276,26 @@ def approach_scores(
     return with_intervals(scores | found, resampled | on_resamples), resampled | on_resamples
 
 
-def add_p_values(
-    rows: Sequence[dict[str, Any]], resampled: Sequence[dict[str, np.ndarray]]
-) -> None:
-    """`{metric}.p_vs_best` in every row for every resampled metric: the paired p-value of
-    the row's difference to the column's best row (None for the best)."""
-    for metric in resampled[0]:
-        p_values = against_best([row.get(metric) for row in rows], [r[metric] for r in resampled])
-        for row, p_value in zip(rows, p_values):
-            row[f"{metric}.p_vs_best"] = p_value
-
-
-def register_captioners(
-    trained: Sequence[tuple[TrainConfig, dict[str, Any]]], register: str
-) -> dict[str, str]:
-    """Training run id -> registered version: the best Chinese captioner by dev CIDEr, every
-    one, or none (comparison.to_register)."""
-    ranked = sorted(trained, key=lambda t: t[1]["best"]["CIDEr"], reverse=True)
+def comparison_row(trained: Trained) -> dict[str, Any]:
+    """An approach's row: its training run, the dev CIDEr of a Chinese captioner (the
+    English one's is on English captions), its scores, its captioner-zh version."""
+    result, trained_with = trained.result, trained.config
+    chinese = trained_with is not None and trained_with.language == "zh"
     return {
-        result["run_id"]: str(training.publish(RECIPE, result, cfg)["version"])
-        for cfg, result in to_register(ranked, register)
+        "approach": trained.name,
+        "run_id": None if result is None else result["run_id"],
+        "seconds": trained.seconds,
+        **({"dev_CIDEr": result["best"]["CIDEr"]} if chinese else {}),
+        **trained.scores,
+        "version": None if trained.decision is None else str(trained.decision["version"]),
     }
 
 
-def table_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(key for row in rows for key in row))
+def captions_file(trained: Sequence[Trained], reference_set: str) -> dict[str, str]:
+    """captions.json: every approach's captions of `reference_set` (what rating_tasks
+    --kind zh_caption shows raters)."""
+    captions = {t.name: t.evaluation[reference_set] for t in trained}
+    return {"captions.json": json.dumps(captions, ensure_ascii=False, indent=1)}
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]], reference_sets: Sequence[str]) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from conceptual.intervals import NOISE_P, WITHIN_NOISE, interval_cell, p_cell
 from conceptual.metrics import KS
-from conceptual.pipelines.comparison import Comparison, Trained, parse_variant, registered_columns
+from conceptual.pipelines.comparison import Comparison, Trained, parse_variants, registered_columns
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig, directions, evaluate
 from conceptual.pipelines.train_retriever import RECIPE, RetrieverTrainConfig
@@ -45,7 +45,7 @@ def compare(
     """Train and evaluate every variant (pipelines/comparison.py); register none, the best by
     held-out mean R@10, or all (the champion rule judges each); `teacher_speech` as
     train_retriever's. Returns `run_id` and `rows`, best first."""
-    parsed = [parse_variant(text, config) for text in variants]  # fail before training
+    parsed = parse_variants(variants, config, [features_uri, speech_uri, list(teacher_speech)])
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
 
     def score(name: str, variant_config: RetrieverTrainConfig, result: dict[str, Any]) -> tuple:
@@ -68,8 +68,7 @@ def compare(
         "teacher_speech": " ".join(teacher_speech) or None,
         "variants": " | ".join(variants),
     }
-    data = [features_uri, speech_uri, list(teacher_speech)]
-    return run_comparison(how, config, parsed, data, params, register)
+    return run_comparison(how, config, parsed, params, register)
 
 
 def comparison_row(trained: Trained) -> dict[str, Any]:

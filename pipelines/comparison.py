@@ -1,15 +1,20 @@
-"""Variants of one model family trained on the same data, each with its own overrides of a
-shared config, as child runs of one comparison run in one MLflow experiment: the one driver
-of compare_captioners and compare_retrievers.
+"""Variants of one model family trained and scored side by side, as child runs of one
+comparison run in one MLflow experiment: the one driver of compare_captioners,
+compare_retrievers and compare_fluency.
 
     DATA  ->  one training run per variant (training.train), scored as the family says
-          ->  the variants ranked by that score, with a paired bootstrap p-value of each
-              against the best (`<metric>.p_vs_best`: the same resamples for every variant)
+          ->  the table: the variants ranked by the family's metric, with a paired bootstrap
+              p-value of each against the best (`<metric>.p_vs_best`: the same resamples
+              for every variant); or, without one metric, in the order given, every
+              resampled score with its p-value against its column's best
           ->  the best registered, champion rule applied (or every variant, or none)
           ->  the comparison run: comparison.json (table), comparison.md, [comparison.png]
 
-A variant is `name: key=value ...`, e.g. `mms-48: loss=mms batch_size=48`; a family may name
-some variants, which are then given by their name alone (`rnn-1x1`).
+A variant is `name: key=value ...` over a shared config, e.g. `mms-48: loss=mms
+batch_size=48`; a family may name some variants, which are then given by their name alone
+(`rnn-1x1`). A variant may also read data of its own (compare_fluency's English captioner),
+be scored on the model another variant trained (the late translation, re-ranked), or train
+nothing (a baseline).
 """
 
 from __future__ import annotations
@@ -25,12 +30,25 @@ from matplotlib.figure import Figure
 
 from conceptual import tracking
 from conceptual.config import Config, ConfigError, merge, parse_overrides
-from conceptual.intervals import against_best
+from conceptual.intervals import HIGH, LOW, against_best
 from conceptual.pipelines import training
 
 REGISTER = ("best", "all", "none")
 C = TypeVar("C", bound=Config)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of a comparison: a model trained with `config` on `data` (train()'s
+    arguments); or, without a config, the model the variant named `model_of` trained, scored
+    another way; or, without either, nothing trained (a baseline)."""
+
+    name: str
+    config: Any = None
+    data: Sequence[Any] = ()
+    model_of: str | None = None
+    registrable: bool = True  # may become a version (not a reference point, not a helper)
 
 
 def parse_variant(text: str, config: C, named: Mapping[str, str] | None = None) -> tuple[str, C]:
@@ -54,6 +72,17 @@ def parse_variant(text: str, config: C, named: Mapping[str, str] | None = None) 
         raise ConfigError(f"variant {name!r}: {error}") from error
 
 
+def parse_variants(
+    texts: Sequence[str],
+    config: Config,
+    data: Sequence[Any],
+    named: Mapping[str, str] | None = None,
+) -> list[Variant]:
+    """Every text a variant (parse_variant) trained on `data`: all of them parsed, so a
+    mistake in the last one is said before the first one trains."""
+    return [Variant(*parse_variant(text, config, named), data) for text in texts]
+
+
 def check_register(register: str) -> None:
     if register not in REGISTER:
         raise ConfigError(f"register must be one of {REGISTER}, not {register!r}")
@@ -71,9 +100,9 @@ class Trained:
     """One variant of a comparison, trained and scored."""
 
     name: str
-    config: Any
-    result: dict[str, Any]  # training.train's
-    seconds: float  # its training's
+    config: Any  # its model's training config (None: a baseline)
+    result: dict[str, Any] | None  # its model's training.train result
+    seconds: float | None  # its model's training time
     scores: dict[str, float]  # what the family scores, with 95% intervals
     resampled: dict[str, np.ndarray]  # the scores on every resample
     evaluation: Any = None  # whatever else the family's scoring returned
@@ -86,69 +115,117 @@ class Comparison:
 
     recipe: training.Recipe
     stage: str  # the comparison run's `stage` tag: compare_captioners
-    metric: str  # of `scores`: ranks the variants (higher is better), with its p-values
-    # (name, config, train() result) -> (scores, their resamples, anything else kept)
-    score: Callable[[str, Any, dict[str, Any]], tuple[dict, dict, Any]]
+    # Of `scores`: ranks the variants (higher is better) and the registered ones, with its
+    # p-values. None: the variants stay in their order, every resampled score gets its
+    # p-value against its column's best, and the registered ones are ranked by their dev
+    # recipe.select_by (what the champion rule judges).
+    metric: str | None
+    # (name, config, train() result) -> (scores, their resamples, anything else kept); a
+    # baseline's config and result are None
+    score: Callable[[str, Any, dict[str, Any] | None], tuple[dict, dict, Any]]
     row: Callable[[Trained], dict[str, Any]]  # a variant's row of the table
     table: Callable[[list[dict[str, Any]]], str]  # comparison.md
     plot: Callable[[list[dict[str, Any]]], Figure] | None = None  # comparison.png
+    also_logged: tuple[str, ...] = ()  # row columns logged as metrics beside the scores
+    # more text files of the comparison run, by name (compare_fluency: every caption)
+    files: Callable[[list[Trained]], dict[str, str]] | None = None
 
 
 def compare(
     comparison: Comparison,
     config: Config,
-    variants: Sequence[tuple[str, Any]],
-    data: Sequence[Any],
+    variants: Sequence[Variant],
     params: dict[str, Any],
     register: str = "best",
     model_name: str | None = None,
 ) -> dict[str, Any]:
-    """Train every (name, config) variant on `data` (train()'s arguments) and score it, as
-    children of a comparison run that logs the shared `config` and `params`; register by
-    to_register (under `model_name`, by default the recipe's); log the table. Returns
-    `run_id` (the comparison run) and `rows` (one per variant, best first)."""
+    """Train and score every variant, as children of a comparison run that logs the shared
+    `config` and `params`; register by to_register among the registrable variants that
+    trained (under `model_name`, by default the recipe's); log the table. Returns `run_id`
+    (the comparison run) and `rows` (one per variant, best first by the metric if there is
+    one)."""
     check_register(register)  # before training
-    metric, p_vs_best = comparison.metric, f"{comparison.metric}.p_vs_best"
+    check_variants(variants)
+    metric = comparison.metric
     tags = {"stage": comparison.stage}
     with tracking.start_run(config.experiment, run_name="comparison", tags=tags) as parent:
         tracking.log_config(config)
         mlflow.log_params(params)
     parent_id = parent.info.run_id
 
-    done = []
+    done: dict[str, Trained] = {}
     with tracking.children_of(parent_id):
-        for i, (name, variant_config) in enumerate(variants, 1):
-            print(f"variant {i}/{len(variants)} {name}", flush=True)
-            started = time.monotonic()
-            result = training.train(comparison.recipe, variant_config, *data)
-            seconds = time.monotonic() - started
-            scored = comparison.score(name, variant_config, result)
-            done.append(Trained(name, variant_config, result, seconds, *scored))
-    done.sort(key=lambda t: t.scores[metric], reverse=True)
-    for trained in to_register(done, register):
-        trained.decision = training.publish(
-            comparison.recipe, trained.result, trained.config, model_name
+        for i, variant in enumerate(variants, 1):
+            print(f"variant {i}/{len(variants)} {variant.name}", flush=True)
+            trained_with, result, seconds = variant.config, None, None
+            if variant.config is not None:
+                started = time.monotonic()
+                result = training.train(comparison.recipe, variant.config, *variant.data)
+                seconds = time.monotonic() - started
+            elif variant.model_of is not None:
+                owner = done[variant.model_of]
+                trained_with, result, seconds = owner.config, owner.result, owner.seconds
+            scored = comparison.score(variant.name, trained_with, result)
+            done[variant.name] = Trained(variant.name, trained_with, result, seconds, *scored)
+    trained = list(done.values())
+    if metric is not None:
+        trained.sort(key=lambda t: t.scores[metric], reverse=True)
+
+    registrable = [done[v.name] for v in variants if v.config is not None and v.registrable]
+    select_by = comparison.recipe.select_by
+    registrable.sort(
+        key=(lambda t: t.scores[metric]) if metric else (lambda t: t.result["best"][select_by]),
+        reverse=True,
+    )
+    for chosen in to_register(registrable, register):
+        chosen.decision = training.publish(
+            comparison.recipe, chosen.result, chosen.config, model_name
         )
-    rows = [comparison.row(trained) for trained in done]
-    p_values = against_best([t.scores[metric] for t in done], [t.resampled[metric] for t in done])
-    for row, p_value in zip(rows, p_values):
-        row[p_vs_best] = p_value
+    rows = [comparison.row(t) for t in trained]
+    compared = [metric] if metric else list(trained[0].resampled)
+    for name in compared:
+        p_values = against_best(
+            [t.scores.get(name) for t in trained], [t.resampled.get(name) for t in trained]
+        )
+        for row, p_value in zip(rows, p_values):
+            row[f"{name}.p_vs_best"] = p_value
 
     with mlflow.start_run(run_id=parent_id):
-        mlflow.log_table({k: [row.get(k) for row in rows] for k in rows[0]}, "comparison.json")
+        columns = dict.fromkeys(key for row in rows for key in row)
+        mlflow.log_table({k: [row.get(k) for row in rows] for k in columns}, "comparison.json")
         mlflow.log_text(comparison.table(rows), "comparison.md")
         if comparison.plot is not None:
             mlflow.log_figure(comparison.plot(rows), "comparison.png")
+        for name, text in (comparison.files(trained) if comparison.files else {}).items():
+            mlflow.log_text(text, name)
+        logged = [m + end for m in compared for end in ("", LOW, HIGH, ".p_vs_best")]
         mlflow.log_metrics(
             {
-                tracking.metric_key(row["variant"], key): row[key]
-                for row in rows
-                for key in (metric, f"{metric}.ci95_low", f"{metric}.ci95_high", p_vs_best)
+                tracking.metric_key(t.name, key): row[key]
+                for t, row in zip(trained, rows)
+                for key in (*logged, *comparison.also_logged)
                 if row.get(key) is not None
             }
         )
-        mlflow.set_tag("best_variant", rows[0]["variant"])
+        if metric is not None:
+            mlflow.set_tag("best_variant", trained[0].name)
     return {"run_id": parent_id, "rows": rows}
+
+
+def check_variants(variants: Sequence[Variant]) -> None:
+    """Before training: names told apart, and a `model_of` naming an earlier variant that
+    trains a model."""
+    seen: dict[str, Variant] = {}
+    for variant in variants:
+        if variant.name in seen:
+            raise ConfigError(f"two variants are named {variant.name!r}")
+        owner = seen.get(variant.model_of) if variant.model_of else None
+        if variant.model_of and (owner is None or owner.config is None):
+            raise ConfigError(
+                f"variant {variant.name!r}: model_of={variant.model_of!r} names no earlier "
+                "variant that trains a model"
+            )
+        seen[variant.name] = variant
 
 
 def registered_columns(decision: dict[str, Any] | None) -> dict[str, Any]:

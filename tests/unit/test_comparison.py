@@ -1,11 +1,16 @@
 """The comparison driver's shared parts: one variant parser for every family, one rule for
-which variants are registered."""
+which variants are registered, and the driver itself on variants that read their own data,
+share a model or train nothing."""
 
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
-from conceptual.config import ConfigError
+from conceptual.config import Config, ConfigError
 from conceptual.pipelines.compare_captioners import NAMED
-from conceptual.pipelines.comparison import parse_variant, to_register
+from conceptual.pipelines.comparison import Variant, check_variants, parse_variant, to_register
 from conceptual.pipelines.train_captioner import TrainConfig
 
 
@@ -32,3 +37,93 @@ def test_the_best_all_or_no_variant_is_registered():
     assert list(to_register(ranked, "none")) == []
     with pytest.raises(ConfigError, match="register must be one of"):
         to_register(ranked, "winners")
+
+
+class Shared(Config):
+    experiment: str = "test-comparison"
+
+
+def test_variants_train_on_their_own_data_share_a_model_or_train_nothing(
+    platform_home, monkeypatch
+):
+    """The driver without Ray (training.train and publish stand-ins): a variant scored on
+    another's model, a baseline, a reference point never registered; without a metric the
+    rows keep their order, every resampled score has its p-value against its column's best
+    and the registered variant is the best by its dev metric."""
+    import mlflow
+
+    from conceptual.pipelines import comparison
+
+    trained_on, published = [], []
+
+    def train(recipe, config, *data):
+        trained_on.append(list(data))
+        return {"run_id": f"run-{data[0]}", "best": {"CIDEr": config.dev}}
+
+    def publish(recipe, result, config, name):
+        published.append(result["run_id"])
+        return {"version": len(published), "reason": "first_champion"}
+
+    monkeypatch.setattr(comparison.training, "train", train)
+    monkeypatch.setattr(comparison.training, "publish", publish)
+
+    class Dev(Config):
+        dev: float
+
+    rng = np.random.default_rng(0)
+    level = {"a": 0.2, "shared": 0.3, "b": 0.5, "reference": 0.9, "baseline": 0.1}
+
+    def score(name, config, result):
+        noise = rng.normal(0, 0.01, 50)
+        resampled = {"m": level[name] + noise, "n": 1 - level[name] + noise}
+        return {k: float(v.mean()) for k, v in resampled.items()}, resampled, name
+
+    how = comparison.Comparison(
+        recipe=SimpleNamespace(select_by="CIDEr"),
+        stage="compare_test",
+        metric=None,
+        score=score,
+        row=lambda t: {"variant": t.name, "run_id": t.result and t.result["run_id"], **t.scores},
+        table=lambda rows: " ".join(row["variant"] for row in rows),
+        also_logged=("dev",),
+        files=lambda trained: {"names.txt": ",".join(t.evaluation for t in trained)},
+    )
+    variants = [
+        Variant("a", Dev(dev=0.7), ["a-data"]),
+        Variant("shared", model_of="a"),
+        Variant("b", Dev(dev=0.6), ["b-data"]),
+        Variant("reference", Dev(dev=0.9), ["ref-data"], registrable=False),
+        Variant("baseline"),
+    ]
+    result = comparison.compare(how, Shared(), variants, {"data": "x"})
+
+    assert trained_on == [["a-data"], ["b-data"], ["ref-data"]]
+    rows = result["rows"]
+    assert [row["variant"] for row in rows] == ["a", "shared", "b", "reference", "baseline"]
+    assert rows[1]["run_id"] == "run-a-data" and rows[4]["run_id"] is None
+    assert published == ["run-a-data"]  # the best dev CIDEr of the registrable ones
+    assert rows[3]["m.p_vs_best"] is None and rows[4]["n.p_vs_best"] is None  # each column's best
+    assert rows[0]["m.p_vs_best"] < 0.05
+    run = mlflow.MlflowClient().get_run(result["run_id"])
+    assert {"a.m", "a.m.p_vs_best", "baseline.n"} <= set(run.data.metrics)
+    assert "best_variant" not in run.data.tags
+    assert mlflow.artifacts.load_text(f"runs:/{result['run_id']}/names.txt") == (
+        "a,shared,b,reference,baseline"
+    )
+
+    # With a metric: ranked by it, its p-values alone, every registrable variant by it.
+    published.clear()
+    ranked = comparison.compare(replace(how, metric="m"), Shared(), variants, {}, "all")
+    rows = ranked["rows"]
+    assert [row["variant"] for row in rows] == ["reference", "b", "shared", "a", "baseline"]
+    assert published == ["run-b-data", "run-a-data"]
+    assert "m.p_vs_best" in rows[1] and "n.p_vs_best" not in rows[1]
+    run = mlflow.MlflowClient().get_run(ranked["run_id"])
+    assert run.data.tags["best_variant"] == "reference"
+
+
+def test_a_variant_scored_on_a_model_names_an_earlier_one_that_trains():
+    with pytest.raises(ConfigError, match="model_of='a' names no earlier variant"):
+        check_variants([Variant("b", model_of="a"), Variant("a", TrainConfig(experiment="x"))])
+    with pytest.raises(ConfigError, match="two variants are named 'a'"):
+        check_variants([Variant("a"), Variant("a")])

@@ -533,8 +533,8 @@ def test_every_variant_trains_on_the_teaching_clips_too(monkeypatch):
 
     trained_on = {}
 
-    def comparison(how, config, variants, data, params, register):
-        trained_on.update(data=data, params=params)
+    def comparison(how, config, variants, params, register):
+        trained_on.update(data=[variant.data for variant in variants], params=params)
         return {"run_id": "r", "rows": []}
 
     monkeypatch.setattr(compare_retrievers, "run_comparison", comparison)
@@ -542,7 +542,7 @@ def test_every_variant_trains_on_the_teaching_clips_too(monkeypatch):
     compare_retrievers.compare(
         "F", "S", "EF", "ES", config, ["a:"], EvalConfig(), teacher_speech=["CC", "F8R"]
     )
-    assert trained_on["data"] == ["F", "S", ["CC", "F8R"]]
+    assert trained_on["data"] == [["F", "S", ["CC", "F8R"]]]
     assert trained_on["params"]["teacher_speech"] == "CC F8R"
 
 
