@@ -68,7 +68,7 @@ from conceptual.pipelines.features_data import (
     features_summary,
 )
 from conceptual.pipelines.retrieval_data import clip_files, photo_pixels
-from conceptual.pipelines.stages import isolated
+from conceptual.pipelines.steps import isolated
 from conceptual.records import (
     CLIP,
     CURATED,

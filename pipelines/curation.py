@@ -14,7 +14,7 @@ count judges one candidate alone, so the kept set is the same in either order, a
 order chosen means no image is downloaded for a caption the transformation would reject.
 A candidate failing several rules is counted at the first stage that saw it. The stages,
 their reasons, settings, operators and resources are listed once, in `steps` below
-(pipelines/stages.py: Stage, Step); STAGES and the funnel follow from that list.
+(pipelines/steps.py: Stage, Step); STAGES and the funnel follow from that list.
 
 Rejected candidates travel with the kept ones, marked with stage/reason/detail, so the two
 outputs are a partition of the input by construction; the written files are counted again
@@ -81,7 +81,7 @@ from conceptual.pipelines.rows import (
     write_outcomes,
 )
 from conceptual.pipelines.shards import WebDatasetConfig, write_shards
-from conceptual.pipelines.stages import (
+from conceptual.pipelines.steps import (
     GlobalStep,
     Step,
     checked,

@@ -1,6 +1,6 @@
 """The rows in flight through curation, and the per-batch functions of the passes after the
 per-candidate stages: the global steps' (exact duplicates and the entity-frequency rule, each
-a tally, a decision and the rejections; pipelines/stages.py, GlobalStep), the split, the
+a tally, a decision and the rejections; pipelines/steps.py, GlobalStep), the split, the
 outputs, the tallies.
 
 A candidate is one row of records.PROCESSED from the first stage to the last; a stage that rejects

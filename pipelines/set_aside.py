@@ -8,7 +8,7 @@ from there once the cause is fixed (`--data OUTPUT/rejected allow_incomplete=tru
 another output). The job counts them in its summary and in MLflow
 (`rejected.<stage>.internal_error`) and fails past `errors.*` (`check`).
 
-A batch that raises is run again as pipelines/stages.py `isolated` runs it, as every
+A batch that raises is run again as pipelines/steps.py `isolated` runs it, as every
 guarded stage's is: row by row to find the culprits, then the other rows together.
 """
 
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from conceptual import errors, storage, tracking
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
-from conceptual.pipelines.stages import isolated
+from conceptual.pipelines.steps import isolated
 from conceptual.records import CURATED_LANGUAGE, rejected_records
 
 REJECTED = "rejected"  # the folder of OUTPUT the rejected rows go to

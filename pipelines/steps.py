@@ -1,11 +1,11 @@
-"""A pipeline as a list of stages (docs/design.md), after NeMo Curator's ProcessingStage but
-smaller. A `Stage` (records.py) is a row of the funnel: the name a rejected row carries in `stage`, the
-reasons it may give, and the settings that decide them. A `Step` is one Ray Data operator and
-the stages it decides (one spaCy parse serves three: text, syntax, hypernymize); a
-`GlobalStep` decides a stage over all the rows at once (tally every batch, then decide each
-row: exact duplicates, the entity-frequency rule). A pipeline is its steps in order
-(pipelines/curation.py, `steps`), each declaring the columns it needs and adds, `checked`
-as it is built; its STAGES and its funnel follow from them, and `run_steps` and
+"""A pipeline as a list of steps (docs/design.md), after NeMo Curator's ProcessingStage but
+smaller. A `Stage` (records.py) is a row of the funnel: the name a rejected row carries in
+`stage`, the reasons it may give, and the settings that decide them. A `Step` is one Ray
+Data operator and the stages it decides (one spaCy parse serves three: text, syntax,
+hypernymize); a `GlobalStep` decides a stage over all the rows at once (tally every batch,
+then decide each row: exact duplicates, the entity-frequency rule). A pipeline is its steps
+in order (pipelines/curation.py, `steps`), each declaring the columns it needs and adds,
+`checked` as it is built; its STAGES and its funnel follow from them, and `run_steps` and
 `run_global_steps` run them.
 """
 

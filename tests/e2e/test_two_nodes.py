@@ -159,7 +159,7 @@ def test_local_outputs_are_refused_on_two_nodes(cluster, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-# The NLP stage runs inside the row guard (pipelines/stages.py), whose class Ray names;
+# The NLP stage runs inside the row guard (pipelines/steps.py), whose class Ray names;
 # in a text-only curation it is the only actor.
 NLP_ACTOR = "MapWorker(MapBatches(GuardedActor))"
 TRAIN_WORKER = "RayTrainWorker"

@@ -9,7 +9,7 @@ import pytest
 
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, TooManyErrors
 from conceptual.pipelines import set_aside
-from conceptual.pipelines.stages import isolated
+from conceptual.pipelines.steps import isolated
 from conceptual.records import REJECTED, REJECTION, rejected_records
 
 BATCH = pa.table({"id": ["a", "b", "c", "d"], "text": ["fine", "bad", "fine", "fine"]})

@@ -1,4 +1,4 @@
-"""The curation pipeline as a list of stages (pipelines/stages.py, pipelines/curation.py):
+"""The curation pipeline as a list of steps (pipelines/steps.py, pipelines/curation.py):
 the funnel's order, what each stage declares, and the rows the steps hand on (no Ray)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from conceptual.pipelines.curation import (
     steps,
 )
 from conceptual.pipelines.rows import table
-from conceptual.pipelines.stages import GlobalStep, checked, per_candidate
+from conceptual.pipelines.steps import GlobalStep, checked, per_candidate
 from conceptual.records import IN_FLIGHT, PROCESSED
 from conceptual.text import hypernymize
 from conceptual.text.filters import FILTER_NAMES
