@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.candidates import CandidateFormatError
     from conceptual.config import ConfigError, load
     from conceptual.paths import user_path
-    from conceptual.pipelines.pipeline import PipelineConfig, PipelineStopped, check_stages, run
+    from conceptual.pipelines.pipeline import PipelineConfig, PipelineStopped, check_steps, run
     from conceptual.runtime import init_ray, require_shared
     from conceptual.storage import StorageError, claim_output, refuse_overlap
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             config = config.model_copy(
                 update={"input": user_path(config.input), "output": user_path(config.output)}
             )
-        check_stages(config)  # before Ray starts
+        check_steps(config)  # before Ray starts
         # Each stage clears and rewrites its folder under output: not the input's.
         refuse_overlap({"output": config.output}, {"input": config.input})
         if config.output:

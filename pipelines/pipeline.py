@@ -1,7 +1,7 @@
-"""The stages in order, as one resumable job: curate, features, train, register, evaluate
-and, when configured, speech, train_retriever and index.
+"""The jobs' work in order, as one resumable job: its steps curate, features, train, register,
+evaluate and, when configured, speech, train_retriever and index (the `stages` it is given).
 
-    stage            reads                           writes (OUTPUT/...)  config
+    step             reads                           writes (OUTPUT/...)  config
     curate           INPUT (web archives: harvested  curated/             curate
                      first, into curated/harvest/)
     features         curate                          features/            features
@@ -13,8 +13,8 @@ and, when configured, speech, train_retriever and index.
                                                                           retriever_name
     index            features, train_retriever       index/<retriever>/   index
                      (+ speech)
-    OUTPUT/stages/<stage>.json  one manifest per finished stage
-    OUTPUT/summary.json         every stage's result, as the job prints it at the end
+    OUTPUT/stages/<step>.json   one manifest per finished step
+    OUTPUT/summary.json         every step's result, as the job prints it at the end
 
 TABLE is that table. train registers nothing itself (register does, by the champion rule);
 train_retriever trains a dual encoder and registers it by the same rule, as its job does;
@@ -22,20 +22,21 @@ index embeds the features (and, for a speech retriever, the clips) with that ver
 tags it with the index. A speech retriever (train_retriever.modality=speech, the default)
 also reads speech's clips: `(+ speech)`.
 
-`stages` lists the stages to run, in this order; by default the first five. Each listed
-stage's prerequisites (the stages it reads) must be listed too: they are skipped when done.
+The config's `stages` lists the steps to run, in this order; by default the first five.
+Each listed step's prerequisites (the steps it reads) must be listed too: they are skipped
+when done.
 
-A stage is skipped when its manifest says it finished with the same fingerprint: a digest
+A step is skipped when its manifest says it finished with the same fingerprint: a digest
 of its config keys and of what it reads (the input's files, their sizes and a digest of
-their bytes, for curation; the fingerprints of the stages it reads otherwise; the tracking
-store, for the stages whose result lives there), and, for stages that write a folder, when
+their bytes, for curation; the fingerprints of the steps it reads otherwise; the tracking
+store, for the steps whose result lives there), and, for steps that write a folder, when
 that folder's `_SUCCESS` is still there, and the MLflow run and registered version it
 names still exist. A rerun after any failure so
-continues where it stopped, and a changed key reruns that stage and every stage that reads
+continues where it stopped, and a changed key reruns that step and every step that reads
 it, directly or not (a train_retriever key: train_retriever and index; not speech, nor the
-captioner's stages). Every stage's MLflow run is a child of one pipeline run, in the
-pipeline's experiment, named after its input, stages and time; it ends FAILED when a stage
-fails. Each stage prints what it did (the curation funnel, where its output went, the
+captioner's steps). Every step's MLflow run is a child of one pipeline run, in the
+pipeline's experiment, named after its input, steps and time; it ends FAILED when a step
+fails. Each step prints what it did (the curation funnel, where its output went, the
 evaluation beside its baseline) as it finishes or is skipped.
 """
 
@@ -75,27 +76,27 @@ from conceptual.storage import SUCCESS
 
 
 @dataclass(frozen=True)
-class JobStage:
-    """One row of TABLE: what a stage of the pipeline job reads, writes and is configured by,
-    and its step (not a curation `stages.Stage`, which is a row of the funnel)."""
+class JobStep:
+    """One row of TABLE: what a step of the pipeline job reads, writes and is configured by,
+    and what runs it (not a curation `steps.Step`, which is a Ray Data operator)."""
 
-    needs: tuple[str, ...]  # the stages whose output it reads (listed before it)
+    needs: tuple[str, ...]  # the steps whose output it reads (listed before it)
     folder: str | None  # OUTPUT/<folder>, done when its _SUCCESS is there; None: no folder
     settings: tuple[str, ...]  # the PipelineConfig keys its fingerprint covers
-    step: Callable[[Context], dict[str, Any]]  # runs it; returns what its manifest records
+    run: Callable[[Context], dict[str, Any]]  # runs it; returns what its manifest records
     report: Callable[[Context, dict[str, Any]], str]  # what it did, for people, from that
     reads_clips: bool = False  # needs speech too, when train_retriever.modality is speech
 
 
 @dataclass(frozen=True)
 class Context:
-    """What a step gets: the config and the results of the stages before it."""
+    """What a step gets: the config and the results of the steps before it."""
 
     config: PipelineConfig
     done: dict[str, dict[str, Any]]
 
-    def folder(self, stage: str) -> str:
-        return stage_folder(self.config, stage)
+    def folder(self, step: str) -> str:
+        return step_folder(self.config, step)
 
     def section(self, key: str) -> Any:
         """The config section `key`, its runs in the pipeline's experiment."""
@@ -154,7 +155,7 @@ def _index(c: Context) -> dict[str, Any]:
     )
 
 
-# ---------------------------------------------------------------- what each stage says
+# ---------------------------------------------------------------- what each step says
 
 
 def _curate_report(c: Context, result: dict[str, Any]) -> str:
@@ -230,16 +231,16 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-# The stages in pipeline order (the module's docstring shows this table):
-# name: JobStage(prerequisites, folder under OUTPUT, config keys, step, report[, reads_clips])
-TABLE: dict[str, JobStage] = {
-    "curate": JobStage((), "curated", ("curate",), _curate, _curate_report),
-    "features": JobStage(("curate",), "features", ("features",), _features, _features_report),
-    "train": JobStage(("features",), None, ("train",), _train, _train_report),
-    "register": JobStage(("train",), None, ("model_name",), _register, _register_report),
-    "evaluate": JobStage(("features", "train"), None, ("evaluate",), _evaluate, _evaluate_report),
-    "speech": JobStage(("curate",), "clips", ("speech",), _speech, _speech_report),
-    "train_retriever": JobStage(
+# The steps in pipeline order (the module's docstring shows this table):
+# name: JobStep(prerequisites, folder under OUTPUT, config keys, run, report[, reads_clips])
+TABLE: dict[str, JobStep] = {
+    "curate": JobStep((), "curated", ("curate",), _curate, _curate_report),
+    "features": JobStep(("curate",), "features", ("features",), _features, _features_report),
+    "train": JobStep(("features",), None, ("train",), _train, _train_report),
+    "register": JobStep(("train",), None, ("model_name",), _register, _register_report),
+    "evaluate": JobStep(("features", "train"), None, ("evaluate",), _evaluate, _evaluate_report),
+    "speech": JobStep(("curate",), "clips", ("speech",), _speech, _speech_report),
+    "train_retriever": JobStep(
         ("features",),
         None,
         ("train_retriever", "retriever_name"),
@@ -249,7 +250,7 @@ TABLE: dict[str, JobStage] = {
     ),
     # One index folder per retriever: the text and the speech retriever's never overwrite
     # each other, so both can be served from one OUTPUT.
-    "index": JobStage(
+    "index": JobStep(
         ("features", "train_retriever"),
         "index/{retriever}",
         ("index",),
@@ -258,19 +259,19 @@ TABLE: dict[str, JobStage] = {
         reads_clips=True,
     ),
 }
-STAGES = tuple(TABLE)
-DEFAULT_STAGES = STAGES[:5]  # the captioner's; the retriever's when listed
-SUMMARY = "summary.json"  # OUTPUT/summary.json: every stage's result, numbers rounded
+JOB_STEPS = tuple(TABLE)
+DEFAULT_JOB_STEPS = JOB_STEPS[:5]  # the captioner's; the retriever's when listed
+SUMMARY = "summary.json"  # OUTPUT/summary.json: every step's result, numbers rounded
 
 
 class PipelineConfig(Config):
     input: str | None = None  # candidates, as for the curate job (required)
-    output: str | None = None  # the stages' folders and manifests (required)
-    # Stages to run, in STAGES order, each with its prerequisites (the module's table).
-    stages: list[str] = list(DEFAULT_STAGES)
+    output: str | None = None  # the steps' folders and manifests (required)
+    # Steps to run, in JOB_STEPS order, each with its prerequisites (the module's table).
+    stages: list[str] = list(DEFAULT_JOB_STEPS)
     model_name: str = "captioner"  # the registered model `register` adds a version to
     retriever_name: str | None = None  # train_retriever's; None: retriever-<modality>
-    experiment: str = "pipeline"  # every stage's run goes here, under the pipeline's run
+    experiment: str = "pipeline"  # every step's run goes here, under the pipeline's run
     curate: CurationConfig = CurationConfig()
     features: FeaturesConfig = FeaturesConfig()
     train: TrainConfig = TrainConfig()
@@ -280,21 +281,23 @@ class PipelineConfig(Config):
     index: BuildIndexConfig = BuildIndexConfig()
 
 
-def prerequisites(stage: str, config: PipelineConfig) -> tuple[str, ...]:
-    """The stages whose output `stage` reads under `config`, in STAGES order."""
-    row = TABLE[stage]
+def prerequisites(step: str, config: PipelineConfig) -> tuple[str, ...]:
+    """The steps whose output `step` reads under `config`, in JOB_STEPS order."""
+    row = TABLE[step]
     clips = ("speech",) if row.reads_clips and _speech_retriever(config) else ()
-    return tuple(s for s in STAGES if s in row.needs + clips)
+    return tuple(s for s in JOB_STEPS if s in row.needs + clips)
 
 
-def check_stages(config: PipelineConfig) -> None:
-    """ValueError, saying what is wrong, unless `stages` lists known stages once each, in
-    STAGES order, each with its prerequisites."""
+def check_steps(config: PipelineConfig) -> None:
+    """ValueError, saying what is wrong, unless `stages` lists known steps once each, in
+    JOB_STEPS order, each with its prerequisites."""
     stages = config.stages
     unknown = [s for s in stages if s not in TABLE]
     if unknown:
-        raise ValueError(f"unknown stage {', '.join(unknown)}: the stages are {', '.join(STAGES)}")
-    ordered = [s for s in STAGES if s in stages]
+        raise ValueError(
+            f"unknown stage {', '.join(unknown)}: the stages are {', '.join(JOB_STEPS)}"
+        )
+    ordered = [s for s in JOB_STEPS if s in stages]
     if stages != ordered:
         raise ValueError(
             f"stages must be in pipeline order, each once: [{','.join(ordered)}], "
@@ -306,8 +309,8 @@ def check_stages(config: PipelineConfig) -> None:
             "(a text-only curation has no images): set curate.with_images=true, or run "
             "stages=[curate] (or [curate,speech])"
         )
-    for stage in stages:
-        missing = [s for s in prerequisites(stage, config) if s not in stages]
+    for step in stages:
+        missing = [s for s in prerequisites(step, config) if s not in stages]
         if missing:
             why = (
                 " (train_retriever.modality=speech reads its clips; modality=text does not)"
@@ -315,43 +318,43 @@ def check_stages(config: PipelineConfig) -> None:
                 else ""
             )
             raise ValueError(
-                f"stage {stage} reads the output of {' and '.join(missing)}{why}: "
+                f"stage {step} reads the output of {' and '.join(missing)}{why}: "
                 f"add {'it' if len(missing) == 1 else 'them'} to stages=[{','.join(stages)}]"
             )
 
 
-def _needs_images(stage: str) -> bool:
-    """Whether `stage` reads the features, which only photos have."""
-    return stage == "features" or "features" in TABLE[stage].needs
+def _needs_images(step: str) -> bool:
+    """Whether `step` reads the features, which only photos have."""
+    return step == "features" or "features" in TABLE[step].needs
 
 
 def fingerprints(config: PipelineConfig, input_fingerprint: str) -> dict[str, str]:
-    """Each listed stage's fingerprint: a digest of its config keys and of the fingerprints
-    of the stages it reads (of the input, for curate); for a stage whose result lives only
+    """Each listed step's fingerprint: a digest of its config keys and of the fingerprints
+    of the steps it reads (of the input, for curate); for a step whose result lives only
     in the tracking store (no folder), of that store too, credentials left out: pointed at
     another store, it runs again there."""
     out: dict[str, str] = {}
     store = tracking.printable_tracking_uri()
-    for stage in config.stages:
-        settings = [getattr(config, key) for key in TABLE[stage].settings]
-        upstream = [out[s] for s in prerequisites(stage, config)] or [input_fingerprint]
-        tracked = [store] if TABLE[stage].folder is None else []
-        out[stage] = _digest(stage, *settings, *upstream, *tracked)
+    for step in config.stages:
+        settings = [getattr(config, key) for key in TABLE[step].settings]
+        upstream = [out[s] for s in prerequisites(step, config)] or [input_fingerprint]
+        tracked = [store] if TABLE[step].folder is None else []
+        out[step] = _digest(step, *settings, *upstream, *tracked)
     return out
 
 
 class PipelineStopped(Exception):
-    """A stage left nothing for the stages after it (curation kept no candidate)."""
+    """A step left nothing for the steps after it (curation kept no candidate)."""
 
 
 def run(config: PipelineConfig) -> dict[str, Any]:
-    """Run (or skip) each configured stage, printing what each did; returns `run_id` (the
-    pipeline's MLflow run), `stages` (stage -> {"skipped": bool, "result": what the stage
+    """Run (or skip) each configured step, printing what each did; returns `run_id` (the
+    pipeline's MLflow run), `stages` (step -> {"skipped": bool, "result": what the step
     reported}) and `summary`, the file holding that, numbers rounded. The pipeline's run ends
-    FAILED when a stage fails or leaves the next nothing to read (PipelineStopped)."""
+    FAILED when a step fails or leaves the next nothing to read (PipelineStopped)."""
     if not config.input or not config.output:
         raise ValueError("the pipeline needs input=URI and output=URI")
-    check_stages(config)
+    check_steps(config)
     name = f"pipeline {posixpath.basename(config.input.rstrip('/'))} [{','.join(config.stages)}]"
     with tracking.start_run(
         config.experiment, run_name=tracking.timed_name(name), tags={"stage": "pipeline"}
@@ -359,58 +362,58 @@ def run(config: PipelineConfig) -> dict[str, Any]:
         pipeline_run = active.info.run_id
         tracking.log_config(config)
     client = mlflow.MlflowClient()
-    client.update_run(pipeline_run, status="RUNNING")  # until its last stage ends
+    client.update_run(pipeline_run, status="RUNNING")  # until its last step ends
     status = "FAILED"
     try:
-        stages = _run_stages(config, pipeline_run)
+        steps = _run_steps(config, pipeline_run)
         status = "FINISHED"
     finally:
         client.set_terminated(pipeline_run, status)
     summary = storage.join(config.output, SUMMARY)
-    storage.write_json(summary, _rounded(stages))
-    client.log_dict(pipeline_run, stages, "stages.json")
-    return {"run_id": pipeline_run, "stages": stages, "summary": summary}
+    storage.write_json(summary, _rounded(steps))
+    client.log_dict(pipeline_run, steps, "stages.json")
+    return {"run_id": pipeline_run, "stages": steps, "summary": summary}
 
 
-def _run_stages(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
-    stages: dict[str, Any] = {}
+def _run_steps(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
+    steps: dict[str, Any] = {}
     context = Context(config, done={})
     fingerprint_of = fingerprints(config, input_fingerprint(config.input))
     with tracking.children_of(pipeline_run):
-        for stage in config.stages:
-            fingerprint = fingerprint_of[stage]
-            manifest_uri = storage.join(config.output, "stages", f"{stage}.json")
-            folder = TABLE[stage].folder and context.folder(stage)
+        for step in config.stages:
+            fingerprint = fingerprint_of[step]
+            manifest_uri = storage.join(config.output, "stages", f"{step}.json")
+            folder = TABLE[step].folder and context.folder(step)
             manifest = _finished(manifest_uri, fingerprint, folder)
             skipped = manifest is not None
             if manifest is None:
-                print(f"\npipeline: {stage}", flush=True)
+                print(f"\npipeline: {step}", flush=True)
                 storage.delete(manifest_uri)
                 manifest = {
-                    "stage": stage,
+                    "stage": step,
                     "fingerprint": fingerprint,
-                    "result": TABLE[stage].step(context),
+                    "result": TABLE[step].run(context),
                 }
                 storage.write_json(manifest_uri, manifest)
             else:
-                print(f"\npipeline: {stage} skipped: done before with the same inputs and config")
+                print(f"\npipeline: {step} skipped: done before with the same inputs and config")
             result = manifest["result"]
-            print(TABLE[stage].report(context, result), flush=True)
-            stages[stage] = {"skipped": skipped, "result": result}
-            context.done[stage] = result
-            later = config.stages[config.stages.index(stage) + 1 :]
-            if stage == "curate" and not result["kept"] and later:
+            print(TABLE[step].report(context, result), flush=True)
+            steps[step] = {"skipped": skipped, "result": result}
+            context.done[step] = result
+            later = config.stages[config.stages.index(step) + 1 :]
+            if step == "curate" and not result["kept"] and later:
                 raise PipelineStopped(
                     f"curate kept none of the {result['input']} candidates, so {later[0]} has "
                     "nothing to read (the hint above says which setting decides)"
                 )
-    return stages
+    return steps
 
 
-def stage_folder(config: PipelineConfig, stage: str) -> str:
-    """OUTPUT/<the stage's folder>: the index's under the retriever's registered name."""
+def step_folder(config: PipelineConfig, step: str) -> str:
+    """OUTPUT/<the step's folder>: the index's under the retriever's registered name."""
     retriever = config.retriever_name or f"retriever-{config.train_retriever.modality}"
-    return storage.join(config.output, TABLE[stage].folder.format(retriever=retriever))
+    return storage.join(config.output, TABLE[step].folder.format(retriever=retriever))
 
 
 def input_fingerprint(uri: str) -> str:
@@ -429,7 +432,7 @@ def _digest(*parts: Any) -> str:
 
 
 def _finished(manifest_uri: str, fingerprint: str, folder: str | None) -> dict | None:
-    """The stage's manifest when it finished with this fingerprint (and its folder is still
+    """The step's manifest when it finished with this fingerprint (and its folder is still
     complete); None when it must run."""
     if not storage.exists(manifest_uri):
         return None
@@ -444,7 +447,7 @@ def _finished(manifest_uri: str, fingerprint: str, folder: str | None) -> dict |
 
 
 def _still_recorded(result: dict[str, Any]) -> bool:
-    """Whether the MLflow run and the registered version a stage's result names are still in
+    """Whether the MLflow run and the registered version a step's result names are still in
     the tracking store (someone may have deleted them since)."""
     client = mlflow.MlflowClient()
     versions = [r for r in (result, result.get("registered")) if r and "version" in r]

@@ -283,7 +283,7 @@ def test_the_readme_small_example_runs_every_stage(
     import shlex
 
     from conceptual.jobs import import_captions, pipeline
-    from conceptual.pipelines.pipeline import STAGES
+    from conceptual.pipelines.pipeline import JOB_STEPS
     from conceptual_demo import example
 
     section = (repo / "README.md").read_text().split("**Every stage on a small input.**", 1)[1]
@@ -296,7 +296,7 @@ def test_the_readme_small_example_runs_every_stage(
         assert jobs[command[2]].main(command[3:]) == 0, command
     out = capsys.readouterr().out
     summary = json.loads(Path(re.search(r"^summary:\s+(\S+)", out, re.M).group(1)).read_text())
-    assert list(summary) == list(STAGES)
+    assert list(summary) == list(JOB_STEPS)
     assert summary["register"]["result"]["promoted"]
     assert summary["train_retriever"]["result"]["registered"]["promoted"]
     cell = r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]"  # a score and its 95% interval

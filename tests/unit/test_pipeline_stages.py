@@ -1,5 +1,6 @@
-"""The pipeline job's stage list (pipelines/pipeline.py): which lists it takes, what it says
-of those it refuses, and which stages a changed key reruns (their fingerprints). No Ray."""
+"""The pipeline job's steps (pipelines/pipeline.py, listed by its `stages`): which lists it
+takes, what it says of those it refuses, and which steps a changed key reruns (their
+fingerprints). No Ray."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ import pytest
 
 from conceptual.config import load
 from conceptual.pipelines.pipeline import (
-    DEFAULT_STAGES,
-    STAGES,
+    DEFAULT_JOB_STEPS,
+    JOB_STEPS,
     TABLE,
     PipelineConfig,
-    check_stages,
+    check_steps,
     fingerprints,
     prerequisites,
 )
 
-ALL = [*DEFAULT_STAGES, "speech", "train_retriever", "index"]
+ALL = [*DEFAULT_JOB_STEPS, "speech", "train_retriever", "index"]
 RETRIEVER = ["curate", "features", "speech", "train_retriever", "index"]
 
 
@@ -28,14 +29,14 @@ def config(stages: list[str], *overrides: str) -> PipelineConfig:
 
 
 def test_the_default_is_the_captioners_five_stages():
-    assert STAGES == tuple(ALL)
+    assert JOB_STEPS == tuple(ALL)
     assert PipelineConfig().stages == ["curate", "features", "train", "register", "evaluate"]
-    check_stages(PipelineConfig())
+    check_steps(PipelineConfig())
 
 
 def test_each_stage_reads_only_stages_before_it():
     for stage, row in TABLE.items():
-        assert all(STAGES.index(need) < STAGES.index(stage) for need in row.needs), stage
+        assert all(JOB_STEPS.index(need) < JOB_STEPS.index(stage) for need in row.needs), stage
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ def test_each_stage_reads_only_stages_before_it():
     ],
 )
 def test_lists_in_order_with_their_prerequisites_are_taken(stages, overrides):
-    check_stages(config(stages, *overrides))
+    check_steps(config(stages, *overrides))
 
 
 @pytest.mark.parametrize(
@@ -84,7 +85,7 @@ def test_a_list_out_of_order_or_missing_a_prerequisite_says_what_is_wrong(
     stages, overrides, message
 ):
     with pytest.raises(ValueError, match=re.escape(message)):
-        check_stages(config(stages, *overrides))
+        check_steps(config(stages, *overrides))
 
 
 def test_only_a_speech_retriever_reads_the_clips():
