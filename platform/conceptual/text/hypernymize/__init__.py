@@ -13,7 +13,7 @@ concepts they stand for, and what no image shows (dates, places, counts) goes:
 One caption, parsed by spaCy (POS, dependencies, entities), goes through the rules. Each
 rule is a `Rule` (registry.py: its name, what it removes or replaces, the labels it
 records in `Transformed.entities`, its config keys and an example) with its steps, the
-parts it plays in the stages of stages.py, which lists them in the order they run. Each
+parts it plays at the hooks of hooks.py, which lists them in the order they run. Each
 can be switched off by its name in `disabled_rules` (for ablations; all on by default;
 BENCHMARKS.md's ablation table scores the dev pairs with each one off). In the order they
 first run:
@@ -22,7 +22,7 @@ first run:
 - sentences.py: `datelines`, `first_sentence` (where the caption starts and ends);
 - removals.py: `asides`, `dates`, `work_titles` (before the names), `numbers` (after);
 - models.py: `models` (a maker's model is what they make: "a Boeing 747" -> "an aircraft");
-- the name stage, where the first step that takes a name decides: modifiers.py
+- the NAMES hook, where the first step that takes a name decides: modifiers.py
   (`name_modifiers`), classes.py (`class_heads`, `titles`), places.py
   (`location_phrases`, `stray_places`); a name none takes becomes its hypernym, from
   WordNet, the gazetteer or its entity type (names.py, which also finds the names);
@@ -49,10 +49,10 @@ Rejections (`Transformed.rejection.reason`, stable metric names):
 """
 
 from conceptual.text.hypernymize.config import HypernymConfig
+from conceptual.text.hypernymize.hooks import RULE_NAMES, RULES
 from conceptual.text.hypernymize.hypernymizer import Hypernymizer, Transformed, parseable
 from conceptual.text.hypernymize.names import TYPE_HEADS
 from conceptual.text.hypernymize.registry import Rule
-from conceptual.text.hypernymize.stages import RULE_NAMES, RULES
 
 __all__ = [
     "RULES",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from conceptual.config import Config
-from conceptual.text.hypernymize.stages import RULE_NAMES
+from conceptual.text.hypernymize.hooks import RULE_NAMES
 
 
 class HypernymConfig(Config):
@@ -20,7 +20,7 @@ class HypernymConfig(Config):
     spacy_pipeline: str | None = None  # None: assets.load_spacy's default pipeline
     wordnet_path: str | None = None  # a WordNet 3.0 directory; None: assets.wordnet's search
     batch_size: int = 256  # texts per nlp.pipe batch
-    disabled_rules: list[str] = []  # rules of stages.RULES to switch off, e.g. [gazetteer]
+    disabled_rules: list[str] = []  # rules of hooks.RULES to switch off, e.g. [gazetteer]
 
     @field_validator("disabled_rules")
     @classmethod

@@ -130,7 +130,7 @@ class Edits:
         """The output tokens, lowercase. Where tokens were removed, an article before the
         next word agrees with it, and punctuation or conjunctions left dangling go: doubled
         ("the singer, , on stage" -> "the singer on stage") or at either end. Then the
-        output stage's steps tidy the (word, token) pairs (`punctuation`: no mark is left
+        OUTPUT hook's steps tidy the (word, token) pairs (`punctuation`: no mark is left
         dangling anywhere)."""
         out: list[tuple[str, object]] = []  # (word, its token; None for a replacement)
         removed_before = False  # tokens were removed since the last word kept

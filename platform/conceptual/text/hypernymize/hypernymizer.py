@@ -1,5 +1,5 @@
-"""The Hypernymizer: parses captions and runs the rules' steps over them, stage by stage
-(stages.py), then words the result and decides whether it is rejected."""
+"""The Hypernymizer: parses captions and runs the rules' steps over them, hook by hook
+(hooks.py), then words the result and decides whether it is rejected."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from conceptual.records import Rejection
-from conceptual.text.hypernymize import punctuation, sentences, stages
+from conceptual.text.hypernymize import hooks, punctuation, sentences
 from conceptual.text.hypernymize.config import HypernymConfig
 from conceptual.text.hypernymize.edits import END_MARK, Edits
 from conceptual.text.hypernymize.knowledge import Knowledge
@@ -60,14 +60,14 @@ class Hypernymizer:
         )
         self.lexicon = self.knowledge.lexicon
         off = self.config.disabled_rules
-        for load in running(stages.KNOWLEDGE, off):
+        for load in running(hooks.KNOWLEDGE, off):
             load(self.knowledge)
-        self.caption_start = running(stages.CAPTION_START, off)
-        self.sentence_breaks = running(stages.SENTENCE_BREAKS, off)
-        self.before_names = running(stages.BEFORE_NAMES, off)
-        self.name_steps = running(stages.NAMES, off)
-        self.after_names = running(stages.AFTER_NAMES, off)
-        self.output = running(stages.OUTPUT, off)
+        self.caption_start = running(hooks.CAPTION_START, off)
+        self.sentence_breaks = running(hooks.SENTENCE_BREAKS, off)
+        self.before_names = running(hooks.BEFORE_NAMES, off)
+        self.name_steps = running(hooks.NAMES, off)
+        self.after_names = running(hooks.AFTER_NAMES, off)
+        self.output = running(hooks.OUTPUT, off)
         self._names = [name for name in NAME_PIPES if name in self.nlp.pipe_names]
 
     def transform(self, texts: Sequence[str]) -> list[Transformed]:

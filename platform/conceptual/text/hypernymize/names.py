@@ -1,4 +1,4 @@
-"""The names in a caption, and the hypernym a name gets when no rule of the name stage
+"""The names in a caption, and the hypernym a name gets when no rule of the NAMES hook
 takes it.
 
 Names are spaCy's entities, capitalized titles in quotes [WORK_OF_ART], and the runs of
@@ -61,7 +61,7 @@ TYPE_HEADS = {
 
 @dataclass(frozen=True)
 class Name:
-    """A name the rules of the name stage decide about: its span and label, and where it
+    """A name the rules of the NAMES hook decide about: its span and label, and where it
     hangs in the parse."""
 
     span: object  # a spaCy Span

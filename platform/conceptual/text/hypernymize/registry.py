@@ -1,13 +1,13 @@
 """What a rule is: a name that `disabled_rules` switches off, what it removes or replaces,
 the labels it records, the config keys it reads, and an example with its tests; and its
-steps, the parts it plays in the stages of stages.py.
+steps, the parts it plays at the hooks of hooks.py.
 
     DATES = Rule("dates", "dates and times holding a number", labels=("DATE", "TIME"), ...)
 
     @DATES.step
     def remove_dates(doc, edits, know): ...
 
-A rule may play a part in several stages (`punctuation` tidies the parse and the output);
+A rule may play a part at several hooks (`punctuation` tidies the parse and the output);
 a step that belongs to two rules runs only when both are on (`steps_of`).
 """
 
@@ -37,7 +37,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Step:
-    """A rule's part in one stage: `run` runs when every one of `rules` is on."""
+    """A rule's part at one hook: `run` runs when every one of `rules` is on."""
 
     rules: tuple[Rule, ...]
     run: Callable
@@ -48,9 +48,9 @@ def steps_of(*rules: Rule) -> Callable[[Callable], Step]:
     return lambda run: Step(rules, run)
 
 
-def rules_of(stages: Iterable[Iterable[Step]]) -> tuple[Rule, ...]:
-    """The rules the stages' steps belong to, each once, in the order they first run."""
-    return tuple(dict.fromkeys(rule for stage in stages for step in stage for rule in step.rules))
+def rules_of(hooks: Iterable[Iterable[Step]]) -> tuple[Rule, ...]:
+    """The rules the hooks' steps belong to, each once, in the order they first run."""
+    return tuple(dict.fromkeys(rule for hook in hooks for step in hook for rule in step.rules))
 
 
 def running(steps: Iterable[Step], disabled: Iterable[str]) -> list[Callable]:

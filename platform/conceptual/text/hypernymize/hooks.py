@@ -1,6 +1,7 @@
-"""The stages of the transformation and the rules' steps in each, in the order they run:
-the registry of rules. A rule runs where its steps are listed; `disabled_rules` takes its
-steps out of every stage (RULES: the rules, in the order they first run).
+"""The hooks of the transformation, the points of a caption's run where the rules' steps run,
+and the steps at each, in the order they run: the registry of rules. A rule runs where its
+steps are listed; `disabled_rules` takes its steps out of every hook (RULES: the rules, in
+the order they first run).
 
 - KNOWLEDGE (Knowledge): load the offline sources of the rules that are on.
 - CAPTION_START (doc, Knowledge) -> the token the caption starts at: past a dateline.
@@ -63,6 +64,6 @@ AFTER_NAMES = (
 )
 OUTPUT = (punctuation.tidy_punctuation,)
 
-STAGES = (KNOWLEDGE, CAPTION_START, SENTENCE_BREAKS, BEFORE_NAMES, NAMES, AFTER_NAMES, OUTPUT)
-RULES = rules_of(STAGES)
+HOOKS = (KNOWLEDGE, CAPTION_START, SENTENCE_BREAKS, BEFORE_NAMES, NAMES, AFTER_NAMES, OUTPUT)
+RULES = rules_of(HOOKS)
 RULE_NAMES = tuple(rule.name for rule in RULES)
