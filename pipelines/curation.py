@@ -59,7 +59,6 @@ from conceptual.pipelines.nlp_stage import NlpStage
 from conceptual.pipelines.readers import read_candidates
 from conceptual.pipelines.released import (
     CAPTION_REASONS,
-    CAPTION_STAGE,
     RESIZE_STAGE,
     ReleasedConfig,
     released_captions,
@@ -92,13 +91,13 @@ from conceptual.pipelines.steps import (
 from conceptual.records import Stage
 from conceptual.splits import SplitConfig
 from conceptual.storage import SUCCESS
+from conceptual.text.bounds import TEXT_STAGE
 from conceptual.text.curate import (
     HYPERNYMIZE_REASONS,
     HYPERNYMIZE_STAGE,
     SYNTAX_REASONS,
     SYNTAX_STAGE,
     TEXT_REASONS,
-    TEXT_STAGE,
     TextCurationConfig,
 )
 from conceptual.vision.cnn import CnnConfig
@@ -246,7 +245,7 @@ SYNTAX = Stage(
 )
 HYPERNYMIZE = Stage(HYPERNYMIZE_STAGE, HYPERNYMIZE_REASONS, "text.hypernym.*")
 RELEASED = Stage(
-    CAPTION_STAGE,
+    TEXT_STAGE,
     CAPTION_REASONS,
     "text.filters.max_chars (released captions are kept as they are)",
 )

@@ -31,12 +31,16 @@ from conceptual.config import Config
 from conceptual.pipelines.readers import candidate_files, is_labeled
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import image_id
-from conceptual.text.bounds import BOUND_REASONS, CONTROL_REASON, control_character, out_of_bounds
+from conceptual.text.bounds import (
+    BOUND_REASONS,
+    CONTROL_REASON,
+    TEXT_STAGE,
+    control_character,
+    out_of_bounds,
+)
 from conceptual.vision.resize import ResizeConfig, resize_image
 
-# The stage a released caption is judged at: the name of the text stage it replaces
-# (conceptual.text.curate.TEXT_STAGE, not imported: that module loads the text filters).
-CAPTION_STAGE = "text"
+# A released caption is judged at the text stage it replaces (TEXT_STAGE), with these.
 CAPTION_REASONS = (*BOUND_REASONS, CONTROL_REASON)
 RESIZE_STAGE = "resize"
 Split = Literal[RELEASED_SPLITS]  # type: ignore[valid-type]
@@ -62,7 +66,7 @@ def released_captions(batch: pa.Table, max_chars: int, split: str | None) -> pa.
     for i in pending(rows):
         row, text = rows[i], rows[i]["alt_text"]
         if rejection := out_of_bounds(text, max_chars, "no caption") or control_character(text):
-            reject(row, CAPTION_STAGE, rejection)
+            reject(row, TEXT_STAGE, rejection)
         else:
             row.update(caption=text, entities=[], types=[], split=split or row["split"])
     return table(rows)
@@ -138,7 +142,7 @@ def summary(stats: Mapping[str, Any]) -> str:
         listed = ", ".join(f"{reason} {n}" for reason, n in ranked)
         return sum(counts.values()), f" ({listed})" if listed else ""
 
-    unread, unread_why = rejected("read", CAPTION_STAGE)
+    unread, unread_why = rejected("read", TEXT_STAGE)
     gone, gone_why = rejected("fetch")
     filtered, filtered_why = rejected("image", "overlap", RESIZE_STAGE)
     later = stats["input"] - stats["kept"] - unread - gone - filtered

@@ -27,7 +27,6 @@ from conceptual.pipelines.curation import (
 from conceptual.pipelines.readers import _parquet_candidates, _read_ranges, plan_ranges
 from conceptual.pipelines.released import (
     CAPTION_REASONS,
-    CAPTION_STAGE,
     ReleasedInputError,
     check_input,
     released_captions,
@@ -36,6 +35,7 @@ from conceptual.pipelines.released import (
 )
 from conceptual.records import IN_FLIGHT, PROCESSED
 from conceptual.splits import split_names
+from conceptual.text.bounds import TEXT_STAGE
 from conceptual.vision.resize import ResizeConfig, resize_image, target_size
 
 CAPTIONS = [
@@ -87,10 +87,10 @@ def test_only_empty_and_too_long_captions_are_rejected():
     batch = in_flight([None, "", "   ", "x" * 21, "a short one ."])
     out = released_captions(batch, max_chars=20, split="train").to_pylist()
     assert [(r["stage"], r["reason"]) for r in out] == [
-        (CAPTION_STAGE, "empty"),
-        (CAPTION_STAGE, "empty"),
-        (CAPTION_STAGE, "empty"),
-        (CAPTION_STAGE, "too_long"),
+        (TEXT_STAGE, "empty"),
+        (TEXT_STAGE, "empty"),
+        (TEXT_STAGE, "empty"),
+        (TEXT_STAGE, "too_long"),
         (None, None),
     ]
     assert out[-1]["caption"] == "a short one ." and out[3]["caption"] is None
@@ -388,7 +388,7 @@ def test_job_help_and_a_bad_split_answer_at_once():
 def test_names_kept_apart_to_stay_light_agree():
     from conceptual.candidates import RELEASED_SPLITS
     from conceptual.jobs import import_conceptual
-    from conceptual.text.curate import TEXT_REASONS, TEXT_STAGE
+    from conceptual.text.curate import TEXT_REASONS
 
     assert import_conceptual.SPLITS == RELEASED_SPLITS
-    assert CAPTION_STAGE == TEXT_STAGE and set(CAPTION_REASONS) <= set(TEXT_REASONS)
+    assert set(CAPTION_REASONS) <= set(TEXT_REASONS)

@@ -4,7 +4,8 @@ pipelines/released.py; the speech job's caption, pipelines/speech.py): `empty` a
 `too_long`. They bound what the other checks see. `control_characters` is the check for
 captions kept as they came (released ones), which no cleaning passes over. Nothing heavy is
 imported here: the released captions and the speech job check bounds without loading the
-text filters.
+text filters, and a released caption is judged at the curation's text stage (TEXT_STAGE)
+without them too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 
 from conceptual.records import Rejection
 
+TEXT_STAGE = "text"  # the curation's first stage after reading, where its bounds reject
 BOUND_REASONS = ("empty", "too_long")
 CONTROL_REASON = "control_characters"  # the text filters' name for the same refusal
 # C0 and C1 controls and DEL: NUL, and the ESC and OSC that start a terminal's control

@@ -25,12 +25,12 @@ from typing import Literal
 from conceptual.config import Config
 from conceptual.errors import failing_as
 from conceptual.records import Rejection
-from conceptual.text.bounds import BOUND_REASONS
+from conceptual.text.bounds import BOUND_REASONS, TEXT_STAGE
 from conceptual.text.filters import CHEAP_FILTERS, DOC_FILTERS, TextFilterConfig, TextFilters
 from conceptual.text.hypernymize import HypernymConfig, Hypernymizer
 
 # The stages, and the reasons each rejects with (the hypernymize package's are in its doc).
-TEXT_STAGE, SYNTAX_STAGE, HYPERNYMIZE_STAGE = "text", "syntax", "hypernymize"
+SYNTAX_STAGE, HYPERNYMIZE_STAGE = "syntax", "hypernymize"  # after TEXT_STAGE (text/bounds.py)
 TEXT_REASONS = (*BOUND_REASONS, *CHEAP_FILTERS)
 SYNTAX_REASONS = DOC_FILTERS
 HYPERNYMIZE_REASONS = ("unresolved_entity", "too_short", "no_noun_left")
