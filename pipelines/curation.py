@@ -47,15 +47,15 @@ from conceptual.funnel import tally
 from conceptual.harvest import HarvestRules
 from conceptual.limits import BYTES_PER_PIXEL, LimitsConfig, over_budget
 from conceptual.pipelines.executors import Resources
-from conceptual.pipelines.image_stages import (
+from conceptual.pipelines.image_operators import (
     FETCH_STAGE,
     IMAGE_STAGE,
     OVERLAP_STAGE,
-    VisionStage,
+    VisionOperator,
     fetch_images,
 )
 from conceptual.pipelines.journal import RESUME, Journal, fingerprint
-from conceptual.pipelines.nlp_stage import NlpStage
+from conceptual.pipelines.nlp_operator import NlpOperator
 from conceptual.pipelines.readers import read_candidates
 from conceptual.pipelines.released import (
     CAPTION_REASONS,
@@ -311,7 +311,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
     resources = config.resources
     text = Step(
         (TEXT, SYNTAX, HYPERNYMIZE),
-        NlpStage,
+        NlpOperator,
         {"text": config.text},
         # Ray Data restarts a lost actor and retries its batches (max_restarts=-1 by default).
         Resources(resources.batch_size, resources.nlp_actors, resources.cpus_per_actor),
@@ -345,7 +345,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
     )
     vision = Step(
         (IMAGE, OVERLAP),
-        VisionStage,
+        VisionOperator,
         {
             "image": config.image,
             "cnn": config.cnn,

@@ -70,7 +70,7 @@ def open_image(data: bytes, size: int) -> Image.Image:
     return image.convert("RGB")
 
 
-class FeatureStage:
+class FeatureOperator:
     def __init__(self, config: FeaturesConfig):
         self.config = config
         self.extractor = FeatureExtractor(config.cnn, image_size=config.image_size)
@@ -107,7 +107,7 @@ class FeatureStage:
 
 def operator(config: FeaturesConfig) -> tuple[type, dict[str, Any]]:
     """The operator extracting the features, and its constructor's arguments."""
-    return FeatureStage, {"config": config}
+    return FeatureOperator, {"config": config}
 
 
 def schema_names(fs, files: list[str]) -> list[str]:

@@ -59,7 +59,7 @@ class ScoreConfig(Config):
     errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
 
 
-class FluencyStage:
+class FluencyOperator:
     """Loads the model once per actor (a `models:/` or `runs:/` URI is downloaded by each
     actor itself, so the actors need not share the driver's disk)."""
 
@@ -76,7 +76,7 @@ class FluencyStage:
 
 def operator(model_uri: str) -> tuple[type, dict[str, Any]]:
     """The operator scoring the records, and its constructor's arguments."""
-    return FluencyStage, {"model_uri": model_uri}
+    return FluencyOperator, {"model_uri": model_uri}
 
 
 def score(model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig) -> dict[str, Any]:

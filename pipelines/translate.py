@@ -77,7 +77,7 @@ def make_translator(config: TranslateConfig, cn_dir: str | None, target: str) ->
     return ServiceTranslator(config.service.url, key, target, config.service.timeout_s)
 
 
-class TranslateStage:
+class TranslateOperator:
     """Builds the translator once per actor; translates a batch's captions, writes the
     records without a translation to the rejected folder and returns the others."""
 
@@ -137,7 +137,7 @@ def translate(
 
     kwargs = {"config": config, "cn_dir": cn_dir, "target": target, "rejected": rejected_uri}
     actors = set_aside.rewrite_guarded(
-        read_row_groups(fs, files), TranslateStage, kwargs, TRANSLATE.name, rejected_uri,
+        read_row_groups(fs, files), TranslateOperator, kwargs, TRANSLATE.name, rejected_uri,
         curated_uri, config,
     )  # fmt: skip
     rejected, samples = set_aside.tally(rejected_uri)

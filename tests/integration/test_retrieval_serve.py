@@ -39,7 +39,7 @@ from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.build_index import BuildIndexConfig, run
-from conceptual.pipelines.features import FeaturesConfig, FeatureStage
+from conceptual.pipelines.features import FeatureOperator, FeaturesConfig
 from conceptual.records import CLIP, image_id
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve import retriever_deployment
@@ -110,7 +110,7 @@ def data(tmp_path_factory) -> dict[str, str]:
     curated.mkdir()
     pq.write_table(pa.Table.from_pylist(records), curated / "part-0.parquet")
     config = FeaturesConfig()
-    features = FeatureStage(config)(pa.Table.from_pylist(records))
+    features = FeatureOperator(config)(pa.Table.from_pylist(records))
     (root / "features" / "features").mkdir(parents=True)
     pq.write_table(features, root / "features" / "features" / "part-0.parquet")
     summary = {"curated": str(curated), "model": config.cnn.model, "image_size": config.image_size}

@@ -20,7 +20,7 @@ from conceptual.config import load
 from conceptual.errors import INTERNAL_ERROR, TooManyErrors
 from conceptual.pipelines import curation
 from conceptual.pipelines.curation import CurationConfig, curate, run
-from conceptual.pipelines.image_stages import fetch_images
+from conceptual.pipelines.image_operators import fetch_images
 from conceptual_demo.corpus import generate_candidates, write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
 from conceptual_demo.server import serve_directory
@@ -123,7 +123,7 @@ def test_a_row_that_raises_in_a_text_stage_is_rejected_and_the_rest_are_unchange
     ]
     chosen = {"text": kept[0], "syntax": kept[1], "hypernymize": kept[2]}
     patches = {
-        "NlpStage": [
+        "NlpOperator": [
             ("curator.filters.check", *holding(opening(chosen["text"]["alt_text"]))),
             ("curator.filters.check_doc", *holding(opening(chosen["syntax"]["alt_text"]))),
             (
@@ -161,7 +161,7 @@ def test_past_the_error_budget_the_job_fails_with_one_line(text_input, monkeypat
     uri, clean = text_input
     kept = clean["curated"]
     # every kept caption's transformation raises: something is wrong with the system
-    patches = {"NlpStage": [("curator.hypernymizer.transform_doc", *holding(" "))]}
+    patches = {"NlpOperator": [("curator.hypernymizer.transform_doc", *holding(" "))]}
     with_faults(monkeypatch, patches)
     config = load(CurationConfig, overrides=TEXT_SETTINGS)
     with pytest.raises(TooManyErrors) as raised:
@@ -214,7 +214,7 @@ def test_a_row_that_raises_in_an_image_stage_is_rejected_and_the_rest_are_unchan
     assert len(kept) >= 3, "the demo input keeps too few distinct images for this test"
     chosen = {"fetch": kept[0], "image": kept[1], "overlap": kept[2]}
     patches = {
-        "VisionStage": [
+        "VisionOperator": [
             ("filters.check_many", *holding(chosen["image"]["image"])),
             ("matcher.match", *holding(opening(chosen["overlap"]["alt_text"]))),
         ]

@@ -1,4 +1,4 @@
-"""The features stage on one batch: a row per record and crop, the CNN run once per photo."""
+"""The features operator on one batch: a row per record and crop, the CNN run once per photo."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import skimage.data
 from PIL import Image
 
-from conceptual.pipelines.features import FeaturesConfig, FeatureStage
+from conceptual.pipelines.features import FeatureOperator, FeaturesConfig
 from conceptual.records import image_id
 
 
@@ -29,12 +29,14 @@ def test_records_of_one_photo_share_one_cnn_pass():
             "image": [coffee, coffee, cat, None],
         }
     )
-    stage = FeatureStage(FeaturesConfig(crops=1))
+    operator = FeatureOperator(FeaturesConfig(crops=1))
     seen = []
-    extract = stage.extractor.extract
-    stage.extractor.extract = lambda images, **kw: seen.append(len(images)) or extract(images, **kw)
+    extract = operator.extractor.extract
+    operator.extractor.extract = lambda images, **kw: (
+        seen.append(len(images)) or extract(images, **kw)
+    )
 
-    rows = stage(batch).to_pylist()
+    rows = operator(batch).to_pylist()
 
     assert seen == [2]  # two distinct photos, the record without one skipped
     assert [(r["id"], r["crop"]) for r in rows] == [(i, c) for i in "abc" for c in (0, 1)]
@@ -57,15 +59,15 @@ def test_a_captions_language_and_fluency_score_come_along():
             "fluency": pa.array([0.75, None], pa.float32()),
         }
     )
-    rows = FeatureStage(FeaturesConfig())(batch).to_pylist()
+    rows = FeatureOperator(FeaturesConfig())(batch).to_pylist()
     assert [(r["language"], r["fluency"]) for r in rows] == [("zh", 0.75), ("zh", None)]
 
 
 def test_the_image_id_curation_wrote_is_kept_and_older_data_gets_one():
     photo = jpeg(skimage.data.coffee())
     curated = {"id": ["a"], "split": ["train"], "caption": ["a cup"], "image": [photo]}
-    stored = FeatureStage(FeaturesConfig())(pa.table({**curated, "image_id": ["written"]}))
+    stored = FeatureOperator(FeaturesConfig())(pa.table({**curated, "image_id": ["written"]}))
     assert stored["image_id"].to_pylist() == ["written"]
     # Curated data from before curation wrote the column: the hash of the photo's bytes.
-    older = FeatureStage(FeaturesConfig())(pa.table(curated))
+    older = FeatureOperator(FeaturesConfig())(pa.table(curated))
     assert older["image_id"].to_pylist() == [image_id(photo)]

@@ -915,7 +915,7 @@ def journal_of(tmp_path):
 def test_each_fetched_row_is_journaled_as_it_comes_and_the_batch_once_done(
     server, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines import image_stages
+    from conceptual.pipelines import image_operators
     from conceptual.pipelines.journal import ONE_ROW, write_batch
 
     batch = fetch_batch(server, ["/image.jpg?a", "/missing", "/image.png?b", "/image.jpg?c"])
@@ -929,13 +929,13 @@ def test_each_fetched_row_is_journaled_as_it_comes_and_the_batch_once_done(
 
     monkeypatch.setattr(Fetcher, "fetch_many", killed_after_two)
     with pytest.raises(SystemExit):
-        image_stages.fetch_images(batch, settings, journal=journal.target(0))
+        image_operators.fetch_images(batch, settings, journal=journal.target(0))
     # what the kill left: the two answered rows, each in its own file
     assert journal_of(tmp_path).done[0].tolist() == [0, 1]
     assert all(f"/{ONE_ROW}/" in path for path in journal_of(tmp_path).files[0])
 
     monkeypatch.undo()
-    out = image_stages.fetch_images(batch, settings, journal=journal.target(0))
+    out = image_operators.fetch_images(batch, settings, journal=journal.target(0))
     assert [r["reason"] for r in out.to_pylist()] == [None, "http_status", None, None]
     resumed = journal_of(tmp_path)
     assert resumed.done[0].tolist() == [0, 1, 2, 3]

@@ -186,16 +186,16 @@ def test_the_nouns_cover_the_alt_text_and_its_hypernymized_caption(matcher, hype
 def test_the_vision_stage_matches_the_nouns_the_nlp_stage_found(monkeypatch, hypernymize):
     """The NLP stage's columns (caption, entities, types) reach the overlap rule: a verb is
     rejected, a noun kept."""
-    from conceptual.pipelines import image_stages
+    from conceptual.pipelines import image_operators
     from conceptual.pipelines.rows import table
     from conceptual.records import IN_FLIGHT, image_id
     from conceptual.vision.cnn import CnnConfig
     from conceptual.vision.images import ImageFilterConfig
 
-    monkeypatch.setattr(image_stages, "ImageNetClassifier", lambda config: None)
-    stage = image_stages.VisionStage(ImageFilterConfig(), CnnConfig(), OverlapConfig())
+    monkeypatch.setattr(image_operators, "ImageNetClassifier", lambda config: None)
+    vision = image_operators.VisionOperator(ImageFilterConfig(), CnnConfig(), OverlapConfig())
     image = b"never decoded: its verdict is known"
-    stage.verdicts[image_id(image)] = image_stages.ImageVerdict(640, 480, None, (label(SKI),))
+    vision.verdicts[image_id(image)] = image_operators.ImageVerdict(640, 480, None, (label(SKI),))
 
     def row(alt_text: str) -> dict:
         result = hypernymize(alt_text)
@@ -209,9 +209,9 @@ def test_the_vision_stage_matches_the_nouns_the_nlp_stage_found(monkeypatch, hyp
         }
 
     verb, noun = "A woman skiing down a slope.", "A pair of skis against a wall."
-    out = stage(table([row(verb), row(noun)])).to_pylist()
+    out = vision(table([row(verb), row(noun)])).to_pylist()
     assert [(r["reason"], r["matched"]) for r in out] == [
         ("no_label_overlap", []),
         (None, ["skis"]),
     ]
-    assert out[0]["stage"] == image_stages.OVERLAP_STAGE
+    assert out[0]["stage"] == image_operators.OVERLAP_STAGE

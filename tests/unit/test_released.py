@@ -219,18 +219,18 @@ def test_dataset_labels_match_by_name_and_wordnet_terms():
 
 
 def test_vision_stage_with_dataset_labels_loads_no_classifier():
-    from conceptual.pipelines.image_stages import VisionStage
+    from conceptual.pipelines.image_operators import VisionOperator
     from conceptual.vision.cnn import CnnConfig
     from conceptual.vision.images import ImageFilterConfig
     from conceptual.vision.labels import LabelSourceConfig, OverlapConfig
 
-    stage = VisionStage(
+    vision = VisionOperator(
         ImageFilterConfig(),
         CnnConfig(weights="/nonexistent/weights.pth"),  # loading it would fail
         OverlapConfig(),
         LabelSourceConfig(source="dataset"),
     )
-    assert not hasattr(stage, "classifier")
+    assert not hasattr(vision, "classifier")
     labels = [{"wnid": None, "name": "dog", "score": 0.9, "mid": "/m/0bt9lr"}]
     batch = released_captions(
         in_flight(["a dog on the grass .", "a bowl of soup ."], labels=labels), 500, "train"
@@ -239,7 +239,7 @@ def test_vision_stage_with_dataset_labels_loads_no_classifier():
     batch = batch.set_column(
         batch.schema.get_field_index("image"), "image", pa.array([image, image], pa.binary())
     )
-    kept, rejected = stage(batch).to_pylist()
+    kept, rejected = vision(batch).to_pylist()
     assert kept["reason"] is None and kept["matched"] == ["dog"]
     assert rejected["reason"] == "no_label_overlap"
     for row in (kept, rejected):  # the row's own labels, kept (scores as float32)

@@ -12,7 +12,7 @@ from conceptual.pipelines.rows import pending, reject, table
 from conceptual.text.curate import TextCurationConfig, TextCurator
 
 
-class NlpStage:
+class NlpOperator:
     """Text filters, syntax filters and hypernymization, on one spaCy parse per text."""
 
     def __init__(self, text: TextCurationConfig):

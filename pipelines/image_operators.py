@@ -66,7 +66,7 @@ class ImageVerdict:
     labels: tuple[dict, ...] = ()
 
 
-class VisionStage:
+class VisionOperator:
     """Image filters (header checks, a guarded decode, the unsafe detector), then the
     classifier's labels and the image&text overlap rule, on one decode per image.
 
