@@ -38,7 +38,7 @@ from conceptual.jobs import (
     synthesize_speech,
     train_captioner,
 )
-from conceptual.jobs.arguments import job_run
+from conceptual.jobs.runner import job_run
 from conceptual.logs import job_output
 from conceptual.models.inference import ImageCaptioner
 from conceptual.paths import state_dir

@@ -1,39 +1,35 @@
-"""What every job's command line shares: local paths made absolute the way the user meant them
-(conceptual.paths.user_path), `key=value` overrides, `--verbose`, and the guarantees every
-job gives its data, here once so that a new job cannot forget them:
+"""What every job's command line shares, here once so that a new job cannot forget it: local
+paths made absolute the way the user meant them (conceptual.paths.user_path), `--config`,
+`key=value` overrides, `--verbose`, the arguments of each kind of job, and what is checked as
+they are read (JobParser, every job's parser), before anything is read, deleted or started:
 
-- JobParser (every job's parser) refuses an output (`type=output`) that is, holds or lies
-  inside an input (`type=location`), or a folder holding files no job of this platform
-  wrote (storage.claim_output; `--into-existing` writes there anyway, and a job replaces
-  only the parts it writes), with an `error:` line and exit code 2, before anything is
-  read, deleted or started;
-- JobParser checks the keys of `key=value` overrides and of `--config` against the shipped
-  configs/<name>.yaml (`keys=`; the data jobs' add_data_arguments sets it) before the job
-  imports its pipeline: `error: ... epoch: unknown key, did you mean epochs?` at once; the
-  config is loaded in full before Ray starts (conceptual.config.load says the same);
-- errors are printed by conceptual.logs.error (`error: ...`, credentials redacted), and
-  conceptual.logs.job_output redacts every other line the job prints or logs;
-- a job does its work inside `job_run` (its output in its log, job_output), which turns the
-  errors a user can fix (a bad key or value, missing data) into an `error:` line and exit
-  code 2, and the failures it is told of into exit code 1.
+- an output (`type=output`) that is, holds or lies inside an input (`type=location`), or a
+  folder holding files no job of this platform wrote (storage.claim_output; `--into-existing`
+  writes there anyway, and a job replaces only the parts it writes), is refused with an
+  `error:` line and exit code 2; so is a local input that is not there;
+- the keys of `key=value` overrides and of `--config` are checked against the shipped
+  configs/<name>.yaml (`keys=`) before the job imports its pipeline: `error: ... epoch:
+  unknown key, did you mean epochs?` at once; the config is loaded in full before Ray starts
+  (conceptual.config.load says the same).
 
-Every job's `main` is wrapped in `job_main`, so that what JobParser refuses and what job_run
-stops on is the exit code that main returns, in a process of its own or called from another.
+How a job runs once its arguments are read, and the guarantees it gives then, are in
+conceptual.jobs.runner.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import glob
-import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conceptual.logs import error, job_output
+from conceptual.jobs.runner import Stopped
 from conceptual.paths import LocationError, user_path
+
+REGISTER = ("best", "all", "none")  # which variants of a comparison become registry versions
+
+# ---------------------------------------------------------------- argument types
 
 
 def location(value: str) -> str:
@@ -56,82 +52,20 @@ def file_output(value: str) -> str:
     return location(value)
 
 
-class Stopped(SystemExit):
-    """A job stopped, said in an `error:` line, with its exit code (job_main returns it): 2
-    for what the user can fix (what JobParser refuses, a bad key, missing data), 1 for what
-    failed in the system."""
-
-    def __init__(self, message: object, code: int = 2) -> None:
-        error(message)
-        super().__init__(code)
-
-
-def job_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """Every job's `main`: what its JobParser refused or its job_run stopped on is returned as
-    its exit code; an output folder it created and did not write to is removed again."""
-
-    @functools.wraps(main)
-    def run(argv: list[str] | None = None) -> int:
-        code = 1
-        try:
-            code = main(argv)
-        except Stopped as exc:
-            code = int(exc.code)  # type: ignore[arg-type]
-        finally:
-            from conceptual.storage import settle_claims
-
-            settle_claims(used=code == 0)
-        return code
-
-    return run
-
-
-@contextmanager
-def stopping(
-    refused: tuple[type[BaseException], ...] | None = None,
-    failed: tuple[type[BaseException], ...] = (),
-) -> Iterator[None]:
-    """Errors a user can fix (`refused`; by default a bad key or value and missing data:
-    ConfigError, StorageError, ValueError) stop the job with exit code 2, the `failed` ones
-    with 1, each said in an `error:` line (Stopped). A tracking server that does not answer
-    is always one of the first: every job says so at once."""
-    from conceptual.storage import TrackingUnreachable
-
-    if refused is None:
-        from conceptual.config import ConfigError
-        from conceptual.storage import StorageError
-
-        refused = (ConfigError, StorageError, ValueError)
-    try:
-        yield
-    except (*refused, TrackingUnreachable) as exc:
-        raise Stopped(exc) from None
-    except failed as exc:
-        raise Stopped(exc, code=1) from None
-
-
-@contextmanager
-def job_run(
-    job: str,
-    verbose: bool,
-    refused: tuple[type[BaseException], ...] | None = None,
-    failed: tuple[type[BaseException], ...] = (),
-) -> Iterator[Path | None]:
-    """A job's work: its output in its log (job_output, whose path it yields) and its errors
-    stopping it (`stopping`)."""
-    with job_output(job, verbose) as log, stopping(refused, failed):
-        yield log
+# ---------------------------------------------------------------- the parser
 
 
 class JobParser(argparse.ArgumentParser):
-    """Every job's parser. Besides parsing, it refuses an output that overlaps an input (the
-    same folder or bucket prefix, or one inside the other): a job clears and rewrites its
-    output, so the data it reads would be deleted or replaced. `--config` is not data. With
-    `keys` (a shipped config file's name, `train_captioner.yaml`) it checks the keys of the
-    overrides and of `--config` first."""
+    """Every job's parser, for the job `job` (its module under conceptual.jobs) described by
+    the first paragraph of `doc`. Besides parsing, it refuses an output that overlaps an
+    input (the same folder or bucket prefix, or one inside the other): a job clears and
+    rewrites its output, so the data it reads would be deleted or replaced. `--config` is not
+    data. With `keys` (a shipped config file's name, `train_captioner.yaml`) it checks the
+    keys of the overrides and of `--config` first."""
 
-    def __init__(self, *args: Any, keys: str | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, job: str, doc: str | None, keys: str | None = None, **kwargs: Any):
+        description = (doc or "").split("\n\n")[0]
+        super().__init__(prog=f"python -m conceptual.jobs.{job}", description=description, **kwargs)
         self.keys = keys
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
@@ -192,147 +126,120 @@ class JobParser(argparse.ArgumentParser):
         return namespace, extra
 
 
-def add_common(parser: argparse.ArgumentParser, overrides_help: str | None = None) -> None:
-    """`--verbose` and the trailing `key=value` overrides."""
+# ---------------------------------------------------------------- arguments jobs share
+
+
+def add_verbose(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="show Ray's and MLflow's own logs on the terminal (always in the job's log file)",
+        help="show Ray's, MLflow's and the other libraries' own logs on the terminal (always "
+        "in the job's log file)",
     )
+
+
+def add_common(parser: argparse.ArgumentParser, overrides_help: str) -> None:
+    """`--verbose` and the trailing `key=value` overrides."""
+    add_verbose(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
+
+
+def add_config(parser: JobParser, what: str, example: str = "") -> None:
+    """`--config FILE` of `what` keys (a config's name), `--verbose` and the overrides
+    (`example`: some, for --help)."""
+    shipped = f" (configs/{parser.keys} shows every key)" if parser.keys else ""
+    parser.add_argument("--config", type=location, help=f"YAML file of {what} keys{shipped}")
+    add_common(parser, f"{what} keys{f', e.g. {example}' if example else ''}")
 
 
 def add_data_arguments(
     parser: argparse.ArgumentParser,
-    source: str,
-    source_help: str,
-    output_help: str,
-    config: str,
+    writes: str,
+    source: str = "--data",
+    reads: str = "a curation or import output, or its curated/ folder",
     many: bool = False,
 ) -> None:
-    """What a data job reads (`--input`, `--data`; `many`: one or more, as curate takes web
-    archives), where it writes, its config file, and the common arguments."""
-    if isinstance(parser, JobParser):
-        parser.keys = config
+    """What a data job reads (by default curated records, as `--data`; `many`: one or more,
+    as curate takes web archives) and where it writes (`writes`: what goes there)."""
     nargs = "+" if many else None
-    parser.add_argument(source, required=True, type=location, nargs=nargs, help=source_help)
-    parser.add_argument("--output", required=True, type=output, help=output_help)
+    parser.add_argument(source, required=True, type=location, nargs=nargs, help=reads)
+    parser.add_argument("--output", required=True, type=output, help=writes)
+
+
+def add_import_arguments(
+    parser: argparse.ArgumentParser, keys: str = "ImportConfig keys", recordings: bool = False
+) -> None:
+    """What an import job (run_import) takes besides its source: where it writes, with
+    `recordings` the longest recorded speech it imports, `--verbose` and the overrides of
+    its config's `keys`."""
     parser.add_argument(
-        "--config", type=location, help=f"YAML file (configs/{config} shows every key)"
+        "--output", required=True, type=output, help="where the Parquet and import.json go"
     )
-    add_common(parser)
+    if recordings:
+        from conceptual.speech.human import MAX_SECONDS
+
+        parser.add_argument(
+            "--speech-max-seconds",
+            type=float,
+            default=MAX_SECONDS,
+            help="longer recordings are not imported (counted as too_long_clip)",
+        )
+    add_common(parser, keys)
 
 
-def run_data_job(
-    job: str,
-    args: argparse.Namespace,
-    source: str | list[str],
-    config_class: type,
-    run: Callable[[str, str, Any], Any],
-    user_errors: tuple[type[Exception], ...] = (),
-    check: Callable[[str, Any], Any] | None = None,
-) -> tuple[Any, Any, Path | None]:
-    """A data job from its arguments to its result: the config, a line saying what goes
-    where, Ray, the run, all with third-party output in the job's log. `check(source,
-    config)`, the job's own checks of its input, runs before Ray starts and returns the
-    config to run with. `source` may be a list (harvest's archives; a glob among them is
-    checked by the job). Returns (config, what `run` returned, the log's path), or stops the
-    job (Stopped) with exit code 2 on an error the user can fix (a bad key, a missing input,
-    `user_errors`), 1 after rows failed past errors.* or object storage failed for good."""
-    from conceptual import storage
-    from conceptual.config import ConfigError, load
-    from conceptual.errors import TooManyErrors
-    from conceptual.runtime import init_ray, require_shared
-    from conceptual.storage import StorageError
-
-    with job_output(job, args.verbose) as log:
-        try:
-            config = load(config_class, args.config, args.overrides)
-            sources = [source] if isinstance(source, str) else source
-            for one in sources:
-                if not glob.has_magic(one) and not storage.exists(one):
-                    raise StorageError(f"no input data at {one}")
-            if check is not None:
-                config = check(source, config)
-            print(f"{job}: {' '.join(sources)} -> {args.output}", flush=True)
-            init_ray()
-            named = {f"the input {one}": one for one in sources}
-            require_shared({**named, "--output": args.output})
-            return config, run(source, args.output, config), log
-        except (ConfigError, StorageError, *user_errors) as exc:
-            raise Stopped(exc) from None
-        except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
-            incomplete = f"{args.output} is incomplete (no {storage.SUCCESS} marker)"
-            raise Stopped(f"{exc}. {incomplete}.", code=1) from None
-        except OSError as exc:  # a Ray task's error is also an instance of its cause's type
-            if (failure := storage.store_failure(exc)) is None:
-                raise
-            incomplete = f"{args.output} is incomplete (no {storage.SUCCESS} marker)"
-            raise Stopped(
-                f"{failure}. {incomplete}: run the job again once the store answers.", code=1
-            ) from None
+def add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
 
 
-def add_teacher_speech(parser: argparse.ArgumentParser) -> None:
-    """`--teacher-speech URI` (repeatable): the retriever trainers' clips that teach a speech
-    tower through `teacher=` by their captions alone."""
-    parser.add_argument(
-        "--teacher-speech",
-        action="append",
-        default=[],
-        type=location,
-        help="more clips that teach the speech tower through teacher= (repeatable)",
-    )
+def add_evaluation_arguments(parser: JobParser, example: str = "") -> None:
+    """An evaluation job's model, features, split and EvalConfig (run_evaluation)."""
+    add_model(parser)
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser.add_argument("--split", help="the split to score (default: test)")
+    add_config(parser, "EvalConfig", example)
 
 
 def add_training_arguments(
-    parser: argparse.ArgumentParser, config: str, default_model: str, example: str
+    parser: JobParser, config: str, default_model: str, example: str
 ) -> None:
-    """What a training job takes besides its data: a config file, the registered model,
-    `--no-register`, and the common arguments (`example`: overrides to show in --help)."""
-    parser.add_argument("--config", type=location, help=f"YAML file of {config} keys")
+    """What a training job takes besides its data (run_training_job): its `config` keys, the
+    registered model, `--no-register`, `--verbose` (`example`: overrides to show in --help)."""
+    add_config(parser, config, example)
     parser.add_argument("--model-name", help=f"registered model (default: {default_model})")
     parser.add_argument("--no-register", action="store_true", help="train and log only")
-    add_common(parser, f"{config} keys, e.g. {example}")
 
 
-def run_training_job(
-    args: argparse.Namespace,
-    recipe: Any,
-    *data: Any,
-    report: Callable[[dict[str, Any]], str] | None = None,
-) -> int:
-    """A training job from its arguments to its last line: the config, a model of the
-    `recipe`'s family trained on `data` (training.train), registered (unless --no-register)
-    with the champion rule's decision, the best epoch's dev metrics, `report(result)` (more
-    for people, such as a held-out table), where the model is, and the MLflow run. Returns
-    the exit code, or stops (`stopping`) on an error the user can fix (a bad key, missing
-    data, no dev split)."""
-    from conceptual import registry
-    from conceptual.config import load
-    from conceptual.pipelines import training
-
-    with job_output(recipe.stage, args.verbose) as log:
-        with stopping():
-            config = load(recipe.config, args.config, args.overrides)
-            result = training.train(recipe, config, *data)
-        decision = None
-        if not args.no_register:
-            decision = training.publish(recipe, result, config, args.model_name)
-    print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
-    if report is not None:
-        print(report(result))
-    print(f"model:    {result['model_dir']}")
-    if decision:
-        print(registry.decision_lines(decision))
-    report_run(result["run_id"], config.experiment, log)
-    return 0
+def add_variants(parser: JobParser, register: str, named: Sequence[str] = ()) -> None:
+    """A comparison's variants: `--variant 'name: key=value ...'` (repeatable; required
+    unless the family has `named` ones, which `--variants` picks from), which of them
+    `--register` makes registry versions (default `register`), `--no-register`."""
+    if named:
+        parser.add_argument(
+            "--variants",
+            help=f"comma-separated, from: {', '.join(named)} (default: all, without --variant)",
+        )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        required=not named,
+        default=[],
+        help="'name: key=value ...' (repeat)",
+    )
+    parser.add_argument(
+        "--register",
+        choices=REGISTER,
+        default=register,
+        help="which variants become registry versions (the champion rule judges each)",
+    )
+    parser.add_argument(
+        "--no-register", action="store_const", const="none", dest="register", help="--register none"
+    )
 
 
-def report_run(run_id: str, experiment: str, log: Path | None, what: str = "run") -> None:
-    """A job's last lines: its MLflow run (the tracking URI without credentials) and log."""
-    from conceptual.tracking import printable_tracking_uri
-
-    print(f"mlflow:   {what} {run_id} in experiment {experiment!r} at {printable_tracking_uri()}")
-    if log:
-        print(f"log:      {log}")
+def prefixed(overrides: Sequence[str], prefix: str) -> tuple[list[str], list[str]]:
+    """(the overrides without `prefix`, those with it, the prefix taken off): a comparison's
+    `eval.KEY=...` or `bootstrap.KEY=...` beside its training keys."""
+    return (
+        [o for o in overrides if not o.startswith(prefix)],
+        [o.removeprefix(prefix) for o in overrides if o.startswith(prefix)],
+    )

@@ -24,17 +24,13 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, location, stopping
-from conceptual.logs import job_output
+from conceptual.jobs.arguments import JobParser, add_config, location
+from conceptual.jobs.runner import job_main, job_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.benchmark_training",
-        description=__doc__.split("\n\n")[0],
-        keys="train_captioner.yaml",
-    )
+    parser = JobParser("benchmark_training", __doc__, keys="train_captioner.yaml")
     parser.add_argument("--features", type=location, help="a features job's output")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
@@ -43,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         "--input-only", action="store_true", help="time the input path alone, no step"
     )
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs (--input-only)")
-    parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
-    add_common(parser, "TrainConfig keys, e.g. model.architecture=rnn batch_size=256")
+    add_config(parser, "TrainConfig", "model.architecture=rnn batch_size=256")
     args = parser.parse_args(argv)
     import mlflow
 
@@ -53,13 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.benchmark_training import benchmark, input_only
     from conceptual.pipelines.train_captioner import TrainConfig
 
-    with job_output("benchmark_training", args.verbose):
-        with stopping():
-            config = load(TrainConfig, args.config, args.overrides)
-            if args.input_only:
-                rows = [input_only(config, args.features, args.steps, args.epochs)]
-            else:
-                rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
+    with job_run("benchmark_training", args.verbose):
+        config = load(TrainConfig, args.config, args.overrides)
+        if args.input_only:
+            rows = [input_only(config, args.features, args.steps, args.epochs)]
+        else:
+            rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
         with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
             tracking.log_config(config)
             mlflow.log_params(

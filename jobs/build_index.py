@@ -20,31 +20,18 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    Stopped,
-    add_common,
-    job_main,
-    job_run,
-    location,
-    output,
-    report_run,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_model, location, output
+from conceptual.jobs.runner import Stopped, job_main, job_run, report_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.build_index",
-        description=__doc__.split("\n\n")[0],
-        keys="build_index.yaml",
-    )
-    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser = JobParser("build_index", __doc__, keys="build_index.yaml")
+    add_model(parser)
     parser.add_argument("--data", required=True, type=location, help="a features job's output")
     parser.add_argument("--output", required=True, type=output, help="where the index goes")
     parser.add_argument("--speech", type=location, help="clips to index (speech models)")
-    parser.add_argument("--config", type=location, help="YAML file of BuildIndexConfig keys")
-    add_common(parser, "BuildIndexConfig keys, e.g. approximate=true splits=[test]")
+    add_config(parser, "BuildIndexConfig", "approximate=true splits=[test]")
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.config import load
@@ -52,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.build_index import BuildIndexConfig, run
     from conceptual.storage import StorageError
 
-    with job_run("build_index", args.verbose) as log:  # unknown model, bad data
+    with job_run("build_index", args.verbose, output=args.output) as log:  # unknown model, bad data
         config = load(BuildIndexConfig, args.config, args.overrides)
         for uri in (args.data, args.speech):
             if uri is not None and not storage.exists(uri):

@@ -22,16 +22,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conceptual.jobs.arguments import JobParser, file_output, job_main, job_run, location
+from conceptual.jobs.arguments import JobParser, add_model, add_verbose, file_output, location
 from conceptual.jobs.rating_tasks import positive
+from conceptual.jobs.runner import job_main, job_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.caption", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
+    parser = JobParser("caption", __doc__)
+    add_model(parser)
     parser.add_argument(
         "images", nargs="+", type=lambda p: Path(location(p)), metavar="IMAGE_OR_FOLDER"
     )
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile", action="store_true", help="compile the decoding step (static cache)"
     )
-    parser.add_argument("--verbose", action="store_true", help="show MLflow's and torch's own logs")
+    add_verbose(parser)
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.metrics import coco_results

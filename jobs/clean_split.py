@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, job_run, location, output, report_run
+from conceptual.jobs.arguments import JobParser, add_verbose, location, output
 from conceptual.jobs.rating_tasks import positive
+from conceptual.jobs.runner import job_main, job_run, report_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.clean_split", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("clean_split", __doc__)
     parser.add_argument("--data", required=True, type=location, help="a curated dataset")
     parser.add_argument(
         "--tasks", required=True, type=location, help="its caption_quality task set"
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         "--output", required=True, type=output, help="where curated/, rejected/, stats.json go"
     )
     parser.add_argument("--experiment", default="curation", help="the MLflow experiment")
-    parser.add_argument("--verbose", action="store_true", help="MLflow's own logs on the terminal")
+    add_verbose(parser)
     args = parser.parse_args(argv)
     from mlflow.exceptions import MlflowException
 
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # no data or tasks, a task set that cannot clean it, a bad CSV
     refused = (StorageError, ValueError, MlflowException)
-    with job_run("clean_split", args.verbose, refused) as log:
+    with job_run("clean_split", args.verbose, refused, output=args.output) as log:
         print(f"clean_split: {args.data} ({args.split}) -> {args.output}", flush=True)
         stats, run_id = run(
             args.data,

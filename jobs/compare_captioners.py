@@ -22,45 +22,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    job_main,
-    job_run,
-    location,
-    report_run,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_variants, prefixed
+from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.train_captioner import add_data
 from conceptual.models.variants import MODEL_NAME, VARIANTS
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
+    formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = JobParser(
-        prog="python -m conceptual.jobs.compare_captioners",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        keys="train_captioner.yaml",
+        "compare_captioners", __doc__, keys="train_captioner.yaml", formatter_class=formatter
     )
-    parser.add_argument("--features", required=True, type=location, help="a features job's output")
-    parser.add_argument(
-        "--variants",
-        help=f"comma-separated, from: {', '.join(VARIANTS)} (default: all, without --variant)",
-    )
-    parser.add_argument(
-        "--variant", action="append", default=[], help="'name: key=value ...' (repeat)"
-    )
-    parser.add_argument("--config", type=location, help="YAML file of TrainConfig keys")
+    add_data(parser)
+    add_variants(parser, "best", VARIANTS)
     parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
-    parser.add_argument(
-        "--register",
-        choices=("best", "all", "none"),
-        default="best",
-        help="which variants become registry versions (the champion rule judges each)",
-    )
-    parser.add_argument(
-        "--no-register", action="store_const", const="none", dest="register", help="--register none"
-    )
-    add_common(parser, "TrainConfig keys, e.g. epochs=20 workers=2; bootstrap.samples=N")
+    add_config(parser, "TrainConfig", "epochs=20 workers=2; bootstrap.samples=N")
     args = parser.parse_args(argv)
     named = args.variants or ("" if args.variant else ",".join(VARIANTS))
     variants = [v.strip() for v in named.split(",") if v.strip()] + args.variant
@@ -69,11 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.compare_captioners import compare, markdown_table
     from conceptual.pipelines.train_captioner import TrainConfig
 
+    train_keys, bootstrap_keys = prefixed(args.overrides, "bootstrap.")
     with job_run("compare_captioners", args.verbose) as log:  # ValueError: e.g. no dev split
-        bootstrap_keys = [o for o in args.overrides if o.startswith("bootstrap.")]
-        train_keys = [o for o in args.overrides if o not in bootstrap_keys]
         config = load(TrainConfig, args.config, train_keys)
-        bootstrap = load(BootstrapConfig, None, [o[10:] for o in bootstrap_keys])
+        bootstrap = load(BootstrapConfig, None, bootstrap_keys)
         result = compare(args.features, config, variants, args.register, args.model_name, bootstrap)
     print(markdown_table(result["rows"]))
     for row in result["rows"]:

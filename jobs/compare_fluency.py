@@ -25,14 +25,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    job_main,
-    job_run,
-    location,
-    report_run,
-)
+from conceptual.jobs.arguments import JobParser, add_config, location
+from conceptual.jobs.runner import job_main, job_run, report_run
 
 
 def reference(value: str) -> tuple[str, str]:
@@ -45,9 +39,7 @@ def reference(value: str) -> tuple[str, str]:
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.compare_fluency", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("compare_fluency", __doc__)
     parser.add_argument(
         "--features", required=True, type=location, help="features of the scored translations"
     )
@@ -68,14 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         type=location,
         help="features of human-written Chinese captions: the 'Manual Flickr8k-cn' row",
     )
-    parser.add_argument("--config", type=location, help="YAML file of FluencyComparisonConfig keys")
     parser.add_argument(
         "--train-config",
         type=location,
         help="YAML file of train_captioner keys for every captioner "
         "(configs/recipes/fluency_captioner.yaml: the paper's)",
     )
-    add_common(parser, "FluencyComparisonConfig keys, e.g. train.epochs=10 registered=none")
+    add_config(parser, "FluencyComparisonConfig", "train.epochs=10 registered=none")
     args = parser.parse_args(argv)
     from conceptual.config import ConfigError, load
     from conceptual.fluency.translation import ProvidedTranslations

@@ -20,45 +20,30 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    add_teacher_speech,
-    job_main,
-    job_run,
-    location,
-    report_run,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_variants, location, prefixed
+from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.train_retriever import add_data
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.compare_retrievers", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--features", required=True, type=location, help="training features")
-    parser.add_argument("--speech", type=location, help="training clips (speech variants)")
-    add_teacher_speech(parser)
+    parser = JobParser("compare_retrievers", __doc__)
+    add_data(parser)
     parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
     parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
     parser.add_argument("--split", default="test", help="the held-out split to score")
-    parser.add_argument(
-        "--variant", action="append", required=True, help="'name: key=value ...' (repeat)"
-    )
-    parser.add_argument("--register", default="none", choices=("none", "best", "all"))
-    parser.add_argument("--config", type=location, help="YAML file of RetrieverTrainConfig keys")
-    add_common(parser, "shared RetrieverTrainConfig keys; eval.KEY for EvalConfig keys")
+    add_variants(parser, "none")
+    add_config(parser, "shared RetrieverTrainConfig", "loss=triplet; eval.KEY for EvalConfig keys")
     args = parser.parse_args(argv)
     from conceptual.config import load
     from conceptual.pipelines.compare_retrievers import compare, markdown_table
     from conceptual.pipelines.evaluate_retriever import EvalConfig
     from conceptual.pipelines.train_retriever import RetrieverTrainConfig
 
-    train_overrides = [o for o in args.overrides if not o.startswith("eval.")]
-    eval_overrides = [o[5:] for o in args.overrides if o.startswith("eval.")]
+    train_keys, eval_keys = prefixed(args.overrides, "eval.")
     with job_run("compare_retrievers", args.verbose) as log:
-        config = load(RetrieverTrainConfig, args.config, train_overrides)
-        evaluation = load(EvalConfig, None, [*eval_overrides, f"split={args.split}"])
+        config = load(RetrieverTrainConfig, args.config, train_keys)
+        evaluation = load(EvalConfig, None, [*eval_keys, f"split={args.split}"])
         result = compare(
             args.features,
             args.speech,
@@ -71,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             args.teacher_speech,
         )
     print(markdown_table(result["rows"]))
-    report_run(result["run_id"], config.experiment, log, what="comparison run")
+    report_run(result["run_id"], config.experiment, log, "comparison run")
     return 0
 
 

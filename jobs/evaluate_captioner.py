@@ -23,25 +23,14 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    file_output,
-    job_main,
-    job_run,
-    location,
-    report_run,
-)
+from conceptual.jobs.arguments import JobParser, add_evaluation_arguments, file_output, location
+from conceptual.jobs.runner import job_main, run_evaluation
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.evaluate_captioner", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
-    parser.add_argument("--features", required=True, type=location, help="a features job's output")
-    parser.add_argument("--split", help="the split to score (default: test)")
+    parser = JobParser("evaluate_captioner", __doc__)
+    add_evaluation_arguments(parser)
     parser.add_argument(
         "--baseline-features",
         type=location,
@@ -52,23 +41,17 @@ def main(argv: list[str] | None = None) -> int:
         type=file_output,
         help="also write the captions as a COCO results JSON file here",
     )
-    parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
-    add_common(parser, "EvalConfig keys")
     args = parser.parse_args(argv)
-    from conceptual.config import load
     from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
 
-    overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
-    with job_run("evaluate_captioner", args.verbose) as log:  # unknown model, no split
-        config = load(EvalConfig, args.config, overrides)
-        result = evaluate(
-            args.model, args.features, config, args.baseline_features, args.results_json
-        )
-    print(json.dumps(result, indent=2))
-    if args.results_json:
-        print(f"results:  {args.results_json}  ({result['images']} captions, COCO results JSON)")
-    report_run(result["run_id"], config.experiment, log)
-    return 0
+    def show(result: dict) -> None:
+        print(json.dumps(result, indent=2))
+        if args.results_json:
+            images = result["images"]
+            print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")
+
+    more = (args.baseline_features, args.results_json)
+    return run_evaluation("evaluate_captioner", args, EvalConfig, evaluate, *more, show=show)
 
 
 if __name__ == "__main__":

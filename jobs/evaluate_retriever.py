@@ -22,40 +22,24 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    job_main,
-    job_run,
-    location,
-    report_run,
-)
+from conceptual.jobs.arguments import JobParser, add_evaluation_arguments, location
+from conceptual.jobs.runner import job_main, run_evaluation
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.evaluate_retriever", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
-    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser = JobParser("evaluate_retriever", __doc__)
+    add_evaluation_arguments(parser, "max_images=500 seconds=8")
     parser.add_argument("--speech", type=location, help="clips of the split's captions")
-    parser.add_argument("--split", help="the split to score (default: test)")
-    parser.add_argument("--config", type=location, help="YAML file of EvalConfig keys")
-    add_common(parser, "EvalConfig keys, e.g. max_images=500 seconds=8")
     args = parser.parse_args(argv)
-    from conceptual.config import load
     from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
 
-    overrides = [*args.overrides, *([f"split={args.split}"] if args.split else [])]
-    with job_run("evaluate_retriever", args.verbose) as log:  # unknown model, no split
-        config = load(EvalConfig, args.config, overrides)
-        result = evaluate(args.model, args.features, config, args.speech)
-    del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
-    print(result.pop("table"))
-    print(json.dumps(result, indent=2))
-    report_run(result["run_id"], config.experiment, log)
-    return 0
+    def show(result: dict) -> None:
+        del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
+        print(result.pop("table"))
+        print(json.dumps(result, indent=2))
+
+    return run_evaluation("evaluate_retriever", args, EvalConfig, evaluate, args.speech, show=show)
 
 
 if __name__ == "__main__":

@@ -14,44 +14,31 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_data_arguments,
-    job_main,
-    report_run,
-    run_data_job,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments
+from conceptual.jobs.runner import job_main, print_rejected, run_data_job
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.features", description=__doc__.split("\n\n")[0]
-    )
-    add_data_arguments(
-        parser,
-        "--data",
-        "a curation output or its curated/ folder",
-        "where features/ and features.json go",
-        "features.yaml",
-    )
+    parser = JobParser("features", __doc__, keys="features.yaml")
+    add_data_arguments(parser, "where features/ and features.json go")
+    add_config(parser, "FeaturesConfig", "crops=4 cnn.precision=bf16")
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.pipelines.features import FeaturesConfig, run
 
-    config, (summary, run_id), log = run_data_job("features", args, args.data, FeaturesConfig, run)
-    print(json.dumps(summary, indent=2))
-    if summary["rows"]:
-        print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")
-    else:
-        print(
-            f"features: none: no record of {args.data} carries an image "
-            "(a text-only curation, with_images=false, has none)"
-        )
-    if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):
-        print(f"rejected: {storage.join(args.output, 'rejected')}  ({failed} internal errors)")
-    report_run(run_id, config.experiment, log)
-    return 0
+    def show(summary: dict, config: FeaturesConfig) -> None:
+        print(json.dumps(summary, indent=2))
+        if summary["rows"]:
+            print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")
+        else:
+            print(
+                f"features: none: no record of {args.data} carries an image "
+                "(a text-only curation, with_images=false, has none)"
+            )
+        print_rejected(args.output, summary)
+
+    return run_data_job("features", args, args.data, FeaturesConfig, run, show)
 
 
 if __name__ == "__main__":

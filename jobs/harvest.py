@@ -15,36 +15,16 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    job_main,
-    location,
-    output,
-    report_run,
-    run_data_job,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments
+from conceptual.jobs.runner import job_main, run_data_job
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.harvest",
-        description=__doc__.split("\n\n")[0],
-        keys="harvest.yaml",
-    )
-    parser.add_argument(
-        "--input",
-        required=True,
-        nargs="+",
-        type=location,
-        help="web archives: files, folders, s3:// prefixes or quoted globs (WARC or WAT)",
-    )
-    parser.add_argument(
-        "--output", required=True, type=output, help="where candidates/ and stats.json go"
-    )
-    parser.add_argument("--config", type=location, help="YAML file (configs/harvest.yaml)")
-    add_common(parser, "HarvestConfig keys, e.g. harvest.respect_opt_out=false")
+    parser = JobParser("harvest", __doc__, keys="harvest.yaml")
+    archives = "web archives: files, folders, s3:// prefixes or quoted globs (WARC or WAT)"
+    add_data_arguments(parser, "where candidates/ and stats.json go", "--input", archives, True)
+    add_config(parser, "HarvestConfig", "harvest.respect_opt_out=false")
     args = parser.parse_args(argv)
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import storage
@@ -55,15 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         archive_files(inputs)  # an input naming no archive is said before Ray starts
         return config
 
-    config, (stats, run_id), log = run_data_job(
-        "harvest", args, args.input, HarvestConfig, run, check=check
-    )
-    print(render(stats))
-    candidates = stats["images"]["harvested"]
-    print(f"candidates: {storage.join(args.output, CANDIDATES)}  ({candidates} pairs)")
-    print(f"stats:      {storage.join(args.output, 'stats.json')}")
-    report_run(run_id, config.experiment, log)
-    return 0
+    def show(stats: dict, config: HarvestConfig) -> None:
+        print(render(stats))
+        candidates = stats["images"]["harvested"]
+        print(f"candidates: {storage.join(args.output, CANDIDATES)}  ({candidates} pairs)")
+        print(f"stats:      {storage.join(args.output, 'stats.json')}")
+
+    return run_data_job("harvest", args, args.input, HarvestConfig, run, show, check=check)
 
 
 if __name__ == "__main__":

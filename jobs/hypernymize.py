@@ -16,7 +16,8 @@ import sys
 from typing import TextIO
 
 from conceptual.config import ConfigError, load
-from conceptual.jobs.arguments import JobParser, job_main, location, stopping
+from conceptual.jobs.arguments import JobParser, add_common, location
+from conceptual.jobs.runner import job_main, job_run
 from conceptual.pipelines.curation import CurationConfig
 from conceptual.text.curate import TextCurator
 
@@ -38,15 +39,11 @@ def transform_stream(curator: TextCurator, lines: TextIO, out: TextIO, apply_fil
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.hypernymize", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("hypernymize", __doc__)
     parser.add_argument("file", nargs="?", help="input file (default: standard input)")
     parser.add_argument("--filters", action="store_true", help="run the text filters first")
     parser.add_argument("--config", type=location, help="curation YAML; its `text` section applies")
-    parser.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="e.g. text.hypernym.min_tokens=2"
-    )
+    add_common(parser, "e.g. text.hypernym.min_tokens=2")
     args, extra = parser.parse_known_args(argv)
     # `FILE key=value` and `key=value` alone both work: the first non-override is the file.
     positional = ([args.file] if args.file else []) + args.overrides + extra
@@ -57,17 +54,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if len(files) > 1:
         parser.error(f"one input file at most, got {files}")
-    with stopping((ConfigError,)):
-        config = load(CurationConfig, args.config, overrides)
-    curator = TextCurator(config.text)
-    if files:
-        with open(files[0], encoding="utf-8", errors="replace", newline="\n") as lines:
-            transform_stream(curator, lines, sys.stdout, args.filters)
-    else:
-        stdin = open(
-            sys.stdin.fileno(), encoding="utf-8", errors="replace", newline="\n", closefd=False
-        )
-        transform_stream(curator, stdin, sys.stdout, args.filters)
+    with job_run("hypernymize", args.verbose, refused=(ConfigError,)):
+        curator = TextCurator(load(CurationConfig, args.config, overrides).text)
+        if files:
+            with open(files[0], encoding="utf-8", errors="replace", newline="\n") as lines:
+                transform_stream(curator, lines, sys.stdout, args.filters)
+        else:
+            stdin = open(
+                sys.stdin.fileno(), encoding="utf-8", errors="replace", newline="\n", closefd=False
+            )
+            transform_stream(curator, stdin, sys.stdout, args.filters)
     return 0
 
 

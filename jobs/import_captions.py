@@ -16,32 +16,22 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.importers import csv_pairs, import_job
-from conceptual.jobs.arguments import JobParser, job_main, location, output
-from conceptual.speech.human import MAX_SECONDS, speech_step
+from conceptual.importers import csv_pairs
+from conceptual.jobs.arguments import JobParser, add_import_arguments, location
+from conceptual.jobs.runner import job_main, run_pairs_import
+from conceptual.speech.human import speech_step
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.import_captions", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("import_captions", __doc__)
     parser.add_argument("--folder", required=True, type=location, help="the dataset's folder")
-    parser.add_argument(
-        "--output", required=True, type=output, help="where the Parquet and import.json go"
-    )
     parser.add_argument(
         "--curated", action="store_true", help="write curated records, not candidates"
     )
     parser.add_argument("--images-subdir", default="images", help="image folder inside --folder")
     parser.add_argument("--captions-file", default="captions.csv", help="CSV inside --folder")
-    parser.add_argument(
-        "--speech-max-seconds",
-        type=float,
-        default=MAX_SECONDS,
-        help="longer recorded speech is not imported (counted as too_long_clip)",
-    )
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="ImportConfig keys")
+    add_import_arguments(parser, recordings=True)
     args = parser.parse_args(argv)
 
     def pairs():
@@ -49,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Recorded speech in the folder (speech_gtts/IMAGE_STEM.mp3) becomes clips of its images.
     then = speech_step(args.folder, args.speech_max_seconds)
-    return import_job(args.output, pairs, [f"curated={args.curated}", *args.overrides], then)
+    return run_pairs_import("import_captions", args, pairs, [f"curated={args.curated}"], then)
 
 
 if __name__ == "__main__":

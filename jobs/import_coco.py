@@ -15,15 +15,14 @@ import argparse
 import sys
 from itertools import chain
 
-from conceptual.importers import ImportSourceError, coco_pairs, coco_sources, import_job
-from conceptual.jobs.arguments import JobParser, job_main, location, output
+from conceptual.importers import ImportSourceError, coco_pairs, coco_sources
+from conceptual.jobs.arguments import JobParser, add_import_arguments, location
+from conceptual.jobs.runner import job_main, run_pairs_import
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.import_coco", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("import_coco", __doc__)
     parser.add_argument(
         "--root", type=location, help="a COCO folder: captions_*.json and their image folders"
     )
@@ -42,9 +41,6 @@ def main(argv: list[str] | None = None) -> int:
         help="its image folder (repeatable, in order)",
     )
     parser.add_argument(
-        "--output", required=True, type=output, help="where the Parquet and import.json go"
-    )
-    parser.add_argument(
         "--curated", action="store_true", help="write curated records, not candidates"
     )
     parser.add_argument(
@@ -53,15 +49,14 @@ def main(argv: list[str] | None = None) -> int:
         default="source",
         help="curated splits: COCO's own (default) or a stable hash of each image",
     )
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="ImportConfig keys")
+    add_import_arguments(parser)
     args = parser.parse_args(argv)
 
     def pairs():
-        sources = _sources(args)
-        return chain(*(coco_pairs(annotations, images) for annotations, images in sources))
+        return chain(*(coco_pairs(annotations, images) for annotations, images in _sources(args)))
 
     flags = [f"curated={args.curated}", f"split_by={args.split_by}"]
-    return import_job(args.output, pairs, [*flags, *args.overrides])
+    return run_pairs_import("import_coco", args, pairs, flags)
 
 
 def _sources(args: argparse.Namespace) -> list[tuple[str, str]]:

@@ -18,29 +18,18 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_data_arguments,
-    job_main,
-    report_run,
-    run_data_job,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments
+from conceptual.jobs.runner import job_main, run_data_job
 
 SPLITS = ("train", "validation")  # conceptual.candidates.RELEASED_SPLITS, without importing it
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.import_conceptual", description=__doc__.split("\n\n")[0]
-    )
-    add_data_arguments(
-        parser,
-        "--input",
-        "the released TSV or Hugging Face Parquet files: a file or folder",
-        "where curated/, rejected/ and stats.json go",
-        "import_conceptual.yaml",
-    )
+    parser = JobParser("import_conceptual", __doc__, keys="import_conceptual.yaml")
+    released = "the released TSV or Hugging Face Parquet files: a file or folder"
+    add_data_arguments(parser, "where curated/, rejected/ and stats.json go", "--input", released)
+    add_config(parser, "ImportConceptualConfig", "image.resize.short_side=256")
     parser.add_argument(
         "--split",
         choices=SPLITS,
@@ -65,20 +54,14 @@ def main(argv: list[str] | None = None) -> int:
                 config.released = config.released.model_copy(update={"split": named})
         return config
 
-    config, (stats, run_id), log = run_data_job(
-        "import_conceptual",
-        args,
-        args.input,
-        ImportConceptualConfig,
-        run,
-        (CandidateFormatError, ReleasedInputError),
-        check=checked,
-    )
-    print(funnel.render(stats))
-    print(summary(stats))
-    print(where_it_went(stats, args.output, config))
-    report_run(run_id, config.experiment, log)
-    return 0
+    def show(stats: dict, config: ImportConceptualConfig) -> None:
+        print(funnel.render(stats))
+        print(summary(stats))
+        print(where_it_went(stats, args.output, config))
+
+    refused = (CandidateFormatError, ReleasedInputError)
+    job = "import_conceptual"
+    return run_data_job(job, args, args.input, ImportConceptualConfig, run, show, refused, checked)
 
 
 if __name__ == "__main__":

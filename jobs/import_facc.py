@@ -16,38 +16,26 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.config import load
-from conceptual.importers import ImportConfig, run_import
-from conceptual.jobs.arguments import JobParser, job_main, location, output
+from conceptual.importers import ImportConfig
+from conceptual.jobs.arguments import JobParser, add_import_arguments, location
+from conceptual.jobs.runner import job_main, run_import
 from conceptual.speech.facc import describe, import_facc
-from conceptual.speech.human import MAX_SECONDS
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.import_facc", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("import_facc", __doc__)
     parser.add_argument("--folder", required=True, type=location, help="the FACC folder")
     parser.add_argument("--flickr8k", required=True, type=location, help="the Flickr8k folder")
-    parser.add_argument(
-        "--output", required=True, type=output, help="where the Parquet and import.json go"
-    )
-    parser.add_argument(
-        "--speech-max-seconds",
-        type=float,
-        default=MAX_SECONDS,
-        help="longer recordings are not imported (counted as too_long_clip)",
-    )
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="ImportConfig keys")
+    add_import_arguments(parser, recordings=True)
     args = parser.parse_args(argv)
 
-    def write():
-        # Curated in the official splits: the paper's 1k validation and 1k test photos.
-        config = load(ImportConfig, None, ["curated=true", "split_by=source", *args.overrides])
+    def write(config: ImportConfig) -> dict:
         return import_facc(args.folder, args.flickr8k, args.output, config, args.speech_max_seconds)
 
-    return run_import(args.output, write, describe)
+    # Curated in the official splits: the paper's 1k validation and 1k test photos.
+    flags = ["curated=true", "split_by=source"]
+    return run_import("import_facc", args, write, ImportConfig, flags, describe)
 
 
 if __name__ == "__main__":

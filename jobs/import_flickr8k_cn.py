@@ -18,33 +18,23 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.config import load
 from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
-from conceptual.importers import run_import
-from conceptual.jobs.arguments import JobParser, job_main, location, output
+from conceptual.jobs.arguments import JobParser, add_import_arguments, location
+from conceptual.jobs.runner import job_main, run_import
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.import_flickr8k_cn",
-        description=__doc__.split("\n\n")[0],
-    )
+    parser = JobParser("import_flickr8k_cn", __doc__)
     parser.add_argument("--images", required=True, type=location, help="a folder of photos")
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
-    parser.add_argument(
-        "--output", required=True, type=output, help="where the Parquet and import.json go"
-    )
-    parser.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="source=..., split=..., ImportConfig keys"
-    )
+    add_import_arguments(parser, "source=..., split=..., ImportConfig keys")
     args = parser.parse_args(argv)
 
-    def write():
-        config = load(Flickr8kCnConfig, None, args.overrides)
+    def write(config: Flickr8kCnConfig) -> dict:
         return import_flickr8k_cn(args.images, args.cn, args.output, config)
 
-    return run_import(args.output, write, describe)
+    return run_import("import_flickr8k_cn", args, write, Flickr8kCnConfig, describe=describe)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, job_run, location
+from conceptual.jobs.arguments import JobParser, add_verbose, location
+from conceptual.jobs.runner import job_main, job_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.lineage", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("lineage", __doc__)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument(
         "--model", help="a model URI (models:/..., runs:/...), a run id, or a dataset's URI"
@@ -33,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-verify", action="store_true", help="do not hash the datasets' files again"
     )
-    parser.add_argument("--verbose", action="store_true", help="show MLflow's own logs")
+    add_verbose(parser)
     args = parser.parse_args(argv)
     with job_run("lineage", args.verbose):
         from conceptual import lineage_chain

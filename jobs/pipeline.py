@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_common, job_main, job_run, location, report_run
+from conceptual.jobs.arguments import JobParser, add_config
+from conceptual.jobs.runner import job_main, job_run, report_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.pipeline",
-        description=__doc__.split("\n\n")[0],
-        keys="pipeline.yaml",
-    )
-    parser.add_argument("--config", type=location, help="YAML (configs/pipeline.yaml)")
+    parser = JobParser("pipeline", __doc__, keys="pipeline.yaml")
     parser.writes_output()
-    add_common(parser, "e.g. input=URI output=URI train.epochs=5 stages=[curate,features]")
+    add_config(parser, "PipelineConfig", "input=URI output=URI train.epochs=5 stages=[curate]")
     args = parser.parse_args(argv)
     from conceptual.candidates import CandidateFormatError
     from conceptual.config import ConfigError, load

@@ -15,21 +15,15 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_data_arguments, job_main, job_run, report_run
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments
+from conceptual.jobs.runner import job_main, job_run, report_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.publish_dataset", description=__doc__.split("\n\n")[0]
-    )
-    add_data_arguments(
-        parser,
-        "--data",
-        "a curation or import output, or its curated/ folder",
-        "where README.md and data/ go",
-        "publish_dataset.yaml",
-    )
+    parser = JobParser("publish_dataset", __doc__, keys="publish_dataset.yaml")
+    add_data_arguments(parser, "where README.md and data/ go")
+    add_config(parser, "PublishConfig", "license=cc-by-4.0")
     parser.add_argument("--name", help="the dataset's name on its card (key name=)")
     parser.add_argument(
         "--images",
@@ -37,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         help="urls (the default), or embed the curated JPEGs as an Image column (key images=)",
     )
     args = parser.parse_args(argv)
-    with job_run("publish_dataset", args.verbose) as log:
+    with job_run("publish_dataset", args.verbose, output=args.output) as log:
         from conceptual import storage
         from conceptual.config import load
         from conceptual.publishing import CARD, DATA, PublishConfig, publish

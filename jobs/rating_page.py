@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, location, stopping
+from conceptual.jobs.arguments import JobParser, add_verbose, location
+from conceptual.jobs.runner import job_main, job_run
 
 DEFAULT_PORT = 8300
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.rating_page", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("rating_page", __doc__)
     parser.add_argument("--tasks", required=True, type=location, help="a rating_tasks output")
     parser.add_argument("--db", help="SQLAlchemy database URL (default: the state folder's SQLite)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -44,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "--allow-host", action="append", default=[], metavar="NAME",
         help="a host name raters reach the page by (repeatable)",
     )  # fmt: skip
+    add_verbose(parser)
     args = parser.parse_args(argv)
     import sqlalchemy
     import uvicorn
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.storage import StorageError
     from conceptual.uris import redact
 
-    with stopping((StorageError, ValueError, Refused, sqlalchemy.exc.SQLAlchemyError)):
+    refused = (StorageError, ValueError, Refused, sqlalchemy.exc.SQLAlchemyError)
+    with job_run("rating_page", args.verbose, refused):
         tasks = read_task_set(args.tasks)
         store = RatingStore(tasks, args.db)
         links = {name: store.invite(name) for name in map(normalized_name, args.invite)}

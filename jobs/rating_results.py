@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, job_run, location, report_run
+from conceptual.jobs.arguments import JobParser, add_verbose, location
+from conceptual.jobs.runner import job_main, job_run, report_run
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.rating_results", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("rating_results", __doc__)
     parser.add_argument("--tasks", required=True, type=location, help="a rating_tasks output")
     parser.add_argument("--ratings", type=location, help="a CSV: rater,item_id,answer")
     parser.add_argument("--db", help="the rating page's database URL (default: its SQLite)")
     parser.add_argument("--run", help="the MLflow run to log to (default: a new linked one)")
-    parser.add_argument("--verbose", action="store_true", help="MLflow's own logs on the terminal")
+    add_verbose(parser)
     args = parser.parse_args(argv)
     from mlflow.exceptions import MlflowException
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.jobs.arguments import JobParser, job_main, job_run, location, output
+from conceptual.jobs.arguments import JobParser, add_verbose, location, output
+from conceptual.jobs.runner import job_main, job_run
 from conceptual.rating.tasks import DIRECTIONS, KINDS, PHOTOS
 
 
@@ -33,9 +34,7 @@ def positive(value: str) -> int:
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.rating_tasks", description=__doc__.split("\n\n")[0]
-    )
+    parser = JobParser("rating_tasks", __doc__)
     parser.add_argument("--kind", required=True, choices=sorted(KINDS), help="what raters judge")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="an MLflow run id (evaluate_* or compare_fluency)")
@@ -55,13 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         "--photo", choices=PHOTOS, default=PHOTOS[0],
         help="photos whole, or cut to the centre square the model saw",
     )  # fmt: skip
-    parser.add_argument("--verbose", action="store_true", help="MLflow's own logs on the terminal")
+    add_verbose(parser)
     args = parser.parse_args(argv)
     from conceptual.pipelines.rating_tasks import build, sampled
     from conceptual.storage import StorageError
 
     # no such run, data or photos
-    with job_run("rating_tasks", args.verbose, refused=(StorageError, ValueError)):
+    refused = (StorageError, ValueError)
+    with job_run("rating_tasks", args.verbose, refused, output=args.output):
         tasks = build(
             args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed,
             direction=args.direction, photo=args.photo,

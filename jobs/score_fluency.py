@@ -19,45 +19,28 @@ import json
 import sys
 from functools import partial
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    job_main,
-    location,
-    output,
-    report_run,
-    run_data_job,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments, add_model
+from conceptual.jobs.runner import job_main, print_rejected, run_data_job
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.score_fluency", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--model", required=True, type=location, help="a model URI or directory")
-    parser.add_argument("--data", required=True, type=location, help="a Chinese import's output")
-    parser.add_argument("--output", required=True, type=output, help="where curated/ goes")
-    parser.add_argument("--config", type=location, help="YAML file of ScoreConfig keys")
-    add_common(parser, "ScoreConfig keys, e.g. actors=2 batch_size=256")
+    parser = JobParser("score_fluency", __doc__)
+    add_model(parser)
+    add_data_arguments(parser, "where curated/ goes", reads="a Chinese import's output")
+    add_config(parser, "ScoreConfig", "actors=2 batch_size=256")
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.pipelines.score_fluency import ScoreConfig, run
 
-    config, (summary, run_id), log = run_data_job(
-        "score_fluency",
-        args,
-        args.data,
-        ScoreConfig,
-        partial(run, args.model),
-        user_errors=(ValueError,),  # not a fluency model, not Chinese records
-    )
-    print(json.dumps(summary, indent=2))
-    print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['scored']} scored)")
-    if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):
-        print(f"rejected: {storage.join(args.output, 'rejected')}  ({failed} internal errors)")
-    report_run(run_id, config.experiment, log)
-    return 0
+    def show(summary: dict, config: ScoreConfig) -> None:
+        print(json.dumps(summary, indent=2))
+        print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['scored']} scored)")
+        print_rejected(args.output, summary)
+
+    score = partial(run, args.model)
+    # refused besides: not a fluency model, not Chinese records
+    return run_data_job("score_fluency", args, args.data, ScoreConfig, score, show, (ValueError,))
 
 
 if __name__ == "__main__":

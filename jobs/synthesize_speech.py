@@ -14,55 +14,41 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_data_arguments,
-    job_main,
-    report_run,
-    run_data_job,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments
+from conceptual.jobs.runner import job_main, run_data_job
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.synthesize_speech", description=__doc__.split("\n\n")[0]
-    )
-    add_data_arguments(
-        parser,
-        "--input",
-        "a dataset of captions",
-        "where clips/ and stats go",
-        "speech.yaml",
-    )
+    parser = JobParser("synthesize_speech", __doc__, keys="speech.yaml")
+    add_data_arguments(parser, "where clips/ and stats go", "--input", "a dataset of captions")
+    add_config(parser, "SpeechConfig", "synthesis.seed=1 max_seconds=20")
     args = parser.parse_args(argv)
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import funnel, storage
     from conceptual.candidates import CandidateFormatError
     from conceptual.pipelines.speech import SpeechConfig, example_clips, run
 
-    config, (stats, run_id), log = run_data_job(
-        "synthesize_speech", args, args.input, SpeechConfig, run, (CandidateFormatError,)
+    def show(stats: dict, config: SpeechConfig) -> None:
+        print(funnel.render(stats))
+        print(f"audio:    {json.dumps(stats['audio'])}")
+        for clip in example_clips(args.output, 1):
+            parameters = {
+                k: round(v, 3) if isinstance(v, float) else v
+                for k, v in clip.items()
+                if k in ("source", "voice", "rate", "pitch", "gain", "seed", "engine_wpm")
+            }
+            print(f"example:  {clip['caption']!r} {json.dumps(parameters)}")
+        print(f"clips:    {storage.join(args.output, 'clips')}  ({stats['kept']} clips)")
+        if (rejected := stats["input"] - stats["kept"]) > 0:
+            print(f"rejected: {storage.join(args.output, 'rejected')}  ({rejected})")
+        if config.webdataset:
+            print(f"shards:   {storage.join(args.output, 'shards')}  (WebDataset)")
+        print(f"stats:    {storage.join(args.output, 'stats.json')}")
+
+    return run_data_job(
+        "synthesize_speech", args, args.input, SpeechConfig, run, show, (CandidateFormatError,)
     )
-    print(funnel.render(stats))
-    print(f"audio:    {json.dumps(stats['audio'])}")
-    for clip in example_clips(args.output, 1):
-        parameters = {
-            k: round(v, 3) if isinstance(v, float) else v
-            for k, v in clip.items()
-            if k in ("source", "voice", "rate", "pitch", "gain", "seed", "engine_wpm")
-        }
-        print(f"example:  {clip['caption']!r} {json.dumps(parameters)}")
-    print(f"clips:    {storage.join(args.output, 'clips')}  ({stats['kept']} clips)")
-    if stats["input"] > stats["kept"]:
-        print(
-            f"rejected: {storage.join(args.output, 'rejected')}  ({stats['input'] - stats['kept']})"
-        )
-    if config.webdataset:
-        print(f"shards:   {storage.join(args.output, 'shards')}  (WebDataset)")
-    print(f"stats:    {storage.join(args.output, 'stats.json')}")
-    report_run(run_id, config.experiment, log)
-    return 0
 
 
 if __name__ == "__main__":

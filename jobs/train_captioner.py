@@ -18,23 +18,19 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_training_arguments,
-    job_main,
-    location,
-    run_training_job,
-)
+from conceptual.jobs.arguments import JobParser, add_training_arguments, location
+from conceptual.jobs.runner import job_main, run_training_job
+
+
+def add_data(parser: JobParser) -> None:
+    """What a captioner trains on (compare_captioners' variants too)."""
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.train_captioner",
-        description=__doc__.split("\n\n")[0],
-        keys="train_captioner.yaml",
-    )
-    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser = JobParser("train_captioner", __doc__, keys="train_captioner.yaml")
+    add_data(parser)
     add_training_arguments(
         parser,
         "TrainConfig",

@@ -23,22 +23,13 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_training_arguments,
-    job_main,
-    location,
-    run_training_job,
-)
+from conceptual.jobs.arguments import JobParser, add_training_arguments, location
+from conceptual.jobs.runner import job_main, run_training_job
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.train_fluency",
-        description=__doc__.split("\n\n")[0],
-        keys="train_fluency.yaml",
-    )
+    parser = JobParser("train_fluency", __doc__, keys="train_fluency.yaml")
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
     parser.add_argument(
         "--labels",
@@ -52,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.pipelines.evaluate_fluency import held_out_markdown
     from conceptual.pipelines.train_fluency import RECIPE
 
-    def report(result: dict) -> str:
-        return held_out_markdown(result["held_out"])
+    def show(result: dict) -> None:
+        print(held_out_markdown(result["held_out"]))
 
-    return run_training_job(args, RECIPE, args.cn, report=report)
+    return run_training_job(args, RECIPE, args.cn, show=show)
 
 
 if __name__ == "__main__":

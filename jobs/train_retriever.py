@@ -23,26 +23,28 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_teacher_speech,
-    add_training_arguments,
-    job_main,
-    location,
-    run_training_job,
-)
+from conceptual.jobs.arguments import JobParser, add_training_arguments, location
+from conceptual.jobs.runner import job_main, run_training_job
+
+
+def add_data(parser: JobParser) -> None:
+    """What a retriever trains on (compare_retrievers' variants too): the photos and their
+    captions, their clips for modality=speech, more clips that teach the speech tower."""
+    parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser.add_argument("--speech", type=location, help="clips of the captions (modality=speech)")
+    parser.add_argument(
+        "--teacher-speech",
+        action="append",
+        default=[],
+        type=location,
+        help="more clips that teach the speech tower through teacher= (repeatable)",
+    )
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.train_retriever",
-        description=__doc__.split("\n\n")[0],
-        keys="train_retriever.yaml",
-    )
-    parser.add_argument("--features", required=True, type=location, help="a features job's output")
-    parser.add_argument("--speech", type=location, help="clips of the captions (modality=speech)")
-    add_teacher_speech(parser)
+    parser = JobParser("train_retriever", __doc__, keys="train_retriever.yaml")
+    add_data(parser)
     add_training_arguments(
         parser,
         "RetrieverTrainConfig",

@@ -19,32 +19,19 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.jobs.arguments import (
-    JobParser,
-    add_common,
-    job_main,
-    location,
-    output,
-    report_run,
-    run_data_job,
-)
+from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments, location
+from conceptual.jobs.runner import job_main, print_rejected, run_data_job
 
 
 @job_main
 def main(argv: list[str] | None = None) -> int:
-    parser = JobParser(
-        prog="python -m conceptual.jobs.translate",
-        description=__doc__.split("\n\n")[0],
-        keys="translate.yaml",
-    )
-    parser.add_argument("--data", required=True, type=location, help="a curated dataset")
-    parser.add_argument("--output", required=True, type=output, help="where curated/ goes")
+    parser = JobParser("translate", __doc__, keys="translate.yaml")
+    add_data_arguments(parser, "where curated/ goes", reads="a curated dataset")
     parser.add_argument("--to", required=True, choices=["zh"], help="the target language")
     parser.add_argument(
         "--cn", type=location, help="the Flickr8k-CN folder (the offline translator)"
     )
-    parser.add_argument("--config", type=location, help="YAML file of TranslateConfig keys")
-    add_common(parser, "TranslateConfig keys, e.g. translator=google batch_size=256")
+    add_config(parser, "TranslateConfig", "translator=google batch_size=256")
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.pipelines.translate import TranslateConfig, run
@@ -61,15 +48,15 @@ def main(argv: list[str] | None = None) -> int:
             make_translator(config, None, args.to)  # its error: give --cn
         return config
 
-    config, (summary, run_id), log = run_data_job(
-        "translate", args, args.data, TranslateConfig, translate, (ValueError,), check
+    def show(summary: dict, config: TranslateConfig) -> None:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        translated = summary["translated"]
+        print(f"curated:  {storage.join(args.output, 'curated')}  ({translated} translated)")
+        print_rejected(args.output, summary, "records")
+
+    return run_data_job(
+        "translate", args, args.data, TranslateConfig, translate, show, (ValueError,), check
     )
-    print(json.dumps(summary, indent=2, ensure_ascii=False))
-    print(f"curated:  {storage.join(args.output, 'curated')}  ({summary['translated']} translated)")
-    if failed := sum(sum(reasons.values()) for reasons in summary["rejected"].values()):
-        print(f"rejected: {storage.join(args.output, 'rejected')}  ({failed} records)")
-    report_run(run_id, config.experiment, log)
-    return 0
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import os
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
@@ -41,9 +41,9 @@ import pyarrow.parquet as pq
 from PIL import Image
 from pydantic import Field
 
-from conceptual import logs, storage
+from conceptual import storage
 from conceptual.candidates import MAX_STORED_CHARS, storable
-from conceptual.config import Config, ConfigError, load
+from conceptual.config import Config
 from conceptual.records import CURATED, IMPORTED, Rejection, candidate_id
 from conceptual.splits import SplitConfig, assign_split, stated_split
 
@@ -527,38 +527,3 @@ def summary(report: dict[str, Any]) -> str:
     skipped = ", ".join(f"{r} {n}" for r, n in report["skipped_by_reason"].items() if n)
     lines.append(f"skipped:  {report['skipped']} captions{f' ({skipped})' if skipped else ''}")
     return "\n".join(lines)
-
-
-def import_job(
-    output: str,
-    pairs: Callable[[], Iterable[Pair]],
-    overrides: Sequence[str] = (),
-    then: Callable[[str], dict[str, Any]] | None = None,
-) -> int:
-    """What both import jobs do once they know their source: write it with the config's
-    `key=value` overrides, then print the summary (exit 0) or the error (exit 2)."""
-
-    def write() -> dict[str, Any]:
-        config = load(ImportConfig, None, overrides)
-        return write_import(pairs(), output, config, then)
-
-    return run_import(output, write)
-
-
-def run_import(
-    output: str,
-    write: Callable[[], dict[str, Any]],
-    describe: Callable[[dict[str, Any]], str] = summary,
-) -> int:
-    """Run an import (`write()` returns import.json's content) and print `describe(report)`
-    (exit 0), or the error a user can fix: a bad key, a missing source (exit 2)."""
-    try:
-        report = write()
-    except (ConfigError, ImportSourceError, storage.StorageError) as exc:
-        logs.error(exc)
-        return 2
-    print(describe(report))
-    if "speech" in report:
-        print(f"speech:   {storage.join(output, 'clips')}  ({report['speech']['clips']} clips)")
-    print(f"report:   {storage.join(output, REPORT)}")
-    return 0

@@ -1,7 +1,8 @@
-"""What every job guarantees its data, given once in jobs/arguments.py, conceptual.logs,
-conceptual.config and conceptual.storage (issue 31): an output never overlaps an input, no
-line shows credentials, a mistyped key is named with the closest one, and an s3:// URI with
-neither credentials nor an endpoint fails at once. None of these tests starts Ray."""
+"""What every job guarantees its data, given once in jobs/arguments.py, jobs/runner.py,
+conceptual.logs, conceptual.config and conceptual.storage (issue 31): an output never
+overlaps an input, no line shows credentials, a mistyped key is named with the closest one,
+and an s3:// URI with neither credentials nor an endpoint fails at once. None of these tests
+starts Ray."""
 
 from __future__ import annotations
 
@@ -152,7 +153,7 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
     """A new job gets the guard from JobParser and `type=output`; this test makes sure it
     uses them, and that the test above calls it."""
     for path in sorted((REPO / "jobs").glob("*.py")):
-        if path.name in ("__init__.py", "arguments.py"):
+        if path.name in ("__init__.py", "arguments.py", "runner.py"):
             continue
         text = path.read_text()
         assert "argparse.ArgumentParser(" not in text and "JobParser(" in text, path.name
@@ -315,7 +316,7 @@ def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
     import argparse
     import types
 
-    from conceptual.jobs.arguments import job_main, run_training_job
+    from conceptual.jobs.runner import job_main, run_training_job
 
     args = argparse.Namespace(config=None, overrides=[], verbose=False, no_register=True)
 
