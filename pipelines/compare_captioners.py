@@ -41,7 +41,7 @@ from conceptual.models.variants import VARIANTS
 from conceptual.pipelines.comparison import Comparison, Trained, parse_variants, registered_columns
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_captioner import captioner_scores
-from conceptual.pipelines.features_data import feature_files, split_images
+from conceptual.pipelines.features_data import SplitImages, feature_files, split_images
 from conceptual.pipelines.train_captioner import CAPTIONS, RECIPE, TrainConfig
 
 # The columns of the table and the bars of the plot, CIDEr first: it ranks the variants.
@@ -69,10 +69,9 @@ def compare(
     ("all") or none ("none"). Returns `run_id` (the comparison run) and `rows` (one per
     variant, best first by dev CIDEr, with intervals and p-values: module docstring)."""
     parsed = parse_variants(variants, config, [features_uri], NAMED)
-    dev = split_images(
-        feature_files(features_uri), features_uri, config.eval_split, config.eval_max_images, False
-    )
-    counts = resample_counts(len(dev["keys"]), bootstrap or BootstrapConfig())
+    files = feature_files(features_uri)
+    dev = split_images(files, features_uri, config.eval_split, max_images=config.eval_max_images)
+    counts = resample_counts(len(dev.image_ids), bootstrap or BootstrapConfig())
 
     def score(name: str, variant_config: TrainConfig, result: dict[str, Any]) -> tuple:
         return *best_dev_scores(result, variant_config, dev, counts), None
@@ -91,7 +90,7 @@ def compare(
 
 
 def best_dev_scores(
-    result: dict[str, Any], config: TrainConfig, dev: dict[str, Any], counts: np.ndarray
+    result: dict[str, Any], config: TrainConfig, dev: SplitImages, counts: np.ndarray
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The REPORTED metrics of the best checkpoint's dev captions (which the trainer saved
     beside its model) with their intervals, and their values on every resample."""

@@ -79,7 +79,7 @@ from conceptual.pipelines.evaluate_captioner import (
     captioner_scores,
     n_best_captions,
 )
-from conceptual.pipelines.features_data import feature_files, split_images
+from conceptual.pipelines.features_data import SplitImages, feature_files, split_images
 from conceptual.pipelines.train_captioner import RECIPE, TrainConfig
 from conceptual.text.chinese import tokens_for_captioning
 
@@ -134,7 +134,7 @@ def compare(
         raise ConfigError("late translation needs --english-features and --cn")
     scorer = FluencyScorer(registry.resolve(config.fluency_model))
     test_sets = {
-        name: split_images(feature_files(uri), uri, config.split)
+        name: split_images(feature_files(uri), uri, config.split, grids=True)
         for name, uri in references.items()
     }
     train_files = feature_files(features_uri)
@@ -208,9 +208,9 @@ def chinese_captions(
     config: FluencyComparisonConfig,
     translator: Translator | None,
     scorer: FluencyScorer,
-    images: Mapping[str, Any],
+    images: SplitImages,
 ) -> dict[str, str]:
-    """Image key -> the Chinese caption `approach` writes with the `saved` captioner: its
+    """Image id -> the Chinese caption `approach` writes with the `saved` captioner: its
     English caption translated (late translation), the most fluent translation of its
     `rerank` best English captions (re-ranked), or its own (a Chinese captioner). The
     `translator` is there for late translation (compare() refuses it without one)."""
@@ -251,7 +251,7 @@ def reranked_translations(
 
 def approach_scores(
     generated: Mapping[str, Mapping[str, str]],
-    test_sets: Mapping[str, Mapping[str, Any]],
+    test_sets: Mapping[str, SplitImages],
     scorer: FluencyScorer,
     bootstrap: BootstrapConfig,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
@@ -261,14 +261,14 @@ def approach_scores(
     scores: dict[str, float] = {}
     resampled: dict[str, np.ndarray] = {}
     for name, images in test_sets.items():
-        counts = resample_counts(len(images["keys"]), bootstrap)
+        counts = resample_counts(len(images.image_ids), bootstrap)
         found, _, on_resamples = captioner_scores(
             generated[name], images, list(REPORTED), "zh", counts
         )
         scores |= {f"{name}.{metric}": value for metric, value in found.items()}
         resampled |= {f"{name}.{metric}": value for metric, value in on_resamples.items()}
     captions = [
-        generated[name][key] for name, images in test_sets.items() for key in images["keys"]
+        generated[name][key] for name, images in test_sets.items() for key in images.image_ids
     ]
     found, on_resamples = caption_fluency(
         scorer, captions, resample_counts(len(captions), bootstrap)

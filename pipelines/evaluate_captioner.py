@@ -39,13 +39,14 @@ from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.evaluation import Evaluation, record
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
+    SplitImages,
     caption_languages,
-    eval_set_name,
     feature_files,
     source_images,
     split_images,
 )
 from conceptual.plots import image_grid
+from conceptual.registry import eval_set_name
 from conceptual.text.chinese import characters, normalize
 
 # SPICE needs Stanford CoreNLP, which cannot be fetched offline; METEOR is None without Java.
@@ -73,11 +74,11 @@ class EvalConfig(Config):
 def caption_images(
     captioner: Captioner,
     vocab: Vocabulary,
-    images: Mapping[str, Any],
+    images: SplitImages,
     beam: int,
     device: torch.device | None = None,
 ) -> dict[str, str]:
-    """Image key -> beam-search caption, for a split_images() set."""
+    """Image id -> beam-search caption, for a split_images() set read with its grids."""
     best = n_best_captions(captioner, vocab, images, beam, 1, device)
     return {key: captions[0] for key, captions in best.items()}
 
@@ -85,33 +86,31 @@ def caption_images(
 def n_best_captions(
     captioner: Captioner,
     vocab: Vocabulary,
-    images: Mapping[str, Any],
+    images: SplitImages,
     beam: int,
     n: int,
     device: torch.device | None = None,
 ) -> dict[str, list[str]]:
-    """Image key -> its `n` best beam-search captions, best first."""
+    """Image id -> its `n` best beam-search captions, best first."""
     captioner.eval()
-    keys, captions = images["keys"], {}
+    keys, captions = images.image_ids, {}
     for start in range(0, len(keys), EVAL_BATCH):
         end = start + EVAL_BATCH
         features = features_tensor(
-            images["pooled"][start:end], images["grid"][start:end], captioner.config.feature_map
+            images.pooled[start:end, 0], images.grid[start:end], captioner.config.feature_map
         ).to(device or "cpu")
         for key, found in zip(keys[start:end], n_best(captioner, features, beam=beam, n=n)):
             captions[key] = [vocab.decode(ids) for ids in found]
     return captions
 
 
-def baseline_captions(files: list[str], uri: str, images: Mapping[str, Any]) -> dict[str, str]:
-    """Image key -> the consensus caption of the most similar training image (pooled cosine)."""
-    train = split_images(files, uri, TRAIN_SPLIT, grids=False)  # the search uses pooled only
+def baseline_captions(files: list[str], uri: str, images: SplitImages) -> dict[str, str]:
+    """Image id -> the consensus caption of the most similar training image (pooled cosine)."""
+    train = split_images(files, uri, TRAIN_SPLIT)  # the search uses pooled vectors only
     chosen = nearest_neighbour_captions(
-        np.stack(train["pooled"]),
-        [train["references"][k] for k in train["keys"]],
-        np.stack(images["pooled"]),
+        train.pooled[:, 0], list(train.references.values()), images.pooled[:, 0]
     )
-    return dict(zip(images["keys"], chosen))
+    return dict(zip(images.image_ids, chosen))
 
 
 def evaluate(
@@ -134,9 +133,11 @@ def evaluate(
     language = model.config.language
     if (found := caption_languages(files, features_uri)) != {language}:
         raise ValueError(f"a model writing {language!r} scored on captions in {sorted(found)}")
-    images = split_images(files, features_uri, config.split, config.max_images)
-    eval_set = eval_set_name(features_uri, config.split, images)
-    counts = resample_counts(len(images["keys"]), config.bootstrap)
+    images = split_images(
+        files, features_uri, config.split, grids=True, max_images=config.max_images
+    )
+    eval_set = eval_set_name(features_uri, config.split, len(images.image_ids), images.references)
+    counts = resample_counts(len(images.image_ids), config.bootstrap)
     scorer = None
     if config.fluency_model:
         if language != "zh":
@@ -162,7 +163,7 @@ def evaluate(
     evaluation = Evaluation(
         metrics={
             **scores,
-            "images": len(images["keys"]),
+            "images": len(images.image_ids),
             **{f"baseline.{m}": v for m, v in (baseline or {}).items()},
         },
         eval_set=eval_set,
@@ -170,7 +171,7 @@ def evaluate(
             "scores": scores,
             "unavailable": unavailable,
             "baseline": baseline,
-            "images": len(images["keys"]),
+            "images": len(images.image_ids),
         },
         artifacts={RESULTS: results},
         log_figures=lambda: log_samples(images, generated, features_uri, config.samples, nearest),
@@ -181,7 +182,7 @@ def evaluate(
 
 def captioner_scores(
     generated: Mapping[str, str],
-    images: Mapping[str, Any],
+    images: SplitImages,
     metrics: list[str],
     language: str,
     counts: np.ndarray,
@@ -190,9 +191,9 @@ def captioner_scores(
     """language_scores of one captioner's (or the baseline's) captions of a split_images()
     set over the `counts` resamples of its images, with the mean fluency of the captions
     when a `fluency` classifier is given."""
-    generated = {key: generated[key] for key in images["keys"]}  # the counts' columns
+    generated = {key: generated[key] for key in images.image_ids}  # the counts' columns
     scores, unavailable, resampled = language_scores(
-        generated, images["references"], metrics, language, counts
+        generated, images.references, metrics, language, counts
     )
     if fluency is not None:
         found, on_resamples = caption_fluency(fluency, generated.values(), counts)
@@ -250,7 +251,7 @@ def caption_fluency(
 
 
 def log_samples(
-    images: Mapping[str, Any],
+    images: SplitImages,
     generated: Mapping[str, str],
     features_uri: str,
     shown: int,
@@ -261,19 +262,19 @@ def log_samples(
     data is reachable."""
     rows = [
         {
-            "id": record_id,
+            "id": images.records[key],
             "generated": generated[key],
             **({"baseline": baseline[key]} if baseline else {}),
-            "references": " | ".join(images["references"][key]),
+            "references": " | ".join(images.references[key]),
         }
-        for key, record_id in zip(images["keys"], images["ids"])
+        for key in images.image_ids
     ]
     mlflow.log_table({k: [row[k] for row in rows] for k in rows[0]}, SAMPLES_TABLE)
     photos = source_images(features_uri, [row["id"] for row in rows[:shown]])
     items = [
-        (photos[record_id], f"model: {generated[key]}\nreference: {images['references'][key][0]}")
-        for key, record_id in zip(images["keys"][:shown], images["ids"])
-        if record_id in photos
+        (photos[row["id"]], f"model: {generated[key]}\nreference: {images.references[key][0]}")
+        for key, row in zip(images.image_ids[:shown], rows)
+        if row["id"] in photos
     ]
     if items:
         mlflow.log_figure(image_grid(items), SAMPLES_GRID)

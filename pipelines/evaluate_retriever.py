@@ -53,7 +53,6 @@ from conceptual.metrics import KS, chance_recall, query_ranks, recall_at_k
 from conceptual.models.retriever import DualEncoder
 from conceptual.models.saving import SavedRetriever, load
 from conceptual.pipelines.evaluation import Evaluation, record
-from conceptual.pipelines.features_data import set_name
 from conceptual.pipelines.retrieval_data import eval_set, query_inputs, relevance
 from conceptual.speech.features import AudioFeatureConfig
 from conceptual.speech.recognizer import AsrConfig, transcribe_clips, word_error_rate
@@ -144,12 +143,6 @@ def resampled_recall(
         resampled[f"{backward}.R@{k}"] = mean_over(counts, image_rank < k)
     resampled[SELECT_BY] = (resampled[f"{forward}.R@10"] + resampled[f"{backward}.R@10"]) / 2
     return resampled
-
-
-def eval_set_name(features_uri: str, evaluated: dict[str, Any]) -> str:
-    """What the scores were measured on: the images and queries, by id."""
-    content = [evaluated["image_ids"], evaluated["query_ids"]]
-    return set_name(features_uri, evaluated["split"], len(evaluated["query_ids"]), content)
 
 
 def rankings(evaluated: dict[str, Any], scores: np.ndarray, shown: int) -> dict[str, Any]:
@@ -253,7 +246,6 @@ def evaluate(
     metrics = with_intervals(metrics, resampled)
     if transcripts is not None:
         metrics["wer"] = word_error_rate(evaluated["captions"], transcripts)
-    name = eval_set_name(features_uri, evaluated)
 
     counts = {"images": len(evaluated["image_ids"]), "queries": len(evaluated["query_ids"])}
     artifacts = {RANKINGS: rankings(evaluated, scores, config.rankings)}
@@ -262,7 +254,7 @@ def evaluate(
         artifacts[TRANSCRIPTS] = [{"clip": q, "caption": c, "transcript": t} for q, c, t in heard]
     evaluation = Evaluation(
         metrics={**metrics, **counts},
-        eval_set=name,
+        eval_set=evaluated["name"],
         result={
             "metrics": {k: v for k, v in metrics.items() if not k.startswith("chance.")},
             "chance": {k[7:]: v for k, v in metrics.items() if k.startswith("chance.")},

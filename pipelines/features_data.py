@@ -1,8 +1,9 @@
 """The reader of a features job's output (records.FEATURES), for every model family: its
 files, its summary (features.json: the CNN settings a model saves), a split's rows, the train
-captions (for a vocabulary). Captioning reads a split grouped by image with all its
-references here (to evaluate on, or to search for the nearest-neighbour baseline); the
-retrievers' pairs, crops and clips build on these reads (pipelines/retrieval_data.py).
+captions (for a vocabulary), and a split grouped by image with all its references
+(`split_images`: what captioning is evaluated on or searches for the nearest-neighbour
+baseline, the retrievers' images and their crops); the retrievers' pairs and clips build on
+these reads (pipelines/retrieval_data.py).
 Training itself streams the rows through Ray Data.
 
 Features rows are one per (caption record, crop); the records of one image share its
@@ -12,7 +13,9 @@ captions of every record with that id.
 
 from __future__ import annotations
 
+import functools
 import posixpath
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +25,6 @@ import pyarrow.parquet as pq
 
 from conceptual import storage
 from conceptual.models.saving import FeatureSettings
-from conceptual.registry import set_name
 from conceptual.splits import drawn_subset, split_names
 
 TRAIN_SPLIT = "train"
@@ -148,41 +150,92 @@ def train_fluency(files: list[str], uri: str) -> np.ndarray:
     return pc.fill_null(scores, np.nan).to_numpy()
 
 
+@dataclass
+class SplitImages:
+    """One split of a features output grouped by image, in a stable order (by image_id): its
+    images' pooled vectors (every crop, or the centre one), their centre crop's grid when
+    read, and its caption records, an image's in the order they were read."""
+
+    image_ids: list[str]
+    pooled: np.ndarray  # (images, crops, channels) float32, the centre crop first
+    caption_image: dict[str, str]  # caption record id -> its image's id
+    captions: dict[str, str]  # caption record id -> caption
+    grid: np.ndarray | None = None  # (images, rows * cols * channels) float32, when read
+
+    @property
+    def feature_dim(self) -> int:
+        return self.pooled.shape[-1]
+
+    @functools.cached_property
+    def index(self) -> dict[str, int]:
+        return {image: i for i, image in enumerate(self.image_ids)}
+
+    @functools.cached_property
+    def references(self) -> dict[str, list[str]]:
+        """image id -> the captions of all its records: what a caption of it is scored on."""
+        references: dict[str, list[str]] = {image: [] for image in self.image_ids}
+        for record, image in self.caption_image.items():
+            references[image].append(self.captions[record])
+        return references
+
+    @functools.cached_property
+    def records(self) -> dict[str, str]:
+        """image id -> one of its caption records (the first by id): where its photo is."""
+        first: dict[str, str] = {}
+        for record, image in sorted(self.caption_image.items()):
+            first.setdefault(image, record)
+        return first
+
+    def subset(self, image_ids: list[str]) -> SplitImages:
+        """These images only (a seeded draw for train_fraction), with their captions."""
+        keep = set(image_ids)
+        rows = [i for i, image in enumerate(self.image_ids) if image in keep]
+        caption_image = {r: image for r, image in self.caption_image.items() if image in keep}
+        return SplitImages(
+            [self.image_ids[i] for i in rows],
+            self.pooled[rows],
+            caption_image,
+            {r: self.captions[r] for r in caption_image},
+            None if self.grid is None else self.grid[rows],
+        )
+
+
 def split_images(
-    files: list[str], uri: str, split: str, max_images: int | None = None, grids: bool = True
-) -> dict[str, Any]:
-    """A split grouped by image, in a stable order (the same subset for the same
-    `max_images`): `keys` (the image ids), `ids` (one record id per image, to find its
-    photo), `pooled`, `grid` (unless `grids` is off: the grid is 64 times the pooled
-    vector's size), `references` (key -> every caption of the image) and `feature_dim`."""
-    columns = ["id", "image_id", "caption", "pooled", *(["grid"] if grids else [])]
-    rows = read_rows(files, uri, split, columns).to_pylist()
-    if not rows:
+    files: list[str],
+    uri: str,
+    split: str,
+    every_crop: bool = False,
+    grids: bool = False,
+    max_images: int | None = None,
+) -> SplitImages:
+    """A split grouped by image (SplitImages): the centre crop's pooled vector of each image,
+    or every crop's with `every_crop`; the centre crop's grid with `grids` (64 times the
+    pooled vector's size); the first `max_images` images only, when given."""
+    columns = ["id", "image_id", "caption", "crop", "pooled", *(["grid"] if grids else [])]
+    table = read_rows(files, uri, split, columns, every_crop)
+    if table.num_rows == 0:
         raise ValueError(f"no {split!r} rows in the features at {uri}")
-    images: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        image = images.setdefault(row["image_id"], {**row, "references": []})
-        image["references"].append(row["caption"])
-    keys = sorted(images)[:max_images]
-    grouped = {
-        "keys": keys,
-        "ids": [images[k]["id"] for k in keys],
-        "pooled": [np.asarray(images[k]["pooled"], dtype=np.float32) for k in keys],
-        "references": {k: images[k]["references"] for k in keys},
-        "feature_dim": len(rows[0]["pooled"]),
-    }
-    if grids:
-        grouped["grid"] = [np.asarray(images[k]["grid"], dtype=np.float32) for k in keys]
-    return grouped
-
-
-def eval_set_name(features_uri: str, split: str, eval_set: dict[str, Any]) -> str:
-    """What scores were measured on: CIDEr depends on the set (its document frequencies
-    come from the references), so models are only compared on the same one. Named by the
-    dataset folder, the split, the number of images and a digest of their references: the
-    same set read from another place (a copy, a submitted job's path) keeps its name, and
-    two datasets that happen to share a folder name do not."""
-    return set_name(features_uri, split, len(eval_set["keys"]), eval_set["references"])
+    image_ids = sorted(set(table["image_id"].to_pylist()))[:max_images]
+    if max_images is not None:
+        table = table.filter(pc.field("image_id").isin(image_ids))
+    # A stable sort: an image's records keep the order they were read in.
+    table = table.sort_by([("image_id", "ascending"), ("crop", "ascending")])
+    index = {image: i for i, image in enumerate(image_ids)}
+    rows = np.array([index[image] for image in table["image_id"].to_pylist()], dtype=np.int64)
+    crop = table["crop"].to_numpy()
+    vectors = pc.list_flatten(table["pooled"]).to_numpy().reshape(table.num_rows, -1)
+    pooled = np.zeros((len(image_ids), crop.max() + 1, vectors.shape[1]), dtype=np.float32)
+    pooled[rows, crop] = vectors  # the records of an image share its crops
+    centre = np.flatnonzero(crop == 0)
+    records, images = table["id"].take(centre).to_pylist(), rows[centre].tolist()
+    caption_image = {record: image_ids[i] for record, i in zip(records, images)}
+    captions = dict(zip(records, table["caption"].take(centre).to_pylist()))
+    grid = None
+    if grids:  # the first record's of each image (its records share it)
+        first = centre[np.unique(rows[centre], return_index=True)[1]]
+        grid = pc.list_flatten(table["grid"].take(first)).to_numpy().reshape(len(first), -1)
+        grid = grid.astype(np.float32, copy=False)
+    return SplitImages(image_ids, pooled, caption_image, captions, grid)
 
 
 def source_images(features_uri: str, ids: list[str]) -> dict[str, bytes]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
@@ -52,12 +51,14 @@ from conceptual.config import Config
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
+    SplitImages,
     feature_files,
-    read_rows,
     read_table,
     source_images,
+    split_images,
 )
 from conceptual.pipelines.readers import fetched_once, map_read, read_row_groups
+from conceptual.registry import eval_set_name
 from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
 from conceptual.vision.decoding import decode
@@ -90,64 +91,6 @@ def clip_files(speech_uri: str, allow_incomplete: bool = False) -> list[str]:
 def group_id(text: str) -> int:
     """A 60-bit integer for a string (an image id, a caption): the match mask compares these."""
     return int(hashlib.sha1(text.encode()).hexdigest()[:15], 16)
-
-
-@dataclass
-class SplitImages:
-    """One split of a features output: its images (every crop) and its caption records."""
-
-    image_ids: list[str]  # in a stable order
-    pooled: np.ndarray  # (images, crops, channels) float32, the centre crop first
-    caption_image: dict[str, str]  # caption record id -> its image's id
-    captions: dict[str, str]  # caption record id -> caption
-
-    @property
-    def index(self) -> dict[str, int]:
-        return {image: i for i, image in enumerate(self.image_ids)}
-
-    def subset(self, image_ids: list[str]) -> SplitImages:
-        """These images only (a seeded draw for train_fraction), with their captions."""
-        keep = set(image_ids)
-        rows = [i for i, image in enumerate(self.image_ids) if image in keep]
-        caption_image = {r: image for r, image in self.caption_image.items() if image in keep}
-        return SplitImages(
-            [self.image_ids[i] for i in rows],
-            self.pooled[rows],
-            caption_image,
-            {r: self.captions[r] for r in caption_image},
-        )
-
-    @property
-    def records(self) -> dict[str, str]:
-        """image id -> one of its caption records (the first by id): where its photo is."""
-        first: dict[str, str] = {}
-        for record, image in sorted(self.caption_image.items()):
-            first.setdefault(image, record)
-        return first
-
-
-def split_images(features_uri: str, files: list[str], split: str) -> SplitImages:
-    columns = ["id", "image_id", "caption", "crop", "pooled"]
-    table = read_rows(files, features_uri, split, columns, every_crop=True)
-    if table.num_rows == 0:
-        raise ValueError(f"no {split!r} rows in the features at {features_uri}")
-    table = table.sort_by([("image_id", "ascending"), ("crop", "ascending"), ("id", "ascending")])
-    crops = pc.max(table["crop"]).as_py() + 1
-    by_image: dict[str, np.ndarray] = {}
-    caption_image, captions = {}, {}
-    pooled = pc.list_flatten(table["pooled"]).to_numpy().reshape(table.num_rows, -1)
-    for row, (record, image, caption, crop) in enumerate(
-        zip(*(table[c].to_pylist() for c in ("id", "image_id", "caption", "crop")))
-    ):
-        if image not in by_image:
-            by_image[image] = np.zeros((crops, pooled.shape[1]), dtype=np.float32)
-        by_image[image][crop] = pooled[row]  # the records of an image share its crops
-        if crop == 0:
-            caption_image[record], captions[record] = image, caption
-    image_ids = sorted(by_image)
-    return SplitImages(
-        image_ids, np.stack([by_image[i] for i in image_ids]), caption_image, captions
-    )
 
 
 def clips_of(speech_uri: str, images: SplitImages, allow_incomplete: bool = False) -> pa.Table:
@@ -239,9 +182,11 @@ def eval_set(
     input: pooled vectors (images, channels) of the centre crop, or with `photo_size` the
     photos' centre squares as pixels, uint8 (images, 3, photo_size, photo_size)), the
     queries (`query_ids`, `captions`, and `audio` for speech) and `query_image` (each
-    query's image, an index into image_ids). `max_images` keeps the first images in a
-    stable order (and their queries)."""
-    images = split_images(features_uri, feature_files(features_uri, allow_incomplete), split)
+    query's image, an index into image_ids), and its `name` (registry.eval_set_name: by its
+    images and queries). `max_images` keeps the first images in a stable order (and their
+    queries)."""
+    files = feature_files(features_uri, allow_incomplete)
+    images = split_images(files, features_uri, split, every_crop=True)
     keep = images.image_ids[:max_images]
     index = {image: i for i, image in enumerate(keep)}
     if modality == "speech":
@@ -261,11 +206,13 @@ def eval_set(
         inputs = images.pooled[: len(keep), 0]
     else:
         inputs = photo_pixels(photos(features_uri, images, keep), photo_size)
+    query_ids = [query_ids[i] for i in wanted]
     return {
         "split": split,
+        "name": eval_set_name(features_uri, split, len(query_ids), [keep, query_ids]),
         "image_ids": keep,
         "images": inputs,
-        "query_ids": [query_ids[i] for i in wanted],
+        "query_ids": query_ids,
         "captions": [captions[i] for i in wanted],
         "audio": None if audio is None else [audio[i] for i in wanted],
         "query_image": np.array([index[query_images[i]] for i in wanted], dtype=np.int64),

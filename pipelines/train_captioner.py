@@ -60,9 +60,9 @@ from conceptual.pipelines import training
 from conceptual.pipelines.evaluate_captioner import EVAL_METRICS, caption_images, log_samples
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
+    SplitImages,
     caption_languages,
     drawn_train,
-    eval_set_name,
     feature_files,
     feature_settings,
     split_images,
@@ -70,6 +70,7 @@ from conceptual.pipelines.features_data import (
     train_fluency,
 )
 from conceptual.pipelines.readers import READ_CPUS, fetched_once, read_row_groups, read_tasks
+from conceptual.registry import eval_set_name
 from conceptual.runtime import init_ray
 
 CAPTIONS = "captions.json"
@@ -130,9 +131,11 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
     else:
         images, captions = None, train_captions(files, features_uri)  # None: every image
     vocab = Vocabulary.build(captions, min_count=config.min_count)
-    eval_set = split_images(files, features_uri, config.eval_split, config.eval_max_images)
-    model_config = captioner_config(config, len(vocab), eval_set["feature_dim"])
-    shape = feature_shape(eval_set["pooled"][0], eval_set["grid"][0], config.model.feature_map)
+    eval_set = split_images(
+        files, features_uri, config.eval_split, grids=True, max_images=config.eval_max_images
+    )
+    model_config = captioner_config(config, len(vocab), eval_set.feature_dim)
+    shape = feature_shape(eval_set.pooled[0, 0], eval_set.grid[0], config.model.feature_map)
     scored = config.fluency != "none"
 
     def log_best_samples(best_dir: Path) -> dict[str, Any]:
@@ -146,7 +149,7 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
             "features_uri": features_uri,
             "train_images": "all" if images is None else len(images),
             "vocab_size": len(vocab),
-            "eval_images": len(eval_set["keys"]),
+            "eval_images": len(eval_set.image_ids),
         },
         metrics={} if fluent_share is None else {"train_fluent_share": fluent_share},
         loop_config={
@@ -162,8 +165,10 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
             shape,
             None if images is None else ray.put(images),
         ),
-        eval_size=len(eval_set["keys"]),
-        eval_set=eval_set_name(features_uri, config.eval_split, eval_set),
+        eval_size=len(eval_set.image_ids),
+        eval_set=eval_set_name(
+            features_uri, config.eval_split, len(eval_set.image_ids), eval_set.references
+        ),
         finish=log_best_samples,
     )
 
@@ -303,13 +308,13 @@ def train_loop(loop_config: dict[str, Any]) -> None:
 
 
 def evaluate_dev(
-    captioner: Captioner, vocab: Vocabulary, eval_set: dict[str, Any], config: TrainConfig
+    captioner: Captioner, vocab: Vocabulary, eval_set: SplitImages, config: TrainConfig
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The dev images' beam-search captions scored against all their references (the
     metrics that cannot run here, METEOR without Java, are left out), and the captions."""
     device = next(captioner.parameters()).device
     generated = caption_images(captioner, vocab, eval_set, config.beam, device)
-    scores = caption_scores(generated, eval_set["references"], metrics=config.eval_metrics)
+    scores = caption_scores(generated, eval_set.references, metrics=config.eval_metrics)
     available = {m: scores[m] for m in config.eval_metrics if scores[m] is not None}
     return available, {CAPTIONS: json.dumps(generated, indent=1)}
 

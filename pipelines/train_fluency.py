@@ -55,7 +55,7 @@ from conceptual.models.saving import load
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import evaluation, training
 from conceptual.pipelines.evaluate_fluency import TEST_SPLIT, held_out_evaluation
-from conceptual.pipelines.features_data import set_name
+from conceptual.registry import eval_set_name
 from conceptual.runtime import init_ray
 from conceptual.splits import SPLITS, SplitConfig, split_of_key
 
@@ -117,7 +117,7 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
 
     def log_held_out(best_dir: Path) -> dict[str, Any]:
         model = load(best_dir / training.MODEL_DIR, kind=SavedFluency).model
-        test_set = eval_set_name(cn_dir, split[TEST_SPLIT], TEST_SPLIT)
+        test_set = labels_set_name(cn_dir, split[TEST_SPLIT], TEST_SPLIT)
         held_out = held_out_evaluation(
             model, held["train"], held[EVAL_SPLIT], held[TEST_SPLIT], test_set, config.seed
         )
@@ -141,7 +141,7 @@ def prepare(config: FluencyTrainConfig, cn_dir: str) -> training.Prepared:
         },
         rows=lambda resolved: ray.data.from_items(train_rows(held["train"])),
         eval_size=len(held[EVAL_SPLIT]),
-        eval_set=eval_set_name(cn_dir, split[EVAL_SPLIT]),
+        eval_set=labels_set_name(cn_dir, split[EVAL_SPLIT]),
         finish=log_held_out,
     )
 
@@ -217,12 +217,11 @@ def label_summary(split: dict[str, list[LabelledPair]]) -> dict[str, Any]:
     return summary
 
 
-def eval_set_name(cn_dir: str, pairs: list[LabelledPair], split: str = EVAL_SPLIT) -> str:
-    """A split's labels (the dev labels by default) by folder, size and a digest of the
-    labels: a model's dev AUC is only compared with another's on the same labels (same
-    threshold, same split)."""
+def labels_set_name(cn_dir: str, pairs: list[LabelledPair], split: str = EVAL_SPLIT) -> str:
+    """The eval_set_name of a split's labels (the dev labels by default): a model's dev AUC
+    is only compared with another's on the same labels (same threshold, same split)."""
     content = [[p.image, p.n, p.source, p.fluent] for p in pairs]
-    return set_name(cn_dir, split, len(pairs), content)
+    return eval_set_name(cn_dir, split, len(pairs), content)
 
 
 # ---------------------------------------------------------------- scoring

@@ -71,11 +71,12 @@ from conceptual.models.saving import (
 )
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import training
-from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed, eval_set_name
+from conceptual.pipelines.evaluate_retriever import SELECT_BY, dev_scores, embed
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
     feature_files,
     feature_settings,
+    split_images,
     train_captions,
 )
 from conceptual.pipelines.retrieval_data import (
@@ -85,7 +86,6 @@ from conceptual.pipelines.retrieval_data import (
     photo_crops,
     pooled_crops,
     query_inputs,
-    split_images,
     teacher_pairs,
     train_examples,
     train_pairs,
@@ -210,7 +210,7 @@ def prepare(
     speech_uri = speech_uri if config.modality == "speech" else None
     init_ray()
     files = feature_files(features_uri, config.allow_incomplete)
-    images = split_images(features_uri, files, TRAIN_SPLIT)
+    images = split_images(files, features_uri, TRAIN_SPLIT, every_crop=True)
     images = images.subset(drawn_subset(images.image_ids, config.train_fraction, config.seed))
     image_dim = images.pooled.shape[-1]
     teacher = load_teacher(config.teacher, image_dim) if config.teacher else None
@@ -279,7 +279,7 @@ def prepare(
         rows=rows,
         eval_size=len(dev["image_ids"]),
         model_files={LANGUAGE_MODEL: arpa(words(c) for c in captions)} if captions else {},
-        eval_set=eval_set_name(features_uri, dev),
+        eval_set=dev["name"],
     )
 
 

@@ -39,18 +39,21 @@ CHAMPION = "champion"
 DECISION_ARTIFACT = "champion_decision.json"
 
 
-def set_name(features_uri: str, split: str, size: int, content: Any) -> str:
-    """An evaluation set's name, `folder#split:size:digest`, the digest of `content`
-    (JSON-serializable) naming what exactly was scored: scores are compared only on the
-    same set, and the same set read from another place (a copy, a submitted job's path)
-    keeps its name."""
+def eval_set_name(data_uri: str, split: str, size: int, content: Any) -> str:
+    """What a model's scores were measured on, `folder#split:size:digest`: the data's folder,
+    its split, the number of items scored and a digest of `content` (JSON-serializable),
+    what exactly was scored: scores are compared only on the same set, and the same set read
+    from another place (a copy, a submitted job's path) keeps its name, while two datasets
+    that happen to share a folder name do not. Every family names its sets here: a
+    captioner's by its images' references (CIDEr's document frequencies come from them), a
+    retriever's by its images and queries, the fluency classifier's by its labels."""
     digest = hashlib.sha1(json.dumps(content, sort_keys=True).encode()).hexdigest()[:8]
-    name = features_uri.rstrip("/").rsplit("/", 1)[-1] or "features"
+    name = data_uri.rstrip("/").rsplit("/", 1)[-1] or "features"
     return f"{name}#{split}:{size}:{digest}"
 
 
-def set_size(eval_set: str) -> int | None:
-    """How many items set_name's `eval_set` holds; None for a name of another form."""
+def eval_set_size(eval_set: str) -> int | None:
+    """How many items an `eval_set_name` holds; None for a name of another form."""
     size = eval_set.rsplit("#", 1)[-1].split(":")
     return int(size[1]) if len(size) == 3 and size[1].isdigit() else None
 
@@ -196,7 +199,7 @@ def _meaningless(
     score: float, eval_set: str, metric: str, min_eval_size: int
 ) -> tuple[bool, str, str] | None:
     """Not promoted, and why, when the score says nothing; None when it may be compared."""
-    size = set_size(eval_set)
+    size = eval_set_size(eval_set)
     if size is not None and size < min_eval_size:
         return (
             False,

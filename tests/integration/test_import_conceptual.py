@@ -124,7 +124,7 @@ def test_the_features_job_takes_the_import(gz_tsv, tmp_path):
     files = feature_files(str(tmp_path / "f"))
     # train_captioner's and train_retriever's dev split, "val", finds the released "validation".
     for split in ("val", "validation"):
-        assert len(split_images(files, str(tmp_path / "f"), split, grids=False)["keys"]) == PHOTOS
+        assert len(split_images(files, str(tmp_path / "f"), split).image_ids) == PHOTOS
 
 
 @pytest.mark.slow  # a fourth import (10-15 s); --split and resizing have unit tests too

@@ -153,13 +153,13 @@ def test_unknown_alias_or_version_is_a_clear_error(logged, name):
 
 
 def test_a_zero_score_or_a_too_small_set_makes_no_champion(logged, name):
-    small = registry.set_name("/data/features", "val", 6, ["refs"])
-    assert registry.set_size(small) == 6
+    small = registry.eval_set_name("/data/features", "val", 6, ["refs"])
+    assert registry.eval_set_size(small) == 6
     version = registry.register(logged[0][0], {}, name=name)
     decision = registry.promote_if_better(version, 0.9, small, name=name, min_eval_size=20)
     assert not decision["promoted"] and decision["reason"] == "eval_set_too_small"
     assert "holds 6 items, fewer than min_eval_size=20" in decision["detail"]
-    large = registry.set_name("/data/features", "val", 500, ["refs"])
+    large = registry.eval_set_name("/data/features", "val", 500, ["refs"])
     zero = registry.promote_if_better(version, 0.0, large, name=name, min_eval_size=20)
     assert not zero["promoted"] and zero["reason"] == "zero_score"
     assert registry.champion_version(name) is None

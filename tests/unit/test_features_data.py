@@ -6,14 +6,12 @@ from __future__ import annotations
 import io
 import json
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
 from conceptual.pipelines.features_data import (
-    eval_set_name,
     feature_files,
     source_images,
     split_images,
@@ -21,6 +19,7 @@ from conceptual.pipelines.features_data import (
 )
 from conceptual.plots import image_grid
 from conceptual.records import FEATURES
+from conceptual.registry import eval_set_name
 from conceptual.storage import StorageError
 
 
@@ -65,23 +64,28 @@ def features(tmp_path):
 
 def test_a_split_groups_records_by_image_with_every_reference(features):
     files = feature_files(features)
-    images = split_images(files, features, "val")
-    assert len(images["keys"]) == 2 and images["feature_dim"] == 4
-    references = sorted(images["references"][k] for k in images["keys"])
+    images = split_images(files, features, "val", grids=True)
+    assert len(images.image_ids) == 2 and images.feature_dim == 4
+    references = sorted(images.references[k] for k in images.image_ids)
     assert references == [["a cat", "a cat asleep"], ["a dog", "a brown dog", "dog on grass"]]
-    first = dict(zip(images["keys"], images["ids"]))
-    assert sorted(first.values()) == ["v1-0", "v2-0"]  # one record id per image
-    assert np.asarray(images["grid"][0]).shape == (16,)
-    assert len(split_images(files, features, "val", max_images=1)["keys"]) == 1
-    pooled_only = split_images(files, features, "val", grids=False)
-    assert "grid" not in pooled_only and pooled_only["keys"] == images["keys"]
+    assert sorted(images.records.values()) == ["v1-0", "v2-0"]  # one record id per image
+    assert images.pooled.shape == (2, 1, 4) and images.grid.shape == (2, 16)
+    assert len(split_images(files, features, "val", max_images=1).image_ids) == 1
+    pooled_only = split_images(files, features, "val")
+    assert pooled_only.grid is None and pooled_only.image_ids == images.image_ids
     assert train_captions(files, features) == ["a boat"]  # centre crops only
-    name = eval_set_name(features, "val", images)
+
+
+def test_an_eval_set_is_named_by_its_folder_split_size_and_content(features):
+    images = split_images(feature_files(features), features, "val")
+    size, references = len(images.image_ids), images.references
+    name = eval_set_name(features, "val", size, references)
     assert name.startswith(f"{features.rstrip('/').rsplit('/', 1)[-1]}#val:2:")
     # The same set read from another location keeps its name; other references change it.
-    assert eval_set_name(f"s3://bucket/copy/{features.rsplit('/', 1)[-1]}", "val", images) == name
-    changed = {**images, "references": {**images["references"], images["keys"][0]: ["x"]}}
-    assert eval_set_name(features, "val", changed) != name
+    copy = f"s3://bucket/copy/{features.rsplit('/', 1)[-1]}"
+    assert eval_set_name(copy, "val", size, references) == name
+    changed = {**references, images.image_ids[0]: ["x"]}
+    assert eval_set_name(features, "val", size, changed) != name
 
 
 def test_missing_features_and_splits_fail_clearly(features, tmp_path):

@@ -29,7 +29,7 @@ from conceptual.pipelines import readers, retrieval_data
 from conceptual.pipelines.compare_retrievers import markdown_table
 from conceptual.pipelines.comparison import parse_variant
 from conceptual.pipelines.evaluate_retriever import EvalConfig
-from conceptual.pipelines.features_data import feature_files
+from conceptual.pipelines.features_data import feature_files, split_images
 from conceptual.pipelines.retrieval_data import (
     PhotoAugmentConfig,
     _examples,
@@ -42,7 +42,6 @@ from conceptual.pipelines.retrieval_data import (
     photos,
     pooled_crops,
     relevance,
-    split_images,
     train_examples,
 )
 from conceptual.pipelines.train_retriever import RetrieverTrainConfig
@@ -131,7 +130,7 @@ def speech_uri(tmp_path_factory) -> str:
 
 
 def test_split_images_groups_the_records_of_an_image_with_every_crop(features_uri):
-    images = split_images(features_uri, feature_files(features_uri), "train")
+    images = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
 
     assert images.image_ids == ["img-a", "img-b", "img-c"]
     assert images.index == {"img-a": 0, "img-b": 1, "img-c": 2}
@@ -151,7 +150,7 @@ def test_split_images_groups_the_records_of_an_image_with_every_crop(features_ur
 
 
 def test_split_images_reads_one_split(features_uri):
-    images = split_images(features_uri, feature_files(features_uri), "val")
+    images = split_images(feature_files(features_uri), features_uri, "val", every_crop=True)
     assert images.image_ids == ["val-x", "val-y", "val-z"]
     assert images.pooled.shape == (3, 1, CHANNELS)
     assert set(images.caption_image) == {"x0", "x1", "y0", "z0"}
@@ -159,27 +158,27 @@ def test_split_images_reads_one_split(features_uri):
 
 def test_an_empty_split_raises(features_uri):
     with pytest.raises(ValueError, match="no 'test' rows"):
-        split_images(features_uri, feature_files(features_uri), "test")
+        split_images(feature_files(features_uri), features_uri, "test", every_crop=True)
 
 
 def test_features_with_null_image_ids_are_refused_with_what_to_do(tmp_path):
     uri = write_output(tmp_path, "features", feature_rows(with_image_id=False), FEATURES)
     with pytest.raises(ValueError, match="run the features job again"):
-        split_images(uri, feature_files(uri), "train")
+        split_images(feature_files(uri), uri, "train", every_crop=True)
 
 
 def test_features_without_the_image_id_column_are_refused_with_what_to_do(tmp_path):
     older = FEATURES.remove(FEATURES.get_field_index("image_id"))  # the features job's before
     uri = write_output(tmp_path, "features", feature_rows(with_image_id=False), older)
     with pytest.raises(ValueError, match="run the features job again"):
-        split_images(uri, feature_files(uri), "train")
+        split_images(feature_files(uri), uri, "train", every_crop=True)
 
 
 # ---------------------------------------------------------------- clips_of
 
 
 def test_a_clip_finds_its_image_by_caption_else_by_its_own_image(features_uri, speech_uri):
-    train = split_images(features_uri, feature_files(features_uri), "train")
+    train = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     clips = clips_of(speech_uri, train).sort_by("id")
     assert clips.column_names == ["id", "caption_id", "image_id", "caption", "audio"]
     found = dict(zip(clips["id"].to_pylist(), clips["image_id"].to_pylist()))
@@ -188,7 +187,7 @@ def test_a_clip_finds_its_image_by_caption_else_by_its_own_image(features_uri, s
 
 
 def test_clips_of_another_split_are_dropped(features_uri, speech_uri):
-    val = split_images(features_uri, feature_files(features_uri), "val")
+    val = split_images(feature_files(features_uri), features_uri, "val", every_crop=True)
     found = dict(
         zip(*(clips_of(speech_uri, val)[c].to_pylist() for c in ("id", "image_id")), strict=True)
     )
@@ -203,7 +202,7 @@ def test_clips_of_another_split_are_dropped(features_uri, speech_uri):
 def test_a_caption_decides_over_the_clip_s_own_image(features_uri, tmp_path):
     """A clip whose caption is known keeps its caption's image, even when its own image_id
     names another image of the split."""
-    train = split_images(features_uri, feature_files(features_uri), "train")
+    train = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     row = {"id": "c", "caption_id": "b0", "image_id": "img-a", "caption": "x", "audio": b""}
     uri = write_output(tmp_path, "clips", [row], CLIP, files=1)
     assert clips_of(uri, train)["image_id"].to_pylist() == ["img-b"]
@@ -305,7 +304,7 @@ def tokens_of(batch: pa.Table, rng: np.random.Generator) -> np.ndarray:
 
 def test_an_example_is_a_random_crop_of_its_image_with_the_match_ids(monkeypatch, features_uri):
     put = object_store(monkeypatch)
-    images = split_images(features_uri, feature_files(features_uri), "train")
+    images = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     image_input = pooled_crops(images, np.float16)
     assert len(put) == 1 and put[0]["pooled"] is images.pooled  # one object, no copy
     image_ids = ["img-a", "img-b", "img-a", "img-c"] * 50
@@ -330,7 +329,7 @@ def test_an_example_is_a_random_crop_of_its_image_with_the_match_ids(monkeypatch
 
 def test_a_speech_example_carries_the_query_input_as_mfcc(monkeypatch, features_uri):
     object_store(monkeypatch)
-    images = split_images(features_uri, feature_files(features_uri), "train")
+    images = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     batch = pa.table({"image_id": ["img-b"], "caption": ["a cat on the sofa"], "audio": [b"x"]})
     mfcc = np.zeros((1, 3, 5), dtype=np.float32)
     out = _examples(batch, "mfcc", pooled_crops(images), lambda b, rng: mfcc)
@@ -351,7 +350,7 @@ def test_train_examples_maps_the_pairs_with_the_image_input(
     monkeypatch, features_uri, modality, column
 ):
     object_store(monkeypatch)
-    images = split_images(features_uri, feature_files(features_uri), "train")
+    images = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     monkeypatch.setattr(readers, "read_tasks", lambda: "bounded")  # map_read's bound
     pairs = RecordingDataset()
     image_input = pooled_crops(images, np.float16)
@@ -406,7 +405,7 @@ def blue(pixels: np.ndarray) -> np.ndarray:
 
 
 def test_a_split_s_photos_come_from_the_curated_data_by_record(photos_uri):
-    images = split_images(photos_uri, feature_files(photos_uri), "train")
+    images = split_images(feature_files(photos_uri), photos_uri, "train", every_crop=True)
     assert images.records == {"img-a": "a0", "img-b": "b0", "img-c": "c0"}
     assert photos(photos_uri, images, ["img-c", "img-a"]) == [jpeg(3), jpeg(1)]
 
@@ -422,7 +421,7 @@ def test_a_split_s_photos_come_from_the_curated_data_by_record(photos_uri):
 
 
 def test_photos_that_are_not_reachable_are_refused(features_uri, tmp_path):
-    images = split_images(features_uri, feature_files(features_uri), "train")
+    images = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     with pytest.raises(ValueError, match="not reachable from here"):  # no features.json
         photos(features_uri, images, images.image_ids)
     with pytest.raises(ValueError, match="not reachable from here"):
@@ -477,7 +476,7 @@ def test_distorted_photos_are_the_same_for_the_same_seed_and_differ_otherwise():
 
 def test_photo_examples_are_each_image_s_own_photo_drawn_anew_every_epoch(monkeypatch, photos_uri):
     put = object_store(monkeypatch)
-    images = split_images(photos_uri, feature_files(photos_uri), "train")
+    images = split_images(feature_files(photos_uri), photos_uri, "train", every_crop=True)
     crops_only = PhotoAugmentConfig(brightness=0.0, saturation=0.0)
     image_input = photo_crops(photos_uri, images, 32, crops_only)
     assert len(put) == 1 and put[0]["jpegs"].dtype == np.uint8  # one array every task reads
@@ -603,7 +602,7 @@ def test_a_train_fraction_is_a_seeded_draw_of_images():
 
 
 def test_a_subset_of_the_train_images_keeps_their_captions_and_crops(features_uri):
-    images = split_images(features_uri, feature_files(features_uri), "train")
+    images = split_images(feature_files(features_uri), features_uri, "train", every_crop=True)
     part = images.subset(["img-a", "img-c"])
     assert part.image_ids == ["img-a", "img-c"]
     np.testing.assert_array_equal(part.pooled, images.pooled[[0, 2]])
