@@ -34,8 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conceptual import lineage, registry, storage, tracking
-from conceptual.config import Config
-from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
+from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.saved import SavedFluency
 from conceptual.fluency.scorer import FluencyScorer
@@ -50,13 +49,8 @@ SUMMARY = "fluency.json"
 SCORE = Stage("score_fluency", (INTERNAL_ERROR,), "errors.max_rate, errors.max_count")
 
 
-class ScoreConfig(Config):
-    actors: int | None = None  # None: one per CPU
-    cpus_per_actor: float = 1.0
-    batch_size: int = 256
-    experiment: str = "fluency"
-    allow_incomplete: bool = False  # read an import without its _SUCCESS marker
-    errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
+class ScoreConfig(set_aside.RewriteConfig):
+    """score_fluency's keys: those of every rewrite_guarded job."""
 
 
 class FluencyOperator:

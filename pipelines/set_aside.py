@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conceptual import errors, storage, tracking
+from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.pipelines.steps import isolated
 from conceptual.records import CURATED_LANGUAGE, rejected_records
@@ -101,6 +102,18 @@ def guarded(
     return {"fn_constructor_kwargs": arguments}
 
 
+class RewriteConfig(Config):
+    """The keys of a job that rewrites curated records with rewrite_guarded (score_fluency,
+    translate): its actor pool, what it reads, its error budget and experiment."""
+
+    actors: int | None = None  # None: one per CPU
+    cpus_per_actor: float = 1.0
+    batch_size: int = 256
+    experiment: str = "fluency"
+    allow_incomplete: bool = False  # read curated records without their _SUCCESS marker
+    errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
+
+
 def rewrite_guarded(
     rows: Any,
     operator: type,
@@ -108,7 +121,7 @@ def rewrite_guarded(
     stage: str,
     rejected_uri: str,
     output_uri: str,
-    config: Any,
+    config: RewriteConfig,
 ) -> int:
     """Curated records through `operator` on a pool of guarded actors (config.actors,
     cpus_per_actor, batch_size), written as Parquet to `output_uri`; returns the pool's

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from conceptual import lineage, storage, tracking
 from conceptual.config import Config, ConfigError
-from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
+from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.translation import ProvidedTranslations, ServiceTranslator, Translator
 from conceptual.pipelines import set_aside
 from conceptual.pipelines.readers import read_row_groups
@@ -50,17 +50,11 @@ class ServiceConfig(Config):
     timeout_s: float = 30.0
 
 
-class TranslateConfig(Config):
+class TranslateConfig(set_aside.RewriteConfig):
     # baidu, google: Flickr8k-CN's provided translations (offline; --cn); service: an HTTP one
     translator: Literal["baidu", "google", "service"] = "baidu"
     nearest: bool = True  # provided: a sentence they lack gets the nearest English one's
     service: ServiceConfig = ServiceConfig()
-    actors: int | None = None  # None: one per CPU
-    cpus_per_actor: float = 1.0
-    batch_size: int = 256
-    experiment: str = "fluency"
-    allow_incomplete: bool = False  # read a curation without its _SUCCESS marker
-    errors: ErrorsConfig = ErrorsConfig()  # records that may fail before the job does
 
 
 def make_translator(config: TranslateConfig, cn_dir: str | None, target: str) -> Translator:
