@@ -223,18 +223,20 @@ def split_images(
     index = {image: i for i, image in enumerate(image_ids)}
     rows = np.array([index[image] for image in table["image_id"].to_pylist()], dtype=np.int64)
     crop = table["crop"].to_numpy()
+    crops = int(crop.max()) + 1
     vectors = pc.list_flatten(table["pooled"]).to_numpy().reshape(table.num_rows, -1)
-    pooled = np.zeros((len(image_ids), crop.max() + 1, vectors.shape[1]), dtype=np.float32)
-    pooled[rows, crop] = vectors  # the records of an image share its crops
+    # The records of an image share its crops: each crop's first row holds it.
+    first = np.unique(rows * crops + crop, return_index=True)[1]
+    pooled = np.zeros((len(image_ids), crops, vectors.shape[1]), dtype=np.float32)
+    pooled[rows[first], crop[first]] = vectors[first]
     centre = np.flatnonzero(crop == 0)
     records, images = table["id"].take(centre).to_pylist(), rows[centre].tolist()
     caption_image = {record: image_ids[i] for record, i in zip(records, images)}
     captions = dict(zip(records, table["caption"].take(centre).to_pylist()))
     grid = None
-    if grids:  # the first record's of each image (its records share it)
-        first = centre[np.unique(rows[centre], return_index=True)[1]]
+    if grids:  # the centre crop's first row
+        first = first[crop[first] == 0]
         grid = pc.list_flatten(table["grid"].take(first)).to_numpy().reshape(len(first), -1)
-        grid = grid.astype(np.float32, copy=False)
     return SplitImages(image_ids, pooled, caption_image, captions, grid)
 
 
