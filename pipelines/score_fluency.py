@@ -26,14 +26,14 @@ scored as they would have been. Past `errors.max_rate` of the records (or
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
-import mlflow
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conceptual import lineage, registry, storage, tracking
+from conceptual import registry, storage
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.saved import SavedFluency
@@ -160,13 +160,6 @@ def run(
     model_uri: str, data_uri: str, output_uri: str, config: ScoreConfig
 ) -> tuple[dict[str, Any], str]:
     """The score_fluency job: one MLflow run around the scoring. Returns (summary, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": SCORE.name}) as active:
-        tracking.log_config(config)
-        mlflow.log_params({"model_uri": model_uri, "data_uri": data_uri, "output_uri": output_uri})
-        summary = score(model_uri, data_uri, output_uri, config)
-        lineage.log_read(data_uri)
-        lineage.log_written(output_uri)
-        metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
-        mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
-        mlflow.log_dict(summary, SUMMARY)
-        return summary, active.info.run_id
+    work = partial(score, model_uri, data_uri, output_uri, config)
+    params = {"model_uri": model_uri}
+    return set_aside.tracked_rewrite(SCORE, config, data_uri, output_uri, params, SUMMARY, work)

@@ -19,14 +19,15 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import mlflow
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conceptual import errors, storage, tracking
+from conceptual import errors, lineage, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
 from conceptual.pipelines.steps import isolated
-from conceptual.records import CURATED_LANGUAGE, rejected_records
+from conceptual.records import CURATED_LANGUAGE, Stage, rejected_records
 
 REJECTED = "rejected"  # the folder of OUTPUT the rejected rows go to
 # (one row that raised, the stage, the detail) -> its rejected row, as stages.Quarantine
@@ -141,6 +142,30 @@ def rewrite_guarded(
     # Writing, like reading, must not wait for the CPUs the actors hold.
     mapped.write_parquet(out_path, filesystem=out_fs, ray_remote_args={"num_cpus": 0})
     return pool.min_size
+
+
+def tracked_rewrite(
+    stage: Stage,
+    config: RewriteConfig,
+    data_uri: str,
+    output_uri: str,
+    params: Mapping[str, Any],
+    summary_file: str,
+    rewrite: Callable[[], dict[str, Any]],
+) -> tuple[dict[str, Any], str]:
+    """A rewrite_guarded job's MLflow run around `rewrite()` (its summary): the config, the
+    URIs and `params`, what it read and wrote, the summary's numbers and rejections as
+    metrics and the summary as `summary_file`. Returns (summary, run id)."""
+    with tracking.start_run(config.experiment, tags={"stage": stage.name}) as active:
+        tracking.log_config(config)
+        mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri, **params})
+        summary = rewrite()
+        lineage.log_read(data_uri)
+        lineage.log_written(output_uri)
+        numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+        mlflow.log_metrics({**numbers, **metrics(summary["rejected"])})
+        mlflow.log_dict(summary, summary_file)
+        return summary, active.info.run_id
 
 
 def tally(folder: str) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:

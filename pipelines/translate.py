@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from typing import Any, Literal
 
-import mlflow
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conceptual import lineage, storage, tracking
+from conceptual import storage
 from conceptual.config import Config, ConfigError
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.translation import ProvidedTranslations, ServiceTranslator, Translator
@@ -171,13 +171,6 @@ def run(
     data_uri: str, output_uri: str, config: TranslateConfig, cn_dir: str | None, target: str
 ) -> tuple[dict[str, Any], str]:
     """The translate job: one MLflow run around the translation. Returns (summary, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": TRANSLATE.name}) as active:
-        tracking.log_config(config)
-        mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri, "to": target})
-        summary = translate(data_uri, output_uri, config, cn_dir, target)
-        lineage.log_read(data_uri)
-        lineage.log_written(output_uri)
-        metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
-        mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
-        mlflow.log_dict(summary, SUMMARY)
-        return summary, active.info.run_id
+    work = partial(translate, data_uri, output_uri, config, cn_dir, target)
+    params = {"to": target}
+    return set_aside.tracked_rewrite(TRANSLATE, config, data_uri, output_uri, params, SUMMARY, work)
