@@ -73,9 +73,9 @@ class Batches:
         settings: DataSettings,
         batch_size: int,
         device: torch.device,
-        seed: int = 0,
-        rank: int = 0,
-        prefetch_batches: int = 2,
+        seed: int,
+        rank: int,
+        prefetch_batches: int,
         examples_fixed: bool = False,
     ):
         self.settings, self.batch_size, self.device = settings, batch_size, device

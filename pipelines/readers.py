@@ -97,8 +97,8 @@ def candidate_files(uri: str) -> list[str]:
 
 def read_candidates(
     uri: str,
-    fmt: str = "auto",
-    range_bytes: int = 1 << 20,
+    fmt: str,
+    range_bytes: int,
     journal=None,
     splits: bool = False,
     line_bytes: int = LINE_BYTES,

@@ -32,7 +32,7 @@ def test_every_hostile_row_is_a_rejection_and_the_read_completes(ray_local, tmp_
         b'alt_text,image_url\n"A cat,http://x.test/c.jpg\nA cow,http://x.test/d.jpg\n'
     )
 
-    rows = read_candidates(str(tmp_path), range_bytes=1000).take_all()
+    rows = read_candidates(str(tmp_path), "auto", range_bytes=1000).take_all()
 
     reasons = Counter(row["reason"] for row in rows)
     assert reasons == {None: 2001, "invalid_utf8": 1, "invalid_json": 2, "malformed_row": 1}

@@ -196,15 +196,18 @@ def test_labeled_overlap_uses_the_dataset_s_labels(labeled, release):
 def test_the_reader_gives_each_file_s_rows_its_split(ray_local, release):
     """A folder holding both splits: the rows of each file carry its split (the import
     passes `splits` to the reader when no one split holds for the whole input)."""
+    from conceptual.pipelines.curation import ResourcesConfig
     from conceptual.pipelines.readers import read_candidates
 
     rows, base, tmp = release
     folder = tmp / "mixed"
     write_tsv(folder / "Train_GCC-training.tsv", rows[:5], base)
     write_parquet(folder / "validation-00000-of-00001.parquet", rows[5:9], base, True)
-    read = read_candidates(str(folder), splits=True).take_all()
+    range_bytes = ResourcesConfig().range_bytes
+    read = read_candidates(str(folder), "auto", range_bytes, splits=True).take_all()
     splits = {row["image_url"]: row["split"] for row in read}
     assert [splits[row.url(base)] for row in rows[:9]] == ["train"] * 5 + ["validation"] * 4
     assert all(len(row["labels"] or []) == 0 for row in read if row["split"] == "train")
     assert all(row["labels"] for row in read if row["split"] == "validation")
-    assert {row["split"] for row in read_candidates(str(folder)).take_all()} == {None}
+    unsplit = read_candidates(str(folder), "auto", range_bytes).take_all()
+    assert {row["split"] for row in unsplit} == {None}

@@ -11,10 +11,12 @@ import pytest
 import torch
 
 from conceptual.pipelines.input_path import Batches, DataSettings, prepared
+from conceptual.pipelines.training import TrainingConfig
 
 pytestmark = pytest.mark.integration
 
 ROWS, BATCH, EPOCHS = 1000, 64, 3
+PREFETCH = TrainingConfig.model_fields["prefetch_batches"].default
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,7 @@ def dataset(ray_local):
 
 
 def epochs(dataset, settings: DataSettings, examples_fixed: bool) -> tuple[Batches, list]:
-    feed = Batches(settings, BATCH, torch.device("cpu"), seed=0, examples_fixed=examples_fixed)
+    feed = Batches(settings, BATCH, torch.device("cpu"), 0, 0, PREFETCH, examples_fixed)
     rows = prepared(dataset, settings)
     return feed, [list(feed.epoch(rows.iterator(), epoch)) for epoch in range(EPOCHS)]
 
@@ -84,7 +86,7 @@ def shard_epochs(loop_config: dict) -> None:
     import ray.train
 
     rank = ray.train.get_context().get_world_rank()
-    feed = Batches(DataSettings(), BATCH, torch.device("cpu"), rank=rank, examples_fixed=True)
+    feed = Batches(DataSettings(), BATCH, torch.device("cpu"), 0, rank, PREFETCH, True)
     shard = ray.train.get_dataset_shard("train")
     seen = [
         torch.cat([b["id"] for b in feed.epoch(shard, epoch)]).tolist() for epoch in range(EPOCHS)

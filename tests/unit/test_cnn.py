@@ -119,7 +119,7 @@ def test_half_precision_falls_back_to_fp32_on_cpu(classifier, photos):
 
 
 def test_no_images_give_no_labels(classifier, extractor):
-    assert classifier.classify([]) == []
+    assert classifier.classify([], top_k=5) == []
     assert extractor.extract([]) == []
 
 

@@ -155,7 +155,7 @@ def official_splits(cn_dir: Path) -> dict[str, str]:
 
 
 def flickr8k_cn_pairs(
-    images_dir: Path | str, cn_dir: Path | str, source: Source = "baidu", official: bool = False
+    images_dir: Path | str, cn_dir: Path | str, source: Source, official: bool = False
 ) -> tuple[list[Pair], dict[str, Any]]:
     """The pairs of the source's sentences, those of each photo of `images_dir` together and
     the lines that cannot be imported last; and what the import counts about images (the

@@ -146,7 +146,7 @@ class ServiceTranslator:
     `q` a list of sentences, `source`, `target`, `api_key`; `translatedText` the list back),
     the key read from an environment variable so that it never lands in a config or a log."""
 
-    def __init__(self, url: str, key: str, target: str = "zh", timeout_s: float = 30.0):
+    def __init__(self, url: str, key: str, target: str, timeout_s: float):
         self.url, self.key, self.target, self.timeout_s = url.rstrip("/"), key, target, timeout_s
 
     def translate(self, sentences: list[str]) -> list[str | None]:

@@ -215,8 +215,8 @@ def attach_facc(
     facc_dir: Path,
     record_ids: dict[tuple[str, int], str],
     output_uri: str,
-    max_seconds: float = MAX_SECONDS,
-    rows_per_part: int = 512,
+    max_seconds: float,
+    rows_per_part: int,
 ) -> dict[str, Any]:
     """Write each recording of wav2capt.txt as a clip of its caption's imported record."""
     wavs_dir = facc_dir / WAVS

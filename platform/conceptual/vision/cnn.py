@@ -332,7 +332,7 @@ class ImageNetClassifier(_Backbone):
         return torch.cat(list(self._run(lambda batch: self.model(batch).softmax(-1), images)))
 
     def classify(
-        self, images: Sequence[Image.Image], top_k: int = 5, min_score: float = 0.0
+        self, images: Sequence[Image.Image], top_k: int, min_score: float = 0.0
     ) -> list[list[dict]]:
         """Per image, its best `top_k` labels scoring at least `min_score`, best first:
         {"wnid", "name", "score"} (records.LABEL)."""
