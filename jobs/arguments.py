@@ -144,12 +144,15 @@ def add_common(parser: argparse.ArgumentParser, overrides_help: str) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=overrides_help)
 
 
-def add_config(parser: JobParser, what: str, example: str = "") -> None:
-    """`--config FILE` of `what` keys (a config's name), `--verbose` and the overrides
-    (`example`: some, for --help)."""
-    shipped = f" (configs/{parser.keys} shows every key)" if parser.keys else ""
-    parser.add_argument("--config", type=location, help=f"YAML file of {what} keys{shipped}")
-    add_common(parser, f"{what} keys{f', e.g. {example}' if example else ''}")
+def add_config(parser: JobParser, what: str = "", example: str = "") -> None:
+    """`--config FILE` of `what` keys (a config's name; by default the shipped file's that
+    the parser checks keys against), `--verbose` and the overrides (`example`: some)."""
+    shipped = f"configs/{parser.keys}"
+    config_help = f"YAML file of {what} keys" if what else "YAML file"
+    if parser.keys:
+        config_help += f" ({shipped} shows every key)"
+    parser.add_argument("--config", type=location, help=config_help)
+    add_common(parser, f"{what or shipped} keys{f', e.g. {example}' if example else ''}")
 
 
 def add_data_arguments(
@@ -199,12 +202,10 @@ def add_evaluation_arguments(parser: JobParser, example: str = "") -> None:
     add_config(parser, "EvalConfig", example)
 
 
-def add_training_arguments(
-    parser: JobParser, config: str, default_model: str, example: str
-) -> None:
-    """What a training job takes besides its data (run_training_job): its `config` keys, the
-    registered model, `--no-register`, `--verbose` (`example`: overrides to show in --help)."""
-    add_config(parser, config, example)
+def add_training_arguments(parser: JobParser, default_model: str, example: str) -> None:
+    """What a training job takes besides its data (run_training_job): its family's config
+    (the shipped file's keys; `example`: some), the registered model, `--no-register`."""
+    add_config(parser, example=example)
     parser.add_argument("--model-name", help=f"registered model (default: {default_model})")
     parser.add_argument("--no-register", action="store_true", help="train and log only")
 

@@ -32,10 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = JobParser("train_captioner", __doc__, keys="train_captioner.yaml")
     add_data(parser)
     add_training_arguments(
-        parser,
-        "TrainConfig",
-        "captioner, captioner-zh for language=zh",
-        "model.architecture=rnn model.feature_map=1x1",
+        parser, "captioner, captioner-zh for language=zh", "model.architecture=rnn epochs=20"
     )
     args = parser.parse_args(argv)
     from conceptual.pipelines.train_captioner import RECIPE

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         type=location,
         help="a fluency_label task set: people's labels beside the derived ones (key labels)",
     )
-    add_training_arguments(parser, "FluencyTrainConfig", "fluency-zh", "epochs=4 threshold=0.45")
+    add_training_arguments(parser, "fluency-zh", "epochs=4 threshold=0.45")
     args = parser.parse_args(argv)
     if args.labels:
         args.overrides = [*args.overrides, f"labels={args.labels}"]

@@ -45,12 +45,7 @@ def add_data(parser: JobParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = JobParser("train_retriever", __doc__, keys="train_retriever.yaml")
     add_data(parser)
-    add_training_arguments(
-        parser,
-        "RetrieverTrainConfig",
-        "retriever-<modality>",
-        "modality=text loss=triplet epochs=4",
-    )
+    add_training_arguments(parser, "retriever-<modality>", "modality=text loss=triplet epochs=4")
     args = parser.parse_args(argv)
     from conceptual.pipelines.train_retriever import RECIPE
 
