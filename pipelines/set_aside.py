@@ -10,6 +10,9 @@ another output). The job counts them in its summary and in MLflow
 
 A batch that raises is run again as pipelines/steps.py `isolated` runs it, as every
 guarded stage's is: row by row to find the culprits, then the other rows together.
+
+score_fluency and translate rewrite curated records this way on a pool of actors: their
+keys are RewriteConfig's, their work rewrite_guarded, their MLflow run tracked_rewrite.
 """
 
 from __future__ import annotations
