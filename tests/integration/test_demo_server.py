@@ -14,7 +14,6 @@ from email.message import Message
 
 import pytest
 
-from conceptual.vision import fetch
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual_demo import server
 from conceptual_demo.images import EXPECTED_REASONS, build_images, failure_urls
@@ -130,7 +129,7 @@ def no_dns(monkeypatch):
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return real_getaddrinfo(host, *args, **kwargs)
 
-    monkeypatch.setattr(fetch.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
 def test_each_failure_url_gets_its_fetch_reason(demo_server, no_dns):

@@ -21,16 +21,9 @@ from PIL import Image
 from conceptual.config import ConfigError, load
 from conceptual.records import Rejection
 from conceptual.vision import fetch
-from conceptual.vision.fetch import (
-    AddressPolicy,
-    FetchConfig,
-    Fetcher,
-    address_kind,
-    agent_token,
-    opt_out_directive,
-    retry_delay,
-    sniff_image_format,
-)
+from conceptual.vision.fetch import FetchConfig, Fetcher, retry_delay, sniff_image_format
+from conceptual.vision.robots import agent_token, opt_out_directive
+from conceptual.vision.url_safety import AddressPolicy, address_kind
 
 
 def _encode(fmt: str) -> bytes:
@@ -698,7 +691,7 @@ def test_opted_out_images_are_rejected(server, monkeypatch, tags, directive):
     def no_body(*args):
         raise AssertionError("read the body of an opted-out image")
 
-    monkeypatch.setattr(fetch, "_read_body", no_body)
+    monkeypatch.setattr(fetch, "read_body", no_body)
     fetched = local(user_agent="tester/1").fetch(robots(server, *tags))
     assert fetched.rejection == Rejection("opted_out", f"X-Robots-Tag: {directive}")
     assert fetched.data is None

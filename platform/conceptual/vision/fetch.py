@@ -53,32 +53,50 @@ connection errors (but refused connections and failed TLS handshakes), 429 and 5
 transient: the whole chain is tried again up to `retries` times, after an exponential
 backoff with jitter or the server's Retry-After, whichever is longer (capped). An attempt
 that used up `total_timeout_s` is not: a trickling server would trickle again.
+
+Here the Fetcher puts the parts together (retries, redirects, turns at a host, what the
+response and its bytes must be); whether a URL and its addresses may be fetched is
+vision/url_safety.py's, one request within the attempt's deadline vision/http_client.py's,
+and reading X-Robots-Tag vision/robots.py's.
 """
 
 from __future__ import annotations
 
 import http.client
-import io
 import ipaddress
 import random
 import re
-import socket
 import ssl
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from concurrent.futures import TimeoutError as LookupTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from urllib.parse import quote, urljoin, urlsplit
 
 from pydantic import field_validator
 
 from conceptual.config import Config
 from conceptual.records import Rejection
+from conceptual.vision.http_client import (
+    Deadline,
+    describe,
+    open_connection,
+    read_body,
+    redirect_url,
+    resolve,
+)
+from conceptual.vision.robots import agent_token, opt_out_directive
+from conceptual.vision.url_safety import (
+    AddressPolicy,
+    Failure,
+    IPAddress,
+    Target,
+    embedded_ipv4,
+    parse_url,
+)
 
 # The reasons of the table above, in its order.
 FETCH_REASONS = (
@@ -96,23 +114,7 @@ FETCH_REASONS = (
     "not_an_image",
     "opted_out",
 )
-MAX_URL_CHARS = 2048
-CHUNK_BYTES = 64 << 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# X-Robots-Tag directives that carry a value after a colon ("max-snippet: 20"): the name
-# before their colon is no user agent.
-VALUED_DIRECTIVES = frozenset(
-    {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
-)
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-# Lookups run here so that a resolver that does not answer costs a thread, not the attempt
-# (getaddrinfo cannot be interrupted). Bounded: when every thread waits on a dead resolver,
-# further lookups queue and time out at their deadline.
-_LOOKUPS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="fetch-dns")
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class FetchConfig(Config):
@@ -192,284 +194,16 @@ def sniff_image_format(data: bytes) -> str | None:
     return next((name for name, magic in _SIGNATURES if magic.match(data)), None)
 
 
-# --- which addresses may be fetched ------------------------------------------------------
-
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def _embedded_ipv4(ip: IPAddress) -> IPAddress:
-    """The IPv4 address an IPv6 one stands for (mapped, 6to4, NAT64), else `ip` itself."""
-    if ip.version == 4:
-        return ip
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip.ipv4_mapped or ip.sixtofour or ip
-
-
-def address_kind(ip: IPAddress) -> str | None:
-    """Why an address is not on the public internet ("loopback", "private"...), or None."""
-    ip = _embedded_ipv4(ip)
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_reserved:
-        return "reserved"
-    if ip.is_private or getattr(ip, "is_site_local", False):
-        return "private"
-    if not ip.is_global:
-        return "not global"  # shared address space (100.64.0.0/10) and the like
-    return None
-
-
-class AddressPolicy:
-    """Decides whether a host's port and resolved addresses may be connected to."""
-
-    def __init__(
-        self,
-        allow_private: bool = False,
-        allow_hosts: Sequence[str] = (),
-        allow_ports: Sequence[int] = (80, 443),
-    ):
-        self.allow_private = allow_private
-        self.ports = frozenset(allow_ports)
-        self.networks: list[IPNetwork] = []
-        self.names: set[str] = set()
-        for entry in allow_hosts:
-            try:
-                self.networks.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
-                self.names.add(entry.lower().rstrip("."))
-
-    def port_refusal(self, host: str, port: int) -> Rejection | None:
-        """A `refused_port` rejection unless the port is allowed, or the host is listed in
-        `allow_hosts` by name or address (a test server or an internal mirror on its own
-        port); decided on the URL alone, before any lookup."""
-        if port in self.ports or self._listed_host(host):
-            return None
-        return Rejection("refused_port", f"port {port}")
-
-    def refusal(self, host: str, addresses: Sequence[IPAddress]) -> Rejection | None:
-        """A `refused_address` rejection unless every address may be fetched."""
-        if self.allow_private or host.rstrip(".") in self.names:
-            return None
-        for ip in addresses:
-            kind = address_kind(ip)
-            if kind and not self._listed(ip):
-                shown = str(ip) if host == str(ip) else f"{host} -> {ip}"
-                return Rejection("refused_address", f"{shown} ({kind})")
-        return None
-
-    def _listed_host(self, host: str) -> bool:
-        """Whether `allow_hosts` lists the host as the URL names it: its name, or its IP."""
-        if host.rstrip(".") in self.names:
-            return True
-        try:
-            return self._listed(ipaddress.ip_address(host))
-        except ValueError:
-            return False  # a name not listed
-
-    def _listed(self, ip: IPAddress) -> bool:
-        forms = (ip, _embedded_ipv4(ip))  # ::ffff:127.0.0.1 is as allowed as 127.0.0.1
-        return any(form in network for network in self.networks for form in forms)
-
-
-# --- one request -------------------------------------------------------------------------
-
-
-class _Failure(Exception):
-    """Ends an attempt with a rejection; transient ones are worth another attempt."""
-
-    def __init__(
-        self, reason: str, detail: str, transient: bool = False, retry_after: str | None = None
-    ):
-        super().__init__(reason, detail)
-        self.rejection = Rejection(reason, detail)
-        self.transient = transient
-        self.retry_after = retry_after  # the raw header of a 429 or 5xx
-
-
-@dataclass(frozen=True)
-class _Target:
-    """A URL taken apart into what a request needs."""
-
-    scheme: str
-    host: str  # ASCII (IDNA) host name or IP literal, without brackets
-    port: int
-    path: str  # the request target: path and query, percent-encoded
-
-
-_HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
-
-
-def _parse(url: str | None) -> _Target:
-    if not url or not url.strip():
-        raise _Failure("invalid_url", "no URL")
-    if len(url) > MAX_URL_CHARS:
-        raise _Failure("invalid_url", f"longer than {MAX_URL_CHARS} characters")
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise _Failure("invalid_url", str(exc)) from exc
-    if not parts.scheme:
-        raise _Failure("invalid_url", "no scheme")
-    if parts.scheme not in DEFAULT_PORTS:
-        raise _Failure("unsupported_scheme", f"{parts.scheme}:")
-    if not parts.hostname:
-        raise _Failure("invalid_url", "no host")
-    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=~")
-    if parts.query:
-        path += "?" + quote(parts.query, safe="/%:@!$&'()*+,;=~?")
-    return _Target(
-        parts.scheme, _ascii_host(parts.hostname), port or DEFAULT_PORTS[parts.scheme], path
-    )
-
-
-def _ascii_host(host: str) -> str:
-    """The host as it goes on the wire: an IP literal, or a name in IDNA form."""
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    try:
-        name = host.encode("idna").decode("ascii").lower()
-    except UnicodeError as exc:
-        raise _Failure("invalid_url", "bad host name") from exc
-    if not _HOST_NAME.fullmatch(name):
-        raise _Failure("invalid_url", "bad host name")
-    return name
-
-
-class _Deadline:
-    """The end of an attempt: each wait lasts at most `timeout_s`, and never past the end."""
-
-    def __init__(self, timeout_s: float, total_s: float):
-        self.timeout_s, self.total_s = timeout_s, total_s
-        self.end = time.monotonic() + total_s
-
-    def wait_s(self) -> float:
-        """How long the next connect, lookup or read may wait; TimeoutError when none."""
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no time left")
-        return min(self.timeout_s, left)
-
-    def timed_out(self, waiting_for: str) -> _Failure:
-        """A wait of `timeout_s` that ran out is worth another attempt; an attempt that ran
-        out of time is not (a trickling server would trickle again)."""
-        if time.monotonic() >= self.end:
-            return _Failure("timeout", f"{waiting_for}: over {self.total_s}s for the attempt")
-        return _Failure("timeout", waiting_for, transient=True)
-
-
-class _DeadlineSocket:
-    """The socket as http.client uses it (sendall, makefile, close), with every send and
-    receive bounded by the deadline: http.client reads the status line, headers and chunk
-    sizes a line at a time, and a socket timeout alone bounds each read, not the line."""
-
-    def __init__(self, sock: socket.socket, deadline: _Deadline):
-        self.sock, self.deadline = sock, deadline
-
-    def sendall(self, data: bytes) -> None:
-        self.sock.settimeout(self.deadline.wait_s())
-        self.sock.sendall(data)
-
-    def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(_Reader(self.sock, self.deadline))
-
-    def close(self) -> None:
-        self.sock.close()  # the socket stays open while a reader made from it is
-
-
-class _Reader(io.RawIOBase):
-    """The raw stream under http.client's buffered reader: the socket's own file (which
-    keeps the socket open until it closes), each read bounded by the deadline."""
-
-    def __init__(self, sock: socket.socket, deadline: _Deadline):
-        self.sock, self.deadline = sock, deadline
-        self.file = sock.makefile("rb", buffering=0)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        self.sock.settimeout(self.deadline.wait_s())
-        return self.file.readinto(buffer)
-
-    def close(self) -> None:
-        self.file.close()
-        super().close()
-
-
-def _resolve(target: _Target, deadline: _Deadline) -> list[IPAddress]:
-    """Every address of the host, in the resolver's order (an IP literal is itself)."""
-    try:
-        return [ipaddress.ip_address(target.host)]
-    except ValueError:
-        pass
-    wait_s = deadline.wait_s()
-    lookup = _LOOKUPS.submit(socket.getaddrinfo, target.host, target.port, type=socket.SOCK_STREAM)
-    try:
-        infos = lookup.result(timeout=wait_s)
-    except LookupTimeout as exc:
-        lookup.cancel()  # when still queued
-        detail = f"{target.host}: no answer within {wait_s:.1f}s"
-        raise _Failure("dns", detail, transient=True) from exc
-    except (socket.gaierror, UnicodeError) as exc:
-        temporary = getattr(exc, "errno", None) == socket.EAI_AGAIN
-        raise _Failure("dns", f"{target.host}: {exc.args[-1]}", transient=temporary) from exc
-    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-    return list(dict.fromkeys(addresses))  # IPv4 and IPv6 answers repeat per protocol
-
-
-def _connect(addresses: Sequence[IPAddress], port: int, deadline: _Deadline) -> socket.socket:
-    """A TCP connection to the first of the vetted addresses that answers."""
-    error: OSError = OSError("no address")
-    for ip in addresses:
-        try:
-            return socket.create_connection((str(ip), port), deadline.wait_s())
-        except OSError as exc:
-            error = exc
-    raise error
-
-
-def _redirect_url(url: str, location: str) -> str:
-    """Where a redirect leads; a relative Location is relative to the URL that sent it."""
-    try:
-        return urljoin(url, location)
-    except ValueError as exc:
-        raise _Failure("invalid_url", "unreadable redirect Location") from exc
-
-
-def _read_body(response: http.client.HTTPResponse, max_bytes: int) -> bytes:
-    declared = response.getheader("Content-Length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise _Failure("too_large", f"Content-Length {declared} > {max_bytes}")
-    chunks: list[bytes] = []
-    received = 0
-    # read1: what has arrived, up to a chunk, so the size check runs promptly
-    while chunk := response.read1(min(CHUNK_BYTES, max_bytes + 1 - received)):
-        received += len(chunk)
-        if received > max_bytes:
-            raise _Failure("too_large", f"over {max_bytes} bytes")
-        chunks.append(chunk)
-    if declared.isdigit() and received < int(declared):  # http.client does not check this
-        raise _Failure("connection", f"closed after {received} of {declared} bytes", transient=True)
-    return b"".join(chunks)
-
-
 def _check_image(data: bytes) -> bytes:
     if not data:
-        raise _Failure("empty", "zero-byte body")
+        raise Failure("empty", "zero-byte body")
     if sniff_image_format(data) is None:
         # Nothing the server sent goes into the detail: a local service's answer is its own.
-        raise _Failure("not_an_image", f"{len(data)} bytes without an image signature")
+        raise Failure("not_an_image", f"{len(data)} bytes without an image signature")
     return data
+
+
+# --- retries, and turns at a busy host ------------------------------------------------
 
 
 def retry_delay(attempt: int, retry_after: str | None, config: FetchConfig) -> float:
@@ -491,39 +225,6 @@ def _seconds_until(retry_after: str) -> float:
         return 0.0  # unreadable: the backoff decides
 
 
-# --- manners ------------------------------------------------------------------------------
-
-
-def agent_token(user_agent: str) -> str:
-    """The product token of a User-Agent, lowercased: "conceptual/0.1 (...)" -> "conceptual"."""
-    product = user_agent.split(maxsplit=1)[0] if user_agent.strip() else ""
-    return product.split("/", 1)[0].lower()
-
-
-def opt_out_directive(
-    header_values: Sequence[str], agent: str, directives: Sequence[str]
-) -> str | None:
-    """The first of `directives` that the X-Robots-Tag header values (one per header) give
-    every agent or `agent` (a lowercased product token), as "noai" or "agent: noai"; None
-    when there is none. In a value, directives are separated by commas or semicolons, and
-    "name: d1, d2" gives the directives after the name to that agent only, up to the next
-    name ("otherbot: noindex, conceptual: noai"). `none` is Google's `noindex, nofollow`,
-    so it opts out wherever `noindex` does."""
-    wanted = {directive.strip().lower() for directive in directives}
-    for value in header_values:
-        scope: str | None = None  # a bare directive is for every agent
-        for item in re.split(r"[,;]", value):
-            name, colon, rest = item.partition(":")
-            name = name.strip().lower()
-            if colon and name not in VALUED_DIRECTIVES:
-                scope, item = name, rest
-            directive = item.strip().lower()
-            meant = {"noindex", "nofollow"} if directive == "none" else {directive}
-            if meant & wanted and scope in (None, agent):
-                return directive if scope is None else f"{scope}: {directive}"
-    return None
-
-
 class _HostSlots:
     """At most `limit` holders per host at once. A thread holds one slot at a time and
     never waits while holding one, and every holder lets go within its attempt's deadline,
@@ -535,7 +236,7 @@ class _HostSlots:
         self.freed = threading.Condition()
 
     @contextmanager
-    def hold(self, host: str, deadline: _Deadline) -> Iterator[None]:
+    def hold(self, host: str, deadline: Deadline) -> Iterator[None]:
         started = time.monotonic()
         with self.freed:
             while self.busy[host] >= self.limit:
@@ -559,15 +260,15 @@ def slot_key(addresses: Sequence[IPAddress]) -> str:
     """The server `per_host` counts requests to: the address a host resolved to first, IPv4
     hidden in IPv6 unwrapped and IPv6's loopback as IPv4's (`localhost`, `127.0.0.1` and
     `[::ffff:127.0.0.1]` are one server, not three)."""
-    ip = _embedded_ipv4(addresses[0])
+    ip = embedded_ipv4(addresses[0])
     return "127.0.0.1" if ip == IPV6_LOOPBACK else str(ip)
 
 
 def _host_of(url: str | None) -> str | None:
     """The host a URL's first request goes to, as the slots count it; None when unusable."""
     try:
-        return _parse(url).host
-    except _Failure:
+        return parse_url(url).host
+    except Failure:
         return None
 
 
@@ -651,82 +352,57 @@ class Fetcher:
                 return Fetched(None, outcome.rejection, final_url, attempt)
             time.sleep(retry_delay(attempt, outcome.retry_after, self.config))
 
-    def _follow(self, url: str | None) -> tuple[str | None, bytes | _Failure]:
+    def _follow(self, url: str | None) -> tuple[str | None, bytes | Failure]:
         """One attempt: follow the redirect chain to an image or a failure, with its last URL."""
-        deadline = _Deadline(self.config.timeout_s, self.config.total_timeout_s)
+        deadline = Deadline(self.config.timeout_s, self.config.total_timeout_s)
         try:
             for _ in range(self.config.max_redirects + 1):
                 location, body = self._request(url, deadline)
                 if location is None:
                     return url, body
-                url = _redirect_url(url, location)
-        except _Failure as failure:
+                url = redirect_url(url, location)
+        except Failure as failure:
             return url, failure
-        return url, _Failure("too_many_redirects", f"over {self.config.max_redirects} redirects")
+        return url, Failure("too_many_redirects", f"over {self.config.max_redirects} redirects")
 
-    def _request(self, url: str | None, deadline: _Deadline) -> tuple[str | None, bytes]:
+    def _request(self, url: str | None, deadline: Deadline) -> tuple[str | None, bytes]:
         """One hop: (the redirect's Location, b"") or (None, the image's bytes)."""
-        target = _parse(url)
+        target = parse_url(url)
         refusal = self.policy.port_refusal(target.host, target.port)
         if refusal:
-            raise _Failure(refusal.reason, refusal.detail)
+            raise Failure(refusal.reason, refusal.detail)
         try:
-            addresses = _resolve(target, deadline)
+            addresses = resolve(target, deadline)
         except TimeoutError as exc:  # the attempt's time ran out before this hop
             raise deadline.timed_out(f"resolving {target.host}") from exc
         refusal = self.policy.refusal(target.host, addresses)
         if refusal:
-            raise _Failure(refusal.reason, refusal.detail)
+            raise Failure(refusal.reason, refusal.detail)
         with self.slots.hold(slot_key(addresses), deadline):
             return self._connect_and_exchange(target, addresses, deadline)
 
     def _connect_and_exchange(
-        self, target: _Target, addresses: Sequence[IPAddress], deadline: _Deadline
+        self, target: Target, addresses: Sequence[IPAddress], deadline: Deadline
     ) -> tuple[str | None, bytes]:
         try:
-            connection = self._open(target, addresses, deadline)
+            connection = open_connection(target, addresses, deadline, self.tls)
         except TimeoutError as exc:
             raise deadline.timed_out(f"connecting to {target.host}") from exc
         except ConnectionRefusedError as exc:
-            raise _Failure("connection", f"{target.host}: connection refused") from exc
+            raise Failure("connection", f"{target.host}: connection refused") from exc
         except OSError as exc:
-            raise _Failure(
-                "connection", f"{target.host}: {_describe(exc)}", transient=True
-            ) from exc
+            raise Failure("connection", f"{target.host}: {describe(exc)}", transient=True) from exc
         try:
             return self._exchange(connection, target)
         except TimeoutError as exc:
             raise deadline.timed_out(f"reading from {target.host}") from exc
         except (OSError, http.client.HTTPException) as exc:
-            raise _Failure(
-                "connection", f"{target.host}: {_describe(exc)}", transient=True
-            ) from exc
+            raise Failure("connection", f"{target.host}: {describe(exc)}", transient=True) from exc
         finally:
             connection.close()
 
-    def _open(
-        self, target: _Target, addresses: Sequence[IPAddress], deadline: _Deadline
-    ) -> http.client.HTTPConnection:
-        """A connection to a vetted address: http.client never resolves the host again,
-        because a connection given its socket does not connect by itself."""
-        sock = _connect(addresses, target.port, deadline)
-        if target.scheme == "http":
-            connection = http.client.HTTPConnection(target.host, target.port)
-        else:
-            try:
-                sock.settimeout(deadline.wait_s())
-                sock = self.tls.wrap_socket(sock, server_hostname=target.host)
-            except OSError as exc:
-                sock.close()
-                if isinstance(exc, ssl.SSLError):  # a failed handshake fails again: not transient
-                    raise _Failure("connection", f"{target.host}: TLS {exc.reason or exc}") from exc
-                raise
-            connection = http.client.HTTPSConnection(target.host, target.port)
-        connection.sock = _DeadlineSocket(sock, deadline)
-        return connection
-
     def _exchange(
-        self, connection: http.client.HTTPConnection, target: _Target
+        self, connection: http.client.HTTPConnection, target: Target
     ) -> tuple[str | None, bytes]:
         connection.request(
             "GET",
@@ -743,19 +419,14 @@ class Fetcher:
         if response.status in REDIRECT_STATUSES and response.getheader("Location"):
             return response.getheader("Location"), b""
         if response.status == 429 or response.status >= 500:
-            raise _Failure(
+            raise Failure(
                 "http_status", status, transient=True, retry_after=response.getheader("Retry-After")
             )
         if not 200 <= response.status < 300:
-            raise _Failure("http_status", status)
+            raise Failure("http_status", status)
         if self.config.respect_opt_out:  # before a byte of the body is read
             tags = response.msg.get_all("X-Robots-Tag") or []
             directive = opt_out_directive(tags, self.agent, self.config.opt_out_directives)
             if directive:
-                raise _Failure("opted_out", f"X-Robots-Tag: {directive}")
-        return None, _check_image(_read_body(response, self.config.max_bytes))
-
-
-def _describe(exc: BaseException) -> str:
-    """A short human description of a connection error."""
-    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+                raise Failure("opted_out", f"X-Robots-Tag: {directive}")
+        return None, _check_image(read_body(response, self.config.max_bytes))
