@@ -6,16 +6,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from conceptual.text.cleaning import clean_alt_text
 from conceptual.text.filters import (
     CHEAP_FILTERS,
     DOC_FILTERS,
     FILTER_NAMES,
     TextFilterConfig,
     TextFilters,
-    _read_lines,
-    _read_words,
-    clean_alt_text,
 )
+from conceptual.text.lexicons import read_lines, read_words
 
 
 @pytest.fixture(scope="module")
@@ -162,15 +161,15 @@ def test_names_with_foreign_function_words_stay_english(filters):
 
 def test_foreign_and_english_function_words_are_disjoint():
     # a word in both lists would vote both ways
-    assert not set(_read_words("foreign_function_words.txt")) & set(
-        _read_words("english_function_words.txt")
+    assert not set(read_words("foreign_function_words.txt")) & set(
+        read_words("english_function_words.txt")
     )
 
 
 def test_profanity_allowlist_only_names_listed_entries():
     # an entry better_profanity no longer lists would silently do nothing
-    listed = set(_read_lines("better_profanity", "profanity_wordlist.txt"))
-    allowed = {entry.replace("_", " ") for entry in _read_words("profanity_allowlist.txt")}
+    listed = set(read_lines("better_profanity", "profanity_wordlist.txt"))
+    allowed = {entry.replace("_", " ") for entry in read_words("profanity_allowlist.txt")}
     assert allowed <= listed
 
 
@@ -224,12 +223,12 @@ def test_syntactic_rules(filters, nlp, text, reason):
     ],
 )
 def test_clean_alt_text(raw, cleaned):
-    assert clean_alt_text(raw, TextFilterConfig()) == cleaned
+    assert clean_alt_text(raw, crop_boilerplate=True) == cleaned
 
 
 def test_cropping_can_be_turned_off():
     raw = "Stock Photo - A man riding a horse"
-    assert clean_alt_text(raw, TextFilterConfig(crop_boilerplate=False)) == raw
+    assert clean_alt_text(raw, crop_boilerplate=False) == raw
 
 
 def test_check_returns_the_cleaned_text(filters):
@@ -271,10 +270,9 @@ def test_long_hostile_input_is_linear(hostile):
 def test_crop_is_linear_on_whitespace_that_cleaning_keeps(space):
     # Cleaning collapses spaces and tabs but not these; the suffix crop once rescanned such a
     # run from each of its positions (18.7 s at 40k characters).
-    config = TextFilterConfig(max_chars=50_000)
     run = space * 40_000
-    assert clean_alt_text(f"A dog on a beach{run} - photo", config) == "A dog on a beach"
-    assert clean_alt_text(f"A dog{run}on a beach", config) == f"A dog{run}on a beach"
+    assert clean_alt_text(f"A dog on a beach{run} - photo", True) == "A dog on a beach"
+    assert clean_alt_text(f"A dog{run}on a beach", True) == f"A dog{run}on a beach"
 
 
 def test_surrogates_and_odd_characters_do_not_crash(filters):

@@ -6,10 +6,11 @@ recall like the paper: a good caption lost is cheap, a bad one kept is not.
     if rejection is None:
         rejection = filters.check_doc(nlp(cleaned))   # needs POS tags from spaCy
 
-`clean_alt_text` normalizes first (HTML entities, NFC, whitespace) and crops stock-photo
-boilerplate ("Stock Photo - A man riding a horse" -> "A man riding a horse"). `empty` (None,
-blank, or nothing left after cropping) and `too_long` (more than `max_chars` characters; input
-over 4x that is rejected before cleaning) always come first: they bound what the others see.
+`clean_alt_text` (text/cleaning.py) normalizes first (HTML entities, NFC, whitespace) and
+crops stock-photo boilerplate ("Stock Photo - A man riding a horse" -> "A man riding a
+horse"). `empty` (None, blank, or nothing left after cropping) and `too_long` (more than
+`max_chars` characters; input over 4x that is rejected before cleaning) always come first:
+they bound what the others see. The word lists the filters read are text/lexicons.py's.
 
 Every other filter is one method of TextFilters, registered by `@_cheap_filter` (`check`:
 regexes and word lists) or `@_doc_filter` (`check_doc`: the paper's syntactic rules, on the
@@ -27,12 +28,9 @@ out-of-vocabulary, so the funnel shows how much social-media text a crawl holds.
 
 from __future__ import annotations
 
-import html
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from importlib import resources
 from typing import NamedTuple
 
 from pydantic import field_validator
@@ -42,6 +40,8 @@ from wordfreq import get_frequency_dict
 from conceptual.config import Config
 from conceptual.records import Rejection
 from conceptual.text.bounds import BOUND_REASONS
+from conceptual.text.cleaning import clean_alt_text
+from conceptual.text.lexicons import WORD, profanity, read_words
 
 # The filters by reason, in the order they run; the decorators below fill them from the
 # methods of TextFilters (the lists of names are at the end of the module).
@@ -101,64 +101,6 @@ class TextFilterConfig(Config):
         if wrong:
             raise ValueError(f"cannot disable {wrong}: the filters that can be are {optional}")
         return names
-
-
-# --- cleaning --------------------------------------------------------------------------
-
-_STOCK = r"(?:photo(?:graph)?|image|picture|footage|illustration|vector)s?"
-# Phrases cropped at either end, with the separators around them.
-_CROP_PHRASES = "|".join(
-    [
-        r"click (?:here )?to enlarge(?: (?:picture|image|photo))?",
-        rf"(?:(?:free|hd|high[- ]res(?:olution)?) )?(?:royalty[- ]free )?stock {_STOCK}"
-        r"(?:,? (?:and|&) (?:images|pictures|photos))?",
-        rf"royalty[- ]free(?: {_STOCK})?",
-        r"(?:getty ?images|shutterstock|alamy|istock(?:photo)?|dreamstime|depositphotos|123rf"
-        rf"|adobe stock|bigstock(?:photo)?|pexels|unsplash|pixabay)(?: (?:stock )?{_STOCK})?",
-    ]
-)
-_SEPARATORS = r"[\s\-\u2013\u2014:|,.(\[/]"
-_CROP_PREFIX = re.compile(
-    rf"^(?:(?:{_CROP_PHRASES})(?:{_SEPARATORS}+|$)|(?:photo|image|picture|pic|img)\s*:\s*)",
-    re.IGNORECASE,
-)
-_CROP_SUFFIX = re.compile(
-    # Each (?<!...) starts a match only at the first character of a run of separators or
-    # whitespace: without it a long run ("- - - ...", or form feeds, which cleaning does not
-    # collapse) is rescanned from every position in it, quadratic time.
-    rf"(?:^|(?<!{_SEPARATORS}){_SEPARATORS}+)(?:{_CROP_PHRASES})[\s.)\]]*$"
-    # a credit in brackets at the end: "(Photo: Reuters)", "(Image courtesy of NASA)"
-    r"|(?<!\s)\s*[(\[](?:photo|image|picture|credit|source|courtesy)\b[^()\[\]]{0,80}[)\]]\.?$"
-    # a bare label after a dash or pipe: "A duck on a branch - photo"
-    r"|(?<!\s)\s*[-\u2013\u2014|]\s*(?:photo|image|picture|pic)s?\.?$",
-    re.IGNORECASE,
-)
-
-
-# Space, tab, CR, LF and Unicode spaces. Other separators (form feed, U+2028...) are left
-# for the control_characters filter.
-_WHITESPACE = re.compile(r"[ \t\n\r\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
-
-# Each round crops one prefix and one suffix; real alt-text needs one or two rounds, and a
-# bound keeps text made of nothing but boilerplate from costing quadratic time.
-_MAX_CROP_ROUNDS = 4
-
-
-def clean_alt_text(text: str, config: TextFilterConfig) -> str:
-    """Decode HTML entities once, NFC-normalize, collapse whitespace and crop boilerplate
-    prefixes and suffixes, repeatedly ("Stock Photo - A barn - Getty Images" crops twice).
-    Callers bound the length first; TextFilters.check does."""
-    if "&" in text:
-        text = html.unescape(text)
-    if not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
-    text = _WHITESPACE.sub(" ", text).strip(" ")
-    for _ in range(_MAX_CROP_ROUNDS if config.crop_boilerplate else 0):
-        cropped = _CROP_SUFFIX.sub("", _CROP_PREFIX.sub("", text, count=1), count=1).strip()
-        if cropped == text:
-            break
-        text = cropped
-    return text
 
 
 # --- patterns and word sets of the cheap filters ---------------------------------------
@@ -242,7 +184,6 @@ _GALLERY_LABEL = re.compile(
 _DANGLING_WORDS = frozenset({"a", "an", "the", "and", "or", "of"})
 _ELLIPSES = ("...", "\u2026")
 
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _FRAGMENT_SEPARATORS = re.compile(r"[,;|/\u2022\u00b7]")
 
 
@@ -257,18 +198,6 @@ def _is_latin(char: str) -> bool:
     code = ord(char)
     # Basic Latin to Latin Extended-B, and Latin Extended Additional (Vietnamese).
     return code < 0x250 or 0x1E00 <= code <= 0x1EFF
-
-
-def _read_lines(package: str, *path: str) -> list[str]:
-    """Lowercase lines of a list shipped in a package, without `#` comments and blanks."""
-    text = resources.files(package).joinpath(*path).read_text(encoding="utf-8")
-    lines = (line.split("#")[0].strip().lower() for line in text.splitlines())
-    return [line for line in lines if line]
-
-
-def _read_words(name: str) -> list[str]:
-    """Whitespace-separated entries of a list in conceptual/text/data."""
-    return [word for line in _read_lines("conceptual.text", "data", name) for word in line.split()]
 
 
 def _nouns(tokens: list) -> int:
@@ -302,31 +231,14 @@ class TextFilters:
             if name not in disabled
         ]
 
-        self._english_function_words = frozenset(_read_words("english_function_words.txt"))
-        self._foreign_function_words = frozenset(_read_words("foreign_function_words.txt"))
-        self._adult_words = frozenset(_read_words("adult_terms.txt"))
-        self._profane_words, self._profane_phrases = self._load_profanity()
+        self._english_function_words = frozenset(read_words("english_function_words.txt"))
+        self._foreign_function_words = frozenset(read_words("foreign_function_words.txt"))
+        self._adult_words = frozenset(read_words("adult_terms.txt"))
+        self._profane_words, self._profane_phrases = profanity()
         # wordfreq's English list maps a word to its frequency; zipf = log10(frequency) + 9.
         self._english_frequency = get_frequency_dict("en")
         self._min_frequency = 10 ** (self.config.min_word_zipf - 9)
         self._sentiment_analyzer = SentimentIntensityAnalyzer()
-
-    @staticmethod
-    def _load_profanity() -> tuple[frozenset[str], dict[str, list[tuple[str, ...]]]]:
-        """better_profanity's word list, less our allowlist, split into single words and
-        phrases keyed by their first word ("blow job", "ass-fucker" -> ass, fucker). Its own
-        matcher takes milliseconds per text; set lookups take microseconds."""
-        allowed = {entry.replace("_", " ") for entry in _read_words("profanity_allowlist.txt")}
-        entries = {
-            tuple(_WORD.findall(entry))
-            for entry in _read_lines("better_profanity", "profanity_wordlist.txt")
-            if entry not in allowed
-        }
-        words = frozenset(entry[0] for entry in entries if len(entry) == 1)
-        phrases: dict[str, list[tuple[str, ...]]] = {}
-        for entry in sorted(entry for entry in entries if len(entry) > 1):
-            phrases.setdefault(entry[0], []).append(entry)
-        return words, phrases
 
     # --- public API --------------------------------------------------------------------
 
@@ -342,13 +254,13 @@ class TextFilters:
             return TextCheck(
                 "", Rejection("too_long", f"{len(alt_text)} characters before cleaning")
             )
-        text = clean_alt_text(alt_text, self.config)
+        text = clean_alt_text(alt_text, self.config.crop_boilerplate)
         if not text:
             return TextCheck(text, Rejection("empty", "nothing left after cropping boilerplate"))
         if len(text) > max_chars:
             return TextCheck(text, Rejection("too_long", f"{len(text)} characters > {max_chars}"))
 
-        words = _WORD.findall(text)
+        words = WORD.findall(text)
         lowered = [word.lower() for word in words]
         for name, rule in self._rules:
             if names_later and name == "out_of_vocabulary":
@@ -364,7 +276,7 @@ class TextFilters:
     def rare_names(self, text: str) -> set[str]:
         """The capitalized words after the first of a cleaned text that out_of_vocabulary
         rejects, lowercased: what `check(..., names_later=True)` left to its caller."""
-        words = (word.lower() for word in _WORD.findall(text)[1:] if word[0].isupper())
+        words = (word.lower() for word in WORD.findall(text)[1:] if word[0].isupper())
         return {word for word in words if self._is_rare(word)}
 
     def check_doc(self, doc) -> Rejection | None:
@@ -520,7 +432,7 @@ class TextFilters:
             return f"{len(words)} words and no function word"
         if function_words < self.config.keyword_max_function_share * len(words):
             pieces = _FRAGMENT_SEPARATORS.split(text)
-            fragments = sum(1 for piece in pieces if _WORD.search(piece))
+            fragments = sum(1 for piece in pieces if WORD.search(piece))
             if fragments >= self.config.keyword_min_fragments:
                 return f"{fragments} fragments, {function_words} function words"
         return None
