@@ -14,7 +14,8 @@ count judges one candidate alone, so the kept set is the same in either order, a
 order chosen means no image is downloaded for a caption the transformation would reject.
 A candidate failing several rules is counted at the first stage that saw it. The stages,
 their reasons, settings, operators and resources are listed once, in `steps` below
-(pipelines/steps.py: Stage, Step); STAGES and the funnel follow from that list.
+(records.Stage, pipelines/steps.py's Step); STAGES and the funnel follow from that list.
+The settings are pipelines/curation_config.py's.
 
 Rejected candidates travel with the kept ones, marked with stage/reason/detail, so the two
 outputs are a partition of the input by construction; the written files are counted again
@@ -33,19 +34,16 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import ray
 import ray.data
-from pydantic import model_validator
 
 from conceptual import errors, funnel, lineage, storage, tracking
-from conceptual.candidates import FORMATS, READ_REASONS, READ_STAGE
-from conceptual.config import Config
-from conceptual.errors import INTERNAL_ERROR, ErrorsConfig
+from conceptual.candidates import READ_REASONS, READ_STAGE
+from conceptual.errors import INTERNAL_ERROR
 from conceptual.funnel import tally
-from conceptual.harvest import HarvestRules
-from conceptual.limits import BYTES_PER_PIXEL, LimitsConfig, over_budget
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_operators import (
     FETCH_STAGE,
@@ -60,7 +58,6 @@ from conceptual.pipelines.readers import read_candidates
 from conceptual.pipelines.released import (
     CAPTION_REASONS,
     RESIZE_STAGE,
-    ReleasedConfig,
     released_captions,
     resize_images,
 )
@@ -79,7 +76,7 @@ from conceptual.pipelines.rows import (
     rare_concepts,
     write_outcomes,
 )
-from conceptual.pipelines.shards import WebDatasetConfig, write_shards
+from conceptual.pipelines.shards import write_shards
 from conceptual.pipelines.steps import (
     GlobalStep,
     Step,
@@ -89,7 +86,6 @@ from conceptual.pipelines.steps import (
     run_steps,
 )
 from conceptual.records import Stage
-from conceptual.splits import SplitConfig
 from conceptual.storage import SUCCESS
 from conceptual.text.bounds import TEXT_STAGE
 from conceptual.text.curate import (
@@ -98,135 +94,10 @@ from conceptual.text.curate import (
     SYNTAX_REASONS,
     SYNTAX_STAGE,
     TEXT_REASONS,
-    TextCurationConfig,
 )
-from conceptual.vision.cnn import CnnConfig
-from conceptual.vision.fetch import FETCH_REASONS, FetchConfig
-from conceptual.vision.images import IMAGE_REASONS, ImageFilterConfig
-from conceptual.vision.labels import OVERLAP_REASONS, LabelSourceConfig, OverlapConfig
-
-
-class EntityFrequencyConfig(Config):
-    """Spec §5: keep a caption only if every concept it mentions occurs more than
-    `more_than` times among all captions that reached this stage (the paper: 100)."""
-
-    enabled: bool = True
-    more_than: int = 100
-
-
-class DedupConfig(Config):
-    """Exact duplicates are kept once, the first in input order: the same image URL, and
-    (when the images are fetched) the same image bytes under another URL."""
-
-    by_url: bool = True
-    by_image: bool = True
-    # Keys (24 bytes each) compared in one table in the driver; more are hash-partitioned
-    # across the cluster first, which costs seconds of fixed overhead but no process
-    # holds them all.
-    keys_per_partition: int = 262_144
-
-
-class ResourcesConfig(Config):
-    """How the stages run; the executor decides placement."""
-
-    nlp_actors: int | None = None  # None: as many as the cluster has CPUs for
-    cpus_per_actor: float = 1.0
-    # Candidates per call of an NLP actor. Each call's output is one block of the passes
-    # after it, which pay per block: 512 cost a million candidates 7 s more than 2,048.
-    batch_size: int = 2048
-    # Bytes of input per read task and block: the unit the NLP actors balance over.
-    range_bytes: int = 1 << 20
-    fetch_tasks: int = 4  # concurrent fetch tasks, each with fetch.threads connections
-    fetch_batch_size: int = 256
-    vision_actors: int | None = None  # None: one per GPU when the cluster has GPUs, else per CPU
-    vision_batch_size: int = 32  # images per call of a vision actor
-    # Candidates per task in the light passes after those stages (the entity-frequency
-    # count and rule, the writes, the tallies). A task per input block cost more in
-    # scheduling than these passes do work. None: 16384, or 512 when rows carry images.
-    pass_batch_size: int | None = None
-
-    def rows_per_pass_task(self, with_images: bool) -> int:
-        return self.pass_batch_size or (512 if with_images else 16384)
-
-
-class CurationConfig(Config):
-    input_format: Literal[FORMATS] = "auto"  # type: ignore[valid-type]
-    # Web archives as input (WARC, WAT) are harvested first, by these rules, into
-    # OUTPUT/harvest/ (pipelines/harvest.py); the candidates they give are the input.
-    harvest: HarvestRules = HarvestRules()
-    # False: the text stages only (caption corpora without images); curated records then
-    # carry no image, and the split hashes the image URL.
-    with_images: bool = True
-    # "released": the alt-texts are captions already (the released Conceptual Captions,
-    # conceptual.jobs.import_conceptual), kept exactly as they are in place of the text
-    # stages, with their split (`released`; pipelines/released.py).
-    captions: Literal["curated", "released"] = "curated"
-    released: ReleasedConfig = ReleasedConfig()
-    text: TextCurationConfig = TextCurationConfig()
-    fetch: FetchConfig = FetchConfig()
-    image: ImageFilterConfig = ImageFilterConfig()
-    overlap: OverlapConfig = OverlapConfig()
-    # The labels the overlap rule matches: the classifier's, or those the rows bring
-    # (`dataset`: the released `labeled` config's; no classifier is loaded then).
-    labels: LabelSourceConfig = LabelSourceConfig()
-    cnn: CnnConfig = CnnConfig()
-    dedup: DedupConfig = DedupConfig()
-    entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig()
-    split: SplitConfig = SplitConfig()
-    errors: ErrorsConfig = ErrorsConfig()
-    # A killed run started again with the same command goes on where it stopped
-    # (pipelines/journal.py); false starts over.
-    resume: bool = True
-    webdataset: WebDatasetConfig = WebDatasetConfig()
-    resources: ResourcesConfig = ResourcesConfig()
-    # The most bytes one candidate may take in a worker (conceptual/limits.py).
-    limits: LimitsConfig = LimitsConfig()
-    samples: int = 50  # before/after pairs logged to MLflow
-    experiment: str = "curation"
-
-    @model_validator(mode="after")
-    def _shards_need_images(self) -> CurationConfig:
-        if self.webdataset.enabled and not self.with_images:
-            raise ValueError("webdataset shards hold images: they need with_images=true")
-        return self
-
-    @model_validator(mode="after")
-    def _within_the_row_budget(self) -> CurationConfig:
-        pixels = self.image.max_pixels * BYTES_PER_PIXEL
-        problem = over_budget(
-            self.limits.row_bytes,
-            **{"fetch.max_bytes": self.fetch.max_bytes, "image.max_pixels": pixels},
-        )
-        if problem:
-            raise ValueError(problem)
-        return self
-
-
-class ImportConceptualConfig(CurationConfig):
-    """conceptual.jobs.import_conceptual's settings: the curation's, with the defaults of an
-    import of the released dataset (configs/import_conceptual.yaml).
-
-    The released pairs passed the paper's filters, its image&text rule with Google's own
-    labels among them; the rule run again with another classifier's labels would drop pairs
-    for that classifier's misses, not the captions', so it is off (on, it can match the
-    `labeled` config's own labels: labels.source=dataset). The entity-frequency rule counts
-    the concepts of a parse that released captions never get: off. Exact duplicates (one
-    image URL on several rows, one photo under several URLs) are kept once, as in a
-    curation: a model trained on the import should not see one photo twice. The image
-    filters stay on, since the web has changed since the
-    release: what a URL serves now may be a placeholder, a thumbnail, an HTML page or
-    broken. They tell that by the paper's thresholds (JPEG, both sides > 400 px, decodable,
-    safe), all but the aspect ratio: a photo's shape was the paper's choice among the crawl,
-    made before the release and not a sign of a gone image (image.max_aspect=2 makes it
-    again). A local mirror of the images (127.0.0.1, any port) may be fetched; every other
-    private address stays refused."""
-
-    captions: Literal["curated", "released"] = "released"
-    fetch: FetchConfig = FetchConfig(allow_hosts=["127.0.0.1", "::1", "localhost"])
-    image: ImageFilterConfig = ImageFilterConfig(max_aspect=float("inf"))
-    overlap: OverlapConfig = OverlapConfig(enabled=False)
-    entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig(enabled=False)
-
+from conceptual.vision.fetch import FETCH_REASONS
+from conceptual.vision.images import IMAGE_REASONS
+from conceptual.vision.labels import OVERLAP_REASONS
 
 # --- the stages --------------------------------------------------------------------------
 

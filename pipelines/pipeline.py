@@ -66,7 +66,8 @@ from conceptual.pipelines import (
     training,
 )
 from conceptual.pipelines.build_index import BuildIndexConfig
-from conceptual.pipelines.curation import CurationConfig, where_it_went
+from conceptual.pipelines.curation import where_it_went
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.speech import SpeechConfig

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from conceptual.pipelines.curation import CurationConfig, curate
+from conceptual.pipelines.curation import curate
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.runtime import init_ray
 from conceptual_demo.corpus import generate_candidates, write_candidates
 

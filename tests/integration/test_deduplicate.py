@@ -12,7 +12,8 @@ import ray.data
 from curated_rows import outputs
 
 from conceptual.config import load
-from conceptual.pipelines.curation import CurationConfig, curate
+from conceptual.pipelines.curation import curate
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.rows import (
     Positions,
     duplicate_keys,

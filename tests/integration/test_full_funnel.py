@@ -15,7 +15,8 @@ from PIL import Image
 from conceptual import lineage_chain, storage
 from conceptual.config import load
 from conceptual.importers import csv_pairs, write_import
-from conceptual.pipelines.curation import STAGES, CurationConfig, run
+from conceptual.pipelines.curation import STAGES, run
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.features import run as features_job
 from conceptual.storage import SUCCESS

@@ -20,6 +20,7 @@ from conceptual import storage
 from conceptual.config import load
 from conceptual.pipelines import curation
 from conceptual.pipelines import harvest as harvesting
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual_demo.server import serve_directory
 
 pytestmark = [pytest.mark.integration, pytest.mark.realdata]
@@ -141,7 +142,7 @@ def test_curate_accounts_for_every_harvested_candidate(crawl, harvested):
     tmp = crawl["tmp"]
     candidates = {r["id"]: r for r in rows_under(tmp / "from-warc" / "candidates")}
     config = load(
-        curation.CurationConfig,
+        CurationConfig,
         overrides=["fetch.allow_hosts=[127.0.0.1]", "entity_frequency.more_than=0"],
     )
     stats, _ = curation.run(str(tmp / "from-warc" / "candidates"), str(tmp / "curated"), config)
@@ -158,7 +159,7 @@ def test_curate_harvests_web_archives_first(crawl):
     """`curate --input crawl.warc.gz`: the harvest as its first step, into OUTPUT/harvest/,
     its funnel at the top of the curation's stats."""
     tmp = crawl["tmp"]
-    config = load(curation.CurationConfig, overrides=["with_images=false", "entity_frequency.enabled=false"])  # fmt: skip
+    config = load(CurationConfig, overrides=["with_images=false", "entity_frequency.enabled=false"])  # fmt: skip
     stats, _ = curation.run([str(tmp / "crawl.warc.gz")], str(tmp / "direct"), config)
     harvested = stats["harvest"]["images"]["harvested"]
     assert harvested == len(crawl["captioned"]) == stats["input"]

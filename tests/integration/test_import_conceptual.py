@@ -196,7 +196,7 @@ def test_labeled_overlap_uses_the_dataset_s_labels(labeled, release):
 def test_the_reader_gives_each_file_s_rows_its_split(ray_local, release):
     """A folder holding both splits: the rows of each file carry its split (the import
     passes `splits` to the reader when no one split holds for the whole input)."""
-    from conceptual.pipelines.curation import ResourcesConfig
+    from conceptual.pipelines.curation_config import ResourcesConfig
     from conceptual.pipelines.readers import read_candidates
 
     rows, base, tmp = release

@@ -13,7 +13,8 @@ from curated_rows import outputs, own_files, scores_rounded
 from conceptual import storage
 from conceptual.config import load
 from conceptual.pipelines import journal as journaling
-from conceptual.pipelines.curation import CurationConfig, curate
+from conceptual.pipelines.curation import curate
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual_demo.corpus import generate_candidates, write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
 from conceptual_demo.server import serve_directory

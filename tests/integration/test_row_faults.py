@@ -19,7 +19,8 @@ from conceptual import storage
 from conceptual.config import load
 from conceptual.errors import INTERNAL_ERROR, TooManyErrors
 from conceptual.pipelines import curation
-from conceptual.pipelines.curation import CurationConfig, curate, run
+from conceptual.pipelines.curation import curate, run
+from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.image_operators import fetch_images
 from conceptual_demo.corpus import generate_candidates, write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides

@@ -13,9 +13,9 @@ from conceptual.families import FAMILIES, resolve
 CONFIG_FILES = {
     "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
     "harvest.yaml": "conceptual.pipelines.harvest:HarvestConfig",
-    "curation.yaml": "conceptual.pipelines.curation:CurationConfig",
+    "curation.yaml": "conceptual.pipelines.curation_config:CurationConfig",
     "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
-    "import_conceptual.yaml": "conceptual.pipelines.curation:ImportConceptualConfig",
+    "import_conceptual.yaml": "conceptual.pipelines.curation_config:ImportConceptualConfig",
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
     "publish_dataset.yaml": "conceptual.publishing:PublishConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",

@@ -17,13 +17,8 @@ import pytest
 from PIL import Image
 
 from conceptual.candidates import candidate, dataset_labels, split_of_name
-from conceptual.pipelines.curation import (
-    CurationConfig,
-    ImportConceptualConfig,
-    per_candidate_steps,
-    stages,
-    steps,
-)
+from conceptual.pipelines.curation import per_candidate_steps, stages, steps
+from conceptual.pipelines.curation_config import CurationConfig, ImportConceptualConfig
 from conceptual.pipelines.readers import _parquet_candidates, _read_ranges, plan_ranges
 from conceptual.pipelines.released import (
     CAPTION_REASONS,

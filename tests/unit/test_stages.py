@@ -9,14 +9,8 @@ import pytest
 
 from conceptual.candidates import READ_REASONS
 from conceptual.pipelines import curation
-from conceptual.pipelines.curation import (
-    READ_COLUMNS,
-    STAGES,
-    CurationConfig,
-    ImportConceptualConfig,
-    nothing_kept_hint,
-    steps,
-)
+from conceptual.pipelines.curation import READ_COLUMNS, STAGES, nothing_kept_hint, steps
+from conceptual.pipelines.curation_config import CurationConfig, ImportConceptualConfig
 from conceptual.pipelines.rows import table
 from conceptual.pipelines.steps import GlobalStep, checked, per_candidate
 from conceptual.records import IN_FLIGHT, PROCESSED
