@@ -1,0 +1,171 @@
+"""The tree's shape, as docs/architecture.md draws it: no import cycles among the platform's
+modules, the core importing no pipeline, job or service, and no file too long to read.
+
+Imports are read from the source (`ast`), at module level and inside functions alike (a
+lazy import is a dependency too, only a later one), `if TYPE_CHECKING:` ones included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Where each package's source lives (pyproject.toml, [tool.setuptools] package-dir).
+PACKAGE_DIRS = {
+    "conceptual": "platform/conceptual",
+    "conceptual.pipelines": "pipelines",
+    "conceptual.jobs": "jobs",
+    "conceptual.serve": "serve",
+}
+OUTER_LAYERS = ("conceptual.pipelines", "conceptual.jobs", "conceptual.serve")
+MAX_LINES = 600
+
+
+def source_files() -> dict[str, Path]:
+    """Every module by its import name."""
+    modules = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = path.relative_to(REPO / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join((package, *parts))] = path
+    return modules
+
+
+MODULES = source_files()
+
+
+def imported(module: str, path: Path) -> set[str]:
+    """The platform's modules that `module` imports, and the packages they are in: `from x
+    import y` is module x.y when that is a module, x otherwise."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            names = [name if name in MODULES else base for name in names]
+        else:
+            continue
+        for name in names:
+            # Importing a module runs its packages' __init__ first (but for the importer's own).
+            parts = name.split(".")
+            found.update(
+                outer
+                for outer in (".".join(parts[:n]) for n in range(1, len(parts) + 1))
+                if outer in MODULES and not f"{module}.".startswith(f"{outer}.")
+            )
+    return found
+
+
+GRAPH = {module: imported(module, path) for module, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected component of more than one module
+    (Tarjan's algorithm), as the modules in import order, the first repeated at the end."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_in(graph, component) for component in components]
+
+
+def _cycle_in(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest way from the component's first module back to itself."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & component):
+                if nxt == start:
+                    return [*paths[node], start]
+                if nxt not in paths:
+                    paths[nxt] = [*paths[node], nxt]
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle in {component}")
+
+
+def test_the_graph_sees_every_package():
+    assert {"conceptual", "conceptual.pipelines.curation", "conceptual.jobs.curate"} <= set(GRAPH)
+    assert "conceptual.serve.app" in GRAPH
+    # a submodule named in `from package import submodule` is that module
+    assert "conceptual.text.hypernymize.registry" in GRAPH["conceptual.text.hypernymize.sentences"]
+
+
+def test_cycles_are_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_no_import_cycles():
+    found = [" -> ".join(cycle) for cycle in cycles(GRAPH)]
+    assert not found, "import cycles:\n" + "\n".join(found)
+
+
+def test_the_core_imports_no_pipeline_job_or_service():
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in sorted(GRAPH.items())
+        if not module.startswith(OUTER_LAYERS)
+        for target in sorted(targets)
+        if target.startswith(OUTER_LAYERS)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_pipelines_import_no_job_or_service():
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in sorted(GRAPH.items())
+        if module.startswith("conceptual.pipelines")
+        for target in sorted(targets)
+        if target.startswith(("conceptual.jobs", "conceptual.serve"))
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("folder", ["platform", "pipelines", "jobs", "serve"])
+def test_no_file_is_over_600_lines(folder):
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"files over {MAX_LINES} lines (split them by responsibility): {long}"
