@@ -17,7 +17,9 @@ fluency=only|rejection|weighted lets the translations' fluency scores steer trai
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
+from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_training_arguments, location
 from conceptual.jobs.runner import job_main, run_training_job
 
@@ -27,17 +29,22 @@ def add_data(parser: JobParser) -> None:
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
 
 
-@job_main
-def main(argv: list[str] | None = None) -> int:
-    parser = JobParser("train_captioner", __doc__, keys="train_captioner.yaml")
-    add_data(parser)
-    add_training_arguments(
-        parser, "captioner, captioner-zh for language=zh", "model.architecture=rnn epochs=20"
-    )
-    args = parser.parse_args(argv)
-    from conceptual.pipelines.train_captioner import RECIPE
+def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
+    """The job `name` of `family` (conceptual.families): its `main`."""
 
-    return run_training_job(args, RECIPE, args.features)
+    @job_main
+    def main(argv: list[str] | None = None) -> int:
+        parser = JobParser(name, __doc__, keys=family.config_file)
+        add_data(parser)
+        add_training_arguments(parser, family.registers, "model.architecture=rnn epochs=20")
+        args = parser.parse_args(argv)
+
+        return run_training_job(args, family.resolve_recipe(), args.features)
+
+    return main
+
+
+main = job(FAMILIES["captioner"], "train_captioner")
 
 
 if __name__ == "__main__":

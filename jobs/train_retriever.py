@@ -22,7 +22,9 @@ init=URI (the whole model), init.image=URI, init.speech=URI, init.text=URI (one 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
+from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_training_arguments, location
 from conceptual.jobs.runner import job_main, run_training_job
 
@@ -41,15 +43,24 @@ def add_data(parser: JobParser) -> None:
     )
 
 
-@job_main
-def main(argv: list[str] | None = None) -> int:
-    parser = JobParser("train_retriever", __doc__, keys="train_retriever.yaml")
-    add_data(parser)
-    add_training_arguments(parser, "retriever-<modality>", "modality=text loss=triplet epochs=4")
-    args = parser.parse_args(argv)
-    from conceptual.pipelines.train_retriever import RECIPE
+def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
+    """The job `name` of `family` (conceptual.families): its `main`."""
 
-    return run_training_job(args, RECIPE, args.features, args.speech, args.teacher_speech)
+    @job_main
+    def main(argv: list[str] | None = None) -> int:
+        parser = JobParser(name, __doc__, keys=family.config_file)
+        add_data(parser)
+        add_training_arguments(parser, family.registers, "modality=text loss=triplet epochs=4")
+        args = parser.parse_args(argv)
+
+        return run_training_job(
+            args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
+        )
+
+    return main
+
+
+main = job(FAMILIES["retriever"], "train_retriever")
 
 
 if __name__ == "__main__":

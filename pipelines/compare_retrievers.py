@@ -27,6 +27,7 @@ from conceptual.pipelines.comparison import Comparison, Trained, parse_variants,
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig, directions, evaluate
 from conceptual.pipelines.train_retriever import RECIPE, RetrieverTrainConfig
+from conceptual.pipelines.training import Recipe
 
 P_VS_BEST = f"{SELECT_BY}.p_vs_best"
 
@@ -41,10 +42,13 @@ def compare(
     evaluation: EvalConfig,
     register: str = "none",
     teacher_speech: Sequence[str] = (),
+    recipe: Recipe = RECIPE,
+    stage: str = "compare_retrievers",
 ) -> dict[str, Any]:
     """Train and evaluate every variant (pipelines/comparison.py); register none, the best by
     held-out mean R@10, or all (the champion rule judges each); `teacher_speech` as
-    train_retriever's. Returns `run_id` and `rows`, best first."""
+    train_retriever's; `recipe` and `stage`: another family's that trains dual encoders (the
+    contrastive family's). Returns `run_id` and `rows`, best first."""
     parsed = parse_variants(variants, config, [features_uri, speech_uri, list(teacher_speech)])
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
 
@@ -53,8 +57,8 @@ def compare(
         return scored["metrics"], scored["resampled"], scored
 
     how = Comparison(
-        recipe=RECIPE,
-        stage="compare_retrievers",
+        recipe=recipe,
+        stage=stage,
         metric=SELECT_BY,
         score=score,
         row=comparison_row,

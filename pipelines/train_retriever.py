@@ -150,7 +150,9 @@ class DistillConfig(Config):
 
 class RetrieverTrainConfig(training.TrainingConfig):
     modality: Modality = "speech"
-    loss: Literal["mms", "triplet"] = "mms"
+    # mms; triplet (the baseline); infonce (CLIP's, over the scaled cosine scores: the
+    # contrastive family's, pipelines/train_contrastive.py)
+    loss: Literal["mms", "triplet", "infonce"] = "mms"
     model: RetrieverSettings = RetrieverSettings()
     audio: AudioFeatureConfig = AudioFeatureConfig()  # speech: MFCCs, crop length, SpecAugment
     augment: SpeechAugmentConfig = SpeechAugmentConfig()  # speech: speed, room, noise (off)
@@ -386,18 +388,20 @@ def tower_weights(
 
 
 def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
-    """Keys of the other modality's tower, and of the photos when the CNN is not fine-tuned
-    (not logged as this run's params)."""
-    photos = ()
+    """Keys of the other modality's tower, of the photos when the CNN is not fine-tuned and of
+    the margin under InfoNCE (not logged as this run's params)."""
+    unused = ()
     if config.model.image_backbone == "features":
-        photos = (
+        unused = (
             "model.image_size",
             "model.image_init",
             *(f"image.{key}" for key in PhotoAugmentConfig.model_fields),
         )
+    if config.loss == "infonce":  # no margin: the learned scale sets the softmax's sharpness
+        unused = (*unused, *(f"margin.{key}" for key in MarginConfig.model_fields))
     if config.modality == "speech":
         text = ("text_architecture", "text_d_model", "text_layers", "text_heads", "max_tokens")
-        return tuple(f"model.{key}" for key in text) + ("min_count", "init.text", *photos)
+        return tuple(f"model.{key}" for key in text) + ("min_count", "init.text", *unused)
     return (
         "init.speech",
         "teacher",
@@ -413,7 +417,7 @@ def unused_keys(config: RetrieverTrainConfig) -> tuple[str, ...]:
         "audio.time_mask",
         "audio.cmvn",
         *(f"augment.{key}" for key in SpeechAugmentConfig.model_fields),
-        *photos,
+        *unused,
     )
 
 

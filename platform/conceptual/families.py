@@ -48,8 +48,9 @@ class Family:
     saved: str  # "module:Class", the models.saving.Saved class that loads that kind
     recipe: str  # "module:RECIPE", its pipelines.training.Recipe
     config_file: str  # configs/<config_file>: every key of the recipe's config, its default
-    # Job name -> "module:factory"; factory(family) is the job's `main`. A job with a file
-    # of its own (jobs/<name>.py) is that file; the others are built from the factory.
+    registers: str  # the registered model(s) its versions join, as its jobs' help says
+    # Job name -> "module:factory"; factory(family, name) is the job's `main`. A job with a
+    # file of its own (jobs/<name>.py) is that file; the others are built from the factory.
     jobs: Mapping[str, str] = field(default_factory=dict)
     search: tuple[Search, ...] = ()  # its champions served for search, if any
 
@@ -72,6 +73,7 @@ FAMILIES: dict[str, Family] = {
             saved="conceptual.models.saving:SavedCaptioner",
             recipe="conceptual.pipelines.train_captioner:RECIPE",
             config_file="train_captioner.yaml",
+            registers="captioner, captioner-zh for language=zh",
             jobs={
                 "train_captioner": "conceptual.jobs.train_captioner:job",
                 "evaluate_captioner": "conceptual.jobs.evaluate_captioner:job",
@@ -84,6 +86,7 @@ FAMILIES: dict[str, Family] = {
             saved="conceptual.models.saving:SavedRetriever",
             recipe="conceptual.pipelines.train_retriever:RECIPE",
             config_file="train_retriever.yaml",
+            registers="retriever-<modality>",
             jobs={
                 "train_retriever": "conceptual.jobs.train_retriever:job",
                 "evaluate_retriever": "conceptual.jobs.evaluate_retriever:job",
@@ -100,10 +103,25 @@ FAMILIES: dict[str, Family] = {
             saved="conceptual.fluency.saved:SavedFluency",
             recipe="conceptual.pipelines.train_fluency:RECIPE",
             config_file="train_fluency.yaml",
+            registers="fluency-zh",
             jobs={
                 "train_fluency": "conceptual.jobs.train_fluency:job",
                 "compare_fluency": "conceptual.jobs.compare_fluency:job",
             },
+        ),
+        Family(
+            name="contrastive",
+            kind="retriever",  # a dual encoder: evaluated, indexed and served as one
+            saved="conceptual.models.saving:SavedRetriever",
+            recipe="conceptual.pipelines.train_contrastive:RECIPE",
+            config_file="train_contrastive.yaml",
+            registers="contrastive",
+            jobs={
+                "train_contrastive": "conceptual.jobs.train_retriever:job",
+                "evaluate_contrastive": "conceptual.jobs.evaluate_retriever:job",
+                "compare_contrastive": "conceptual.jobs.compare_retrievers:job",
+            },
+            search=(Search("contrastive", "ContrastiveRetriever", "contrastive"),),
         ),
     )
 }

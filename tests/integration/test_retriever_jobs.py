@@ -186,3 +186,47 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
         values = dict(zip(columns, row))
         assert values["mean_R@10.ci95_low"] <= values["mean_R@10"] <= values["mean_R@10.ci95_high"]
     assert evaluated[0].data.metrics["text_to_image.R_10.ci95_high"] >= 0
+
+
+def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retriever(
+    ray_local, platform_home, features_uri, capsys
+):
+    """The sixth family (pipelines/train_contrastive.py), run by the jobs the registry builds
+    for it: InfoNCE with a learned temperature, registered as `contrastive`, then scored by
+    evaluate_contrastive on the held-out split with the retriever's R@k keys."""
+    import mlflow
+
+    from conceptual.jobs import evaluate_contrastive, train_contrastive
+
+    experiment = "test-contrastive"
+    argv = ["--features", features_uri, f"experiment={experiment}", *TINY, "epochs=2"]
+    argv.append("min_eval_size=1")  # the champion rule on these 8 dev photos
+    assert train_contrastive.main(argv) == 0, capsys.readouterr().err[-3000:]
+    out = capsys.readouterr().out
+    assert "models:/contrastive/1" in out
+
+    [trained] = [r for r in experiment_runs(experiment) if r.data.tags.get("stage")]
+    assert trained.data.tags["stage"] == "train_contrastive"
+    assert trained.data.tags["variant"] == "text-infonce"
+    assert trained.data.params["loss"] == "infonce"
+    assert "margin.start" not in trained.data.params  # InfoNCE has no margin
+    assert "mean_R_10" in trained.data.metrics  # MLflow spells @ as _
+    client = mlflow.MlflowClient()
+    champion = client.get_model_version_by_alias("contrastive", "champion")
+    assert str(champion.version) == "1"
+
+    argv = ["--model", "models:/contrastive@champion", "--features", features_uri]
+    assert evaluate_contrastive.main([*argv, "--split", "val", f"experiment={experiment}"]) == 0
+    out = capsys.readouterr().out
+    assert "text_to_image.R@1" in out and "image_to_text.R@10" in out
+    scored = [r for r in experiment_runs(experiment) if "text_to_image.R_10" in r.data.metrics]
+    assert scored and 0 <= scored[0].data.metrics["text_to_image.R_10"] <= 1
+
+
+def test_the_contrastive_family_refuses_spoken_captions(platform_home, features_uri, capsys):
+    from conceptual.jobs import train_contrastive
+
+    argv = ["--features", features_uri, "--speech", features_uri, "experiment=test-refused-c"]
+    assert train_contrastive.main([*argv, *TINY]) == 2
+    assert "the contrastive family is text-image" in capsys.readouterr().err
+    assert experiment_runs("test-refused-c") is None

@@ -157,10 +157,23 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
             continue
         text = path.read_text()
         assert "argparse.ArgumentParser(" not in text and "JobParser(" in text, path.name
-        assert "@job_main\ndef main(" in text, path.name
+        assert re.search(r"@job_main\n(    )?def main\(", text), path.name  # a family's: in job()
         assert 'type=location, help="where' not in text, path.name  # an output typed as input
         if re.search(r'"--output"|add_data_arguments|output=URI', text):
             assert path.stem in WRITERS, f"{path.name} writes a folder: add it to WRITERS"
+
+
+def test_every_family_job_is_the_registry_s():
+    """A family's jobs are the registry's (conceptual.families): each one imports, as a file
+    of its own or built from its factory, and every job file with a factory is listed."""
+    from conceptual.families import job_factories
+
+    jobs = job_factories()
+    for job in jobs:
+        module = importlib.import_module(f"conceptual.jobs.{job}")
+        assert callable(module.main), job
+    factories = [p.stem for p in (REPO / "jobs").glob("*.py") if "\ndef job(" in p.read_text()]
+    assert factories and set(factories) <= set(jobs)
 
 
 # --- 46: a job writes only its own files ----------------------------------------------------
@@ -532,7 +545,7 @@ def test_the_early_check_reads_the_config_file_too(tmp_path, capsys):
 def test_the_shipped_files_can_check_every_key_early(repo):
     """check_keys knows a config's keys from its shipped file: sound while no config holds a
     free-form mapping (whose keys the file could not list)."""
-    from test_configs import CONFIG_FILES
+    from test_configs import CONFIG_FILES, config_class
 
     def mappings(model, prefix=""):
         for name, field in model.model_fields.items():
@@ -543,9 +556,8 @@ def test_the_shipped_files_can_check_every_key_early(repo):
                 if isinstance(arg, type) and issubclass(arg, Config):
                     yield from mappings(arg, f"{prefix}{name}.")
 
-    for name, target in CONFIG_FILES.items():
-        module, _, class_name = target.partition(":")
-        cls = getattr(importlib.import_module(module), class_name)
+    for name in CONFIG_FILES:
+        cls = config_class(name)
         assert not list(mappings(cls)), name
         check_keys(name, [f"{key}=1" for key in flatten(cls())])  # every key passes
 

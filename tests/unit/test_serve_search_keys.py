@@ -4,12 +4,14 @@ with ?retriever=. The routes run here over fake deployment handles: no Ray."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from ray.serve._private.build_app import build_app
 from starlette.testclient import TestClient
 
 from conceptual import families
-from conceptual.families import Family, Search
+from conceptual.families import Search
 from conceptual.serve.app import ServeConfig, build
 from conceptual.serve.captioner_deployment import CaptionerSettings
 from conceptual.serve.retriever_deployment import (
@@ -25,17 +27,10 @@ MODEL = ModelRef(name="contrastive", version="1", alias="champion")
 
 @pytest.fixture
 def contrastive(monkeypatch) -> Search:
-    """A contrastive text-image family, saved as the retriever's models are."""
-    search = Search("contrastive", "ContrastiveRetriever", "contrastive")
-    retriever = families.FAMILIES["retriever"]
-    family = Family(
-        name="contrastive",
-        kind=retriever.kind,
-        saved=retriever.saved,
-        recipe="conceptual.pipelines.train_contrastive:RECIPE",
-        config_file="train_contrastive.yaml",
-        search=(search,),
-    )
+    """A family added to the registry (a second CLIP-style one, saved as the retrievers'
+    models are), served as the key "contrastive" is."""
+    search = Search("clip", "ClipRetriever", "clip")
+    family = dataclasses.replace(families.FAMILIES["contrastive"], name="clip", search=(search,))
     monkeypatch.setitem(families.FAMILIES, family.name, family)
     return search
 
@@ -44,26 +39,26 @@ def test_a_familys_search_entry_is_a_retriever_the_service_runs(contrastive):
     tracking = "sqlite:///nowhere.db"  # resolved by build() otherwise
     config = ServeConfig(
         captioner=CaptionerSettings(tracking_uri=tracking),
-        retrievers=["contrastive", "text"],
+        retrievers=["clip", "text"],
         retrieval=RetrievalSettings(tracking_uri=tracking),
     )
     deployments = {d.name: d for d in build_app(build(config), name="test").deployments}
-    assert set(deployments) == {"Api", "Captioner", "ContrastiveRetriever", "TextRetriever"}
-    assert deployments["ContrastiveRetriever"].init_args[1] == "contrastive"
-    assert config.retrieval.model_name("contrastive") == "contrastive"
+    assert set(deployments) == {"Api", "Captioner", "ClipRetriever", "TextRetriever"}
+    assert deployments["ClipRetriever"].init_args[1] == "clip"
+    assert config.retrieval.model_name("clip") == "clip"
     assert config.retrieval.model_name("text") == "retriever-text"
     # text_model and speech_model still name those two keys' models.
     settings = RetrievalSettings.model_validate(
-        {"text_model": "mine", "models": {"contrastive": "clip"}}
+        {"text_model": "mine", "models": {"clip": "clip-b"}}
     )
-    assert settings.model_name("text") == "mine" and settings.model_name("contrastive") == "clip"
+    assert settings.model_name("text") == "mine" and settings.model_name("clip") == "clip-b"
 
 
 def test_a_key_no_family_declares_is_refused():
     with pytest.raises(ValueError, match="not search keys"):
-        ServeConfig(retrievers=["contrastive"])
+        ServeConfig(retrievers=["clip"])
     with pytest.raises(ValueError, match="not search keys"):
-        RetrievalSettings(models={"contrastive": "clip"})
+        RetrievalSettings(models={"clip": "clip"})
 
 
 class Method:
@@ -96,8 +91,8 @@ class FakeRetriever:
 def client(contrastive):
     retriever = FakeRetriever()
     api = make_api(
-        ServeConfig(retrievers=["contrastive"]),
-        Handles(captioners={}, retrievers={"contrastive": retriever}),
+        ServeConfig(retrievers=["clip"]),
+        Handles(captioners={}, retrievers={"clip": retriever}),
     )
     with TestClient(api) as client:
         yield client, retriever.calls
@@ -110,10 +105,10 @@ def error_of(response) -> tuple[int, str]:
 def test_retriever_chooses_among_the_enabled_keys(client):
     http, calls = client
     query = {"text": "a dog", "k": 2}
-    response = http.post("/v1/search/images?retriever=contrastive", json=query)
+    response = http.post("/v1/search/images?retriever=clip", json=query)
     assert response.status_code == 200, response.text
     response = http.post(
-        "/v1/search/captions?retriever=contrastive&k=3",
+        "/v1/search/captions?retriever=clip&k=3",
         content=b"jpeg",
         headers={"content-type": "image/jpeg"},
     )
@@ -127,7 +122,7 @@ def test_retriever_chooses_among_the_enabled_keys(client):
     )
     # A text model hears speech only through the recognizer (retrieval.asr, off here).
     spoken = http.post(
-        "/v1/search/images?retriever=contrastive",
+        "/v1/search/images?retriever=clip",
         content=b"RIFF",
         headers={"content-type": "audio/wav"},
     )
