@@ -1,5 +1,6 @@
 """The jobs' work in order, as one resumable job: its steps curate, features, train, register,
-evaluate and, when configured, speech, train_retriever and index (the `stages` it is given).
+evaluate and, when configured, speech, train_retriever, train_contrastive and index (the
+`stages` it is given).
 
     step             reads                           writes (OUTPUT/...)  config
     curate           INPUT (web archives: harvested  curated/             curate
@@ -11,13 +12,16 @@ evaluate and, when configured, speech, train_retriever and index (the `stages` i
     speech           curate                          clips/               speech
     train_retriever  features (+ speech)             a registry version   train_retriever,
                                                                           retriever_name
+    train_contrastive  features                      a registry version   train_contrastive
     index            features, train_retriever       index/<retriever>/   index
                      (+ speech)
     OUTPUT/stages/<step>.json   one manifest per finished step
     OUTPUT/summary.json         every step's result, as the job prints it at the end
 
 TABLE is that table. train registers nothing itself (register does, by the champion rule);
-train_retriever trains a dual encoder and registers it by the same rule, as its job does;
+train_retriever and train_contrastive are the steps of the families that declare one
+(conceptual.families' pipeline_step: a family's step trains it on the features and registers
+it by the same rule, as its train job does; its config section is the step's name);
 index embeds the features (and, for a speech retriever, the clips) with that version and
 tags it with the index. A speech retriever (train_retriever.modality=speech, the default)
 also reads speech's clips: `(+ speech)`.
@@ -51,9 +55,11 @@ from typing import Any
 
 import mlflow
 from mlflow.exceptions import MlflowException
+from pydantic import create_model
 
 from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
+from conceptual.families import FAMILIES
 from conceptual.harvest import stats as harvest_stats
 from conceptual.intervals import HIGH, LOW, interval_cell
 from conceptual.pipelines import (
@@ -62,7 +68,6 @@ from conceptual.pipelines import (
     features,
     speech,
     train_captioner,
-    train_retriever,
     training,
 )
 from conceptual.pipelines.build_index import BuildIndexConfig
@@ -72,7 +77,6 @@ from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.speech import SpeechConfig
 from conceptual.pipelines.train_captioner import TrainConfig
-from conceptual.pipelines.train_retriever import RetrieverTrainConfig
 from conceptual.storage import SUCCESS
 
 
@@ -86,7 +90,9 @@ class JobStep:
     settings: tuple[str, ...]  # the PipelineConfig keys its fingerprint covers
     run: Callable[[Context], dict[str, Any]]  # runs it; returns what its manifest records
     report: Callable[[Context, dict[str, Any]], str]  # what it did, for people, from that
-    reads_clips: bool = False  # needs speech too, when train_retriever.modality is speech
+    # The config section whose `modality` decides whether it reads speech's clips too (a
+    # speech retriever's); None: it never does.
+    clips_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,9 @@ class Context:
         """The config section `key`, its runs in the pipeline's experiment."""
         return _in_experiment(getattr(self.config, key), self.config)
 
-    def clips(self) -> str | None:
-        """speech's output for a speech retriever; None for a text retriever."""
-        return self.folder("speech") if _speech_retriever(self.config) else None
+    def clips(self, step: str) -> str | None:
+        """speech's output when `step` reads it (a speech retriever's); None otherwise."""
+        return self.folder("speech") if _reads_clips(self.config, step) else None
 
 
 def _curate(c: Context) -> dict[str, Any]:
@@ -139,12 +145,19 @@ def _speech(c: Context) -> dict[str, Any]:
     return {"run_id": run_id, "input": stats["input"], "clips": stats["kept"]}
 
 
-def _train_retriever(c: Context) -> dict[str, Any]:
-    """Train, then register by the champion rule, as the train_retriever job does."""
-    recipe, config = train_retriever.RECIPE, c.section("train_retriever")
-    result = training.train(recipe, config, c.folder("features"), c.clips())
-    registered = training.publish(recipe, result, c.config.train_retriever, c.config.retriever_name)
-    return {**{k: result[k] for k in ("run_id", "best", "eval_set")}, "registered": registered}
+def _trained(step: str) -> Callable[[Context], dict[str, Any]]:
+    """A family's step (its registry entry's pipeline_step): train on the features (and a
+    speech retriever on speech's clips), then register by the champion rule, as its train
+    job does."""
+
+    def run(c: Context) -> dict[str, Any]:
+        recipe = STEP_FAMILIES[step].resolve_recipe()
+        result = training.train(recipe, c.section(step), c.folder("features"), c.clips(step))
+        name = getattr(c.config, NAME_KEYS[step]) if step in NAME_KEYS else None
+        registered = training.publish(recipe, result, getattr(c.config, step), name)
+        return {**{k: result[k] for k in ("run_id", "best", "eval_set")}, "registered": registered}
+
+    return run
 
 
 def _index(c: Context) -> dict[str, Any]:
@@ -152,7 +165,7 @@ def _index(c: Context) -> dict[str, Any]:
     registered = c.done["train_retriever"]["registered"]
     model = f"models:/{registered['name']}/{registered['version']}"
     return build_index.run(
-        model, c.folder("features"), c.folder("index"), c.section("index"), c.clips()
+        model, c.folder("features"), c.folder("index"), c.section("index"), c.clips("index")
     )
 
 
@@ -212,7 +225,7 @@ def _speech_report(c: Context, result: dict[str, Any]) -> str:
     return f"clips:    {clips}  ({result['clips']} clips of {result['input']} captions)"
 
 
-def _train_retriever_report(c: Context, result: dict[str, Any]) -> str:
+def _trained_report(c: Context, result: dict[str, Any]) -> str:
     return f"{_train_report(c, result)}\n{registry.decision_lines(result['registered'])}"
 
 
@@ -232,8 +245,13 @@ def _rounded(value: Any) -> Any:
     return value
 
 
+# The families the pipeline trains with a step of their own, by step (conceptual.families),
+# and the PipelineConfig key naming the registered model a step's versions join.
+STEP_FAMILIES = {f.pipeline_step: f for f in FAMILIES.values() if f.pipeline_step}
+NAME_KEYS = {"train_retriever": "retriever_name"}
+
 # The steps in pipeline order (the module's docstring shows this table):
-# name: JobStep(prerequisites, folder under OUTPUT, config keys, run, report[, reads_clips])
+# name: JobStep(prerequisites, folder under OUTPUT, config keys, run, report[, clips_for])
 TABLE: dict[str, JobStep] = {
     "curate": JobStep((), "curated", ("curate",), _curate, _curate_report),
     "features": JobStep(("curate",), "features", ("features",), _features, _features_report),
@@ -241,14 +259,17 @@ TABLE: dict[str, JobStep] = {
     "register": JobStep(("train",), None, ("model_name",), _register, _register_report),
     "evaluate": JobStep(("features", "train"), None, ("evaluate",), _evaluate, _evaluate_report),
     "speech": JobStep(("curate",), "clips", ("speech",), _speech, _speech_report),
-    "train_retriever": JobStep(
-        ("features",),
-        None,
-        ("train_retriever", "retriever_name"),
-        _train_retriever,
-        _train_retriever_report,
-        reads_clips=True,
-    ),
+    **{
+        step: JobStep(
+            ("features",),
+            None,
+            (step, *([NAME_KEYS[step]] if step in NAME_KEYS else [])),
+            _trained(step),
+            _trained_report,
+            clips_for=step,
+        )
+        for step in STEP_FAMILIES
+    },
     # One index folder per retriever: the text and the speech retriever's never overwrite
     # each other, so both can be served from one OUTPUT.
     "index": JobStep(
@@ -257,7 +278,7 @@ TABLE: dict[str, JobStep] = {
         ("index",),
         _index,
         _index_report,
-        reads_clips=True,
+        clips_for="train_retriever",
     ),
 }
 JOB_STEPS = tuple(TABLE)
@@ -265,7 +286,7 @@ DEFAULT_JOB_STEPS = JOB_STEPS[:5]  # the captioner's; the retriever's when liste
 SUMMARY = "summary.json"  # OUTPUT/summary.json: every step's result, numbers rounded
 
 
-class PipelineConfig(Config):
+class _Pipeline(Config):
     input: str | None = None  # candidates, as for the curate job (required)
     output: str | None = None  # the steps' folders and manifests (required)
     # Steps to run, in JOB_STEPS order, each with its prerequisites (the module's table).
@@ -278,14 +299,23 @@ class PipelineConfig(Config):
     train: TrainConfig = TrainConfig()
     evaluate: EvalConfig = EvalConfig()
     speech: SpeechConfig = SpeechConfig()
-    train_retriever: RetrieverTrainConfig = RetrieverTrainConfig()
     index: BuildIndexConfig = BuildIndexConfig()
+
+
+def _sections() -> dict[str, Any]:
+    """A section per family step, named after it, of its recipe's config."""
+    configs = {step: family.resolve_recipe().config for step, family in STEP_FAMILIES.items()}
+    return {step: (config, config()) for step, config in configs.items()}
+
+
+# The job's config: the sections above and one per family step (train_retriever, ...).
+PipelineConfig = create_model("PipelineConfig", __base__=_Pipeline, **_sections())
 
 
 def prerequisites(step: str, config: PipelineConfig) -> tuple[str, ...]:
     """The steps whose output `step` reads under `config`, in JOB_STEPS order."""
     row = TABLE[step]
-    clips = ("speech",) if row.reads_clips and _speech_retriever(config) else ()
+    clips = ("speech",) if _reads_clips(config, step) else ()
     return tuple(s for s in JOB_STEPS if s in row.needs + clips)
 
 
@@ -467,5 +497,7 @@ def _in_experiment(section: Config, config: PipelineConfig) -> Any:
     return section.model_copy(update={"experiment": config.experiment})
 
 
-def _speech_retriever(config: PipelineConfig) -> bool:
-    return config.train_retriever.modality == "speech"
+def _reads_clips(config: PipelineConfig, step: str) -> bool:
+    """Whether `step` reads speech's clips: its section's model hears speech."""
+    section = TABLE[step].clips_for
+    return section is not None and getattr(config, section).modality == "speech"

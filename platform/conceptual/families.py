@@ -53,6 +53,9 @@ class Family:
     # file of its own (jobs/<name>.py) is that file; the others are built from the factory.
     jobs: Mapping[str, str] = field(default_factory=dict)
     search: tuple[Search, ...] = ()  # its champions served for search, if any
+    # The pipeline job's step that trains it on the features and registers it by the champion
+    # rule (its config section has the step's name); None: not a generic step of the pipeline.
+    pipeline_step: str | None = None
 
     def resolve_recipe(self) -> Any:
         return resolve(self.recipe)
@@ -96,6 +99,7 @@ FAMILIES: dict[str, Family] = {
                 Search("text", "TextRetriever", "retriever-text"),
                 Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
             ),
+            pipeline_step="train_retriever",
         ),
         Family(
             name="fluency",
@@ -122,6 +126,7 @@ FAMILIES: dict[str, Family] = {
                 "compare_contrastive": "conceptual.jobs.compare_retrievers:job",
             },
             search=(Search("contrastive", "ContrastiveRetriever", "contrastive"),),
+            pipeline_step="train_contrastive",
         ),
     )
 }

@@ -19,7 +19,7 @@ from conceptual.pipelines.pipeline import (
     prerequisites,
 )
 
-ALL = [*DEFAULT_JOB_STEPS, "speech", "train_retriever", "index"]
+ALL = [*DEFAULT_JOB_STEPS, "speech", "train_retriever", "train_contrastive", "index"]
 RETRIEVER = ["curate", "features", "speech", "train_retriever", "index"]
 
 
@@ -32,6 +32,17 @@ def test_the_default_is_the_captioners_five_stages():
     assert JOB_STEPS == tuple(ALL)
     assert PipelineConfig().stages == ["curate", "features", "train", "register", "evaluate"]
     check_steps(PipelineConfig())
+
+
+def test_a_family_with_a_pipeline_step_is_a_step_with_its_own_section():
+    """The registry's families with a pipeline_step (conceptual.families) are steps that read
+    the features, configured by a section of their recipe's config named after the step."""
+    contrastive = config(["curate", "features", "train_contrastive"], "train_contrastive.epochs=3")
+    check_steps(contrastive)
+    assert contrastive.train_contrastive.epochs == 3
+    assert contrastive.train_contrastive.loss == "infonce"
+    assert TABLE["train_contrastive"].needs == ("features",)
+    assert prerequisites("train_contrastive", contrastive) == ("features",)  # no clips: text
 
 
 def test_each_stage_reads_only_stages_before_it():
@@ -108,6 +119,7 @@ def rerun(stages: list[str], *overrides: str) -> list[str]:
     [
         ("train_retriever.epochs=2", ["train_retriever", "index"]),
         ("retriever_name=retriever-x", ["train_retriever", "index"]),
+        ("train_contrastive.epochs=2", ["train_contrastive"]),
         ("index.approximate=true", ["index"]),
         ("speech.max_seconds=20", ["speech", "train_retriever", "index"]),
         ("train.epochs=2", ["train", "register", "evaluate"]),
@@ -115,7 +127,8 @@ def rerun(stages: list[str], *overrides: str) -> list[str]:
         ("evaluate.beam=2", ["evaluate"]),
         (
             "features.seed=1",
-            ["features", "train", "register", "evaluate", "train_retriever", "index"],
+            ["features", "train", "register", "evaluate", "train_retriever", "train_contrastive"]
+            + ["index"],
         ),
         ("curate.samples=1", ALL),
         ("experiment=elsewhere", []),
