@@ -180,7 +180,7 @@ def run_training_job(
     from conceptual.config import load
     from conceptual.pipelines import training
 
-    with job_run(recipe.stage, args.verbose) as log:
+    with job_run(recipe.job, args.verbose) as log:
         config = load(recipe.config, args.config, args.overrides)
         result = training.train(recipe, config, *data)
         decision = None

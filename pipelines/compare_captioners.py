@@ -78,7 +78,7 @@ def compare(
 
     how = Comparison(
         recipe=RECIPE,
-        stage="compare_captioners",
+        job="compare_captioners",
         metric="CIDEr",
         score=score,
         row=comparison_row,

@@ -154,7 +154,7 @@ def compare(
     reference_sets = list(test_sets)
     how = Comparison(
         recipe=RECIPE,
-        stage="compare_fluency",
+        job="compare_fluency",
         metric=None,  # a column per reference set and metric, each with its best
         score=score,
         row=comparison_row,

@@ -43,11 +43,11 @@ def compare(
     register: str = "none",
     teacher_speech: Sequence[str] = (),
     recipe: Recipe = RECIPE,
-    stage: str = "compare_retrievers",
+    job: str = "compare_retrievers",
 ) -> dict[str, Any]:
     """Train and evaluate every variant (pipelines/comparison.py); register none, the best by
     held-out mean R@10, or all (the champion rule judges each); `teacher_speech` as
-    train_retriever's; `recipe` and `stage`: another family's that trains dual encoders (the
+    train_retriever's; `recipe` and `job`: another family's that trains dual encoders (the
     contrastive family's). Returns `run_id` and `rows`, best first."""
     parsed = parse_variants(variants, config, [features_uri, speech_uri, list(teacher_speech)])
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
@@ -58,7 +58,7 @@ def compare(
 
     how = Comparison(
         recipe=recipe,
-        stage=stage,
+        job=job,
         metric=SELECT_BY,
         score=score,
         row=comparison_row,

@@ -114,7 +114,7 @@ class Comparison:
     """What a family brings to the driver."""
 
     recipe: training.Recipe
-    stage: str  # the comparison run's `stage` tag: compare_captioners
+    job: str  # the job that compares, its comparison run's `stage` tag: compare_captioners
     # Of `scores`: ranks the variants (higher is better) and the registered ones, with its
     # p-values. None: the variants stay in their order, every resampled score gets its
     # p-value against its column's best, and the registered ones are ranked by their dev
@@ -147,7 +147,7 @@ def compare(
     check_register(register)  # before training
     check_variants(variants)
     metric = comparison.metric
-    tags = {"stage": comparison.stage}
+    tags = {"stage": comparison.job}
     with tracking.start_run(config.experiment, run_name="comparison", tags=tags) as parent:
         tracking.log_config(config)
         mlflow.log_params(params)

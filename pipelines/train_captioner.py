@@ -320,7 +320,7 @@ def evaluate_dev(
 
 
 RECIPE = training.Recipe(
-    stage="train_captioner",
+    job="train_captioner",
     config=TrainConfig,
     select_by=SELECT_BY,
     model_name=lambda config: model_name(config.language),

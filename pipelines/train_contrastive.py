@@ -54,7 +54,7 @@ def prepare(
 
 RECIPE = dataclasses.replace(
     train_retriever.RECIPE,
-    stage="train_contrastive",
+    job="train_contrastive",
     config=ContrastiveTrainConfig,
     model_name=lambda config: MODEL_NAME,
     prepare=prepare,

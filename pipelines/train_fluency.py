@@ -270,7 +270,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
 
 
 RECIPE = training.Recipe(
-    stage="train_fluency",
+    job="train_fluency",
     config=FluencyTrainConfig,
     select_by=SELECT_BY,
     model_name=lambda config: MODEL_NAME,

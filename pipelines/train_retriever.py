@@ -552,7 +552,7 @@ def speech_to_text(
 
 
 RECIPE = training.Recipe(
-    stage="train_retriever",
+    job="train_retriever",
     config=RetrieverTrainConfig,
     select_by=SELECT_BY,
     model_name=lambda config: model_name(config.modality),

@@ -80,7 +80,7 @@ def test_variants_train_on_their_own_data_share_a_model_or_train_nothing(
 
     how = comparison.Comparison(
         recipe=SimpleNamespace(select_by="CIDEr"),
-        stage="compare_test",
+        job="compare_test",
         metric=None,
         score=score,
         row=lambda t: {"variant": t.name, "run_id": t.result and t.result["run_id"], **t.scores},

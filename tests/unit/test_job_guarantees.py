@@ -340,7 +340,7 @@ def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
         def prepare(config):
             raise kind(f"API request to {CREDENTIALED}/api/2.0/mlflow/runs/create failed")
 
-        recipe = types.SimpleNamespace(stage="unit", config=Settings, prepare=prepare)
+        recipe = types.SimpleNamespace(job="unit", config=Settings, prepare=prepare)
         return job_main(lambda argv: run_training_job(args, recipe))
 
     assert failing(ValueError)() == 2
