@@ -1,6 +1,7 @@
 """The contrastive family: a CLIP-style text-image model (open_clip's recipe) on the features
 job's pooled image vectors: the image tower and a text tower, cosine scores times a learned
-temperature (DualEncoder with model.normalize, its log scale capped at 100 as open_clip's),
+temperature (DualEncoder with model.normalize: its scale starts at 10, near CLIP's 1/0.07,
+and is capped at 100 as open_clip's),
 trained with the symmetric InfoNCE loss over in-batch negatives (models/losses.py), gathered
 from every worker.
 

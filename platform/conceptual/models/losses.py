@@ -9,12 +9,11 @@ the loss's forward so that a DistributedDataParallel wrapper around the loss see
 - CaptionLoss: the captioner's token cross-entropy (caption_loss), with label smoothing and
   each caption weighted by the fluency strategy (sample_weights).
 - RetrievalLoss: the dual encoder's masked margin softmax (mms_loss), triplet loss
-  (triplet_loss) or InfoNCE (info_nce_loss) over in-batch negatives (match_mask), the
-  first two with the growing margin (margin_at); with a teacher, the distillation term
-  beside it (distillation_loss).
+  (triplet_loss) or InfoNCE (info_nce_loss: CLIP's symmetric cross-entropy over the
+  model's cosine scores times its learned temperature, the contrastive family's) over
+  in-batch negatives (match_mask), the first two with the growing margin (margin_at); with
+  a teacher, the distillation term beside it (distillation_loss).
 - FluencyLoss: the four view classifiers' cross-entropy (fluency_loss).
-- InfoNCELoss: CLIP's symmetric cross-entropy (info_nce_loss) with a learned temperature of
-  its own, over a batch's embeddings.
 
 In-batch negatives from every worker come through `gathered`, written once here.
 
@@ -341,26 +340,3 @@ def info_nce_loss(logits: Tensor, mask: Tensor | None = None) -> Tensor:
         logits = logits.masked_fill(~(mask.bool() | positive), float("-inf"))
     target = torch.arange(len(logits), device=logits.device)
     return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
-
-
-class InfoNCELoss(nn.Module):
-    """CLIP's contrastive loss (open_clip's ClipLoss) over a batch of (image, text) pairs'
-    L2-normalized embeddings, from every worker with `gather`: info_nce_loss over the
-    logits exp(logit_scale) x image . text.
-
-    `logit_scale` is learned: it starts at log(1 / 0.07) (CLIP's temperature 0.07) and is
-    clamped at log(100) in the forward pass, where past the cap it gets no gradient (a
-    softmax that sharp is nearly one-hot, and training becomes unstable). It is this
-    module's parameter: the model that trains with it holds the module, so that the
-    optimizer steps the scale and checkpoints save it."""
-
-    def __init__(self, gather: bool = True, temperature: float = 0.07, max_scale: float = 100.0):
-        super().__init__()
-        self.gather, self.max_log_scale = gather, math.log(max_scale)
-        self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / temperature)))
-
-    def forward(self, images: Tensor, texts: Tensor) -> Terms:
-        if self.gather and all_workers():
-            images, texts = gathered(images, texts)
-        logits = self.logit_scale.clamp(max=self.max_log_scale).exp() * (images @ texts.T)
-        return {TOTAL: info_nce_loss(logits)}
