@@ -1,9 +1,8 @@
 """The contrastive family: a CLIP-style text-image model (open_clip's recipe) on the features
 job's pooled image vectors: the image tower and a text tower, cosine scores times a learned
 temperature (DualEncoder with model.normalize: its scale starts at 10, near CLIP's 1/0.07,
-and is capped at 100 as open_clip's),
-trained with the symmetric InfoNCE loss over in-batch negatives (models/losses.py), gathered
-from every worker.
+and is capped at 100 as open_clip's), trained with the symmetric InfoNCE loss over
+in-batch negatives (models/losses.py), gathered from every worker.
 
 It is a family of its own (conceptual.families): it registers as `contrastive`, is run by
 train_contrastive, evaluate_contrastive and compare_contrastive (the retriever's jobs and
