@@ -21,53 +21,46 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_config, add_variants, prefixed
-from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.runner import family_job, job_run, report_run
 from conceptual.jobs.train_captioner import add_data
 from conceptual.models.variants import MODEL_NAME, VARIANTS
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+    parser = JobParser(
+        "compare_captioners", __doc__, keys="train_captioner.yaml", formatter_class=formatter
+    )
+    add_data(parser)
+    add_variants(parser, "best", VARIANTS)
+    parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
+    add_config(parser, "TrainConfig", "epochs=20 workers=2; bootstrap.samples=N")
+    args = parser.parse_args(argv)
+    named = args.variants or ("" if args.variant else ",".join(VARIANTS))
+    variants = [v.strip() for v in named.split(",") if v.strip()] + args.variant
+    from conceptual.config import load
+    from conceptual.intervals import BootstrapConfig
+    from conceptual.pipelines.compare_captioners import compare, markdown_table
+    from conceptual.pipelines.train_captioner import TrainConfig
 
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        formatter = argparse.ArgumentDefaultsHelpFormatter
-        parser = JobParser(
-            "compare_captioners", __doc__, keys="train_captioner.yaml", formatter_class=formatter
-        )
-        add_data(parser)
-        add_variants(parser, "best", VARIANTS)
-        parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
-        add_config(parser, "TrainConfig", "epochs=20 workers=2; bootstrap.samples=N")
-        args = parser.parse_args(argv)
-        named = args.variants or ("" if args.variant else ",".join(VARIANTS))
-        variants = [v.strip() for v in named.split(",") if v.strip()] + args.variant
-        from conceptual.config import load
-        from conceptual.intervals import BootstrapConfig
-        from conceptual.pipelines.compare_captioners import compare, markdown_table
-        from conceptual.pipelines.train_captioner import TrainConfig
-
-        train_keys, bootstrap_keys = prefixed(args.overrides, "bootstrap.")
-        with job_run(name, args.verbose) as log:  # ValueError: e.g. no dev split
-            config = load(TrainConfig, args.config, train_keys)
-            bootstrap = load(BootstrapConfig, None, bootstrap_keys)
-            result = compare(
-                args.features, config, variants, args.register, args.model_name, bootstrap
+    train_keys, bootstrap_keys = prefixed(args.overrides, "bootstrap.")
+    with job_run(name, args.verbose) as log:  # ValueError: e.g. no dev split
+        config = load(TrainConfig, args.config, train_keys)
+        bootstrap = load(BootstrapConfig, None, bootstrap_keys)
+        result = compare(args.features, config, variants, args.register, args.model_name, bootstrap)
+    print(markdown_table(result["rows"]))
+    for row in result["rows"]:
+        if row["version"] is not None:
+            print(
+                f"{row['variant']}: models:/{args.model_name}/{row['version']} ({row['champion']})"
             )
-        print(markdown_table(result["rows"]))
-        for row in result["rows"]:
-            if row["version"] is not None:
-                print(
-                    f"{row['variant']}: models:/{args.model_name}/{row['version']} ({row['champion']})"
-                )
-        report_run(result["run_id"], config.experiment, log, "comparison run")
-        return 0
-
-    return main
+    report_run(result["run_id"], config.experiment, log, "comparison run")
+    return 0
 
 
 main = job(FAMILIES["captioner"], "compare_captioners")

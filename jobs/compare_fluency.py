@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_config, location
-from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.runner import family_job, job_run, report_run
 
 
 def reference(value: str) -> tuple[str, str]:
@@ -39,77 +38,73 @@ def reference(value: str) -> tuple[str, str]:
     return name, location(uri)
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__)
+    parser.add_argument(
+        "--features", required=True, type=location, help="features of the scored translations"
+    )
+    parser.add_argument(
+        "--english-features", type=location, help="features of the photos' English captions"
+    )
+    parser.add_argument(
+        "--reference",
+        required=True,
+        action="append",
+        type=reference,
+        metavar="NAME=URI",
+        help="features of the test photos with Chinese references (once per reference set)",
+    )
+    parser.add_argument("--cn", type=location, help="the Flickr8k-CN folder (the translator)")
+    parser.add_argument(
+        "--manual-features",
+        type=location,
+        help="features of human-written Chinese captions: the 'Manual Flickr8k-cn' row",
+    )
+    parser.add_argument(
+        "--train-config",
+        type=location,
+        help="YAML file of train_captioner keys for every captioner "
+        "(configs/recipes/fluency_captioner.yaml: the paper's)",
+    )
+    add_config(parser, "FluencyComparisonConfig", "train.epochs=10 registered=none")
+    args = parser.parse_args(argv)
+    from conceptual.config import ConfigError, load
+    from conceptual.fluency.translation import ProvidedTranslations
+    from conceptual.importers import ImportSourceError
+    from conceptual.pipelines.compare_fluency import (
+        FluencyComparisonConfig,
+        compare,
+        markdown_table,
+    )
+    from conceptual.storage import StorageError
 
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__)
-        parser.add_argument(
-            "--features", required=True, type=location, help="features of the scored translations"
+    references = dict(args.reference)
+    with job_run(
+        "compare_fluency",
+        args.verbose,
+        refused=(ConfigError, StorageError, ImportSourceError, ValueError, OSError),
+    ) as log:
+        config = with_train_config(
+            load(FluencyComparisonConfig, args.config, args.overrides),
+            args.train_config,
+            args.overrides,
         )
-        parser.add_argument(
-            "--english-features", type=location, help="features of the photos' English captions"
+        translator = None
+        if config.late_translation and args.cn:
+            translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
+        result = compare(
+            args.features,
+            references,
+            config,
+            args.english_features,
+            translator,
+            args.manual_features,
         )
-        parser.add_argument(
-            "--reference",
-            required=True,
-            action="append",
-            type=reference,
-            metavar="NAME=URI",
-            help="features of the test photos with Chinese references (once per reference set)",
-        )
-        parser.add_argument("--cn", type=location, help="the Flickr8k-CN folder (the translator)")
-        parser.add_argument(
-            "--manual-features",
-            type=location,
-            help="features of human-written Chinese captions: the 'Manual Flickr8k-cn' row",
-        )
-        parser.add_argument(
-            "--train-config",
-            type=location,
-            help="YAML file of train_captioner keys for every captioner "
-            "(configs/recipes/fluency_captioner.yaml: the paper's)",
-        )
-        add_config(parser, "FluencyComparisonConfig", "train.epochs=10 registered=none")
-        args = parser.parse_args(argv)
-        from conceptual.config import ConfigError, load
-        from conceptual.fluency.translation import ProvidedTranslations
-        from conceptual.importers import ImportSourceError
-        from conceptual.pipelines.compare_fluency import (
-            FluencyComparisonConfig,
-            compare,
-            markdown_table,
-        )
-        from conceptual.storage import StorageError
-
-        references = dict(args.reference)
-        with job_run(
-            "compare_fluency",
-            args.verbose,
-            refused=(ConfigError, StorageError, ImportSourceError, ValueError, OSError),
-        ) as log:
-            config = with_train_config(
-                load(FluencyComparisonConfig, args.config, args.overrides),
-                args.train_config,
-                args.overrides,
-            )
-            translator = None
-            if config.late_translation and args.cn:
-                translator = ProvidedTranslations(args.cn, config.translator, nearest=True)
-            result = compare(
-                args.features,
-                references,
-                config,
-                args.english_features,
-                translator,
-                args.manual_features,
-            )
-        print(markdown_table(result["rows"], list(references)))
-        report_run(result["run_id"], config.experiment, log, "comparison run")
-        return 0
-
-    return main
+    print(markdown_table(result["rows"], list(references)))
+    report_run(result["run_id"], config.experiment, log, "comparison run")
+    return 0
 
 
 main = job(FAMILIES["fluency"], "compare_fluency")

@@ -19,58 +19,49 @@ is inside the noise; eval.bootstrap.samples=N and eval.bootstrap.seed=S set the 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_config, add_variants, location, prefixed
-from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.runner import family_job, job_run, report_run
 from conceptual.jobs.train_retriever import add_data
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__)
+    add_data(parser)
+    parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
+    parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
+    parser.add_argument("--split", default="test", help="the held-out split to score")
+    add_variants(parser, "none")
+    add_config(parser, "shared RetrieverTrainConfig", "loss=triplet; eval.KEY for EvalConfig keys")
+    args = parser.parse_args(argv)
+    from conceptual.config import load
+    from conceptual.pipelines.compare_retrievers import compare, markdown_table
+    from conceptual.pipelines.evaluate_retriever import EvalConfig
 
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__)
-        add_data(parser)
-        parser.add_argument(
-            "--eval-features", required=True, type=location, help="held-out features"
+    recipe = family.resolve_recipe()
+    train_keys, eval_keys = prefixed(args.overrides, "eval.")
+    with job_run(name, args.verbose) as log:
+        config = load(recipe.config, args.config, train_keys)
+        evaluation = load(EvalConfig, None, [*eval_keys, f"split={args.split}"])
+        result = compare(
+            args.features,
+            args.speech,
+            args.eval_features,
+            args.eval_speech,
+            config,
+            args.variant,
+            evaluation,
+            args.register,
+            args.teacher_speech,
+            recipe,
+            name,
         )
-        parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
-        parser.add_argument("--split", default="test", help="the held-out split to score")
-        add_variants(parser, "none")
-        add_config(
-            parser, "shared RetrieverTrainConfig", "loss=triplet; eval.KEY for EvalConfig keys"
-        )
-        args = parser.parse_args(argv)
-        from conceptual.config import load
-        from conceptual.pipelines.compare_retrievers import compare, markdown_table
-        from conceptual.pipelines.evaluate_retriever import EvalConfig
-
-        recipe = family.resolve_recipe()
-        train_keys, eval_keys = prefixed(args.overrides, "eval.")
-        with job_run(name, args.verbose) as log:
-            config = load(recipe.config, args.config, train_keys)
-            evaluation = load(EvalConfig, None, [*eval_keys, f"split={args.split}"])
-            result = compare(
-                args.features,
-                args.speech,
-                args.eval_features,
-                args.eval_speech,
-                config,
-                args.variant,
-                evaluation,
-                args.register,
-                args.teacher_speech,
-                recipe,
-                name,
-            )
-        print(markdown_table(result["rows"]))
-        report_run(result["run_id"], config.experiment, log, "comparison run")
-        return 0
-
-    return main
+    print(markdown_table(result["rows"]))
+    report_run(result["run_id"], config.experiment, log, "comparison run")
+    return 0
 
 
 main = job(FAMILIES["retriever"], "compare_retrievers")

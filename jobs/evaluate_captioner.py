@@ -22,43 +22,38 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_evaluation_arguments, file_output, location
-from conceptual.jobs.runner import job_main, run_evaluation
+from conceptual.jobs.runner import family_job, run_evaluation
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__)
+    add_evaluation_arguments(parser)
+    parser.add_argument(
+        "--baseline-features",
+        type=location,
+        help="the features whose train split the baseline searches",
+    )
+    parser.add_argument(
+        "--results-json",
+        type=file_output,
+        help="also write the captions as a COCO results JSON file here",
+    )
+    args = parser.parse_args(argv)
+    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
 
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__)
-        add_evaluation_arguments(parser)
-        parser.add_argument(
-            "--baseline-features",
-            type=location,
-            help="the features whose train split the baseline searches",
-        )
-        parser.add_argument(
-            "--results-json",
-            type=file_output,
-            help="also write the captions as a COCO results JSON file here",
-        )
-        args = parser.parse_args(argv)
-        from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
+    def show(result: dict) -> None:
+        print(json.dumps(result, indent=2))
+        if args.results_json:
+            images = result["images"]
+            print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")
 
-        def show(result: dict) -> None:
-            print(json.dumps(result, indent=2))
-            if args.results_json:
-                images = result["images"]
-                print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")
-
-        more = (args.baseline_features, args.results_json)
-        return run_evaluation(name, args, EvalConfig, evaluate, *more, show=show)
-
-    return main
+    more = (args.baseline_features, args.results_json)
+    return run_evaluation(name, args, EvalConfig, evaluate, *more, show=show)
 
 
 main = job(FAMILIES["captioner"], "evaluate_captioner")

@@ -21,32 +21,27 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_evaluation_arguments, location
-from conceptual.jobs.runner import job_main, run_evaluation
+from conceptual.jobs.runner import family_job, run_evaluation
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__)
+    add_evaluation_arguments(parser, "max_images=500 seconds=8")
+    parser.add_argument("--speech", type=location, help="clips of the split's captions")
+    args = parser.parse_args(argv)
+    from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
 
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__)
-        add_evaluation_arguments(parser, "max_images=500 seconds=8")
-        parser.add_argument("--speech", type=location, help="clips of the split's captions")
-        args = parser.parse_args(argv)
-        from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
+    def show(result: dict) -> None:
+        del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
+        print(result.pop("table"))
+        print(json.dumps(result, indent=2))
 
-        def show(result: dict) -> None:
-            del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
-            print(result.pop("table"))
-            print(json.dumps(result, indent=2))
-
-        return run_evaluation(name, args, EvalConfig, evaluate, args.speech, show=show)
-
-    return main
+    return run_evaluation(name, args, EvalConfig, evaluate, args.speech, show=show)
 
 
 main = job(FAMILIES["retriever"], "evaluate_retriever")

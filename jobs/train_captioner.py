@@ -17,11 +17,10 @@ fluency=only|rejection|weighted lets the translations' fluency scores steer trai
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_training_arguments, location
-from conceptual.jobs.runner import job_main, run_training_job
+from conceptual.jobs.runner import family_job, run_training_job
 
 
 def add_data(parser: JobParser) -> None:
@@ -29,19 +28,14 @@ def add_data(parser: JobParser) -> None:
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
-
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__, keys=family.config_file)
-        add_data(parser)
-        add_training_arguments(parser, family.registers, "model.architecture=rnn epochs=20")
-        args = parser.parse_args(argv)
-
-        return run_training_job(args, family.resolve_recipe(), args.features)
-
-    return main
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__, keys=family.config_file)
+    add_data(parser)
+    add_training_arguments(parser, family.registers, "model.architecture=rnn epochs=20")
+    args = parser.parse_args(argv)
+    return run_training_job(args, family.resolve_recipe(), args.features)
 
 
 main = job(FAMILIES["captioner"], "train_captioner")

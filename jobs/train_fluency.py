@@ -22,37 +22,32 @@ raters graded alike is labelled so, its derived label, if any, replaced
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_training_arguments, location
-from conceptual.jobs.runner import job_main, run_training_job
+from conceptual.jobs.runner import family_job, run_training_job
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__, keys=family.config_file)
+    parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
+    parser.add_argument(
+        "--labels",
+        type=location,
+        help="a fluency_label task set: people's labels beside the derived ones (key labels)",
+    )
+    add_training_arguments(parser, family.registers, "epochs=4 threshold=0.45")
+    args = parser.parse_args(argv)
+    if args.labels:
+        args.overrides = [*args.overrides, f"labels={args.labels}"]
+    from conceptual.pipelines.evaluate_fluency import held_out_markdown
 
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__, keys=family.config_file)
-        parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
-        parser.add_argument(
-            "--labels",
-            type=location,
-            help="a fluency_label task set: people's labels beside the derived ones (key labels)",
-        )
-        add_training_arguments(parser, family.registers, "epochs=4 threshold=0.45")
-        args = parser.parse_args(argv)
-        if args.labels:
-            args.overrides = [*args.overrides, f"labels={args.labels}"]
-        from conceptual.pipelines.evaluate_fluency import held_out_markdown
+    def show(result: dict) -> None:
+        print(held_out_markdown(result["held_out"]))
 
-        def show(result: dict) -> None:
-            print(held_out_markdown(result["held_out"]))
-
-        return run_training_job(args, family.resolve_recipe(), args.cn, show=show)
-
-    return main
+    return run_training_job(args, family.resolve_recipe(), args.cn, show=show)
 
 
 main = job(FAMILIES["fluency"], "train_fluency")

@@ -22,11 +22,10 @@ init=URI (the whole model), init.image=URI, init.speech=URI, init.text=URI (one 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_training_arguments, location
-from conceptual.jobs.runner import job_main, run_training_job
+from conceptual.jobs.runner import family_job, run_training_job
 
 
 def add_data(parser: JobParser) -> None:
@@ -43,21 +42,16 @@ def add_data(parser: JobParser) -> None:
     )
 
 
-def job(family: Family, name: str) -> Callable[[list[str] | None], int]:
-    """The job `name` of `family` (conceptual.families): its `main`."""
-
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(name, __doc__, keys=family.config_file)
-        add_data(parser)
-        add_training_arguments(parser, family.registers, "modality=text loss=triplet epochs=4")
-        args = parser.parse_args(argv)
-
-        return run_training_job(
-            args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
-        )
-
-    return main
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = JobParser(name, __doc__, keys=family.config_file)
+    add_data(parser)
+    add_training_arguments(parser, family.registers, "modality=text loss=triplet epochs=4")
+    args = parser.parse_args(argv)
+    return run_training_job(
+        args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
+    )
 
 
 main = job(FAMILIES["retriever"], "train_retriever")

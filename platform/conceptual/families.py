@@ -67,6 +67,13 @@ def resolve(ref: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _jobs(*own: str, **reused: str) -> dict[str, str]:
+    """Job name -> "conceptual.jobs.<module>:job": a job's own file, or (`reused`, job=module)
+    another family's job, run for this family."""
+    modules = {job: job for job in own} | reused
+    return {job: f"conceptual.jobs.{module}:job" for job, module in modules.items()}
+
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
@@ -77,11 +84,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_captioner:RECIPE",
             config_file="train_captioner.yaml",
             registers="captioner, captioner-zh for language=zh",
-            jobs={
-                "train_captioner": "conceptual.jobs.train_captioner:job",
-                "evaluate_captioner": "conceptual.jobs.evaluate_captioner:job",
-                "compare_captioners": "conceptual.jobs.compare_captioners:job",
-            },
+            jobs=_jobs("train_captioner", "evaluate_captioner", "compare_captioners"),
         ),
         Family(
             name="retriever",
@@ -90,11 +93,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_retriever:RECIPE",
             config_file="train_retriever.yaml",
             registers="retriever-<modality>",
-            jobs={
-                "train_retriever": "conceptual.jobs.train_retriever:job",
-                "evaluate_retriever": "conceptual.jobs.evaluate_retriever:job",
-                "compare_retrievers": "conceptual.jobs.compare_retrievers:job",
-            },
+            jobs=_jobs("train_retriever", "evaluate_retriever", "compare_retrievers"),
             search=(
                 Search("text", "TextRetriever", "retriever-text"),
                 Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
@@ -108,10 +107,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_fluency:RECIPE",
             config_file="train_fluency.yaml",
             registers="fluency-zh",
-            jobs={
-                "train_fluency": "conceptual.jobs.train_fluency:job",
-                "compare_fluency": "conceptual.jobs.compare_fluency:job",
-            },
+            jobs=_jobs("train_fluency", "compare_fluency"),
         ),
         Family(
             name="contrastive",
@@ -120,11 +116,11 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_contrastive:RECIPE",
             config_file="train_contrastive.yaml",
             registers="contrastive",
-            jobs={
-                "train_contrastive": "conceptual.jobs.train_retriever:job",
-                "evaluate_contrastive": "conceptual.jobs.evaluate_retriever:job",
-                "compare_contrastive": "conceptual.jobs.compare_retrievers:job",
-            },
+            jobs=_jobs(
+                train_contrastive="train_retriever",
+                evaluate_contrastive="evaluate_retriever",
+                compare_contrastive="compare_retrievers",
+            ),
             search=(Search("contrastive", "ContrastiveRetriever", "contrastive"),),
             pipeline_step="train_contrastive",
         ),

@@ -157,7 +157,7 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
             continue
         text = path.read_text()
         assert "argparse.ArgumentParser(" not in text and "JobParser(" in text, path.name
-        assert re.search(r"@job_main\n(    )?def main\(", text), path.name  # a family's: in job()
+        assert re.search(r"@job_main\ndef main\(|@family_job\ndef job\(", text), path.name
         assert 'type=location, help="where' not in text, path.name  # an output typed as input
         if re.search(r'"--output"|add_data_arguments|output=URI', text):
             assert path.stem in WRITERS, f"{path.name} writes a folder: add it to WRITERS"
