@@ -27,19 +27,21 @@ from matplotlib.figure import Figure
 
 from conceptual import registry
 from conceptual.intervals import (
-    NOISE_P,
-    WITHIN_NOISE,
     BootstrapConfig,
     error_bars,
-    interval_cell,
-    p_cell,
     resample_counts,
     with_intervals,
 )
 from conceptual.models.saving import load
 from conceptual.models.variants import VARIANTS
-from conceptual.pipelines.comparison import Comparison, Trained, parse_variants, registered_columns
+from conceptual.pipelines.comparison import (
+    Comparison,
+    Trained,
+    parse_variants,
+    registered_columns,
+)
 from conceptual.pipelines.comparison import compare as run_comparison
+from conceptual.pipelines.comparison import markdown_table as comparison_markdown
 from conceptual.pipelines.evaluate_captioner import captioner_scores
 from conceptual.pipelines.features_data import SplitImages, feature_files, split_images
 from conceptual.pipelines.train_captioner import CAPTIONS, RECIPE, TrainConfig
@@ -124,16 +126,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     the other metrics, and how the variant trained."""
     columns = ["variant", *REPORTED, "p vs best", "best_epoch", "parameters", "train_seconds"]
     columns.append("version")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        shown = {"CIDEr": interval_cell(row, "CIDEr", 4), "p vs best": p_cell(row[P_VS_BEST])}
-        cells = [shown[c] if c in shown else _cell(row[c]) for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + (
-        f"\n\nDev set: {rows[0]['eval_set']}. CIDEr [95% bootstrap interval over the dev "
-        f"images]; p vs best: paired bootstrap p-value of the CIDEr difference to the best "
-        f"variant, {WITHIN_NOISE} inside the noise (p >= {NOISE_P}).\n"
-    )
+    return comparison_markdown(columns, rows, "CIDEr", _cell, "Dev set", digits=4)
 
 
 def _cell(value: Any) -> str:

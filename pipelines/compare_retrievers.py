@@ -21,10 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conceptual.intervals import NOISE_P, WITHIN_NOISE, interval_cell, p_cell
 from conceptual.metrics import KS
-from conceptual.pipelines.comparison import Comparison, Trained, parse_variants, registered_columns
+from conceptual.pipelines.comparison import (
+    Comparison,
+    Trained,
+    parse_variants,
+    registered_columns,
+)
 from conceptual.pipelines.comparison import compare as run_comparison
+from conceptual.pipelines.comparison import markdown_table as comparison_markdown
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig, directions, evaluate
 from conceptual.pipelines.train_retriever import RECIPE, RetrieverTrainConfig
 from conceptual.pipelines.training import Recipe
@@ -102,18 +107,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     modality = rows[0]["modality"]
     recall = [f"{d}.R@{k}" for d in directions(modality) for k in KS if k <= 10]
     columns = ["variant", "loss", "batch_size", *recall, SELECT_BY, "p vs best", "train_seconds"]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        shown = {SELECT_BY: interval_cell(row, SELECT_BY), "p vs best": p_cell(row[P_VS_BEST])}
-        cells = [shown[c] if c in shown else _cell(row.get(c)) for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
     chance = ["chance", "", "", *(_cell(rows[0].get(f"chance {c}")) for c in recall), "", "", ""]
-    lines.append("| " + " | ".join(chance) + " |")
-    return "\n".join(lines) + (
-        f"\n\nEvaluation set: {rows[0]['eval_set']}. {SELECT_BY} [95% bootstrap interval over "
-        f"the images]; p vs best: paired bootstrap p-value of the {SELECT_BY} difference to "
-        f"the best variant, {WITHIN_NOISE} inside the noise (p >= {NOISE_P}).\n"
-    )
+    return comparison_markdown(columns, rows, SELECT_BY, _cell, "Evaluation set", last=chance)
 
 
 def _cell(value: Any) -> str:

@@ -30,7 +30,15 @@ from matplotlib.figure import Figure
 
 from conceptual import tracking
 from conceptual.config import Config, ConfigError, merge, parse_overrides
-from conceptual.intervals import HIGH, LOW, against_best
+from conceptual.intervals import (
+    HIGH,
+    LOW,
+    NOISE_P,
+    WITHIN_NOISE,
+    against_best,
+    interval_cell,
+    p_cell,
+)
 from conceptual.pipelines import training
 
 REGISTER = ("best", "all", "none")
@@ -235,3 +243,33 @@ def registered_columns(decision: dict[str, Any] | None) -> dict[str, Any]:
         "version": None if decision is None else decision["version"],
         "champion": None if decision is None else decision["reason"],
     }
+
+
+def markdown_table(
+    columns: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    metric: str,
+    cell: Callable[[Any], str],
+    measured_on: str,
+    digits: int = 3,
+    last: Sequence[str] = (),
+) -> str:
+    """A comparison's markdown table: a line per row, `metric` with its 95% interval and its
+    p-value against the best (`p vs best`), the other columns as `cell` writes them, then
+    `last` (chance level) and a note on the set it was `measured_on` ("Dev set")."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        shown = {
+            metric: interval_cell(row, metric, digits),
+            "p vs best": p_cell(row[f"{metric}.p_vs_best"]),
+        }
+        cells = [shown[c] if c in shown else cell(row.get(c)) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    if last:
+        lines.append("| " + " | ".join(last) + " |")
+    over = "the dev images" if measured_on == "Dev set" else "the images"
+    return "\n".join(lines) + (
+        f"\n\n{measured_on}: {rows[0]['eval_set']}. {metric} [95% bootstrap interval over "
+        f"{over}]; p vs best: paired bootstrap p-value of the {metric} difference to the best "
+        f"variant, {WITHIN_NOISE} inside the noise (p >= {NOISE_P}).\n"
+    )
