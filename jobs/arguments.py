@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from conceptual.families import Family
 from conceptual.jobs.runner import Stopped
 from conceptual.paths import LocationError, user_path
 
@@ -202,12 +203,18 @@ def add_evaluation_arguments(parser: JobParser, example: str = "") -> None:
     add_config(parser, "EvalConfig", example)
 
 
-def add_training_arguments(parser: JobParser, default_model: str, example: str) -> None:
-    """What a training job takes besides its data (run_training_job): its family's config
-    (the shipped file's keys; `example`: some), the registered model, `--no-register`."""
+def training_parser(
+    family: Family, name: str, doc: str | None, add_data: Callable[[JobParser], None], example: str
+) -> JobParser:
+    """A family's training job's command line (run_training_job): what it trains on
+    (`add_data`), its config (the family's shipped file's keys; `example`: some), the
+    registered model, `--no-register`."""
+    parser = JobParser(name, doc, keys=family.config_file)
+    add_data(parser)
     add_config(parser, example=example)
-    parser.add_argument("--model-name", help=f"registered model (default: {default_model})")
+    parser.add_argument("--model-name", help=f"registered model (default: {family.registers})")
     parser.add_argument("--no-register", action="store_true", help="train and log only")
+    return parser
 
 
 def add_variants(parser: JobParser, register: str, named: Sequence[str] = ()) -> None:

@@ -184,7 +184,7 @@ def run_training_job(
     *data: Any,
     show: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
-    """A training job (add_training_arguments) from its arguments to its last line: the
+    """A training job (arguments.training_parser) from its arguments to its last line: the
     config, a model of the `recipe`'s family trained on `data` (training.train), registered
     (unless --no-register) with the champion rule's decision, the best epoch's dev metrics,
     `show(result)` (more for people, such as a held-out table), where the model is, and the

@@ -24,21 +24,24 @@ from __future__ import annotations
 import sys
 
 from conceptual.families import FAMILIES, Family
-from conceptual.jobs.arguments import JobParser, add_training_arguments, location
+from conceptual.jobs.arguments import JobParser, location, training_parser
 from conceptual.jobs.runner import family_job, run_training_job
 
 
-@family_job
-def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
-    parser = JobParser(name, __doc__, keys=family.config_file)
+def add_data(parser: JobParser) -> None:
+    """What the fluency classifier trains on: Flickr8k-CN, and people's labels."""
     parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
     parser.add_argument(
         "--labels",
         type=location,
         help="a fluency_label task set: people's labels beside the derived ones (key labels)",
     )
-    add_training_arguments(parser, family.registers, "epochs=4 threshold=0.45")
+
+
+@family_job
+def job(family: Family, name: str, argv: list[str] | None = None) -> int:
+    """The job `name` of `family` (conceptual.families)."""
+    parser = training_parser(family, name, __doc__, add_data, "epochs=4 threshold=0.45")
     args = parser.parse_args(argv)
     if args.labels:
         args.overrides = [*args.overrides, f"labels={args.labels}"]

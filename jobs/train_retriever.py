@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 
 from conceptual.families import FAMILIES, Family
-from conceptual.jobs.arguments import JobParser, add_training_arguments, location
+from conceptual.jobs.arguments import JobParser, location, training_parser
 from conceptual.jobs.runner import family_job, run_training_job
 
 
@@ -45,10 +45,9 @@ def add_data(parser: JobParser) -> None:
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
-    parser = JobParser(name, __doc__, keys=family.config_file)
-    add_data(parser)
-    add_training_arguments(parser, family.registers, "modality=text loss=triplet epochs=4")
-    args = parser.parse_args(argv)
+    args = training_parser(
+        family, name, __doc__, add_data, "modality=text loss=triplet epochs=4"
+    ).parse_args(argv)
     return run_training_job(
         args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
     )
