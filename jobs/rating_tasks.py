@@ -5,10 +5,12 @@
         [--direction query_to_image|image_to_query] [--photo whole|crop]
 
 KIND: caption_quality (GOOD/BAD; from a curated dataset or an evaluate_captioner run),
-retrieval (which of the top 5 images match the query; from an evaluate_retriever run) or
-zh_caption (relevance and fluency 1-5; from a compare_fluency run, an evaluate_captioner run
-of a Chinese captioner, or a dataset with Chinese captions). OUTPUT gets tasks.parquet (one
-row per item: item_id, the photo or the ranked images, the text, the hidden approach) and
+retrieval (which of the top 5 images match the query; from an evaluate_retriever run),
+zh_caption (relevance and fluency 1-5 of every approach's caption of a photo, side by side
+in a shuffled order; from a compare_fluency run, an evaluate_captioner run of a Chinese
+captioner, or a dataset with Chinese captions) or fluency_label (fluent or not; from a
+dataset's machine translations). OUTPUT gets tasks.parquet (one row per item: item_id, the
+photo or the ranked images, the text or the captions, the hidden approaches) and
 tasks.json. Retrieval items show a query and the images found for it, or with
 `--direction image_to_query` a photo and the captions found for it (Table 4 both ways).
 `--photo crop` shows every photo as the centre square the model saw instead of whole
@@ -23,7 +25,7 @@ import sys
 
 from conceptual.jobs.arguments import JobParser, add_verbose, location, output
 from conceptual.jobs.runner import job_main, job_run
-from conceptual.rating.tasks import DIRECTIONS, KINDS, PHOTOS
+from conceptual.rating.tasks import DIRECTIONS, KINDS, PHOTOS, sentences
 
 
 def positive(value: str) -> int:
@@ -66,9 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             args.kind, args.output, args.run, args.data, args.items, args.raters, args.seed,
             direction=args.direction, photo=args.photo,
         )  # fmt: skip
-    counts = ", ".join(
-        f"{a} {sum(i['approach'] == a for i in tasks.items)}" for a in tasks.manifest["approaches"]
-    )
+    shown = [s["approach"] for item in tasks.items for s in sentences(item)]
+    counts = ", ".join(f"{a} {shown.count(a)}" for a in tasks.manifest["approaches"])
     print(
         f"tasks:    {args.output}  ({len(tasks.items)} items: {counts}; {args.raters} raters each)"
     )

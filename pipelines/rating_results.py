@@ -22,8 +22,8 @@ from mlflow.tracking import MlflowClient
 
 from conceptual import storage, tracking
 from conceptual.rating.store import RatingStore
-from conceptual.rating.tables import SCALES, Tables, human_tables
-from conceptual.rating.tasks import TaskSet
+from conceptual.rating.tables import Tables, human_tables
+from conceptual.rating.tasks import SCALES, TaskSet
 
 HUMAN_EXPERIMENT = "human_evaluation"
 CSV_COLUMNS = ("rater", "item_id", "answer")

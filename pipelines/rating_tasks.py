@@ -4,11 +4,13 @@
 |---|---|---|
 | caption_quality | its captions (Conceptual Captions Table 2) | evaluate_captioner: the model's and the nearest-neighbour baseline's test captions (samples.json; Table 4) |
 | retrieval | - | evaluate_retriever (rankings.json; run it with rankings=N for N per direction): `query_to_image`, a query and its top 5 images, its own image added when missing; or `image_to_query`, a photo and its top 5 captions, one of its own added when none is there |
-| zh_caption | its Chinese captions, one per image and source (MT system, native, human) | compare_fluency: every approach's caption of each test image (captions.json); evaluate_captioner of a Chinese captioner |
+| zh_caption | its Chinese captions: an item an image, with one caption of each source (MT system, native, human) | compare_fluency: an item a test image, with every approach's caption of it (captions.json); evaluate_captioner of a Chinese captioner: the model's and the baseline's |
 | fluency_label | its machine translations (records with an English `original`), to grade fluent or not (the fluency paper's labels) | - |
 
-Sampling is reproducible: the candidates come in a stable order and `seed` draws from them.
-`items` counts items; for zh_caption it counts images, each with every approach's caption.
+Sampling is reproducible: the candidates come in a stable order and `seed` draws from them
+(and the order a zh_caption item shows its captions in: conceptual.rating.tasks). `items`
+counts items; for caption_quality from a run with a baseline it counts images, each with
+both captions as two items.
 Photos come from the curated data (a run's features name it in features.json), whole or
 (`photo="crop"`) as the centre square the features job gave the model (Table 3's crop
 condition).
@@ -94,40 +96,71 @@ def from_data(kind: str, data_uri: str, items: int | None, rng: random.Random) -
     folder = storage.output_part(data_uri, CURATED)
     columns = ["id", "caption", "image_id", "language", "source", "text", "original"]
     table = curated_table(folder, columns).sort_by("id").to_pylist()
+    if kind == "zh_caption":
+        images = chinese_captions(table, items, rng)
+        if not images:
+            raise ValueError(f"no {kind} candidates in {data_uri}")
+        shown = photos([folder], "id", [rows[0]["id"] for rows in images])
+        return [
+            side_by_side(rows[0], {row["source"]: caption_of(row) for row in rows}, shown)
+            for rows in images
+        ]
     if kind == "caption_quality":
         chosen = sample(table, items, rng)
-        approach = "curated"
-    elif kind == "zh_caption":
-        chosen = chinese_captions(table, items, rng)
-        approach = None
     elif kind == "fluency_label":  # translations only: the label is of a translation
         chosen = sample([row for row in table if row.get("original")], items, rng)
-        approach = None
     else:
         raise ValueError(f"{kind} tasks come from a run (--run), not from a dataset")
     if not chosen:
         raise ValueError(f"no {kind} candidates in {data_uri}")
     shown = photos([folder], "id", [row["id"] for row in chosen])
+    approach = "curated" if kind == "caption_quality" else None  # else the record's source
     return [
-        caption_item(kind, approach or row["source"], row.get("text") or row["caption"], row, shown)
-        for row in chosen
+        caption_item(kind, approach or row["source"], caption_of(row), row, shown) for row in chosen
     ]
 
 
-def chinese_captions(records: list[dict], images: int | None, rng: random.Random) -> list[dict]:
-    """One Chinese caption per sampled image and source (the first by id)."""
+def caption_of(row: dict[str, Any]) -> str:
+    """A curated record's caption as people read it: its text (a Chinese caption's,
+    unsegmented) where it has one."""
+    return row.get("text") or row["caption"]
+
+
+def chinese_captions(
+    records: list[dict], images: int | None, rng: random.Random
+) -> list[list[dict]]:
+    """For each sampled image, its first Chinese caption (by id) of each source."""
     by_image: dict[str, dict[str, dict]] = {}
     for row in records:
         if row.get("language") == "zh":
             by_image.setdefault(row["image_id"] or row["id"], {}).setdefault(row["source"], row)
-    chosen = sample(sorted(by_image), images, rng)
-    return [row for image in chosen for row in by_image[image].values()]
+    return [list(by_image[image].values()) for image in sample(sorted(by_image), images, rng)]
+
+
+def side_by_side(
+    row: dict[str, Any], captions: dict[str, str], shown: dict[str, bytes]
+) -> dict[str, Any]:
+    """A zh_caption item: the photo of `row` (its `id` a key of `shown`) and each
+    approach's caption of it, in the approaches' order (new_task_set shuffles them)."""
+    sentences = [{"approach": a, "text": normalize(text)} for a, text in captions.items()]
+    return {
+        "item_id": item_id(
+            "zh_caption", row["id"], *(f"{s['approach']}:{s['text']}" for s in sentences)
+        ),
+        "approach": None,
+        "text": None,
+        "image": shown[row["id"]],
+        "image_id": row.get("image_id"),
+        "source_id": row["id"],
+        "results": None,
+        "sentences": sentences,
+    }
 
 
 def caption_item(
     kind: str, approach: str, text: str, row: dict[str, Any], shown: dict[str, bytes]
 ) -> dict[str, Any]:
-    text = normalize(text) if kind in ("zh_caption", "fluency_label") else text
+    text = normalize(text) if kind == "fluency_label" else text
     return {
         "item_id": item_id(kind, approach, row["id"], text),
         "approach": approach,
@@ -136,6 +169,7 @@ def caption_item(
         "image_id": row.get("image_id"),
         "source_id": row["id"],
         "results": None,
+        "sentences": None,
     }
 
 
@@ -161,22 +195,26 @@ def from_run(
         images = sample(sorted({k for by_key in captions.values() for k in by_key}), items, rng)
         shown = photos(curated, "image_id", images)
         rows = [
-            caption_item(kind, approach, caption, {"id": key, "image_id": key}, shown)
-            for approach, by_key in captions.items()
-            for key, caption in by_key.items()
-            if key in shown
+            side_by_side(
+                {"id": key, "image_id": key},
+                {approach: by_key[key] for approach, by_key in captions.items() if key in by_key},
+                shown,
+            )
+            for key in images
         ]
         return rows, {"curated": curated}
     table = artifact(run_id, "samples.json")  # MLflow's table: columns and rows
     samples = pd.DataFrame(table["data"], columns=table["columns"]).sort_values("id")
-    approaches = ["generated", *(["baseline"] if "baseline" in samples else [])]
+    # approach -> its column: the model's captions, and the baseline's when it ran
+    columns = {"model": "generated", **({"baseline": "baseline"} if "baseline" in samples else {})}
     chosen = sample(samples.to_dict("records"), items, rng)
     shown = photos(curated, "id", [row["id"] for row in chosen])
-    rows = [
-        caption_item(kind, "model" if column == "generated" else column, row[column], row, shown)
-        for column in approaches
-        for row in chosen
-    ]
+    if kind == "zh_caption":
+        rows = [side_by_side(row, {a: row[c] for a, c in columns.items()}, shown) for row in chosen]
+    else:
+        rows = [
+            caption_item(kind, a, row[c], row, shown) for a, c in columns.items() for row in chosen
+        ]
     return rows, {"curated": curated}
 
 
@@ -261,6 +299,7 @@ def query_to_image_items(queries: list[dict], rng: random.Random, curated: list[
                 "image_id": query["answer"],
                 "source_id": query["answer"],
                 "results": shown_results(results, rng),
+                "sentences": None,
             }
         )
     return rows
@@ -289,6 +328,7 @@ def image_to_query_items(images: list[dict], rng: random.Random, curated: list[s
                 "image_id": entry["image_id"],
                 "source_id": entry["image_id"],
                 "results": shown_results(results, rng),
+                "sentences": None,
             }
         )
     return rows
@@ -296,8 +336,9 @@ def image_to_query_items(images: list[dict], rng: random.Random, curated: list[s
 
 def sampled(tasks: TaskSet) -> int:
     """How many of what `--items` counts the task set holds: images where each comes with
-    every approach's caption (zh_caption, a run with a baseline), else items."""
-    if tasks.kind.name == "zh_caption" or len(tasks.manifest["approaches"]) > 1:
+    every approach's caption (zh_caption: in one item; caption_quality of a run with a
+    baseline: an item each), else items."""
+    if len(tasks.manifest["approaches"]) > 1:
         return len({item["image_id"] or item["source_id"] for item in tasks.items})
     return len(tasks.items)
 

@@ -251,20 +251,25 @@ def result(rank: int | None, colour: tuple[int, int, int]) -> dict:
 
 
 def test_keyboard_answers_of_the_scales_and_the_ranked_images(tmp_path, free_port):
-    zh = task_set("zh_caption", [item(0, text="一只红色的方块")], raters=1)
+    captions = [{"approach": "weighted loss", "text": "一只红色的方块"},
+                {"approach": "late translation", "text": "红色方块"}]  # fmt: skip
+    zh = task_set("zh_caption", [item(0, text=None, approach=None, sentences=captions)], raters=1)
+    shown = [s["text"] for s in zh.items[0]["sentences"]]  # in the order the seed drew
     ranked = [result(rank, (40 * rank, 90, 200)) for rank in (3, 1, 5, 2, 4)]
     retrieval = task_set("retrieval", [item(0, image=None, results=ranked)], raters=1)
     db = f"sqlite:///{tmp_path / 'ratings.db'}"
     with browser() as driver:
         with serving(zh, db, free_port(), open_raters=True) as base:
             sign_in(driver, base, "ann")
-            assert "一只红色的方块" in driver.page_source
-            press(driver, "4", "5", Keys.ENTER)  # relevance 4, fluency 5
+            texts = driver.find_elements(By.CSS_SELECTOR, ".sentences .text")
+            assert [t.text for t in texts] == shown  # side by side, in the item's order
+            assert "weighted" not in driver.page_source  # approaches are never shown
+            press(driver, "4", "5", "2", "3", Keys.ENTER)  # relevance, fluency of each
             driver.find_element(By.ID, "done")
         with serving(retrieval, db, free_port(), open_raters=True) as base:
             sign_in(driver, base, "ann")
             assert len(driver.find_elements(By.CSS_SELECTOR, ".results img")) == 5
             press(driver, "1", "3", "3", "4", Keys.ENTER)  # 3 marked and unmarked again
             driver.find_element(By.ID, "done")
-    assert [r["answer"] for r in RatingStore(zh, db).ratings()] == ["4/5"]
+    assert [r["answer"] for r in RatingStore(zh, db).ratings()] == ["4/5 2/3"]
     assert [r["answer"] for r in RatingStore(retrieval, db).ratings()] == ["YNNYN"]

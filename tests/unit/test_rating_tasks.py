@@ -64,7 +64,7 @@ def test_asking_for_more_items_than_the_source_holds_says_so(tmp_path, platform_
     assert "note:     --items 200, and the source holds 12: all of them are in" in out
 
 
-def test_chinese_captions_one_per_image_and_source(tmp_path, platform_home):
+def test_chinese_captions_of_an_image_side_by_side_one_per_source(tmp_path, platform_home):
     rows = [
         {**english(n), "id": f"{source}{n}", "language": "zh", "source": source,
          "caption": "一个 男人", "text": f"一个男人{n}"}
@@ -76,9 +76,13 @@ def test_chinese_captions_one_per_image_and_source(tmp_path, platform_home):
     argv = ["--kind", "zh_caption", "--data", data, "--output", str(out), "--items", "3"]
     assert rating_tasks.main(argv) == 0
     tasks = read_task_set(str(out))
-    assert len(tasks.items) == 6  # 3 images x 2 sources
+    assert len(tasks.items) == 3  # 3 images, each with both sources' captions
     assert sorted(tasks.manifest["approaches"]) == ["baidu", "native"]
-    assert all(item["text"].startswith("一个男人") for item in tasks.items)
+    for item in tasks.items:
+        n = int(item["image_id"][3:])
+        assert item["image"] == english(n)["image"] and item["text"] is None
+        assert sorted(s["approach"] for s in item["sentences"]) == ["baidu", "native"]
+        assert {s["text"] for s in item["sentences"]} == {f"一个男人{n}"}
 
 
 def test_retrieval_from_data_is_refused(tmp_path, platform_home, capsys):
@@ -202,9 +206,10 @@ def test_captions_of_an_evaluation_and_of_the_fluency_comparison(tmp_path, platf
     argv = ["--kind", "zh_caption", "--run", run.info.run_id, "--output", str(tmp_path / "zh")]
     assert rating_tasks.main([*argv, "--items", "2"]) == 0
     zh = read_task_set(str(tmp_path / "zh"))
-    assert (
-        sorted(i["approach"] for i in zh.items) == ["late translation"] * 2 + ["weighted loss"] * 2
-    )
-    assert {i["text"] for i in zh.items} == {"一个男人在跑步", "一个人"}  # shown unsegmented
+    assert len(zh.items) == 2 and zh.manifest["approaches"] == list(captions)
+    for item in zh.items:  # the image's caption of each approach, once, shown unsegmented
+        assert item["image"] == english(int(item["image_id"][3:]))["image"]
+        by_approach = {s["approach"]: s["text"] for s in item["sentences"]}
+        assert by_approach == {"weighted loss": "一个男人在跑步", "late translation": "一个人"}
     argv = ["--kind", "retrieval", "--run", run.info.run_id, "--output", str(tmp_path / "r")]
     assert rating_tasks.main(argv) == 2  # a fluency comparison ranks no images

@@ -5,8 +5,8 @@
 | path | what |
 |---|---|
 | GET / | where to start: an invited rater's link, or (`open_raters`) a name to type |
-| GET /rate/KEY | the rater's current item: photo(s), text, question, answer buttons, progress |
-| POST /rate/KEY/answer | `item_id` and the answer (`answer`; `relevance`, `fluency`; `match`) |
+| GET /rate/KEY | the rater's current item: photo(s), text(s), question, answer controls, progress |
+| POST /rate/KEY/answer | `item_id` and the answer (`answer`; `relevance.N` and `fluency.N` for the N-th caption shown; `match`) |
 | POST /rate/KEY/undo | take back the rater's latest answer and show that item again |
 | GET /image/ITEM/N | the item's photo (N=0) or its N-th image shown (retrieval by a query) |
 | GET /progress | items complete, answers and raters so far (no answers themselves) |
@@ -20,9 +20,10 @@ the rater under the database's key) and is refused with an Origin or Referer of 
 site; every request is refused whose Host is not one the page serves (`hosts`: DNS
 rebinding). A request body over MAX_BODY_BYTES is refused before it is read.
 
-Keyboard: G / B (caption quality); 1-5 relevance then 1-5 fluency, Enter (zh_caption);
-1-9 toggle an image (or, for a photo's retrieved captions, a caption), Enter (retrieval);
-U undo. A rater sees their own item only, never another's answers. A request the store
+Keyboard: G / B (caption quality); F / N / D (fluency label); 1-5 the relevance, then the
+fluency, of each caption in turn, Enter (zh_caption: every approach's caption of the photo
+side by side, each graded on its own); 1-9 toggle an image (or, for a photo's retrieved
+captions, a caption), Enter (retrieval); U undo. A rater sees their own item only, never another's answers. A request the store
 refuses (an unknown item, a second answer, an item that is not the one shown, a tampered
 answer) gets its 4xx status and a page saying why.
 """
@@ -44,7 +45,19 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from conceptual.rating.store import RatingStore, Refused
-from conceptual.rating.tasks import BAD, GOOD, MATCH, NO_MATCH, SCALE, TaskSet
+from conceptual.rating.tasks import (
+    BAD,
+    DIFFICULT,
+    FLUENT,
+    GOOD,
+    MATCH,
+    NO_MATCH,
+    NOT_FLUENT,
+    SCALE,
+    SCALES,
+    TaskSet,
+    sentences,
+)
 
 RATER_NAME = re.compile(r"[\w .@-]{1,64}")
 NAME_RULE = "a rater's name is 1-64 letters, digits, spaces or . _ @ -"
@@ -61,6 +74,7 @@ body { font-family: sans-serif; max-width: 1100px; margin: 1em auto; padding: 0 
 .captions label { display: block; font-size: 1.2em; margin: 0.3em 0; cursor: pointer; }
 .captions label:has(input:checked) { background: #dfd; }
 .text { font-size: 1.4em; margin: 0.5em 0; }
+.sentences li { margin: 0.8em 0; }
 .progress { color: #555; } .keys { color: #777; font-size: 0.9em; }
 .error { color: #b00; font-size: 1.2em; }
 button { font-size: 1.1em; margin: 0.2em; padding: 0.3em 1em; }
@@ -74,15 +88,18 @@ document.addEventListener("keydown", (e) => {
   if (key === "u") { document.getElementById("undo").submit(); return; }
   if (!form) return;
   const kind = form.dataset.kind;
-  if (kind === "caption_quality" && (key === "g" || key === "b")) {
-    document.getElementById(key === "g" ? "good" : "bad").click();
+  const buttons = {caption_quality: {g: "good", b: "bad"},
+                   fluency_label: {f: "fluent", n: "not-fluent", d: "difficult"}}[kind];
+  if (buttons && buttons[key]) {
+    document.getElementById(buttons[key]).click();
   } else if (kind === "zh_caption" && key >= "1" && key <= "5") {
-    const scale = form.querySelector("input[name=relevance]:checked") ? "fluency" : "relevance";
-    form.querySelector(`input[name=${scale}][value="${key}"]`).checked = true;
+    // the first grade not given yet: a caption's relevance, then its fluency, then the next
+    const open = [...form.querySelectorAll(".grade")].find((g) => !g.querySelector(":checked"));
+    if (open) open.querySelector(`input[value="${key}"]`).checked = true;
   } else if (kind === "retrieval" && key >= "1" && key <= "9") {
     const box = form.querySelector(`input[name=match][value="${Number(key) - 1}"]`);
     if (box) box.checked = !box.checked;
-  } else if (key === "enter" && kind !== "caption_quality") {
+  } else if (key === "enter" && !buttons) {
     form.requestSubmit();
   }
 });
@@ -118,24 +135,47 @@ def host_of(value: str) -> str:
     return (urlsplit(f"//{netloc}").hostname or "").lower()
 
 
-def answer_controls(tasks: TaskSet) -> str:
+# The answer buttons of the kinds answered with one (element id, answer, label).
+BUTTONS = {
+    "caption_quality": (("good", GOOD, "GOOD (G)"), ("bad", BAD, "BAD (B)")),
+    "fluency_label": (
+        ("fluent", FLUENT, "Fluent (F)"),
+        ("not-fluent", NOT_FLUENT, "Not fluent (N)"),
+        ("difficult", DIFFICULT, "Difficult to tell (D)"),
+    ),
+}
+
+
+def answer_controls(tasks: TaskSet, item: dict[str, Any]) -> str:
     """The answer's inputs for the kind (what `submitted_answer` reads back)."""
     kind = tasks.kind.name
-    if kind == "caption_quality":
-        return (
-            f"<button id='good' name='answer' value='{GOOD}'>GOOD (G)</button>"
-            f"<button id='bad' name='answer' value='{BAD}'>BAD (B)</button>"
+    if kind in BUTTONS:
+        return "".join(
+            f"<button id='{element}' name='answer' value='{answer}'>{label}</button>"
+            for element, answer, label in BUTTONS[kind]
         )
     if kind == "zh_caption":
-        rows = []
-        for scale in ("relevance", "fluency"):
-            radios = "".join(
-                f"<label><input type='radio' name='{scale}' value='{v}' required> {v}</label> "
+        return f"{graded_captions(item)}<button id='submit'>Submit (Enter)</button>"
+    return "<button id='submit'>Submit (Enter): the marked images match</button>"
+
+
+def graded_captions(item: dict[str, Any]) -> str:
+    """Each caption the item shows, in the order shown, with its own grades
+    (`relevance.N`, `fluency.N`): the approaches side by side, their names never shown."""
+    shown = []
+    for n, sentence in enumerate(sentences(item)):
+        grades = "".join(
+            f"<p class='grade'><b>{scale}</b>: "
+            + "".join(
+                f"<label><input type='radio' name='{scale}.{n}' value='{v}' required> {v}</label> "
                 for v in SCALE
             )
-            rows.append(f"<p><b>{scale}</b>: {radios}</p>")
-        return "".join(rows) + "<button id='submit'>Submit (Enter)</button>"
-    return "<button id='submit'>Submit (Enter): the marked images match</button>"
+            + "</p>"
+            for scale in SCALES
+        )
+        text = html.escape(sentence["text"] or "")
+        shown.append(f"<li><div class='text' lang='zh'>{text}</div>{grades}</li>")
+    return f"<ol class='sentences'>{''.join(shown)}</ol>"
 
 
 def shows_captions(item: dict[str, Any]) -> bool:
@@ -162,23 +202,30 @@ def item_body(tasks: TaskSet, item: dict[str, Any], key: str, csrf: str) -> str:
         media = f"<div class='results'>{shown}</div>"
     else:
         media = photo
-    text = f"<div class='text' lang='{'zh' if tasks.kind.name == 'zh_caption' else 'en'}'>"
+    kind = tasks.kind.name
+    # zh_caption's captions are shown with their grades (answer_controls)
+    text = "" if kind == "zh_caption" else html.escape(item["text"] or "")
+    language = "zh" if kind == "fluency_label" else "en"
     return (
-        f"<p>{html.escape(tasks.question)}</p>{text}{html.escape(item['text'] or '')}</div>"
+        f"<p>{html.escape(tasks.question)}</p><div class='text' lang='{language}'>{text}</div>"
         f"<form id='answer' method='post' action='/rate/{quote(key)}/answer' "
-        f"data-kind='{tasks.kind.name}'><input type='hidden' name='item_id' value='{item_id}'>"
-        f"<input type='hidden' name='csrf' value='{csrf}'>{media}{answer_controls(tasks)}</form>"
+        f"data-kind='{kind}'><input type='hidden' name='item_id' value='{item_id}'>"
+        f"<input type='hidden' name='csrf' value='{csrf}'>{media}"
+        f"{answer_controls(tasks, item)}</form>"
     )
 
 
 async def submitted_answer(tasks: TaskSet, form: Any) -> tuple[str, str]:
     """(item id, answer as the kind writes it) from the posted form."""
     item_id = str(form.get("item_id") or "")
-    if tasks.kind.name == "caption_quality":
+    if tasks.kind.name in BUTTONS:
         return item_id, str(form.get("answer") or "")
-    if tasks.kind.name == "zh_caption":
-        return item_id, f"{form.get('relevance') or ''}/{form.get('fluency') or ''}"
     item = tasks.by_id().get(item_id)
+    if tasks.kind.name == "zh_caption":  # an unknown item's empty answer: the store says why
+        places = range(len(sentences(item))) if item else range(0)
+        return item_id, " ".join(
+            f"{form.get(f'relevance.{n}') or ''}/{form.get(f'fluency.{n}') or ''}" for n in places
+        )
     marked = {str(v) for v in form.getlist("match")}
     shown = range(len(item["results"])) if item else range(0)
     if not marked <= {str(n) for n in shown}:
@@ -246,7 +293,8 @@ def rating_app(
             return page("Done", f"{status}<h1 id='done'>All done: thank you!</h1>{undo}")
         keys = {
             "caption_quality": "G: good · B: bad",
-            "zh_caption": "1-5: relevance, then 1-5: fluency · Enter: submit",
+            "fluency_label": "F: fluent · N: not fluent · D: difficult to tell",
+            "zh_caption": "1-5: relevance, then fluency, of each caption in turn · Enter: submit",
             "retrieval": f"1-9: mark {'a caption' if shows_captions(items[item_id]) else 'an image'}"
             " · Enter: submit",
         }[tasks.kind.name]

@@ -9,13 +9,15 @@
   queries (found only when the query's own image is there); and how often raters took the
   query's own image for a match (`own_image_match`: what automatic recall assumes).
 - zh_caption (fluency Table 6): the mean and standard deviation (over ratings, n - 1) of
-  relevance and fluency per approach.
+  relevance and fluency per approach, each rating of an item's captions shown side by side
+  going to the approach of the caption in that place (the item's `sentences`); `items`
+  counts the rated items showing the approach.
 
 Agreement: `fleiss_kappa` over every judgement (an item's answer; retrieval: each image
-shown; zh_caption: each scale of each item, and each scale alone) and, for the 1-5 scales,
-Krippendorff's alpha with the interval distance. Only items with the task set's number of
-raters count (`items_rated`); ratings of unknown items, answers that are no answer and a
-rater's second answer to an item are left out and counted by reason (`skipped`).
+shown; zh_caption: each scale of each caption shown, and each scale alone) and, for the
+1-5 scales, Krippendorff's alpha with the interval distance. Only items with the task set's
+number of raters count (`items_rated`); ratings of unknown items, answers that are no answer
+and a rater's second answer to an item are left out and counted by reason (`skipped`).
 """
 
 from __future__ import annotations
@@ -27,9 +29,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conceptual.rating.agreement import fleiss_kappa, interval, krippendorff_alpha
-from conceptual.rating.tasks import FLUENT, GOOD, MATCH, NOT_FLUENT, RESULTS_SHOWN, TaskSet
+from conceptual.rating.tasks import (
+    FLUENT,
+    GOOD,
+    MATCH,
+    NOT_FLUENT,
+    RESULTS_SHOWN,
+    SCALES,
+    TaskSet,
+    grades,
+    sentences,
+)
 
-SCALES = ("relevance", "fluency")
 MIN_RATERS = 2  # of a fluency label: the fluency paper's two native speakers
 
 
@@ -182,17 +193,24 @@ def found_within(item: dict[str, Any], hits: list[bool], k: int) -> bool:
 def zh_caption(
     tasks: TaskSet, ratings: Ratings, rated: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    # Each caption shown: its approach and its raters' (relevance, fluency).
+    shown = [
+        (sentence["approach"], [grades(a)[place] for a in ratings.answers(item)])
+        for item in rated
+        for place, sentence in enumerate(sentences(item))
+    ]
     rows, metrics = [], {}
-    for approach, items in by_approach(tasks, rated).items():
-        row: dict[str, Any] = {"approach": approach, "items": len(items)}
+    for approach in tasks.manifest["approaches"]:
+        judged = [given for a, given in shown if a == approach]
+        row: dict[str, Any] = {"approach": approach, "items": len(judged)}
         for s, scale in enumerate(SCALES):
-            values = [int(a.split("/")[s]) for i in items for a in ratings.answers(i)]
+            values = [grade[s] for given in judged for grade in given]
             row[f"{scale}_mean"] = statistics.fmean(values) if values else None
             row[f"{scale}_std"] = statistics.stdev(values) if len(values) > 1 else None
         rows.append(row)
         metrics |= {prefix(tasks, approach, always=True) + k: v for k, v in row.items() if "_" in k}
     scales = {
-        scale: [[int(a.split("/")[s]) for a in ratings.answers(i)] for i in rated]
+        scale: [[grade[s] for grade in given] for _, given in shown]
         for s, scale in enumerate(SCALES)
     }
     metrics["fleiss_kappa"] = fleiss_kappa([u for units in scales.values() for u in units])

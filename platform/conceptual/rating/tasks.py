@@ -7,12 +7,16 @@ question, raters per item, seed, where the items came from), then the `_SUCCESS`
 |---|---|---|
 | caption_quality | a photo and a caption | `GOOD` or `BAD` |
 | retrieval | a query and the images retrieved for it (its top 5, and its own image when that is not among them), in a shuffled order; or (image_to_query) a photo and the captions retrieved for it, one of its own added the same way | one `Y` or `N` per image (caption) shown, in the order shown: `YNNNNY` |
-| zh_caption | a photo and a Chinese caption | relevance and fluency, each 1-5: `4/5` |
+| zh_caption | a photo and every approach's Chinese caption of it, side by side in a shuffled order (the fluency paper's Table 6) | relevance and fluency, each 1-5, for each caption in the order shown: `4/5 3/4 5/5` |
 | fluency_label | a machine-translated Chinese sentence (and its photo) | `FLUENT`, `NOT_FLUENT` or `DIFFICULT` (the fluency paper's grades; conceptual.fluency.human_labels) |
 
 Every item names its `approach` (what wrote the caption: `model`, `baseline`, a fluency
-strategy, a translator, ...). The page never shows it; approaches are shuffled together,
-so a rater cannot tell them apart by their order either.
+strategy, a translator, ...); a zh_caption item names one for each of its `sentences`,
+whose order is the order shown (drawn by the task set's seed), so an answer's N-th grade is
+the N-th sentence's approach's. The page never shows an approach; items and a zh_caption
+item's sentences are shuffled, so a rater cannot tell approaches apart by their order
+either. A zh_caption task set written before side-by-side items (one caption an item, no
+`sentences`) reads as items of one sentence each, answered `4/5` as then.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from conceptual import storage
 ITEMS, MANIFEST = "tasks.parquet", "tasks.json"
 GOOD, BAD = "GOOD", "BAD"
 MATCH, NO_MATCH = "Y", "N"
-SCALE = range(1, 6)  # relevance and fluency, 1-5
+SCALES = ("relevance", "fluency")  # what a zh_caption rater grades each caption on
+SCALE = range(1, 6)  # each grade: 1-5
+# zh_caption: an answer takes 4 characters a sentence ("4/5 "), and the rating page's
+# database keeps answers in 64 (conceptual.rating.store).
+MAX_SENTENCES = 16
 GRADES = FLUENT, NOT_FLUENT, DIFFICULT = ("FLUENT", "NOT_FLUENT", "DIFFICULT")  # fluency_label
 RESULTS_SHOWN = 5  # retrieval: the top 5, as in the spoken-captions paper's Table 4
 # Retrieval items: a query and the images found for it, or a photo and the captions found.
@@ -50,15 +58,17 @@ RESULT = pa.struct(
         ("correct", pa.bool_()),  # the query's own image, the photo's own caption (automatic R@k)
     ]
 )
+SENTENCE = pa.struct([("approach", pa.string()), ("text", pa.string())])
 ITEM = pa.schema(
     [
         ("item_id", pa.string()),
-        ("approach", pa.string()),  # hidden from raters
-        ("text", pa.string()),  # the caption, or the retrieval query
+        ("approach", pa.string()),  # hidden from raters; null for zh_caption (its sentences')
+        ("text", pa.string()),  # the caption, or the retrieval query (zh_caption: null)
         ("image", pa.binary()),  # the photo (null for retrieval: its images are in results)
         ("image_id", pa.string()),
         ("source_id", pa.string()),  # the record the item was made from
         ("results", pa.list_(RESULT)),  # retrieval only
+        ("sentences", pa.list_(SENTENCE)),  # zh_caption only: in the order shown
     ]
 )
 
@@ -85,9 +95,12 @@ class Kind:
         if self.name == "fluency_label" and text.replace(" ", "_") in GRADES:
             return text.replace(" ", "_")
         if self.name == "zh_caption":
-            parts = text.split("/")
-            if len(parts) == 2 and all(p.isdigit() and int(p) in SCALE for p in parts):
-                return f"{int(parts[0])}/{int(parts[1])}"
+            given = [grade.split("/") for grade in text.split()]
+            if len(given) == len(sentences(item)) and all(
+                len(parts) == 2 and all(p.isdigit() and int(p) in SCALE for p in parts)
+                for parts in given
+            ):
+                return " ".join(f"{int(relevance)}/{int(fluency)}" for relevance, fluency in given)
         raise AnswerError(
             f"{answer!r} is not an answer to a {self.name} item: {self.answer_format}"
         )
@@ -109,10 +122,10 @@ KINDS = {
         ),
         Kind(
             "zh_caption",
-            "How relevant is the Chinese caption to the photo (1: unrelated, 5: describes it "
-            "exactly), and how fluent is it as Chinese (1: not Chinese, 5: as a native "
+            "How relevant is each Chinese caption to the photo (1: unrelated, 5: describes "
+            "it exactly), and how fluent is it as Chinese (1: not Chinese, 5: as a native "
             "speaker writes)?",
-            "relevance/fluency, each 1-5, e.g. 4/5",
+            "relevance/fluency, each 1-5, for each caption in the order shown, e.g. 4/5 3/4",
         ),
         Kind(
             "fluency_label",
@@ -128,6 +141,18 @@ def kind(name: str) -> Kind:
     if name not in KINDS:
         raise ValueError(f"unknown kind {name!r}: one of {', '.join(KINDS)}")
     return KINDS[name]
+
+
+def sentences(item: dict[str, Any]) -> list[dict[str, str]]:
+    """The captions an item shows, each with its approach, in the order shown: a zh_caption
+    item's `sentences`, else (another kind, or a zh_caption task set written before them)
+    its one text."""
+    return item.get("sentences") or [{"approach": item["approach"], "text": item["text"]}]
+
+
+def grades(answer: str) -> list[tuple[int, int]]:
+    """A stored zh_caption answer as (relevance, fluency) for each sentence shown."""
+    return [(int(g.split("/")[0]), int(g.split("/")[1])) for g in answer.split()]
 
 
 def item_id(*key: str) -> str:
@@ -189,13 +214,19 @@ def new_task_set(
     source: dict[str, Any],
     rng: random.Random,
 ) -> TaskSet:
-    """Items shuffled (approaches mixed) and a manifest naming the set by its items."""
-    ordered, items = items, list(items)
+    """Items shuffled, and each item's sentences (approaches mixed), and a manifest naming
+    the set by its items and the order each shows its sentences in: answers are stored
+    under the set's name and read by position."""
+    ordered, items = items, [shuffled_sentences(item, rng) for item in items]
     rng.shuffle(items)
     ids = [item["item_id"] for item in items]
     if len(set(ids)) != len(ids):
         raise ValueError("two items of the task set show the same thing")
-    digest = hashlib.sha1(json.dumps([kind_name, ids]).encode()).hexdigest()[:12]
+    orders = [[s["approach"] for s in item["sentences"]] for item in items if item.get("sentences")]
+    if any(len(order) > MAX_SENTENCES for order in orders):
+        raise ValueError(f"an item shows at most {MAX_SENTENCES} sentences side by side")
+    key = [kind_name, ids, *([orders] if orders else [])]
+    digest = hashlib.sha1(json.dumps(key).encode()).hexdigest()[:12]
     manifest = {
         "task_set": f"{kind_name}-{digest}",
         "kind": kind_name,
@@ -205,10 +236,19 @@ def new_task_set(
         "seed": seed,
         "items": len(items),
         # In the order the source gave them: the first is the one being evaluated.
-        "approaches": list(dict.fromkeys(item["approach"] for item in ordered)),
+        "approaches": list(dict.fromkeys(s["approach"] for i in ordered for s in sentences(i))),
         "source": source,
     }
     return TaskSet(manifest, items)
+
+
+def shuffled_sentences(item: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """The item with its sentences (if any) in a shuffled order: the order shown."""
+    if not item.get("sentences"):
+        return item
+    shown = list(item["sentences"])
+    rng.shuffle(shown)
+    return {**item, "sentences": shown}
 
 
 def read_task_set(uri: str) -> TaskSet:
