@@ -1,9 +1,14 @@
 """The offline translator: exact lookup of Flickr8k-CN's provided translations (normalized
 English), the most frequent translation of a repeated sentence, and the nearest sentence's
-translation by TF-IDF cosine."""
+translation by TF-IDF cosine; and the service translator (translate translator=service)
+against a LibreTranslate stand-in on 127.0.0.1."""
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,3 +98,66 @@ def test_nearest_returns_the_most_similar_sentences_translation(cn_dir):
 def test_nearest_below_min_similarity_is_none(cn_dir):
     translator = ProvidedTranslations(cn_dir, nearest=True, min_similarity=0.9)
     assert translator.translate(["two kids play soccer in the park"]) == [None]
+
+
+class Service(http.server.BaseHTTPRequestHandler):
+    """A LibreTranslate stand-in: records each request; answers `answer(q)`."""
+
+    requests: list[dict] = []
+    answer = staticmethod(lambda q: [f"译文{n}" if s.strip() else "" for n, s in enumerate(q)])
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(
+            {"path": self.path, "type": self.headers["Content-Type"], "body": body}
+        )
+        payload = json.dumps({"translatedText": type(self).answer(body["q"])}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def service() -> Iterator[str]:
+    """The stand-in on 127.0.0.1 (a free port) until the test ends: no network beyond it."""
+    Service.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def test_the_service_translator_sends_the_libretranslate_request(service, monkeypatch):
+    from conceptual.pipelines.translate import ServiceConfig, TranslateConfig, make_translator
+
+    monkeypatch.setenv("MY_TRANSLATE_KEY", "k-123")
+    for proxy in ("http_proxy", "HTTP_PROXY"):  # straight to the stand-in on loopback
+        monkeypatch.delenv(proxy, raising=False)
+    config = TranslateConfig(
+        translator="service", service=ServiceConfig(url=service, key_env="MY_TRANSLATE_KEY")
+    )
+    translator = make_translator(config, None, "zh")  # the translate job's service path
+    assert isinstance(translator, Translator)
+    assert translator.translate(["a dog runs", " ", "two kids play"]) == ["译文0", None, "译文2"]
+    (request,) = Service.requests
+    assert request["path"] == "/translate" and request["type"] == "application/json"
+    assert request["body"] == {
+        "q": ["a dog runs", " ", "two kids play"],
+        "source": "en",
+        "target": "zh",
+        "format": "text",
+        "api_key": "k-123",  # from the environment variable the config names
+    }
+    # An answer that does not pair with the sentences is refused, never guessed at.
+    monkeypatch.setattr(Service, "answer", staticmethod(lambda q: ["只有一句"]))
+    with pytest.raises(ValueError, match="1 translations of 2 sentences"):
+        translator.translate(["a dog", "a cat"])
