@@ -130,7 +130,7 @@ def input_only(
     epochs', as training meets them epoch after epoch."""
     config, device = _on_this_machine(config)
     rows, vocab, shape = _rows(config, features_uri, batches)
-    examples = prepared(train_examples(rows, vocab, config, shape), config.data)
+    examples = prepared(train_examples(rows, vocab, config, shape), config.data, config.seed)
     feed = Batches(
         config.data, config.batch_size, device, config.seed, 0, config.prefetch_batches, True
     )
@@ -246,7 +246,7 @@ def _epochs(
     examples: ray.data.Dataset, config: TrainConfig, device: torch.device
 ) -> Iterator[dict[str, Tensor]]:
     """Epoch after epoch of the training input path."""
-    examples = prepared(examples, config.data)
+    examples = prepared(examples, config.data, config.seed)
     feed = Batches(
         config.data, config.batch_size, device, config.seed, 0, config.prefetch_batches, True
     )

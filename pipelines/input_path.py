@@ -4,19 +4,20 @@ model family.
 Two ways, by `data.shuffle`:
 
 - "window" (the default): the dataset's blocks come in a new random order every epoch
-  (`prepared`), and the worker shuffles their rows in windows of `data.window_batches`
-  batches: each row is copied once, to a random place of a contiguous window, and the
-  window's batches are slices of it (no per-batch copy, no per-row objects). When the
-  family's examples are the same every epoch (Task.examples_fixed) and the worker's share
-  fits (`data.keep`), the first epoch's windows are kept as one array per column and every
-  later epoch is a new permutation of them: no reading, no Ray Data, one gather a batch,
-  done on the GPU itself when the columns fit there (`data.on_device`).
+  (`prepared`, `data_config`), and the worker shuffles their rows in windows of
+  `data.window_batches` batches: each row is copied once, to a random place of a contiguous
+  window, and the window's batches are slices of it (no per-batch copy, no per-row
+  objects). When the family's examples are the same every epoch (Task.examples_fixed) and
+  the worker's share fits (`data.keep`), the first epoch's windows are kept as one array
+  per column and every later epoch is a new permutation of them: no reading, no Ray Data,
+  one gather a batch, done on the GPU itself when the columns fit there (`data.on_device`).
 - "batch_buffer": Ray Data's iter_torch_batches with a local shuffle buffer of 8 batches
   (the path before issue 50, kept to compare with).
 
 Either way every row of the worker's share comes once an epoch, in an order that differs
 from epoch to epoch (seeded by the run's seed, the epoch and the worker's rank), and only
-an epoch's last batch may be short.
+an epoch's last batch may be short. Under Ray Train (`data_config`), the window shuffle's
+order is the same for the same seed, run after run: blocks, workers' shares and rows.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 import ray
+import ray.train
 import torch
 import torch.distributed as dist
 from pydantic import Field
@@ -59,10 +61,26 @@ class DataSettings(Config):
     on_device: Literal["auto", "never"] = "auto"
 
 
-def prepared(rows: ray.data.Dataset, settings: DataSettings) -> ray.data.Dataset:
-    """The training rows as the trainer hands them to its workers: blocks in a random order
-    every epoch for the window shuffle (lazy: each epoch's execution draws again)."""
-    return rows.randomize_block_order() if settings.shuffle == "window" else rows
+def prepared(rows: ray.data.Dataset, settings: DataSettings, seed: int) -> ray.data.Dataset:
+    """The training rows as the trainer hands them to its workers: for the window shuffle,
+    blocks in a random order drawn from `seed` and the epoch. The plan is lazy and run once
+    an epoch; Ray Data counts a dataset's runs and reseeds with the count (a resumed
+    training counts from its restart)."""
+    if settings.shuffle != "window":
+        return rows
+    order = ray.data.RandomSeedConfig(seed=seed, reseed_after_execution=True)
+    return rows.randomize_block_order(seed=order)
+
+
+def data_config(settings: DataSettings) -> ray.train.DataConfig:
+    """How Ray Train splits the training rows among its workers: Ray Data's ingest options,
+    with the blocks kept in order for the window shuffle. The read tasks finish in any
+    order, and the block shuffle draws from the order it receives; the split then hands
+    blocks out by rows given so far, not by which node holds them (Ray Data drops locality
+    to keep the order): the same seed, the same shares."""
+    options = ray.train.DataConfig.default_ingest_options()
+    options.preserve_order = options.preserve_order or settings.shuffle == "window"
+    return ray.train.DataConfig(execution_options=options)
 
 
 class Batches:

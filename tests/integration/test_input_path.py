@@ -1,16 +1,18 @@
 """The training input path over a Ray dataset (pipelines/input_path.py): each way of
 shuffling gives every row once an epoch, its columns together, in a new order every epoch;
-the default keeps the first epoch's rows, and later epochs do not read the dataset."""
+the default keeps the first epoch's rows, and later epochs do not read the dataset; the
+window shuffle's order, split among workers as Ray Train splits it, follows the seed."""
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conceptual.pipelines.input_path import Batches, DataSettings, prepared
+from conceptual.pipelines.input_path import Batches, DataSettings, data_config, prepared
 from conceptual.pipelines.training import TrainingConfig
 
 pytestmark = pytest.mark.integration
@@ -19,8 +21,7 @@ ROWS, BATCH, EPOCHS = 1000, 64, 3
 PREFETCH = TrainingConfig.model_fields["prefetch_batches"].default
 
 
-@pytest.fixture(scope="module")
-def dataset(ray_local):
+def rows():
     """Rows whose `features` repeat their `id`, in blocks of about 32 rows (as the features
     job writes its row groups)."""
     import ray
@@ -29,9 +30,14 @@ def dataset(ray_local):
     return ray.data.from_items(items, override_num_blocks=ROWS // 32)
 
 
+@pytest.fixture(scope="module")
+def dataset(ray_local):
+    return rows()
+
+
 def epochs(dataset, settings: DataSettings, examples_fixed: bool) -> tuple[Batches, list]:
     feed = Batches(settings, BATCH, torch.device("cpu"), 0, 0, PREFETCH, examples_fixed)
-    rows = prepared(dataset, settings)
+    rows = prepared(dataset, settings, 0)
     return feed, [list(feed.epoch(rows.iterator(), epoch)) for epoch in range(EPOCHS)]
 
 
@@ -104,7 +110,8 @@ def test_two_workers_see_every_row_once_an_epoch_and_keep_their_shares(dataset, 
     trainer = ray.train.torch.TorchTrainer(
         shard_epochs,
         train_loop_config={"out": str(tmp_path)},
-        datasets={"train": prepared(dataset, DataSettings())},
+        datasets={"train": prepared(dataset, DataSettings(), 0)},
+        dataset_config=data_config(DataSettings()),
         scaling_config=ray.train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
         run_config=ray.train.RunConfig(storage_path=str(tmp_path), name="shards"),
     )
@@ -116,3 +123,43 @@ def test_two_workers_see_every_row_once_an_epoch_and_keep_their_shares(dataset, 
         assert sorted(shares[0] + shares[1]) == list(range(ROWS))
         assert shares[0] and shares[1]
     assert workers[0]["epochs"][1] != workers[0]["epochs"][2]
+
+
+def jittered_rows():
+    """The rows made anew (a dataset of its own, as a training run's is), through read tasks
+    that finish in a random order, as the features' reads and the examples' encoding do."""
+    import os
+    import time
+
+    def jitter(block):
+        time.sleep(os.urandom(1)[0] / 25_000)  # up to 10 ms, drawn from no seed
+        return block
+
+    return rows().map_batches(jitter, batch_size=None)
+
+
+def block_orders(seed: int) -> list[list[list[int]]]:
+    """Each worker's blocks (their first ids) as they come, for two epochs, the jittered rows
+    split between two workers as Ray Train splits the training rows (prepared, data_config)
+    and the workers reading at once."""
+    settings = DataSettings()
+    shards = data_config(settings).configure(
+        {"train": prepared(jittered_rows(), settings, seed)}, 2, None, None
+    )
+
+    def read(shard) -> list[list[int]]:
+        epochs = (shard.iter_batches(batch_size=None) for _ in range(2))
+        return [[int(block["id"][0]) for block in epoch] for epoch in epochs]
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(read, [shard["train"] for shard in shards]))
+
+
+def test_the_window_shuffle_follows_the_seed(ray_local):
+    """One seed, one order, run after run (the rows' order within windows follows the seed
+    too: test_input_windows): the blocks' order, a new one each epoch, and so each worker's
+    share; another seed, another order."""
+    workers = block_orders(0)
+    assert workers == block_orders(0)
+    assert workers != block_orders(1)
+    assert all(first != second for first, second in workers)
