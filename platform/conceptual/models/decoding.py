@@ -12,7 +12,13 @@ random.
 `cache="static"` decodes a Transformer over a static key/value cache (models.static_cache:
 the same captions, every step the same shapes) and `compiled=True` compiles that step
 (torch.compile; a CUDA graph on GPUs, replayed every step), falling back to eager if it
-fails. The RNN's state is fixed-size already: it decodes as always.
+fails. A compiled step runs at fixed batch sizes, the powers of two: a batch's rows
+(images x beam) are padded up to one, so that batches of any size meet a few graphs. The
+RNN's state is fixed-size already: it decodes as always.
+
+`for_decoding(model, device)` readies a model to decode where it runs: a Transformer in
+bf16 on GPUs (its weights cast once; autocast would cast them at every step), float32
+otherwise. The log-probs beam search adds up are float32 either way.
 """
 
 from __future__ import annotations
@@ -27,6 +33,20 @@ from conceptual.models.static_cache import StaticDecoder
 from conceptual.models.vocab import BOS, EOS, PAD
 
 Cache = Literal["dynamic", "static"]
+
+
+def for_decoding(model: Captioner, device: torch.device) -> Captioner:
+    """The model in eval mode, on `device`, in the dtype it decodes in there (in place)."""
+    return model.to(device=device, dtype=decoding_dtype(model, device)).eval()
+
+
+def decoding_dtype(model: Captioner, device: torch.device) -> torch.dtype:
+    """bf16 for a Transformer on a GPU. float32 on CPUs, where bf16 runs these models slower
+    (the training core autocasts on GPUs only), and for the LSTM, which cuDNN runs in bf16
+    only from 9.13 on."""
+    if device.type == "cuda" and isinstance(model.core, TransformerCore):
+        return torch.bfloat16
+    return torch.float32
 
 
 @torch.no_grad()
@@ -138,20 +158,33 @@ class _Growing:
 
 
 class _Static:
-    """The static cache's steps (models.static_cache), counted from the first token."""
+    """The static cache's steps (models.static_cache), counted from the first token; when
+    compiled, over `padded_rows` rows, the rows past the batch's decoding <bos> over zeros."""
 
     def __init__(self, model: Captioner, memory: Memory, compiled: bool):
-        self.decoder = StaticDecoder.for_rows(model, len(memory[0]), compiled)
-        self.decoder.start(memory)
+        self.rows = len(memory[0])
+        size = padded_rows(self.rows) if compiled else self.rows
+        self.spare = torch.arange(self.rows, size, device=memory[0].device)
+        self.decoder = StaticDecoder.for_rows(model, size, compiled)
+        self.decoder.start(
+            tuple(torch.cat([m, m.new_zeros(len(self.spare), *m.shape[1:])]) for m in memory)
+        )
         self.position = 0
 
     def __call__(self, tokens: Tensor) -> Tensor:
         at = torch.tensor(self.position, device=tokens.device)
         self.position += 1
-        return self.decoder(tokens[:, -1:].contiguous(), at)  # one layout: one graph
+        last = torch.cat([tokens[:, -1:], tokens.new_full((len(self.spare), 1), BOS)])
+        return self.decoder(last, at)[: self.rows]
 
     def reorder(self, rows: Tensor) -> None:
-        self.decoder.reorder(rows)
+        self.decoder.reorder(torch.cat([rows, self.spare]))
+
+
+def padded_rows(rows: int) -> int:
+    """The batch size a compiled step runs at: the power of two at or above `rows` (a graph
+    for each size met, and at most twice the rows)."""
+    return 1 << (rows - 1).bit_length()
 
 
 def _stepper(model: Captioner, memory: Memory, cache: Cache, compiled: bool) -> _Growing | _Static:

@@ -15,9 +15,9 @@ import torch
 from PIL import Image
 
 from conceptual.models.captioner import features_tensor
-from conceptual.models.decoding import n_best
+from conceptual.models.decoding import for_decoding, n_best
 from conceptual.models.saving import SavedCaptioner, load
-from conceptual.vision.cnn import CnnConfig, FeatureExtractor
+from conceptual.vision.cnn import CnnConfig, FeatureExtractor, resolve_device
 from conceptual.vision.decoding import decode
 
 # A decoded image is at most this many times the model's input a side. JPEGs decode scaled
@@ -36,12 +36,14 @@ class ImageCaptioner:
         compiled: bool = False,
     ):
         """`cnn` says how the CNN runs (device, precision, weights, batch size); which CNN,
-        and at what input size, the saved captioner says. `compiled`: a Transformer decodes
-        over a static key/value cache with its step compiled (models.decoding), once per
-        batch size."""
+        and at what input size, the saved captioner says. The captioner decodes on the CNN's
+        device (`cnn.device`, by default a GPU when there is one), a Transformer there in
+        bf16 (models.decoding.for_decoding). `compiled`: a Transformer decodes over a static
+        key/value cache with its step compiled (models.decoding), once per batch size."""
         saved = load(model_dir, kind=SavedCaptioner)
-        self.model, self.vocab, features = saved.model, saved.vocab, saved.features
+        self.vocab, features = saved.vocab, saved.features
         cnn = (cnn or CnnConfig()).model_copy(update={"model": features.model})
+        self.model = for_decoding(saved.model, resolve_device(cnn.device))
         self.extractor = FeatureExtractor(cnn, image_size=features.image_size)
         self.beam, self.length_penalty, self.compiled = beam, length_penalty, compiled
 
@@ -64,6 +66,8 @@ class ImageCaptioner:
             [grid for _, grid in extracted],
             self.model.config.feature_map,
         )
+        weights = self.model.embed.weight
+        features = features.to(weights.device, weights.dtype)
         with torch.inference_mode():
             ranked = n_best(
                 self.model,
