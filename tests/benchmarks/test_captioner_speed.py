@@ -83,15 +83,29 @@ def train_throughput(name: str, vocab: Vocabulary, device: torch.device) -> dict
     return {"samples_per_s": round(STEPS * BATCH / elapsed, 1), "parameters": parameters}
 
 
-def decode_latency(name: str, vocab: Vocabulary, device: torch.device) -> dict:
+def decode_latency(
+    name: str,
+    vocab: Vocabulary,
+    device: torch.device,
+    dtype: torch.dtype = torch.float32,
+    compiled: bool = False,
+) -> dict:
+    """`dtype`: the model's and its features' (torch.bfloat16: the decoding copy GPUs get,
+    models.decoding.for_decoding); `compiled`: the static cache with its step compiled."""
     model, config = model_for(name, vocab, device)
-    model.eval()
+    model.eval().to(dtype)
     rng = np.random.default_rng(1)
-    features = batch(rng, vocab, DECODE_BATCH, config.model.feature_map)["features"].to(device)
-    decoders = {"greedy": lambda f: greedy(model, f), "beam4": lambda f: beam_search(model, f)}
+    features = batch(rng, vocab, DECODE_BATCH, config.model.feature_map)["features"]
+    features = features.to(device, dtype)
+    decoders = {
+        "greedy": lambda f: greedy(model, f, compiled=compiled),
+        "beam4": lambda f: beam_search(model, f, compiled=compiled),
+    }
     result = {}
     for label, decode in decoders.items():
-        decode(features[:1])  # warm-up
+        decode(features[:1])  # warm-up; compiled, a graph for each batch size
+        if compiled:
+            decode(features)
         one = min(_seconds(decode, features[:1]) for _ in range(3))
         many = _seconds(decode, features)
         result[f"{label}_ms_per_image_batch1"] = round(one * 1000, 1)
