@@ -11,7 +11,9 @@ and as a reader writes it (`display`: "一只狗在跑").
 Each request decodes its image off the event loop (the curation's guards: no bombs, no
 crashes on broken files), then joins a batch. A batch is captioned by the one model version
 current when it starts, in one `captions()` call per (beam size, number of captions) asked
-in it.
+in it, on the replica's one model thread. A replica given a GPU (`ray_actor_options:
+{num_gpus: 1}` in the Serve config's `deployments`) runs the CNN and decodes there, a
+Transformer as a bf16 copy (models.inference.ImageCaptioner); else on its CPUs.
 
 A replica's memory is bounded: one thread decodes, and a request reserves the pixels its
 image's header declares before decoding (`max_decode_pixels` in all), then keeps those its
@@ -239,6 +241,9 @@ class CaptionerDeployment:
         # One decoding thread: a replica has half a core, and malloc keeps memory that a
         # thread freed for that thread, so more decoding threads hold more memory.
         self.decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        # One thread runs the model: torch keeps a compiled step's CUDA graphs per thread
+        # (compile_decoding), and a batch on another thread would record them all again.
+        self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="caption")
         self.language = language
         self.champion = Champion(
             settings.registered_model(language),
@@ -295,7 +300,9 @@ class CaptionerDeployment:
     async def _caption_batch(self, requests: list[CaptionRequest]) -> list[Captioned]:
         served = self.champion.served  # this batch's version, whatever the alias does meanwhile
         started = time.perf_counter()
-        captions = await asyncio.to_thread(caption_grouped, served.model, requests)
+        captions = await asyncio.get_running_loop().run_in_executor(
+            self.model_thread, caption_grouped, served.model, requests
+        )
         model_ms, model = since(started), served.info.ref()
         return [
             Captioned(
