@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import ray
@@ -70,6 +70,15 @@ def prepared(rows: ray.data.Dataset, settings: DataSettings, seed: int) -> ray.d
         return rows
     order = ray.data.RandomSeedConfig(seed=seed, reseed_after_execution=True)
     return rows.randomize_block_order(seed=order)
+
+
+def trainer_data(rows: ray.data.Dataset, settings: DataSettings, seed: int) -> dict[str, Any]:
+    """A TorchTrainer's data arguments: the training rows `prepared`, named "train" (the
+    workers' ray.train.get_dataset_shard("train")), and how they are split (`data_config`)."""
+    return {
+        "datasets": {"train": prepared(rows, settings, seed)},
+        "dataset_config": data_config(settings),
+    }
 
 
 def data_config(settings: DataSettings) -> ray.train.DataConfig:

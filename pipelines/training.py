@@ -65,7 +65,7 @@ from conceptual.config import Config
 from conceptual.models.losses import TOTAL
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
-from conceptual.pipelines.input_path import Batches, DataSettings, data_config, prepared
+from conceptual.pipelines.input_path import Batches, DataSettings, trainer_data
 from conceptual.pipelines.training_metrics import EpochProgress, epoch_metrics, learning_curve
 from conceptual.runtime import require_shared
 
@@ -238,8 +238,7 @@ def fit(
             "run_id": run_id,
             "tracking_uri": tracking.tracking_uri(),
         },
-        datasets={"train": prepared(rows, config.data, config.seed)},
-        dataset_config=data_config(config.data),
+        **trainer_data(rows, config.data, config.seed),
         scaling_config=ray.train.ScalingConfig(
             num_workers=config.workers,
             use_gpu=use_gpu,

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from conceptual.pipelines.input_path import Batches, DataSettings, data_config, prepared
+from conceptual.pipelines.input_path import (
+    Batches,
+    DataSettings,
+    data_config,
+    prepared,
+    trainer_data,
+)
 from conceptual.pipelines.training import TrainingConfig
 
 pytestmark = pytest.mark.integration
@@ -110,8 +116,7 @@ def test_two_workers_see_every_row_once_an_epoch_and_keep_their_shares(dataset, 
     trainer = ray.train.torch.TorchTrainer(
         shard_epochs,
         train_loop_config={"out": str(tmp_path)},
-        datasets={"train": prepared(dataset, DataSettings(), 0)},
-        dataset_config=data_config(DataSettings()),
+        **trainer_data(dataset, DataSettings(), 0),
         scaling_config=ray.train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
         run_config=ray.train.RunConfig(storage_path=str(tmp_path), name="shards"),
     )
