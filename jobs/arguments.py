@@ -204,14 +204,14 @@ def add_evaluation_arguments(parser: JobParser, example: str = "") -> None:
 
 
 def training_parser(
-    family: Family, name: str, doc: str | None, add_data: Callable[[JobParser], None], example: str
+    family: Family, name: str, doc: str | None, add_data: Callable[[JobParser], None]
 ) -> JobParser:
     """A family's training job's command line (run_training_job): what it trains on
-    (`add_data`), its config (the family's shipped file's keys; `example`: some), the
-    registered model, `--no-register`."""
+    (`add_data`), its config (the family's shipped file's keys; its `example` shows some),
+    the registered model, `--no-register`."""
     parser = JobParser(name, doc, keys=family.config_file)
     add_data(parser)
-    add_config(parser, example=example)
+    add_config(parser, example=family.example)
     parser.add_argument("--model-name", help=f"registered model (default: {family.registers})")
     parser.add_argument("--no-register", action="store_true", help="train and log only")
     return parser

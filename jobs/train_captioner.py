@@ -31,9 +31,7 @@ def add_data(parser: JobParser) -> None:
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
-    args = training_parser(
-        family, name, __doc__, add_data, "model.architecture=rnn epochs=20"
-    ).parse_args(argv)
+    args = training_parser(family, name, __doc__, add_data).parse_args(argv)
     return run_training_job(args, family.resolve_recipe(), args.features)
 
 

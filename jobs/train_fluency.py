@@ -41,7 +41,7 @@ def add_data(parser: JobParser) -> None:
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
-    parser = training_parser(family, name, __doc__, add_data, "epochs=4 threshold=0.45")
+    parser = training_parser(family, name, __doc__, add_data)
     args = parser.parse_args(argv)
     if args.labels:
         args.overrides = [*args.overrides, f"labels={args.labels}"]

@@ -45,9 +45,7 @@ def add_data(parser: JobParser) -> None:
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
-    args = training_parser(
-        family, name, __doc__, add_data, "modality=text loss=triplet epochs=4"
-    ).parse_args(argv)
+    args = training_parser(family, name, __doc__, add_data).parse_args(argv)
     return run_training_job(
         args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
     )

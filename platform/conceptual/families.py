@@ -49,6 +49,7 @@ class Family:
     recipe: str  # "module:RECIPE", its pipelines.training.Recipe
     config_file: str  # configs/<config_file>: every key of the recipe's config, its default
     registers: str  # the registered model(s) its versions join, as its jobs' help says
+    example: str  # a few of its config's overrides, as its training job's help shows them
     # Job name -> "module:factory"; factory(family, name) is the job's `main`. A job with a
     # file of its own (jobs/<name>.py) is that file; the others are built from the factory.
     jobs: Mapping[str, str] = field(default_factory=dict)
@@ -84,6 +85,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_captioner:RECIPE",
             config_file="train_captioner.yaml",
             registers="captioner, captioner-zh for language=zh",
+            example="model.architecture=rnn epochs=20",
             jobs=_jobs("train_captioner", "evaluate_captioner", "compare_captioners"),
         ),
         Family(
@@ -93,6 +95,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_retriever:RECIPE",
             config_file="train_retriever.yaml",
             registers="retriever-<modality>",
+            example="modality=text loss=triplet epochs=4",
             jobs=_jobs("train_retriever", "evaluate_retriever", "compare_retrievers"),
             search=(
                 Search("text", "TextRetriever", "retriever-text"),
@@ -107,6 +110,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_fluency:RECIPE",
             config_file="train_fluency.yaml",
             registers="fluency-zh",
+            example="epochs=4 threshold=0.45",
             jobs=_jobs("train_fluency", "compare_fluency"),
         ),
         Family(
@@ -116,6 +120,7 @@ FAMILIES: dict[str, Family] = {
             recipe="conceptual.pipelines.train_contrastive:RECIPE",
             config_file="train_contrastive.yaml",
             registers="contrastive",
+            example="batch_size=128 epochs=10 model.embed_dim=256",
             jobs=_jobs(
                 train_contrastive="train_retriever",
                 evaluate_contrastive="evaluate_retriever",

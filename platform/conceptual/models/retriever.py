@@ -40,8 +40,8 @@ from conceptual.config import Config
 from conceptual.models.vocab import PAD
 from conceptual.vision.cnn import CnnConfig, load_backbone, normalize
 
-# The learned scale of normalized scores starts where CLIP's does and is capped like CLIP's:
-# past 100 the softmax over a batch is nearly one-hot and training becomes unstable.
+# The learned scale of normalized scores starts at 10 (CLIP's at 1/0.07, ~14.3) and is capped
+# like CLIP's: past 100 the softmax over a batch is nearly one-hot and training becomes unstable.
 INITIAL_SCALE, MAX_SCALE = 10.0, 100.0
 
 
