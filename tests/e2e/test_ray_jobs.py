@@ -136,6 +136,9 @@ TINY_MODEL = [
 ]
 
 
+# Three minutes on two cores: the default run keeps curate and features submitted (above),
+# and the captioning jobs run in-process in tests/integration/test_train_captioner.py.
+@pytest.mark.slow
 def test_captioning_jobs_submitted_to_a_cluster(
     ray_cluster, tmp_path, platform_home, captioned_folder
 ):
