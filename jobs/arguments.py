@@ -4,9 +4,11 @@ paths made absolute the way the user meant them (conceptual.paths.user_path), `-
 they are read (JobParser, every job's parser), before anything is read, deleted or started:
 
 - an output (`type=output`) that is, holds or lies inside an input (`type=location`), or a
-  folder holding files no job of this platform wrote (storage.claim_output; `--into-existing`
-  writes there anyway, and a job replaces only the parts it writes), is refused with an
-  `error:` line and exit code 2; so is a local input that is not there;
+  folder holding another job's output or files no job of this platform wrote
+  (storage.claim_output; `--into-existing` writes there anyway, and a job replaces only the
+  parts it writes), is refused with an `error:` line and exit code 2; so is a file output
+  (`type=file_output`) that is there and that the job did not write (storage.claim_file),
+  and a local input that is not there;
 - the keys of `key=value` overrides and of `--config` are checked against the shipped
   configs/<name>.yaml (`keys=`) before the job imports its pipeline: `error: ... epoch:
   unknown key, did you mean epochs?` at once; the config is loaded in full before Ray starts
@@ -49,7 +51,8 @@ def output(value: str) -> str:
 
 def file_output(value: str) -> str:
     """argparse type for a single file a job writes besides its data (a results JSON): as
-    `location`, but neither an input that must exist nor a folder the job claims."""
+    `location`, but not an input that must exist; JobParser claims it (storage.claim_file:
+    a file there that the job did not write is refused, never replaced)."""
     return location(value)
 
 
@@ -100,6 +103,11 @@ class JobParser(argparse.ArgumentParser):
                 raise Stopped(exc) from None
         outputs: dict[str, str] = {}
         inputs: dict[str, str] = {}
+        files = [
+            value
+            for action in self._actions
+            if action.type is file_output and (value := getattr(namespace, action.dest, None))
+        ]
         for action in self._actions:
             if action.type not in (output, location) or action.dest == "config":
                 continue
@@ -111,7 +119,7 @@ class JobParser(argparse.ArgumentParser):
                 if action.type is location and glob.has_magic(one):  # a glob reads its folder
                     one = one[: min(one.find(c) for c in "*?[" if c in one)].rsplit("/", 1)[0]
                 (outputs if action.type is output else inputs)[key] = one
-        from conceptual.storage import StorageError, claim_output, refuse_overlap
+        from conceptual.storage import StorageError, claim_file, claim_output, refuse_overlap
 
         try:
             refuse_overlap(outputs, inputs)
@@ -122,6 +130,8 @@ class JobParser(argparse.ArgumentParser):
                     raise StorageError(f"{name} {value}: no such file or folder")
             for uri in outputs.values():
                 claim_output(uri, self.prog, namespace.into_existing)
+            for uri in files:
+                claim_file(uri, self.prog)
         except StorageError as exc:
             raise Stopped(exc) from None
         return namespace, extra

@@ -22,6 +22,7 @@ import json
 import os
 import posixpath
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -160,52 +161,111 @@ def refuse_overlap(outputs: dict[str, str | None], inputs: dict[str, str | None]
 
 
 # Marks a folder as a job's output: a job clears and rewrites the parts it writes there, and
-# only in a folder that holds this file (or was empty) unless told otherwise.
+# only in a folder that holds this file naming it (or was empty) unless told otherwise. A file
+# output gets one beside it, NAME + "." + OWNER, with the digest of what the job wrote.
 OWNER = "_conceptual_output.json"
 INTO_EXISTING = "--into-existing"  # the option that lets a job write into a foreign folder
 
 
 class ForeignOutputError(StorageError):
-    """An output folder that holds files no job of this platform wrote."""
+    """An output that holds files another job, or no job of this platform, wrote."""
 
 
 def claim_output(uri: str, job: str, into_existing: bool = False) -> None:
     """Make `uri` a job's output before the job writes anything. A new or empty folder, or
-    one a job of this platform wrote (it holds OWNER), is marked and used; one holding
-    anything else is refused (ForeignOutputError naming it and what it holds) unless
-    `into_existing`: the job then writes there, and a job only ever removes the parts it
-    writes itself, so the folder's other files stay."""
+    one this `job` wrote (OWNER names it), is marked and used; one holding anything else
+    (another job's output, or files no job wrote) is refused (ForeignOutputError naming it
+    and what it holds) unless `into_existing`: the job then writes there, and a job only
+    ever removes the parts it writes itself, so the folder's other files stay."""
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.File:
         raise ForeignOutputError(f"{redact(uri)} is a file: a job's output is a folder")
     if info.type == pafs.FileType.NotFound:
         _fresh_claims.append(uri)
-    if info.type == pafs.FileType.Directory:
-        if fs.get_file_info(posixpath.join(path, OWNER)).type == pafs.FileType.File:
-            return
+    jobs = _marked_jobs(join(uri, OWNER))
+    if job in jobs:
+        return
+    if jobs and not into_existing:
+        raise ForeignOutputError(
+            f"{redact(uri)} is the output of {', '.join(jobs)}, not of {job}: give a new or "
+            f"empty folder, or {INTO_EXISTING} to write into it anyway (a job replaces only "
+            "the parts it writes, and the rest stays)"
+        )
+    if info.type == pafs.FileType.Directory and not jobs and not into_existing:
         held = sorted(
             posixpath.basename(entry.path.rstrip("/"))
             + ("/" if entry.type == pafs.FileType.Directory else "")
             for entry in fs.get_file_info(pafs.FileSelector(path, recursive=False))
         )
-        if held and not into_existing:
+        if held:
             shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
             raise ForeignOutputError(
                 f"{redact(uri)} holds files no job of this platform wrote ({shown}): give a "
                 f"new or empty folder, or {INTO_EXISTING} to write into it anyway (a job "
                 "replaces only the parts it writes, and the rest stays)"
             )
-    write_json(join(uri, OWNER), {"job": job})
+    # Every job let in is named, so that each may rerun into the folder without the option.
+    write_json(join(uri, OWNER), {"jobs": [*jobs, job]})
+
+
+def _marked_jobs(marker: str) -> list[str]:
+    """The jobs an OWNER file names (older ones name one, as `job`); none where there is no
+    such file or it is not one this platform wrote."""
+    try:
+        mark = read_json(marker)
+    except (StorageError, ValueError):
+        return []
+    names = (mark.get("jobs") or [mark.get("job")]) if isinstance(mark, dict) else []
+    return [name for name in names if isinstance(name, str)]
+
+
+def claim_file(uri: str, job: str) -> None:
+    """Make `uri` a file `job` writes (a results JSON), before it writes anything: refused
+    (ForeignOutputError) where something is there that this job did not write, or that
+    changed since it did (its mark beside it says who wrote what). settle_claims marks the
+    file once the job has written it."""
+    fs, path = resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        raise ForeignOutputError(f"{redact(uri)} is a folder: give the path of a file to write")
+    before = None
+    if info.type == pafs.FileType.File:
+        before = _sha256(uri)
+        try:
+            mark = read_json(_file_mark(uri))
+        except (StorageError, ValueError):
+            mark = None
+        if mark != {"job": job, "sha256": before}:
+            raise ForeignOutputError(
+                f"{redact(uri)} exists and {job} did not write it as it is now: give a new "
+                "path, or move the file away first (a job overwrites only its own files)"
+            )
+    _file_claims.append((uri, job, before))
+
+
+def _file_mark(uri: str) -> str:
+    return uri + "." + OWNER
+
+
+def _sha256(uri: str) -> str:
+    return content_identity(uri)[0][2]
 
 
 _fresh_claims: list[str] = []  # outputs claim_output created in this process
+_file_claims: list[tuple[str, str, str | None]] = []  # claim_file's: (uri, job, digest before)
 
 
 def settle_claims(used: bool) -> None:
     """After a job: unless it `used` its outputs, remove each folder that claim_output
     created for it and that still holds nothing but its mark (a job stopped before writing
-    leaves no folder behind)."""
+    leaves no folder behind); mark each claimed file the job wrote, whether or not it then
+    succeeded, so that its next run may replace it."""
+    while _file_claims:
+        uri, job, before = _file_claims.pop()
+        fs, path = resolve(uri)
+        if fs.get_file_info(path).type == pafs.FileType.File and (now := _sha256(uri)) != before:
+            write_json(_file_mark(uri), {"job": job, "sha256": now})
     while _fresh_claims:
         uri = _fresh_claims.pop()
         if used:
@@ -332,6 +392,15 @@ def delete(uri: str) -> None:
         fs.delete_dir(path)
     elif info.type == pafs.FileType.File:
         fs.delete_file(path)
+
+
+def delete_written(uri: str, written: Callable[[str], bool]) -> None:
+    """Remove the files under `uri` whose names `written` says a job writes, and nothing else:
+    a folder a job shares with someone keeps their files (a note beside the data)."""
+    fs, path = resolve(uri)
+    for entry in fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)):
+        if entry.type == pafs.FileType.File and written(posixpath.basename(entry.path)):
+            fs.delete_file(entry.path)
 
 
 def written_rows(uri: str) -> int:
