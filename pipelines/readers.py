@@ -6,18 +6,18 @@ already rejected at stage `read` (see conceptual.candidates). Columns: IN_FLIGHT
 Line formats (TSV, JSONL) are read in byte ranges aligned to line boundaries, as
 Hadoop does: each range is one task and one block, so a single large file (the released
 Conceptual Captions TSV is 500 MB) spreads over every worker downstream. A line belongs to
-the range its first byte falls in. CSV is read whole (a quoted field may hold newlines), and
-so is a compressed file (gzip or zstd, known by its first bytes): a compressed stream cannot
-be entered at a byte offset.
+the range its first byte falls in. A CSV file (a quoted field may hold newlines) is one
+unit, and so is a compressed file (gzip or zstd, known by its first bytes): a compressed
+stream cannot be entered at a byte offset. Both are parsed as a stream, a bounded piece at a
+time.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import posixpath
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,7 @@ from conceptual.candidates import (
     READ_STAGE,
     SPLIT_COLUMNS,
     CandidateFormatError,
+    LongLine,
     candidate,
     check_header,
     column_index,
@@ -43,16 +44,15 @@ from conceptual.candidates import (
     detect_format,
     header_columns,
     parse,
+    parse_delimited,
     split_of_name,
-    unreadable,
 )
 from conceptual.limits import LINE_BYTES
-from conceptual.records import IN_FLIGHT, Rejection
+from conceptual.records import IN_FLIGHT
 
 HEAD_BYTES = 65536
 STREAM_BYTES = 8 << 20  # of a compressed file's content, parsed at a time
 ROWS_PER_TABLE = 8192  # the rows parsed into one table: a piece of short lines holds 100,000s
-MAX_WHOLE_BYTES = 1 << 30  # a compressed CSV's content, which is read whole
 # A row's `position`: its read unit (a byte range or a row group) in the high bits, its row
 # there in the low ones. Stable across runs of the same input and settings.
 ROW_BITS = 32
@@ -276,74 +276,74 @@ def _read_ranges(
     batch: pa.Table, filesystem, skip=None, units=None, splits=False, line_bytes=LINE_BYTES
 ):
     """The candidates of some byte ranges (or whole files), as tables of at most
-    ROWS_PER_TABLE rows from at most about STREAM_BYTES of input each; with `units`,
+    ROWS_PER_TABLE rows and about STREAM_BYTES of text each; with `units`,
     (filesystem, directory), each range's row count is recorded there for a later resume;
     rows whose position is in `skip` are left out; with `splits`, each row's split is its
     file's."""
     for part in batch.to_pylist():  # one byte range of a file, or a whole file
         split = split_of_name(part["path"]) if splits else None
         rows = 0
-        for offset, data in _pieces(filesystem, part, line_bytes):
-            if isinstance(data, LongLine):
-                parsed = iter([data.rejection(part["path"], offset)])
-            elif offset == 0:
-                parsed = parse(data, part["path"], part["format"])
-            else:  # line numbers count from the piece's first line; the header is line 1
-                name = f"{part['path']} (from byte {offset})"
-                parsed = parse(part["header"] + data, name, part["format"])
-            while piece := list(itertools.islice(parsed, ROWS_PER_TABLE)):
-                positions = unit_positions(part["unit"], len(piece))
-                for row, position in zip(piece, positions, strict=True):
-                    row["position"] = position + rows
-                    if splits:
-                        row["split"] = split
-                rows += len(piece)
-                table = pa.Table.from_pylist(piece, schema=IN_FLIGHT)
-                yield table if skip is None else without_positions(table, skip)
+        for piece in _tables_of(_rows(filesystem, part, line_bytes)):
+            positions = unit_positions(part["unit"], len(piece))
+            for row, position in zip(piece, positions, strict=True):
+                row["position"] = position + rows
+                if splits:
+                    row["split"] = split
+            rows += len(piece)
+            table = pa.Table.from_pylist(piece, schema=IN_FLIGHT)
+            yield table if skip is None else without_positions(table, skip)
         if not rows:  # an empty range still gives its (empty) table
             yield IN_FLIGHT.empty_table()
         if units is not None:
             record_unit(*units, part["unit"], rows)
 
 
-class LongLine(NamedTuple):
-    """A line over the row budget's `line_bytes` (conceptual/limits.py), skipped as it
-    streamed past."""
+def _rows(filesystem, part: dict, line_bytes: int) -> Iterator[dict[str, Any]]:
+    """Every row of a read unit, in order."""
+    pieces = _pieces(filesystem, part, line_bytes)
+    if part["format"] == "csv":  # a record may run over pieces: one parse of them all
+        yield from parse_delimited((data for _, data in pieces), part["path"], "csv", line_bytes)
+        return
+    for offset, data in pieces:
+        if isinstance(data, LongLine):
+            yield data.rejection(f"{part['path']} (byte {offset})")
+        elif offset == 0:
+            yield from parse(data, part["path"], part["format"])
+        else:  # line numbers count from the piece's first line; the header is line 1
+            name = f"{part['path']} (from byte {offset})"
+            yield from parse(part["header"] + data, name, part["format"])
 
-    head: bytes  # its first bytes, for the rejection to show
-    size: int  # its length in bytes, without the newline
-    limit: int
 
-    def rejection(self, path: str, offset: int) -> dict[str, Any]:
-        why = Rejection("too_long", f"a line of {self.size} bytes, over {self.limit}")
-        return unreadable(self.head.decode("utf-8", "replace"), f"{path} (byte {offset})", why)
+def _tables_of(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """`rows` in lists of at most ROWS_PER_TABLE rows and about STREAM_BYTES of text: a row
+    may keep 65,536 characters of each field, and 8,192 such rows would be gigabytes."""
+    table, size = [], 0
+    for row in rows:
+        table.append(row)
+        size += sum(len(value) for value in row.values() if isinstance(value, str))
+        if len(table) == ROWS_PER_TABLE or size >= STREAM_BYTES:
+            yield table
+            table, size = [], 0
+    if table:
+        yield table
 
 
 def _pieces(filesystem, part: dict, line_bytes: int) -> Iterator[tuple[int, bytes | LongLine]]:
-    """(offset, whole lines) of a read unit: its byte range of a plain file; a compressed
-    file's content decompressed as a stream, STREAM_BYTES of lines at a time, so a file that
-    expands 300-fold never sits in memory whole, a line over `line_bytes` coming as a
-    LongLine of its own (a CSV, whose quoted fields may hold line breaks, is read whole, up
-    to MAX_WHOLE_BYTES)."""
-    if not part["compression"]:
+    """(offset, whole lines) of a read unit: its byte range of a plain line file; a CSV or
+    a compressed file's content (decompressed) as a stream, STREAM_BYTES of lines at a time,
+    so a file that expands 300-fold never sits in memory whole, a line over `line_bytes`
+    coming as a LongLine of its own."""
+    if not part["compression"] and part["format"] != "csv":
         with filesystem.open_input_file(part["path"]) as f:
             yield from read_line_range(f, part["start"], part["end"], line_bytes=line_bytes)
-        return
-    if part["format"] == "csv":
-        data = read_content(filesystem, part["path"], part["compression"], MAX_WHOLE_BYTES + 1)
-        if len(data) > MAX_WHOLE_BYTES:
-            raise CandidateFormatError(
-                f"{part['path']}: a compressed CSV is read whole, and this one holds more than "
-                f"{MAX_WHOLE_BYTES >> 20} MiB: decompress it, or write it as TSV, JSONL or "
-                "Parquet (read in bounded pieces)"
-            )
-        yield 0, data
         return
     offset, rest = 0, b""
     long: LongLine | None = None  # the line being skipped
     try:
         with open_raw(filesystem, part["path"]) as raw:
-            stream = pa.CompressedInputStream(raw, part["compression"])
+            stream = (
+                pa.CompressedInputStream(raw, part["compression"]) if part["compression"] else raw
+            )
             while block := stream.read(STREAM_BYTES):
                 if long is not None:
                     newline = block.find(b"\n")
@@ -364,7 +364,7 @@ def _pieces(filesystem, part: dict, line_bytes: int) -> Iterator[tuple[int, byte
                     long, rest = LongLine(rest[:HEAD_BYTES], len(rest), line_bytes), b""
     except OSError as exc:
         raise CandidateFormatError(
-            f"{part['path']} does not read as {part['compression']}: {exc}"
+            f"{part['path']} does not read as {part['compression'] or 'a file'}: {exc}"
         ) from exc
     if long is not None:
         yield offset, long

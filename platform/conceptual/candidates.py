@@ -17,13 +17,14 @@ at most MAX_STORED_CHARS characters of any text (see `storable`).
 from __future__ import annotations
 
 import csv
-import io
 import json
 import posixpath
 import re
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
+from conceptual.limits import LINE_BYTES
 from conceptual.records import Rejection, candidate_id
 from conceptual.splits import stated_split
 
@@ -195,10 +196,8 @@ def parse(data: bytes, name: str, fmt: str = "auto") -> Iterator[dict[str, Any]]
         fmt = detect_format(name, data[:4096])
     if fmt == "cc_tsv":
         yield from _parse_cc_tsv(data, name)
-    elif fmt == "tsv":
-        yield from _parse_delimited(data, name, "\t")
-    elif fmt == "csv":
-        yield from _parse_delimited(data, name, ",")
+    elif fmt in ("tsv", "csv"):
+        yield from parse_delimited([data], name, fmt)
     elif fmt == "jsonl":
         yield from _parse_jsonl(data, name)
     else:
@@ -229,51 +228,119 @@ def _parse_cc_tsv(data: bytes, name: str) -> Iterator[dict[str, Any]]:
         yield unreadable(text, where, problem) if problem else candidate(fields[0], fields[1])
 
 
-def _parse_delimited(data: bytes, name: str, delimiter: str) -> Iterator[dict[str, Any]]:
-    # surrogateescape keeps undecodable bytes visible per row instead of failing the file.
-    lines = list(io.StringIO(data.decode("utf-8", "surrogateescape"), newline=""))
-    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
-    position = 0  # lines[position] is the next line the csv reader gets
+class LongLine(NamedTuple):
+    """A line over the row budget's `line_bytes` (conceptual/limits.py), skipped as it
+    streamed past."""
 
-    def reader_from_position() -> Iterator[list[str]]:
-        def feed() -> Iterator[str]:
-            nonlocal position
-            while position < len(lines):
-                position += 1
-                yield lines[position - 1]
+    head: bytes  # its first bytes, for the rejection to show
+    size: int  # its length in bytes, without the newline
+    limit: int
 
-        return csv.reader(feed(), delimiter=delimiter, quoting=quoting, strict=True)
+    def rejection(self, where: str) -> dict[str, Any]:
+        why = Rejection("too_long", f"a line of {self.size} bytes, over {self.limit}")
+        return unreadable(self.head.decode("utf-8", "replace"), where, why)
 
-    reader = reader_from_position()
+
+class RecordTooLong(Exception):
+    """A CSV record ran past the line budget (raised through the csv reader, which then
+    cannot go on)."""
+
+
+class _Feed:
+    """The lines a csv reader reads, numbered from 1. The lines of the record being read are
+    held (never more than `limit` bytes: past it the feed raises RecordTooLong), so that a
+    record that fails over several lines can be read again from its second line: a quote
+    left open and a quoted field that runs on look the same to the reader."""
+
+    def __init__(self, pieces: Iterable[bytes | LongLine], limit: int):
+        self.lines = _numbered_lines(pieces)
+        self.again: deque[tuple[int, int, str | LongLine]] = deque()
+        self.limit = limit
+        self.next_record()
+
+    def next_record(self) -> None:
+        self.record: list[tuple[int, int, str | LongLine]] = []
+        self.size = 0
+
+    def read_again(self) -> None:
+        """The record's lines but its first, read next."""
+        self.again.extendleft(reversed(self.record[1:]))
+
+    def __iter__(self) -> Iterator[str]:
+        while item := (self.again.popleft() if self.again else next(self.lines, None)):
+            self.record.append(item)
+            self.size += item[1]
+            if self.size > self.limit:
+                raise RecordTooLong(f"a record of over {self.limit} bytes")
+            yield item[2]
+
+
+def _numbered_lines(
+    pieces: Iterable[bytes | LongLine],
+) -> Iterator[tuple[int, int, str | LongLine]]:
+    """(number, bytes, text) of each line of `pieces` (whole lines, or a LongLine), split
+    where csv ends a line (LF, CR or CRLF); surrogateescape keeps undecodable bytes visible
+    per row instead of failing the file."""
+    number = 0
+    for piece in pieces:
+        for line in [piece] if isinstance(piece, LongLine) else piece.splitlines(keepends=True):
+            number += 1
+            if isinstance(line, LongLine):
+                yield number, line.size, line
+            else:
+                yield number, len(line), line.decode("utf-8", "surrogateescape")
+
+
+def parse_delimited(
+    pieces: Iterable[bytes | LongLine], name: str, fmt: str, line_bytes: int = LINE_BYTES
+) -> Iterator[dict[str, Any]]:
+    """Candidate rows of a TSV or CSV file given as a stream of pieces of whole lines (a
+    line over `line_bytes` as a LongLine). A quoted CSV field may hold line breaks, so a
+    record may run over pieces; one that fails over several lines, or runs over
+    `line_bytes`, loses only its first line (`malformed_row`, `too_long`), and reading starts
+    again on the next."""
+    delimiter = "\t" if fmt == "tsv" else ","
+    quoting = csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE
+    feed = _Feed(pieces, line_bytes)
+
+    def records() -> Iterator[list[str]]:
+        return csv.reader(iter(feed), delimiter=delimiter, quoting=quoting, strict=True)
+
+    reader = records()
     try:
         header = [h.strip().lower() for h in next(reader)]
     except StopIteration:
         return
-    except csv.Error as exc:
+    except (csv.Error, RecordTooLong) as exc:
         raise CandidateFormatError(f"{name}: unreadable header: {exc}") from exc
     columns = header_columns(header, name)
     while True:
-        first = position
-        where = f"{name}:{first + 1}"
+        feed.next_record()
+        reason, problem = "malformed_row", None
         try:
             fields = next(reader)
         except StopIteration:
             return
+        except RecordTooLong as exc:
+            fields, reason, problem = None, "too_long", str(exc)
         except csv.Error as exc:
             fields, problem = None, str(exc)
         else:
-            problem = None
             if len(fields) != len(header) and any(f.strip() for f in fields):
                 problem = f"expected {len(header)} fields, got {len(fields)}"
-        if problem and position - first > 1:
-            # A stray quote opened a field that ran over the following lines: only its own
-            # line is lost; a fresh reader starts again on the next one.
-            problem += f": a quote opened on this line runs over {position - first} lines"
-            fields, position = None, first + 1
-            reader = reader_from_position()
+        number, _, line = feed.record[0]
+        where = f"{name}:{number}"
+        if problem and (len(feed.record) > 1 or reason == "too_long"):
+            if len(feed.record) > 1:
+                problem += f": a quote opened on this line runs over {len(feed.record)} lines"
+            fields = None
+            feed.read_again()
+            reader = records()  # the one that raised cannot go on
+        if isinstance(line, LongLine):
+            yield line.rejection(where)
+            continue
         if fields is None:
-            line = lines[first].rstrip("\r\n")
-            yield unreadable(line, where, Rejection("malformed_row", problem))
+            yield unreadable(line.rstrip("\r\n"), where, Rejection(reason, problem))
             continue
         if not any(f.strip() for f in fields):
             continue
