@@ -53,13 +53,14 @@ class Described:
 
 def locate(uri: str, part: str | None = None) -> tuple[str, str | None]:
     """(the output folder, its data part) of a dataset named by either: `cur` holding
-    curated/, or `cur/curated` itself; `part` says which part where an output has several."""
+    curated/, or `cur/curated` itself; `part` says which part where an output has several.
+    A part inside comes first: an output folder may itself be named `curated`."""
     uri = uri.rstrip("/") or uri
-    if posixpath.basename(uri) in PARTS and storage.exists(uri):
-        return posixpath.dirname(uri), posixpath.basename(uri)
     for name in [part] if part else PARTS:
         if storage.exists(storage.join(uri, name)):
             return uri, name
+    if posixpath.basename(uri) in PARTS and storage.exists(uri):
+        return posixpath.dirname(uri), posixpath.basename(uri)
     return uri, None
 
 
@@ -239,6 +240,8 @@ def origin(output_uri: str) -> dict[str, Any]:
         uri = storage.join(output_uri, name)
         if storage.exists(uri):
             report = storage.read_json(uri)
+            if not isinstance(report, dict):  # not a report this platform wrote
+                report = {}
             report.pop("skipped_captions", None)  # a list of up to a thousand examples
             return {"kind": kind, "report": report, "run_id": report.get("mlflow_run_id")}
     return {"kind": None, "report": None, "run_id": None}

@@ -5,7 +5,10 @@ inputs and the report beside each (a curation's funnel, an import's counts).
 
 A dataset whose files no longer give the digest a run recorded is `changed`: the model was
 trained on other data than the folder now holds. One whose folder is gone, or not reachable
-from here, is `missing`.
+from here, is `missing`. The run that a report beside the data names (a curation's
+stats.json) is its writer only where the digest that run recorded is the data's: otherwise
+the data changed since, and the chain says so. What `render` prints comes from files and
+runs anyone may have written, so control characters in it are shown escaped.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from conceptual import lineage, registry, storage
 from conceptual.tracking import configure
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
+REPORT_FILES = {kind: name for name, kind in lineage.REPORTS.items()}
 # What the chain shows of the report beside a dataset: its counts, not its samples.
 REPORT_KEYS = {
     "curation": ("input", "kept", "funnel", "rejected", "splits", "mlflow_run_id"),
@@ -108,18 +112,41 @@ class Tracer:
                 **{k: report[k] for k in REPORT_KEYS[origin["kind"]] if k in report},
             }
         writers = lineage.writer_runs(digest=recorded["digest"])
+        named = self.named_by_report(origin, recorded["digest"])
         if writers:
             node["written_by"] = self.run(writers[0].info.run_id)
-        elif origin.get("run_id"):  # a curation from before lineage tags: its stats.json
-            node["written_by"] = self.run(origin["run_id"])
+        elif named and named["wrote_it"]:
+            node["written_by"] = self.run(named["run_id"])
         else:
             node["written_by"] = None
+            node["named_by_report"] = named
             # Runs that wrote at this place, other content: what the folder held before.
             node["other_writers"] = [
                 {"run_id": r.info.run_id, "digest": r.data.tags.get(f"{lineage.WROTE}.digest")}
                 for r in lineage.writer_runs(uri=recorded["uri"])
             ]
         return node
+
+    def named_by_report(self, origin: dict[str, Any], digest: str) -> dict[str, Any] | None:
+        """The run that the report beside a dataset names (a curation's stats.json), and
+        whether it wrote this data: the digest it recorded writing is `digest`, or it
+        recorded none (a run from before lineage tags, taken at the report's word). A run
+        that recorded another digest did not: the data changed since."""
+        if not (run_id := origin.get("run_id")):
+            return None
+        run_id = str(run_id)
+        try:
+            run = self.client.get_run(run_id) if RUN_ID.fullmatch(run_id) else None
+        except MlflowException:
+            run = None
+        wrote = run.data.tags.get(f"{lineage.WROTE}.digest") if run else None
+        return {
+            "run_id": run_id,
+            "report": REPORT_FILES[origin["kind"]],
+            "found": run is not None,
+            "digest": wrote,
+            "wrote_it": run is not None and wrote in (None, digest),
+        }
 
     def check(self, recorded: dict[str, Any]) -> tuple[str, str | None]:
         """("unchanged" | "changed" | "missing" | "unverified", the digest now)."""
@@ -146,7 +173,17 @@ def render(chain: dict[str, Any]) -> str:
         _run_lines(run, 0, lines, "trained by" if chain.get("model") else "run")
     if dataset := chain.get("dataset"):
         _dataset_lines(dataset, 0, lines)
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
+
+
+# What a chain shows comes from files and runs anyone may have written (a stats.json's stage
+# names, a run's name): control characters, terminal escapes among them, and bidirectional
+# overrides are shown as escapes, never sent to the terminal.
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    return UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
 def _run_lines(run: dict[str, Any], depth: int, lines: list[str], label: str) -> None:
@@ -192,28 +229,48 @@ def _dataset_lines(dataset: dict[str, Any], depth: int, lines: list[str]) -> Non
         lines.append(f"{pad}  {origin_line(origin)}")
     if dataset.get("written_by"):
         _run_lines(dataset["written_by"], depth + 1, lines, "written by")
-    else:
-        others = dataset.get("other_writers") or []
-        more = (
-            f"; runs that wrote other content there: {', '.join(o['run_id'] for o in others)}"
-            if others
-            else ""
+        return
+    others = dataset.get("other_writers") or []
+    more = (
+        f"; runs that wrote other content there: {', '.join(o['run_id'] for o in others)}"
+        if others
+        else ""
+    )
+    lines.append(f"{pad}  written by no run that lineage recorded{more}")
+    if named := dataset.get("named_by_report"):
+        why = (
+            f"which wrote digest {named['digest']}: the data changed since that run wrote it"
+            if named["found"]
+            else "which is not in the tracking store"
         )
-        lines.append(f"{pad}  written by no run that lineage recorded{more}")
+        lines.append(f"{pad}  {named['report']} names run {named['run_id']}, {why}")
 
 
 def origin_line(origin: dict[str, Any]) -> str:
-    """One line of the report beside a dataset."""
+    """One line of the report beside a dataset, whatever it holds: a count it lacks, or one
+    that is no number, shows as `?` (a harvest's stats.json has no curation funnel)."""
     kind = origin["kind"]
     if kind == "curation":
+        if "input" not in origin and "kept" not in origin:
+            return "curation report (stats.json) without a curation funnel"
+        rows = origin.get("funnel")
         steps = ", ".join(
-            f"{row['stage']} -{row['rejected']:,}" for row in origin.get("funnel", [])
+            f"{row.get('stage')} -{_count(row.get('rejected'))}"
+            for row in (rows if isinstance(rows, list) else [])
+            if isinstance(row, dict)
         )
-        return f"curation funnel: {origin['input']:,} in, {origin['kept']:,} kept ({steps})"
+        return (
+            f"curation funnel: {_count(origin.get('input'))} in, "
+            f"{_count(origin.get('kept'))} kept ({steps})"
+        )
     if kind == "import":
         return (
-            f"import: {origin.get('captions', 0):,} captions of "
-            f"{origin.get('input_captions', 0):,} for {origin.get('images', 0):,} images, "
-            f"{origin.get('skipped', 0):,} skipped"
+            f"import: {_count(origin.get('captions', 0))} captions of "
+            f"{_count(origin.get('input_captions', 0))} for {_count(origin.get('images', 0))} "
+            f"images, {_count(origin.get('skipped', 0))} skipped"
         )
-    return f"features: {origin.get('rows', 0):,} rows of {origin.get('curated')}"
+    return f"features: {_count(origin.get('rows', 0))} rows of {origin.get('curated')}"
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
