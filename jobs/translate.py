@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from conceptual import storage
     from conceptual.pipelines.translate import TranslateConfig, run
+    from conceptual.services import ServiceDown
 
     def translate(data: str, out: str, config: TranslateConfig):
         return run(data, out, config, args.cn, args.to)
@@ -55,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         print_rejected(args.output, summary, "records")
 
     return run_data_job(
-        "translate", args, args.data, TranslateConfig, translate, show, (ValueError,), check
+        "translate",
+        args,
+        args.data,
+        TranslateConfig,
+        translate,
+        show,
+        (ValueError, ServiceDown),
+        check,
     )
 
 

@@ -26,6 +26,7 @@ from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.journal import write_batch
 from conceptual.pipelines.rows import gathered, quarantine
 from conceptual.records import Stage
+from conceptual.services import ServiceDown
 
 log = logging.getLogger(__name__)
 
@@ -223,9 +224,12 @@ def isolated(
     last bits, on its batch (on two threads, a CNN's features of a photo alone differ from
     its features among others), so they come out as close as can be to a run without the
     fault. The stage is the code's own name for where it raised (errors.failing_as), else
-    `stage`."""
+    `stage`. A service that stopped answering (ServiceDown) is no row's failure: it ends the
+    job, where row by row each row would wait out its deadline again."""
     try:
         return call(batch), []
+    except ServiceDown:
+        raise
     except Exception as exc:  # noqa: BLE001 - any row's failure is that row's, not the run's
         if batch.num_rows == 0:
             raise
@@ -237,6 +241,8 @@ def isolated(
         row = batch.slice(i, 1)
         try:
             alone.append(call(row))
+        except ServiceDown:
+            raise
         except Exception as exc:  # noqa: BLE001
             failed[i] = True
             rejected.append(reject(row, stage_of(exc, stage), describe(exc)))

@@ -11,7 +11,9 @@
 The translator (conceptual.fluency.translation) is the offline stand-in by default:
 Flickr8k-CN's provided Baidu (or Google) translations, the nearest English sentence's for
 one they do not hold; `translator=service` is a LibreTranslate-compatible service at
-`service.url`, its key in the environment variable `service.key_env`. A record the
+`service.url`, its key in the environment variable `service.key_env`; it must translate a
+word as the job starts, and a batch it does not answer within `service.timeout_s` fails the
+job (conceptual.services.ServiceDown), never tried again row by row. A record the
 translator has no translation for is rejected (stage `translate`, reason `no_translation`);
 one whose translation raises, `internal_error` (pipelines/set_aside.py); past
 `errors.max_rate` (or `errors.max_count`) of either, the job fails.
@@ -47,7 +49,7 @@ TRANSLATE = Stage(
 class ServiceConfig(Config):
     url: str | None = None  # a LibreTranslate-compatible service (translator=service)
     key_env: str = "CONCEPTUAL_TRANSLATE_KEY"  # the environment variable holding its key
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # a batch's whole request (ServiceTranslator)
 
 
 class TranslateConfig(set_aside.RewriteConfig):

@@ -20,6 +20,7 @@ from typing import Any
 import mlflow
 from mlflow.tracking import MlflowClient
 
+from conceptual import services
 from conceptual.config import Config, flatten, to_yaml
 from conceptual.paths import state_dir
 from conceptual.storage import TrackingUnreachable
@@ -50,8 +51,11 @@ def printable_tracking_uri() -> str:
 
 def configure() -> str:
     """Point MLflow at the platform's tracking store (a local database is created on first
-    use; a tracking server must answer first: check_reachable)."""
+    use; a tracking server must answer first: check_reachable), its client's retries and
+    timeouts set for the job (MLFLOW_CLIENT)."""
     uri = tracking_uri()
+    for key, value in MLFLOW_CLIENT.items():
+        os.environ.setdefault(key, value)
     if (root := local_artifact_root(uri)) and uri not in _created_stores:
         create_local_store(uri, root)
     elif uri.startswith(("http://", "https://")) and uri not in _answered:
@@ -63,17 +67,21 @@ def configure() -> str:
 
 _created_stores: set[str] = set()
 _answered: set[str] = set()
-# A tracking server gets this long to answer its health check, twice, before a job says it
-# cannot be reached: MLflow's own client retries for over four minutes before it says so.
+# A tracking server gets this long to answer an experiment lookup, twice, before a job says
+# it cannot be reached: MLflow's own client retries for over four minutes before it says so.
 REACH_TIMEOUT_S, REACH_ATTEMPTS = 5.0, 2
+# One call of MLflow's REST API, its answer small: a server whose /health answers may still
+# hang on its API, or trickle the answer (MLflow's client then waited 120 s a request).
+PROBE = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+PROBE_BYTES = 1 << 20
 
 
 def check_reachable(uri: str) -> None:
-    """TrackingUnreachable unless the tracking server at `uri` answers its health check
-    (MLflow's `GET /health`; any answer below 500 shows the server is there) within
-    REACH_ATTEMPTS tries of REACH_TIMEOUT_S, about 10 s at the most."""
+    """TrackingUnreachable unless the tracking server at `uri` answers an experiment lookup
+    (any answer below 500, a 404 or 401 too, shows the server and its API are there), all
+    of it read within REACH_TIMEOUT_S, in REACH_ATTEMPTS tries: about 10 s at the most."""
     for _ in range(REACH_ATTEMPTS):
-        if (problem := _health_problem(uri)) is None:
+        if (problem := _answer_problem(uri)) is None:
             return
     raise TrackingUnreachable(
         f"the tracking server {redact(uri)} cannot be reached ({redact(problem)}): start it, "
@@ -81,26 +89,24 @@ def check_reachable(uri: str) -> None:
     )
 
 
-def _health_problem(uri: str) -> str | None:
+def _answer_problem(uri: str) -> str | None:
     """What is wrong with the tracking server at `uri` (an http(s) URI), or None when it
-    answers its health check below 500."""
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
-    parts = urllib.parse.urlsplit(uri)
-    netloc = parts.netloc.rsplit("@", 1)[-1]  # credentials are not for the health check
-    health = urllib.parse.urlunsplit(
-        (parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", "")
-    )
+    answers PROBE below 500 in time."""
     try:
-        with urllib.request.urlopen(health, timeout=REACH_TIMEOUT_S):
-            return None
-    except urllib.error.HTTPError as answer:
-        return None if answer.code < 500 else f"it answers {answer.code}"
-    except (OSError, ValueError) as exc:  # refused, timed out, unknown host, bad URL
-        reason = getattr(exc, "reason", exc)
-        return str(reason) or type(reason).__name__
+        status, _ = services.request(uri.rstrip("/") + PROBE, REACH_TIMEOUT_S, PROBE_BYTES)
+    except services.ServiceDown as exc:  # refused, timed out, unknown host, bad URL
+        return str(exc)
+    return None if status < 500 else f"it answers {status}"
+
+
+# MLflow's client, for the whole job (a user's own settings win): a few tries of a bounded
+# wait each, about a minute in all for a server that stops answering midway, where its
+# defaults (7 retries, backoff factor 2, 120 s a request) gave 16 minutes.
+MLFLOW_CLIENT = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",
+}
 
 
 # A tracking server that goes down while a model trains costs the run nothing: meanwhile
@@ -151,7 +157,7 @@ def wait_for_store(saved_at: str) -> None:
         return
     wait_s = float(os.environ.get(WAIT_ENV, 600))
     deadline = time.monotonic() + wait_s
-    problem = _health_problem(uri)
+    problem = _answer_problem(uri)
     if problem is not None:
         print(f"the tracking server {redact(uri)} is down ({redact(problem)}); waiting", flush=True)
     while problem is not None:
@@ -162,7 +168,7 @@ def wait_for_store(saved_at: str) -> None:
                 f"saved at {saved_at} ({WAIT_ENV} sets how long to wait)"
             )
         time.sleep(1.0)
-        problem = _health_problem(uri)
+        problem = _answer_problem(uri)
 
 
 def create_local_store(uri: str, artifact_root: str) -> None:

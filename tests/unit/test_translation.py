@@ -148,7 +148,8 @@ def test_the_service_translator_sends_the_libretranslate_request(service, monkey
     translator = make_translator(config, None, "zh")  # the translate job's service path
     assert isinstance(translator, Translator)
     assert translator.translate(["a dog runs", " ", "two kids play"]) == ["译文0", None, "译文2"]
-    (request,) = Service.requests
+    check, request = Service.requests  # one word translated as it is built, then the batch
+    assert check["body"]["q"] == ["a dog"]
     assert request["path"] == "/translate" and request["type"] == "application/json"
     assert request["body"] == {
         "q": ["a dog runs", " ", "two kids play"],

@@ -15,6 +15,7 @@ file). That is a retrieval stand-in for a translator, and a report of the baseli
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -24,6 +25,8 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 from conceptual.fluency.flickr8k_cn import ENGLISH, SOURCES, read_lines
+from conceptual.services import ServiceDown, request
+from conceptual.uris import redact, redact_text
 
 WORD = re.compile(r"\w+|[^\w\s]")
 QUOTES = {'"', "`"}
@@ -144,23 +147,44 @@ class _TfIdf:
 class ServiceTranslator:
     """Translation by a LibreTranslate-compatible HTTP service (POST URL/translate with
     `q` a list of sentences, `source`, `target`, `api_key`; `translatedText` the list back),
-    the key read from an environment variable so that it never lands in a config or a log."""
+    the key read from an environment variable so that it never lands in a config or a log.
+
+    It is checked as it is built: one word translated within CHECK_S, so that a service
+    that is down, or does not take the key, fails the job before any work. A batch's whole
+    request (connect, answer, body) has `timeout_s`; a batch that did not get its answer
+    then raises ServiceDown, which fails the job rather than being tried again row by row
+    (a 256-row batch against a service that hangs took two hours that way)."""
+
+    CHECK_S = 10.0
+    ANSWER_BYTES = 1 << 16  # at most, per sentence
 
     def __init__(self, url: str, key: str, target: str, timeout_s: float):
         self.url, self.key, self.target, self.timeout_s = url.rstrip("/"), key, target, timeout_s
+        self.call(["a dog"], min(self.CHECK_S, timeout_s))
 
     def translate(self, sentences: list[str]) -> list[str | None]:
-        import json
-        import urllib.request
-
-        body = {"q": sentences, "source": "en", "target": self.target, "format": "text"}
-        request = urllib.request.Request(
-            f"{self.url}/translate",
-            data=json.dumps({**body, "api_key": self.key}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            translated = json.load(response)["translatedText"]
+        translated = self.call(sentences, self.timeout_s)
         if len(translated) != len(sentences):
             raise ValueError(f"{len(translated)} translations of {len(sentences)} sentences")
         return [t or None for t in translated]
+
+    def call(self, sentences: list[str], total_s: float) -> list:
+        """The service's `translatedText` for `sentences`, within `total_s`."""
+        body = {"q": sentences, "source": "en", "target": self.target, "format": "text"}
+        data = json.dumps({**body, "api_key": self.key}).encode()
+        headers = {"Content-Type": "application/json"}
+        try:
+            status, answer = request(
+                f"{self.url}/translate", total_s, self.ANSWER_BYTES * len(sentences), data, headers
+            )
+        except ServiceDown as exc:
+            raise ServiceDown(
+                f"the translation service {redact(self.url)} did not answer within "
+                f"{total_s:g} s ({exc}): start it, or point service.url at one that answers"
+            ) from exc
+        if status != 200:  # a refused key, or a sentence the service fails on: not down
+            said = redact_text(answer[:200].decode("utf-8", "replace"))
+            raise ValueError(
+                f"the translation service {redact(self.url)} answered {status}: {said}"
+            )
+        return json.loads(answer)["translatedText"]
