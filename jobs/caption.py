@@ -1,7 +1,7 @@
 """Print a caption for each image file (or each image file of a folder), from a saved
 captioner; optionally write them as a COCO results JSON.
 
-    python -m conceptual.jobs.caption --model MODEL_URI IMAGE_OR_FOLDER [...] [--beam 4]
+    python -m conceptual.jobs.caption --model MODEL_URI IMAGE_OR_FOLDER [...] [--beam N]
         [--batch 32] [--results-json PATH] [--compile]
 
 MODEL_URI: models:/captioner@champion, models:/captioner/3, runs:/<run id>/model, or a
@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "images", nargs="+", type=lambda p: Path(location(p)), metavar="IMAGE_OR_FOLDER"
     )
-    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument(
+        "--beam", type=positive, help="beam width (default: the beam the model was evaluated at)"
+    )
     parser.add_argument("--length-penalty", type=float, default=0.0)
     parser.add_argument(
         "--batch", type=positive, default=32, help="photos decoded and captioned at once"

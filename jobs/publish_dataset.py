@@ -1,13 +1,16 @@
 """Publish curated records as a Hugging Face dataset, with a dataset card written from the run.
 
     python -m conceptual.jobs.publish_dataset --data URI --output URI [--name NAME]
-        [--images urls|embed] [--config FILE] [key=value ...]
+        [--images urls|embed] [--format hub|tsv] [--config FILE] [key=value ...]
 
 DATA is a curation or import output (or its curated/ folder). OUTPUT gets README.md (the
 card: YAML header, splits, fields, an instance, the curation funnel, the hypernymization
 figures, the configuration and MLflow runs) and data/{split}-NNNNN-of-NNNNN.parquet, which
-`datasets.load_dataset(OUTPUT)` loads with the splits train, validation and test. The
-license is never guessed: set it with license=... (the job warns without one).
+`datasets.load_dataset(OUTPUT)` loads with the splits train, validation and test. Records
+with labels are published as the released card has them: configs `unlabeled` (the default)
+and `labeled` (`datasets.load_dataset(OUTPUT, "labeled")`). --format tsv also writes each
+split as the released TSV (caption<TAB>url) under OUTPUT/tsv/. The license is never guessed:
+set it with license=... (the job warns without one).
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=["urls", "embed"],
         help="urls (the default), or embed the curated JPEGs as an Image column (key images=)",
     )
+    parser.add_argument(
+        "--format",
+        choices=["hub", "tsv"],
+        help="hub (the default), or tsv: also the released TSV of each split (key format=)",
+    )
     args = parser.parse_args(argv)
     with job_run("publish_dataset", args.verbose, output=args.output) as log:
         from conceptual import storage
@@ -37,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         from conceptual.publishing import CARD, DATA, PublishConfig, publish
 
         config = load(PublishConfig, args.config, args.overrides)
-        chosen = {"name": args.name, "images": args.images}
+        chosen = {"name": args.name, "images": args.images, "format": args.format}
         config = config.model_copy(update={k: v for k, v in chosen.items() if v is not None})
         if not config.license:
             print(
@@ -46,10 +54,16 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         result = publish(args.data, args.output, config)
-    print(json.dumps({"splits": result["splits"], "columns": result["columns"]}, indent=2))
+    print(json.dumps({"splits": result["splits"], "configs": result["configs"]}, indent=2))
     print(f"data:     {storage.join(args.output, DATA)}  (digest {result['digest']})")
     print(f"card:     {storage.join(args.output, CARD)}")
-    print(f"load:     datasets.load_dataset({args.output!r})")
+    for name in result["configs"]:
+        chosen = "" if len(result["configs"]) == 1 else f", {name!r}"
+        print(f"load:     datasets.load_dataset({args.output!r}{chosen})")
+    if tsv := result["tsv"]:
+        left = sum(tsv["left_out"].values())
+        note = f"; {left} rows with a tab or line break left out" if left else ""
+        print(f"tsv:      {', '.join(tsv['files'].values())} (caption<TAB>url{note})")
     report_run(result["run_id"], config.experiment, log)
     return 0
 

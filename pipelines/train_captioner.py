@@ -301,7 +301,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
         model=captioner,
         loss=CaptionLoss(captioner, config.label_smoothing, config.fluency),
         evaluate=partial(evaluate_dev, captioner, vocab, eval_set, config),
-        save=partial(save_model, captioner, vocab, features=features),
+        save=partial(save_model, captioner, vocab, features=features, beam=config.beam),
         examples_fixed=True,  # no draws in the read tasks: kept after the first epoch
     )
     training.run(task, config, loop_config)

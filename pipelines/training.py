@@ -78,8 +78,10 @@ FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV = "CONCEPTUAL_TEST_FAIL_AT_EPOCH", "CONCEPTUA
 class TrainingConfig(Config):
     """The keys every trainer has; a model family's config adds its own."""
 
-    # adam: Adam with L2 weight decay (in the gradient); adamw: decoupled weight decay
-    optimizer: Literal["adagrad", "adam", "adamw"] = "adagrad"
+    # adam: Adam with L2 weight decay (in the gradient); adamw: decoupled weight decay; sgd:
+    # mini-batch SGD with `momentum`
+    optimizer: Literal["adagrad", "adam", "adamw", "sgd"] = "adagrad"
+    momentum: float = Field(default=0.0, ge=0, lt=1)  # sgd (the fluency paper's captioner's)
     lr: float = 0.01
     # "cosine": each epoch starts at lr * (1 + cos(pi * epoch / epochs)) / 2, so the last
     # epochs take small steps and the best-by-dev checkpoint is a settled model.
@@ -440,18 +442,15 @@ def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None
 def make_optimizer(
     config: TrainingConfig, model: nn.Module, device: torch.device
 ) -> torch.optim.Optimizer:
-    groups = parameter_groups(model)
+    groups, lr, decay = parameter_groups(model), config.lr, config.weight_decay
     if config.optimizer == "adagrad":
-        return torch.optim.Adagrad(groups, lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.Adagrad(groups, lr=lr, weight_decay=decay)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=decay)
     adam = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
-    return adam(
-        groups,
-        lr=config.lr,
-        betas=config.adam_betas,
-        eps=config.adam_eps,
-        weight_decay=config.weight_decay,
-        fused=device.type == "cuda",  # one kernel for every parameter's update
-    )
+    betas, eps = config.adam_betas, config.adam_eps
+    fused = device.type == "cuda"  # one kernel for every parameter's update
+    return adam(groups, lr=lr, betas=betas, eps=eps, weight_decay=decay, fused=fused)
 
 
 def parameter_groups(model: nn.Module) -> list[dict[str, Any]]:

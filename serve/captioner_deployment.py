@@ -268,12 +268,23 @@ class CaptionerDeployment:
             problem=self.champion.problem,
         )
 
-    async def caption(self, data: bytes, beam: int, num_captions: int) -> Captioned | ApiError:
-        """`num_captions` captions of the encoded image, best first; or the refusal."""
+    async def caption(
+        self, data: bytes, beam: int | None, num_captions: int
+    ) -> Captioned | ApiError:
+        """`num_captions` captions of the encoded image, best first; or the refusal. `beam`
+        None: the beam the served version was evaluated at."""
         started = time.perf_counter()
         served = self.champion.served
         if served is None:
             return not_ready()
+        beam = beam or served.model.beam
+        if num_captions > beam:
+            return ApiError(
+                422,
+                "bad_parameter",
+                f"num_captions {num_captions} > beam_size {beam} (the model's): "
+                "a beam search keeps at most beam_size captions",
+            )
         loop = asyncio.get_running_loop()
         pixels = await loop.run_in_executor(self.decoder, declared_pixels, data)
         async with self.decode_budget.reserve(pixels) as reservation:  # until captioned

@@ -24,7 +24,9 @@ class ServeConfig(Config):
     captioner: CaptionerSettings = CaptionerSettings()  # English: models:/captioner@champion
     captioner_zh: CaptionerSettings = CaptionerSettings()  # models:/captioner-zh@champion
     max_beam: int = Field(8, ge=1)  # beam_size may go up to this
-    default_beam: int = Field(3, ge=1)
+    # A request without beam_size decodes at this; None: at the beam the served model was
+    # evaluated at (its saved `decoding.beam`), so a served caption is the caption scored.
+    default_beam: int | None = Field(None, ge=1)
     max_body_bytes: int = Field(16 << 20, gt=0)  # as the fetcher's cap on an image
     # The whole body must arrive within this (16 MiB in 30 s is ~4.5 Mbit/s), else 408.
     body_timeout_s: float = Field(30.0, gt=0)
@@ -46,7 +48,7 @@ class ServeConfig(Config):
 
     @model_validator(mode="after")
     def _default_beam_is_allowed(self) -> ServeConfig:
-        if self.default_beam > self.max_beam:
+        if self.default_beam is not None and self.default_beam > self.max_beam:
             raise ValueError(f"default_beam {self.default_beam} > max_beam {self.max_beam}")
         unknown = [key for key in self.retrievers if key not in searches()]
         if unknown:

@@ -66,6 +66,7 @@ from conceptual.serve.schema import (
     ModelsResponse,
     ModelStatus,
     Readiness,
+    parameter_problem,
 )
 from conceptual.serve.uploads import (
     AUDIO_FIELD,
@@ -203,7 +204,12 @@ def captions(service: Service) -> Endpoint:
         request: Request,
         response: Response,
         beam_size: Annotated[
-            int, Query(ge=1, le=config.max_beam, description="beam width of the search")
+            int | None,
+            Query(
+                ge=1,
+                le=config.max_beam,
+                description="beam width of the search (default: the model's evaluation beam)",
+            ),
         ] = config.default_beam,
         num_captions: Annotated[
             int, Query(ge=1, le=config.max_beam, description="how many, at most beam_size")
@@ -215,7 +221,7 @@ def captions(service: Service) -> Endpoint:
     ) -> CaptionResponse:
         """Captions for one image in one language, best first, naming the model version that
         made them."""
-        if num_captions > beam_size:
+        if beam_size is not None and num_captions > beam_size:
             raise ApiError(
                 422,
                 "bad_parameter",
@@ -472,7 +478,7 @@ def echo(value: Any) -> str:
 
 def bad_parameters(_: Request, error: RequestValidationError) -> JSONResponse:
     problems = "; ".join(
-        f"{problem['loc'][-1]}: {problem['msg']} (got {echo(problem.get('input'))})"
+        f"{problem['loc'][-1]}: {parameter_problem(problem)} (got {echo(problem.get('input'))})"
         for problem in error.errors()
     )
     return ApiError(422, "bad_parameter", problems).response()

@@ -29,6 +29,7 @@ the request's bytes or the service's internals.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -110,6 +111,31 @@ def image_error(error: ImageError) -> ApiError:
     return ApiError(415 if error.reason == "not_an_image" else 422, error.reason, message)
 
 
+# What a refused parameter is told, by the validation library's error type: its own words
+# ("Unable to parse input string as an integer, exceeded maximum size" for a 6,000-digit
+# beam_size) change with its version and are not the service's.
+PARAMETER_PROBLEMS = {
+    "missing": "missing",
+    "int_parsing": "not an integer",
+    "int_type": "not an integer",
+    "int_from_float": "not an integer",
+    "int_parsing_size": "a number of too many digits",
+    "string_type": "not a string",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than_equal": "must be at most {le}",
+    "extra_forbidden": "not a parameter of this route",
+}
+
+
+def parameter_problem(problem: Mapping[str, Any]) -> str:
+    """One refused parameter (an entry of pydantic's `errors()`), in the service's words."""
+    words = PARAMETER_PROBLEMS.get(problem.get("type", ""), "not a valid value")
+    try:
+        return words.format(**problem.get("ctx", {}))
+    except (KeyError, IndexError):
+        return "not a valid value"
+
+
 class ModelRef(BaseModel):
     """Which registered model version answered."""
 
@@ -181,7 +207,10 @@ class CaptionResponse(BaseModel):
 
 class Limits(BaseModel):
     max_beam: int
-    default_beam: int
+    default_beam: int | None = Field(
+        description="the beam of a request without beam_size; null: each model's own, the "
+        "beam it was evaluated at"
+    )
     max_body_bytes: int
 
 

@@ -87,19 +87,20 @@ def tiny_captioner():
 
 @pytest.fixture(scope="session")
 def log_captioner():
-    """log(model, vocab) -> "runs:/<id>/model": a captioner saved as the active MLflow run's
-    `model` artifacts, where a training run leaves its best model, ready to register."""
+    """log(model, vocab, beam=4) -> "runs:/<id>/model": a captioner saved (evaluated at
+    `beam`) as the active MLflow run's `model` artifacts, where a training run leaves its
+    best model, ready to register."""
     import tempfile
 
     import mlflow
 
     from conceptual.models.saving import save_model
 
-    def log(model, vocab) -> str:
+    def log(model, vocab, beam: int = 4) -> str:
         run = mlflow.active_run()
         assert run is not None, "log_captioner needs an active MLflow run"
         with tempfile.TemporaryDirectory() as directory:
-            mlflow.log_artifacts(str(save_model(model, vocab, directory)), "model")
+            mlflow.log_artifacts(str(save_model(model, vocab, directory, beam=beam)), "model")
         return f"runs:/{run.info.run_id}/model"
 
     return log

@@ -8,6 +8,8 @@ invented: what the run does not know (the license) is said to be missing."""
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,19 +49,89 @@ CITATION = """@inproceedings{sharma2018conceptual,
 
 
 @dataclass
+class ConfigFiles:
+    """One `datasets` config of a published folder: `load_dataset(FOLDER, name)` reads it."""
+
+    name: str  # "default"; a labelled curation's "unlabeled" and "labeled", as the released
+    directory: str  # its files' folder under the published one: data, data/labeled...
+    columns: list[str]
+    splits: dict[str, int]  # rows per Hub split
+    files: dict[str, list[str]] = field(default_factory=dict)  # per split, under `directory`
+    bytes: dict[str, int] = field(default_factory=dict)
+    example: dict[str, Any] | None = None
+
+
+# Values from the data and its reports (the `language` column, entity labels, a stats.json's
+# stage and reason names, the source's path) are quoted as they are, never as Markdown: none
+# may close a table cell or a code block, start a heading or bring in HTML.
+MARKDOWN = re.compile(r"[\\`*_{}\[\]<>#!|~&$]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+BACKTICKS = re.compile("`+")
+
+
+def escaped(value: object) -> str:
+    """`value` as Markdown text that shows it as it is, on one line: the characters Markdown
+    reads are backslash-escaped, line breaks and other control characters become spaces."""
+    return MARKDOWN.sub(r"\\\g<0>", CONTROL.sub(" ", str(value)))
+
+
+def code(value: object) -> str:
+    """`value` as inline code on one line, between more backticks than it holds in a row."""
+    shown = CONTROL.sub(" ", str(value))
+    ticks = "`" * (max(map(len, BACKTICKS.findall(shown)), default=0) + 1)
+    pad = " " if shown[:1] == "`" or shown[-1:] == "`" else ""
+    return f"{ticks}{pad}{shown}{pad}{ticks}"
+
+
+def fenced(body: str, info: str) -> list[str]:
+    """A code block of `body`, its fence longer than any run of backticks in it."""
+    ticks = "`" * max(3, max(map(len, BACKTICKS.findall(body)), default=0) + 1)
+    return [f"{ticks}{info}", body, ticks]
+
+
+class HeaderDumper(yaml.SafeDumper):
+    """safe_dump's YAML, with every string that holds a control, format or line-separator
+    character double-quoted: there each is escaped (PyYAML's single quotes fold a NEL into
+    a space, and keep U+2028 raw, a line break to some readers)."""
+
+
+def _quoted(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    odd = any(unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp")
+              for c in value)  # fmt: skip
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if odd else None)
+
+
+HeaderDumper.add_representer(str, _quoted)
+
+
+@dataclass
 class Published:
     """What a publish wrote (conceptual.publishing), and what the card reports of the records
-    themselves."""
+    themselves. The first config holds every record; `splits`, `columns` and the rest are
+    its."""
 
-    splits: dict[str, int]
-    files: dict[str, list[str]]  # per split, the file names under data/
-    bytes: dict[str, int]
-    columns: list[str]
+    configs: list[ConfigFiles]
     languages: list[str]
-    example: dict[str, Any] | None
+    tsv: dict[str, Any] | None = None  # format=tsv: its files, rows and rows left out, by split
     # captions whose hypernymization replaced or removed something, and what by entity label
     hypernymized: int = 0
     entity_labels: Counter = field(default_factory=Counter)
+
+    @property
+    def splits(self) -> dict[str, int]:
+        return self.configs[0].splits
+
+    @property
+    def columns(self) -> list[str]:
+        return self.configs[0].columns
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        return self.configs[0].bytes
+
+    @property
+    def example(self) -> dict[str, Any] | None:
+        return self.configs[0].example
 
 
 @dataclass
@@ -81,23 +153,50 @@ def size_category(n: int) -> str:
     return next((label for limit, label in SIZES if n < limit), "n>100M")
 
 
-def header(facts: CardFacts) -> dict[str, Any]:
-    """The YAML header, as the Hub reads it: its configs point at data/ by split."""
-    published = facts.published
-    total = sum(published.splits.values())
+def features_of(columns: list[str]) -> list[dict[str, str]]:
+    """A config's columns as the card's `dataset_info.features`."""
     features = []
-    for column in published.columns:
+    for column in columns:
         if column in ("labels", "MIDs"):
             features.append({"name": column, "sequence": "string"})
         elif column == "confidence_scores":
             features.append({"name": column, "sequence": "float64"})
         else:
             features.append({"name": column, "dtype": "image" if column == "image" else "string"})
+    return features
+
+
+def config_info(config: ConfigFiles) -> dict[str, Any]:
     splits = [
-        {"name": s, "num_bytes": published.bytes.get(s, 0), "num_examples": n}
-        for s, n in published.splits.items()
+        {"name": s, "num_bytes": config.bytes.get(s, 0), "num_examples": n}
+        for s, n in config.splits.items()
         if n
     ]
+    return {
+        "config_name": config.name,
+        "features": features_of(config.columns),
+        "splits": splits,
+        "download_size": sum(config.bytes.values()),
+    }
+
+
+def config_entry(config: ConfigFiles, default: bool) -> dict[str, Any]:
+    """A `configs` entry of the header: the config's files by split."""
+    files = [
+        {"split": s, "path": f"{config.directory}/{s}-*"} for s, n in config.splits.items() if n
+    ]
+    return {
+        "config_name": config.name,
+        **({"default": True} if default else {}),
+        "data_files": files,
+    }
+
+
+def header(facts: CardFacts) -> dict[str, Any]:
+    """The YAML header, as the Hub reads it: each config points at its folder by split, the
+    first being what `load_dataset(FOLDER)` reads."""
+    published = facts.published
+    total = sum(published.splits.values())
     meta: dict[str, Any] = {
         "pretty_name": facts.name,
         "language": published.languages,
@@ -108,25 +207,21 @@ def header(facts: CardFacts) -> dict[str, Any]:
     }
     if facts.license:
         meta["license"] = facts.license
-    meta["dataset_info"] = {
-        "features": features,
-        "splits": splits,
-        "download_size": sum(published.bytes.values()),
-    }
+    infos = [config_info(config) for config in published.configs]
+    meta["dataset_info"] = infos[0] if len(infos) == 1 else infos
+    several = len(published.configs) > 1
     meta["configs"] = [
-        {
-            "config_name": "default",
-            "data_files": [{"split": s["name"], "path": f"data/{s['name']}-*"} for s in splits],
-        }
+        config_entry(config, default=several and index == 0)
+        for index, config in enumerate(published.configs)
     ]
     return meta
 
 
 def render(facts: CardFacts) -> str:
     """The card's text: the YAML header, then the sections."""
-    top = yaml.safe_dump(header(facts), sort_keys=False, allow_unicode=True)
+    top = yaml.dump(header(facts), Dumper=HeaderDumper, sort_keys=False, allow_unicode=True)
     sections = [
-        f"# Dataset Card for {facts.name}",
+        f"# Dataset Card for {escaped(facts.name)}",
         description(facts),
         structure(facts),
         creation(facts),
@@ -147,18 +242,20 @@ def description(facts: CardFacts) -> str:
         "import": "imported from a folder of captioned images and kept as given (no filter "
         "or hypernymization ran on them)",
     }.get(origin.get("kind"), "curated records of the conceptual platform")
-    languages = ", ".join(f"{LANGUAGE_NAMES.get(x, x)} (`{x}`)" for x in published.languages)
+    languages = ", ".join(
+        f"{escaped(LANGUAGE_NAMES.get(x, x))} ({code(x)})" for x in published.languages
+    )
     return "\n".join(
         [
             "## Dataset Description",
             "",
-            f"- **Source:** `{facts.source}`",
+            f"- **Source:** {code(facts.source)}",
             f"- **Published by:** the conceptual platform {__version__} (`publish_dataset`)",
             f"- **MLflow run:** {run_line(facts)}",
             "",
             "### Dataset Summary",
             "",
-            f"{facts.name} holds {total:,} image-caption pairs ({splits}), {made}. "
+            f"{escaped(facts.name)} holds {total:,} image-caption pairs ({splits}), {made}. "
             + (
                 "The images are embedded (`image`)."
                 if "image" in published.columns
@@ -206,9 +303,7 @@ def structure(facts: CardFacts) -> str:
             "",
             "### Data Instances",
             "",
-            "```json",
-            json.dumps(example, indent=2, ensure_ascii=False, default=str),
-            "```",
+            *fenced(json.dumps(example, indent=2, ensure_ascii=False, default=str), "json"),
             "",
             "### Data Fields",
             "",
@@ -223,8 +318,41 @@ def structure(facts: CardFacts) -> str:
             "",
             "Splits are decided by a stable hash of each image (or the source's own split), "
             "so all captions of an image share its split.",
+            *configurations(published),
+            *released_tsv(published),
         ]
     )
+
+
+def released_tsv(published: Published) -> list[str]:
+    """Where format=tsv wrote the released layout, and what it left out."""
+    if not published.tsv:
+        return []
+    files = ", ".join(f"`{path}`" for path in published.tsv["files"].values())
+    left = sum(published.tsv["left_out"].values())
+    return [
+        "",
+        "### The released TSV",
+        "",
+        f"Each split also as the released files are: `caption<TAB>image_url`, no header "
+        f"({files}); {left:,} records with a tab or line break in them are not in it.",
+    ]
+
+
+def configurations(published: Published) -> list[str]:
+    """The configs, where there are several: as the released card, `unlabeled` (the default)
+    and `labeled`, the records with labels."""
+    if len(published.configs) == 1:
+        return []
+    lines = ["", "### Configurations", ""]
+    for index, config in enumerate(published.configs):
+        rows = ", ".join(f"{s} {n:,}" for s, n in config.splits.items() if n) or "no rows"
+        default = " (the default)" if index == 0 else ""
+        lines.append(
+            f"- `{config.name}`{default}: {', '.join(f'`{c}`' for c in config.columns)}; "
+            f'{rows}; `datasets.load_dataset(FOLDER, "{config.name}")`'
+        )
+    return lines
 
 
 def creation(facts: CardFacts) -> str:
@@ -280,9 +408,9 @@ def funnel(origin: dict[str, Any]) -> str:
         ]
         for row in report.get("funnel", []):
             reasons = report.get("rejected", {}).get(row["stage"], {})
-            why = ", ".join(f"{reason} {n:,}" for reason, n in reasons.items()) or "-"
+            why = ", ".join(f"{escaped(reason)} {n:,}" for reason, n in reasons.items()) or "-"
             lines.append(
-                f"| {row['stage']} | {row['entering']:,} | {row['rejected']:,} "
+                f"| {escaped(row['stage'])} | {row['entering']:,} | {row['rejected']:,} "
                 f"| {row['leaving']:,} | {why} |"
             )
         if captions := report.get("captions"):
@@ -295,7 +423,7 @@ def funnel(origin: dict[str, Any]) -> str:
         return "\n".join(lines)
     if origin.get("kind") == "import":
         skipped = ", ".join(
-            f"{r} {n:,}" for r, n in report.get("skipped_by_reason", {}).items() if n
+            f"{escaped(r)} {n:,}" for r, n in report.get("skipped_by_reason", {}).items() if n
         )
         return (
             f"Imported: {report.get('captions', 0):,} captions of "
@@ -322,7 +450,9 @@ def sensitive(facts: CardFacts) -> str:
             f"Hypernymization replaced or removed names, dates or places in "
             f"{published.hypernymized:,} of {total:,} captions "
             f"({100 * published.hypernymized / total:.1f}%): {', '.join(kinds)} "
-            "(by entity label: " + ", ".join(f"{k} {n:,}" for k, n in labels.most_common()) + ")."
+            "(by entity label: "
+            + ", ".join(f"{escaped(k)} {n:,}" for k, n in labels.most_common())
+            + ")."
         )
     else:
         text = "No caption had a name, date or place replaced (0 hypernymized)" + (
@@ -356,13 +486,13 @@ def opt_out_directives(config_yaml: str | None) -> str:
     if fetch.get("respect_opt_out") is False:
         return "(not honoured: fetch.respect_opt_out was false)"
     directives = fetch.get("opt_out_directives") or ["noai", "noimageai", "noindex", "noimageindex"]
-    return " or ".join(f"`{d}`" for d in directives)
+    return " or ".join(code(d) for d in directives)
 
 
 def provenance(facts: CardFacts) -> str:
     lines = [
         f"- Platform: conceptual {__version__}",
-        f"- Published from `{facts.source}` with `python -m conceptual.jobs.publish_dataset`",
+        f"- Published from {code(facts.source)} with `python -m conceptual.jobs.publish_dataset`",
         f"- MLflow: {run_line(facts)}",
     ]
     if facts.curation_config:
@@ -374,7 +504,7 @@ def provenance(facts: CardFacts) -> str:
 
 
 def config_block(title: str, text: str) -> list[str]:
-    return ["", "<details>", f"<summary>{title}</summary>", "", "```yaml", text.rstrip(), "```"] + [
+    return ["", "<details>", f"<summary>{title}</summary>", "", *fenced(text.rstrip(), "yaml")] + [
         "",
         "</details>",
     ]
@@ -396,7 +526,7 @@ def considerations(facts: CardFacts) -> str:
 
 def additional(facts: CardFacts) -> str:
     license_text = (
-        f"`{facts.license}` (as set when publishing)."
+        f"{code(facts.license)} (as set when publishing)."
         if facts.license
         else "**Not set.** The license must be set before this dataset is shared "
         "(`license=...` when publishing): the images belong to their owners, and the "

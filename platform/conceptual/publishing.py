@@ -1,10 +1,23 @@
 """Curated records as a Hugging Face dataset: the layout `datasets.load_dataset(FOLDER)` and
 the Hub read, with the features of the released Conceptual Captions.
 
-    OUTPUT/data/{split}-NNNNN-of-NNNNN.parquet   image_url, caption (+ labels, MIDs,
-                                                 confidence_scores where the records have
-                                                 labels; + image with --images embed)
+    OUTPUT/data/{split}-NNNNN-of-NNNNN.parquet   image_url, caption (+ image with --images
+                                                 embed): the `default` config
     OUTPUT/README.md                             the dataset card (conceptual.dataset_card)
+
+Records with labels are published as the released card has them, in two configs:
+
+    OUTPUT/data/unlabeled/{split}-*.parquet      image_url, caption: `unlabeled`, the default
+    OUTPUT/data/labeled/{split}-*.parquet        + labels, MIDs, confidence_scores, of the
+                                                 records that have labels: `labeled`
+
+With format=tsv, also each split as the released TSV, byte for byte its layout (`caption<TAB>
+image_url`, no header, UTF-8, "\n" line ends), under the released names:
+
+    OUTPUT/tsv/Train_GCC-training.tsv, Validation_GCC-1.1.0-Validation.tsv, Test_GCC-test.tsv
+
+import_conceptual reads them back as they are. A record whose caption or URL holds a tab or a
+line break cannot be written in that layout: it is left out of the TSV and counted.
 
 The curated splits are named as the Hub names them (val -> validation). The records are
 streamed file by file, batch by batch, into one open writer per split: nothing holds more
@@ -28,7 +41,7 @@ from pydantic import Field
 
 from conceptual import dataset_card, storage
 from conceptual.config import Config
-from conceptual.dataset_card import Published
+from conceptual.dataset_card import ConfigFiles, Published
 
 HF_SPLITS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
 DATA = "data"
@@ -45,6 +58,8 @@ class PublishConfig(Config):
     max_file_bytes: int = Field(500_000_000, ge=1)
     batch_rows: int = Field(1024, ge=1)  # rows read and written at a time (images: 1/16)
     allow_incomplete: bool = False  # publish a curation output without its _SUCCESS marker
+    # hub: the Hub layout; tsv: that and each split as the released TSV (module docstring)
+    format: Literal["hub", "tsv"] = "hub"
     experiment: str = "publish"
 
 
@@ -67,6 +82,13 @@ ARROW = {
     "image": pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
 }
 LABELS = ("labels", "MIDs", "confidence_scores")
+TSV = "tsv"
+# The released files' names; the test split was never released, its name follows theirs.
+TSV_FILES = {
+    "train": "Train_GCC-training.tsv",
+    "validation": "Validation_GCC-1.1.0-Validation.tsv",
+    "test": "Test_GCC-test.tsv",
+}
 
 
 @dataclass
@@ -76,7 +98,7 @@ class Survey:
 
     files: list[str]
     rows: dict[str, int]  # per Hub split
-    labelled: bool
+    labelled_rows: dict[str, int]  # per Hub split, the records with at least one label
     images: bool  # the records carry image bytes
     image_bytes_per_row: float
     languages: list[str]
@@ -88,7 +110,8 @@ def survey(curated: str) -> Survey:
     if not files:
         raise storage.StorageError(f"no curated Parquet files under {curated}")
     rows: Counter = Counter()
-    labelled, images, image_bytes, languages = False, False, 0, set()
+    labelled: Counter = Counter()
+    images, image_bytes, languages = False, 0, set()
     for path in files:
         with fs.open_input_file(path) as f:
             parquet = pq.ParquetFile(f)
@@ -97,9 +120,11 @@ def survey(curated: str) -> Survey:
                 raise ValueError(f"{path} holds no curated records (no split or caption column)")
             wanted = ["split", *(c for c in ("labels", "language") if c in names)]
             table = parquet.read(columns=wanted)
-            rows.update(hub_split(s) for s in table["split"].to_pylist())
+            splits = [hub_split(s) for s in table["split"].to_pylist()]
+            rows.update(splits)
             if "labels" in names:
-                labelled |= (pc.sum(pc.list_value_length(table["labels"])).as_py() or 0) > 0
+                has = has_labels(table["labels"]).to_pylist()
+                labelled.update(split for split, kept in zip(splits, has) if kept)
             if "language" in names:
                 languages |= {x or "en" for x in pc.unique(table["language"]).to_pylist()}
             else:
@@ -117,7 +142,7 @@ def survey(curated: str) -> Survey:
     return Survey(
         files,
         {split: rows[split] for split in order if rows[split]},
-        labelled,
+        {split: labelled[split] for split in order if labelled[split]},
         images,
         image_bytes / max(total, 1),
         sorted(languages),
@@ -130,14 +155,26 @@ def hub_split(split: str | None) -> str:
     return HF_SPLITS[split]
 
 
-def columns_of(found: Survey, config: PublishConfig) -> list[str]:
-    """The published columns: the released dataset's, with its label columns where the records
-    have labels, and `image` when embedding."""
+def has_labels(labels: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Per record: whether its `labels` list holds any."""
+    return pc.fill_null(pc.greater(pc.list_value_length(labels), 0), False)
+
+
+def configs_of(found: Survey, config: PublishConfig) -> list[ConfigFiles]:
+    """The configs to write: one `default` of the records; with labels, the released card's
+    `unlabeled` (every record) and `labeled` (those with labels, with the label columns)."""
+    image = ["image"] if config.images == "embed" else []
+    plain = ["image_url", "caption", *image]
+    if not found.labelled_rows:
+        return [ConfigFiles("default", DATA, plain, dict(found.rows))]
     return [
-        "image_url",
-        "caption",
-        *(LABELS if found.labelled else ()),
-        *(["image"] if config.images == "embed" else []),
+        ConfigFiles("unlabeled", f"{DATA}/unlabeled", plain, dict(found.rows)),
+        ConfigFiles(
+            "labeled",
+            f"{DATA}/labeled",
+            ["image_url", "caption", *LABELS, *image],
+            dict(found.labelled_rows),
+        ),
     ]
 
 
@@ -213,57 +250,113 @@ class SplitWriter:
 
 
 def write(curated: str, output: str, config: PublishConfig) -> Published:
-    """The curated records under `curated` as the Hub layout under `output`/data."""
+    """The curated records under `curated` as the Hub layout under `output`/data, in one
+    config or, for records with labels, the released card's two (module docstring)."""
     found = survey(curated)
-    columns = columns_of(found, config)
-    if "image" in columns and not found.images:
+    embed = config.images == "embed"
+    if embed and not found.images:
         raise ValueError(
             f"the records under {curated} carry no images (a text-only curation): publish "
             "them with --images urls"
         )
-    schema = schema_of(columns)
     per_file = config.rows_per_file
-    if "image" in columns:
+    if embed:
         per_file = max(1, int(config.max_file_bytes // max(found.image_bytes_per_row, 1)))
-    data = storage.join(output, DATA)
     # The files an earlier publish wrote, by their names: anyone else's files in data/ stay.
-    storage.delete_written(data, HUB_FILE.fullmatch)
+    storage.delete_written(storage.join(output, DATA), HUB_FILE.fullmatch)
+    published = Published(configs=configs_of(found, config), languages=found.languages)
+    tsv = TsvWriter(storage.join(output, TSV)) if config.format == "tsv" else None
+    schemas = {c.name: schema_of(c.columns) for c in published.configs}
     writers = {
-        split: SplitWriter(data, split, rows, per_file, schema)
-        for split, rows in found.rows.items()
-        if rows
+        (c.name, split): SplitWriter(
+            storage.join(output, c.directory), split, rows, per_file, schemas[c.name]
+        )
+        for c in published.configs
+        for split, rows in c.splits.items()
     }
-    published = Published(
-        splits=dict(found.rows), files={}, bytes={}, columns=columns,
-        languages=found.languages, example=None,
-    )  # fmt: skip
     fs, _ = storage.resolve(curated)
-    batch_rows = config.batch_rows if "image" not in columns else max(1, config.batch_rows // 16)
+    batch_rows = max(1, config.batch_rows // 16) if embed else config.batch_rows
     for path in found.files:
         with fs.open_input_file(path) as f:
             parquet = pq.ParquetFile(f)
             names = parquet.schema_arrow.names
             read = ["id", "split", "image_url", "caption"]
             read += [c for c in ("labels", "entities") if c in names]
-            read += ["image"] if "image" in columns else []
+            read += ["image"] if embed else []
             for batch in parquet.iter_batches(batch_size=batch_rows, columns=read):
                 batch = pa.Table.from_batches([batch])
                 count_entities(batch, published)
-                rows = to_hub(batch, columns, schema)
-                splits = pa.array([hub_split(s) for s in batch["split"].to_pylist()])
-                for split, writer in writers.items():
-                    writer.write(rows.filter(pc.equal(splits, split)))
-                if published.example is None and rows.num_rows:
-                    published.example = rows.slice(0, 1).to_pylist()[0]
-    out_fs, _ = storage.resolve(data)
-    for split, writer in writers.items():
+                for target in published.configs:
+                    write_config(batch, target, schemas[target.name], writers)
+                if tsv is not None:
+                    tsv.write(batch)
+    for (name, split), writer in writers.items():
         writer.close()
-        published.files[split] = writer.names
-        published.bytes[split] = sum(
-            out_fs.get_file_info(storage.resolve(storage.join(data, name))[1]).size
-            for name in writer.names
+        target = next(c for c in published.configs if c.name == name)
+        target.files[split] = writer.names
+        folder = storage.join(output, target.directory)
+        out_fs, _ = storage.resolve(folder)
+        target.bytes[split] = sum(
+            out_fs.get_file_info(storage.resolve(storage.join(folder, file))[1]).size
+            for file in writer.names
         )
+    if tsv is not None:
+        published.tsv = tsv.close()
     return published
+
+
+class TsvWriter:
+    """Each split's records as the released TSV, one open stream per split."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        storage.delete_written(uri, set(TSV_FILES.values()).__contains__)
+        self.streams: dict[str, Any] = {}
+        self.rows: Counter = Counter()
+        self.left_out: Counter = Counter()
+
+    def write(self, batch: pa.Table) -> None:
+        splits = [hub_split(s) for s in batch["split"].to_pylist()]
+        captions, urls = batch["caption"].to_pylist(), batch["image_url"].to_pylist()
+        lines: dict[str, list[str]] = {}
+        for split, caption, url in zip(splits, captions, urls):
+            if any(c in field for field in (caption, url) for c in "\t\n\r"):
+                self.left_out[split] += 1  # the layout has no way to hold it
+                continue
+            lines.setdefault(split, []).append(f"{caption}\t{url}\n")
+        for split, written in lines.items():
+            if split not in self.streams:
+                fs, path = storage.resolve(storage.join(self.uri, TSV_FILES[split]))
+                fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+                self.streams[split] = fs.open_output_stream(path)
+            self.streams[split].write("".join(written).encode())
+            self.rows[split] += len(written)
+
+    def close(self) -> dict[str, Any]:
+        for stream in self.streams.values():
+            stream.close()
+        return {
+            "files": {split: f"{TSV}/{TSV_FILES[split]}" for split in self.streams},
+            "rows": dict(self.rows),
+            "left_out": dict(self.left_out),
+        }
+
+
+def write_config(
+    batch: pa.Table,
+    target: ConfigFiles,
+    schema: pa.Schema,
+    writers: dict[tuple[str, str], SplitWriter],
+) -> None:
+    """A batch of curated records into one config's split files."""
+    if "labels" in target.columns:  # `labeled` holds the records that have labels
+        batch = batch.filter(has_labels(batch["labels"]))
+    rows = to_hub(batch, target.columns, schema)
+    splits = pa.array([hub_split(s) for s in batch["split"].to_pylist()], pa.string())
+    for split in target.splits:
+        writers[target.name, split].write(rows.filter(pc.equal(splits, split)))
+    if target.example is None and rows.num_rows:
+        target.example = rows.slice(0, 1).to_pylist()[0]
 
 
 def count_entities(batch: pa.Table, published: Published) -> None:
@@ -317,8 +410,10 @@ def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]
     return {
         "source": source,
         "splits": published.splits,
-        "files": published.files,
+        "files": published.configs[0].files,
         "columns": published.columns,
+        "configs": {c.name: c.columns for c in published.configs},
+        "tsv": published.tsv,
         "digest": written.digest,
         "run_id": active.info.run_id,
         "license": config.license,

@@ -115,6 +115,25 @@ def test_captions_are_byte_identical_and_the_split_is_the_file_s(gz_tsv, release
     assert gz_tsv["stats"]["splits"] == {"validation": PHOTOS}
 
 
+def test_published_as_the_released_tsv_it_imports_back_unchanged(gz_tsv, release):
+    """publish_dataset --format tsv writes the released layout, and import_conceptual reads
+    it back: the same captions, byte for byte, of the same URLs, in the same split."""
+    from conceptual.jobs import publish_dataset
+
+    _, _, tmp = release
+    pub = tmp / "published"
+    argv = ["--data", str(gz_tsv["out"]), "--output", str(pub), "--format", "tsv"]
+    assert publish_dataset.main(argv) == 0
+    tsv = pub / "tsv" / "Validation_GCC-1.1.0-Validation.tsv"
+    first = {(r["caption"], r["image_url"]) for r in gz_tsv["curated"]}
+    lines = tsv.read_bytes().decode().splitlines()
+    assert {tuple(line.split("\t")) for line in lines} == first and len(lines) == PHOTOS
+    again = run_job(tmp, "republished", tsv)
+    assert again["code"] == 0, again["printed"]
+    assert {(r["caption"], r["image_url"]) for r in again["curated"]} == first
+    assert {r["split"] for r in again["curated"]} == {"validation"}
+
+
 def test_the_features_job_takes_the_import(gz_tsv, tmp_path):
     from conceptual.pipelines.features import FeaturesConfig, extract
     from conceptual.pipelines.features_data import feature_files, split_images

@@ -72,6 +72,11 @@ def name() -> str:
     return f"serve-test-{uuid.uuid4().hex[:8]}"
 
 
+# The beam the test captioners were evaluated at (saved with them): not the default of 4,
+# so that a request without beam_size shows it decodes at the model's own.
+EVALUATED_BEAM = 5
+
+
 @pytest.fixture(scope="module")
 def versions(platform_home, name, tiny_captioner, log_captioner):
     """The two captioners, registered (no alias yet), in CAPTIONS order."""
@@ -79,7 +84,7 @@ def versions(platform_home, name, tiny_captioner, log_captioner):
     for seed, (variant, caption) in enumerate(CAPTIONS.items()):
         model, vocab = tiny_captioner(caption, seed)
         with start_run("serve-tests") as run:
-            log_captioner(model, vocab)
+            log_captioner(model, vocab, beam=EVALUATED_BEAM)
             mlflow.log_metric("val.loss", 1.0 + seed)
         registered.append(registry.register(run.info.run_id, {"variant": variant}, name=name))
     return registered
@@ -157,7 +162,7 @@ def test_a_raw_jpeg_gets_a_caption_naming_the_model(ready, versions, name, coffe
         "alias": "champion",
         "variant": "coffee",
     }
-    assert body["beam_size"] == ServeConfig().default_beam
+    assert body["beam_size"] == EVALUATED_BEAM  # the beam the model was evaluated at
     assert body["language"] == "en" and body["display"] == body["captions"]
     [caption] = body["captions"]
     assert set(caption.split()) <= words_of(versions[0])
@@ -177,6 +182,15 @@ def test_a_multipart_upload_gets_several_captions_best_first(ready):
     assert len(body["captions"]) == 3 and len(set(body["captions"])) == 3
 
 
+def test_more_captions_than_the_models_beam_is_refused(ready, coffee):
+    """Without beam_size the search runs at the model's beam, which bounds num_captions."""
+    response = ready.post(
+        "/v1/captions", content=coffee, params={"num_captions": EVALUATED_BEAM + 1}
+    )
+    assert response.status_code == 422 and error_code(response) == "bad_parameter"
+    assert f"beam_size {EVALUATED_BEAM}" in response.json()["error"]["message"]
+
+
 def test_models_names_what_is_served_and_no_more(ready, versions, name):
     """Strangers see a model's name, version, alias and language; its run, tags and
     metrics need the service's `admin_details` (TestChinese's application has it)."""
@@ -190,7 +204,7 @@ def test_models_names_what_is_served_and_no_more(ready, versions, name):
         "variant": "coffee",
     }
     assert status["problem"] is None
-    assert body["limits"] == {"max_beam": 8, "default_beam": 3, "max_body_bytes": MAX_BODY}
+    assert body["limits"] == {"max_beam": 8, "default_beam": None, "max_body_bytes": MAX_BODY}
 
 
 def test_search_when_not_enabled_is_501(ready):

@@ -662,3 +662,5 @@ def test_the_fluency_papers_recipe_trains_a_chinese_captioner(
     saved = load_model(result["model_dir"], kind=SavedCaptioner)
     assert saved.model.config.image_input == "first_step" and saved.model.config.l2_normalize
     assert saved.model.core.encoder is None and saved.model.config.language == "zh"
+    assert run.data.params["optimizer"] == "sgd"
+    assert saved.beam == 2  # the beam its dev scores were decoded at, kept for serving

@@ -23,6 +23,16 @@ def test_the_recipe_is_the_papers_captioner(recipe):
     assert recipe.language == "zh" and recipe.min_count == 5 and recipe.beam == 5
     assert (recipe.lr, recipe.lr_decay, recipe.lr_decay_epochs) == (0.001, 0.999, 10)
     assert recipe.lr_schedule == "exponential_epochs"
+    # "We use SGD with mini-batches" (section 3.2): plain SGD, not Adam
+    assert recipe.optimizer == "sgd" and recipe.momentum == 0.0
+
+
+def test_the_recipes_optimizer_is_plain_sgd(recipe):
+    from conceptual.pipelines.training import make_optimizer
+
+    optimizer = make_optimizer(recipe, tiny(), torch.device("cpu"))
+    assert type(optimizer) is torch.optim.SGD
+    assert optimizer.defaults["lr"] == 0.001 and optimizer.defaults["momentum"] == 0.0
 
 
 def test_the_rate_decays_by_0999_every_ten_epochs(recipe):

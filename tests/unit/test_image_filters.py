@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import skimage.data
+import torch
 from PIL import Image, ImageStat
 from pydantic import ValidationError
 
@@ -313,6 +314,80 @@ def test_nudenet_adapter_scores_explicit_classes_of_bgr_images(monkeypatch):
     assert detector.scores([red, red]) == [0.6, 0.0]
     assert seen[0].shape == (4, 8, 3) and seen[0][0, 0].tolist() == [0, 0, 255]  # BGR
     assert detector.scores([]) == []
+
+
+# A user's image-profanity classifier as a module of its own, loading the weights it is given:
+# a logistic regression on an image's mean colour (torch). The test trains it to flag red
+# images, the stand-in for "offensive" that a test can make.
+PROFANITY_PLUGIN = """
+import numpy as np
+import torch
+
+def features(images):
+    x = [np.asarray(i.convert("RGB").resize((8, 8)), np.float32).mean((0, 1)) / 255 for i in images]
+    return torch.tensor(np.stack(x))
+
+class ColourScreen:
+    name = "colour-screen"
+
+    def __init__(self, model):
+        self.model = model
+
+    def scores(self, images):
+        with torch.no_grad():
+            return torch.sigmoid(self.model(features(images))).squeeze(1).tolist()
+
+def build(weights):
+    model = torch.nn.Linear(3, 1)
+    model.load_state_dict(torch.load(weights, weights_only=True))
+    return ColourScreen(model.eval())
+"""
+
+
+def train_colour_screen(path) -> None:
+    """The classifier's weights, trained here on red (offensive) against blue and green."""
+    torch.manual_seed(0)
+    colours = [(230, 20, 20), (200, 40, 30), (20, 20, 230), (40, 200, 40)]
+    x = torch.tensor(colours, dtype=torch.float32) / 255
+    y = torch.tensor([[1.0], [1.0], [0.0], [0.0]])
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=2.0)
+    for _ in range(300):
+        optimizer.zero_grad()
+        torch.nn.functional.binary_cross_entropy_with_logits(model(x), y).backward()
+        optimizer.step()
+    torch.save(model.state_dict(), path)
+
+
+def test_a_classifier_plugs_in_by_module_and_factory(tmp_path, monkeypatch):
+    """unsafe.detector=module:factory with unsafe.weights: the image stage's plug-in point
+    for a profanity classifier (the paper screens for more than pornography)."""
+    (tmp_path / "screening.py").write_text(PROFANITY_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    train_colour_screen(tmp_path / "screen.pt")
+    unsafe = UnsafeConfig(detector="screening:build", weights=str(tmp_path / "screen.pt"))
+    filters = ImageFilters(ImageFilterConfig(unsafe=unsafe))
+    assert filters.detector.name == "colour-screen"
+
+    def coloured(rgb) -> bytes:
+        return encode(Image.new("RGB", (640, 480), rgb), "JPEG")
+
+    results = filters.check_many([coloured((220, 30, 25)), coloured((30, 30, 220))])
+    assert [reason(result) for result in results] == ["unsafe", None]
+    assert "colour-screen score" in results[0].rejection.detail
+
+
+def test_a_plugin_that_is_not_there_or_not_a_detector_is_named(tmp_path, monkeypatch):
+    with pytest.raises(AssetError, match="'no_such_module:build' cannot be loaded"):
+        load_detector(UnsafeConfig(detector="no_such_module:build"))
+    (tmp_path / "not_a_detector.py").write_text("def build():\n    return 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AssetError, match="returned int, not a detector"):
+        load_detector(UnsafeConfig(detector="not_a_detector:build"))
+    with pytest.raises(ValueError, match="module:factory"):
+        UnsafeConfig(detector="profanity")
+    with pytest.raises(ValueError, match="takes none"):
+        UnsafeConfig(detector="nudenet", weights="/m/w.pt")
 
 
 # --- hostile JPEGs: refused before decoding, in curation and in serving alike ----------------

@@ -5,7 +5,9 @@ import torch
 from safetensors.torch import load_file
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
+from conceptual.models.inference import ImageCaptioner
 from conceptual.models.saving import (
+    DEFAULT_BEAM,
     LEGACY_FEATURES,
     FeatureSettings,
     SavedCaptioner,
@@ -116,3 +118,20 @@ def test_a_captioner_of_a_cnn_this_code_cannot_load_is_named(tmp_path):
     saved = load(tmp_path)  # the model loads: evaluation over saved features needs no CNN
     with pytest.raises(ValueError, match="'efficientnet-lite4', which this code cannot load"):
         _ = saved.features
+
+
+def test_a_captioner_keeps_the_beam_it_was_evaluated_at(tmp_path):
+    """Serving and the caption job decode at the saved beam by default (the paper's 5 for
+    the fluency captioner), so a caption they write is one the evaluation scored."""
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path / "five", beam=5)
+    assert json.loads((tmp_path / "five" / "config.json").read_text())["decoding"] == {"beam": 5}
+    assert load(tmp_path / "five").beam == 5
+    assert ImageCaptioner(tmp_path / "five").beam == 5
+    assert ImageCaptioner(tmp_path / "five", beam=2).beam == 2  # asked for: another beam
+
+    save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path / "old")
+    saved = json.loads((tmp_path / "old" / "config.json").read_text())
+    del saved["decoding"]  # as saved before the entry existed
+    (tmp_path / "old" / "config.json").write_text(json.dumps(saved))
+    assert load(tmp_path / "old").beam == DEFAULT_BEAM == 4

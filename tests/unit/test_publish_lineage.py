@@ -57,10 +57,10 @@ def imported(tmp_path) -> str:
     return out
 
 
-def load(folder, tmp_path):
+def load(folder, tmp_path, name: str | None = None):
     import datasets
 
-    return datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))
+    return datasets.load_dataset(str(folder), name, cache_dir=str(tmp_path / "hf-cache"))
 
 
 def card_of(folder) -> tuple[dict, str]:
@@ -161,7 +161,7 @@ def test_embedded_images_decode_and_labels_keep_the_released_columns(tmp_path, h
         publish_dataset.main(["--data", str(cur), "--output", str(pub), "--images", "embed"]) == 0
     )
 
-    loaded = load(pub, tmp_path)
+    loaded = load(pub, tmp_path, "labeled")
     assert {split: len(rows) for split, rows in loaded.items()} == {
         "train": 1,
         "validation": 1,
@@ -174,7 +174,8 @@ def test_embedded_images_decode_and_labels_keep_the_released_columns(tmp_path, h
     assert loaded["test"][0]["image"].size == (82, 60)
 
     header, body = card_of(pub)
-    assert [f["name"] for f in header["dataset_info"]["features"]] == [
+    unlabeled, labeled = header["dataset_info"]
+    assert labeled["config_name"] == "labeled" and [f["name"] for f in labeled["features"]] == [
         "image_url",
         "caption",
         "labels",
@@ -182,11 +183,70 @@ def test_embedded_images_decode_and_labels_keep_the_released_columns(tmp_path, h
         "confidence_scores",
         "image",
     ]
+    assert [f["name"] for f in unlabeled["features"]] == ["image_url", "caption", "image"]
     assert "names, dates or places in 1 of 3 captions (33.3%)" in body
     assert "names of people 1, dates and times 1" in body
     assert "| text | 5 | 1 | 4 | too_short 1 |" in body  # the funnel, step by step
     assert "Opt-outs honoured: 1 images" in body
     assert '"image": "<JPEG image,' in body  # the instance shows no bytes
+
+
+def test_a_labelled_curation_publishes_the_released_cards_two_configs(tmp_path, home):
+    """As the released card: `unlabeled` (image_url, caption; the default) of every record,
+    `labeled` (+ labels, MIDs, confidence_scores) of the records that have labels."""
+    rows = curated_rows()
+    rows[2]["labels"] = []  # the test record has none
+    cur, pub = tmp_path / "cur", tmp_path / "pub"
+    write_curation(cur, rows)
+    assert publish_dataset.main(["--data", str(cur), "--output", str(pub)]) == 0
+
+    header, body = card_of(pub)
+    assert [(c["config_name"], c.get("default")) for c in header["configs"]] == [
+        ("unlabeled", True),
+        ("labeled", None),
+    ]
+    unlabeled, default = load(pub, tmp_path, "unlabeled"), load(pub, tmp_path)
+    for plain in (unlabeled, default):
+        assert {split: len(rows) for split, rows in plain.items()} == {
+            "train": 1,
+            "validation": 1,
+            "test": 1,
+        }
+        assert plain["train"].column_names == ["image_url", "caption"]
+    labeled = load(pub, tmp_path, "labeled")
+    assert {split: len(rows) for split, rows in labeled.items()} == {"train": 1, "validation": 1}
+    assert labeled["validation"][0] == {
+        "image_url": "http://x.test/green.jpg",
+        "caption": "a green dog",
+        "labels": ["dog", "puppy"],
+        "MIDs": ["/m/0bt9lr", None],
+        "confidence_scores": pytest.approx([0.9, 0.5]),
+    }
+    assert (
+        "`labeled`: `image_url`, `caption`, `labels`, `MIDs`, `confidence_scores`; train 1, validation 1"
+        in body
+    )
+
+
+def test_format_tsv_writes_the_released_layout(tmp_path, home, capsys):
+    """caption<TAB>url, no header, under the released names; a caption holding a tab cannot
+    be written in that layout and is counted, not written broken. (import_conceptual reads
+    such files back: tests/integration/test_import_conceptual.py.)"""
+    rows = curated_rows()
+    rows[2]["caption"] = "a\tblue dog"  # the test split's one record
+    cur, pub = tmp_path / "cur", tmp_path / "pub"
+    write_curation(cur, rows)
+    assert publish_dataset.main(["--data", str(cur), "--output", str(pub), "--format", "tsv"]) == 0
+    assert "1 rows with a tab or line break left out" in capsys.readouterr().out
+
+    train = pub / "tsv" / "Train_GCC-training.tsv"
+    assert train.read_bytes() == b"person 's dog\thttp://x.test/red.jpg\n"
+    validation = pub / "tsv" / "Validation_GCC-1.1.0-Validation.tsv"
+    assert validation.read_bytes() == b"a green dog\thttp://x.test/green.jpg\n"
+    assert not (pub / "tsv" / "Test_GCC-test.tsv").exists()
+    assert load(pub, tmp_path)["test"][0]["caption"] == "a\tblue dog"  # the Hub layout holds it
+    _, body = card_of(pub)
+    assert "1 records with a tab or line break in them are not in it" in body
 
 
 def test_embedding_a_text_only_curation_is_refused(tmp_path, home, capsys):

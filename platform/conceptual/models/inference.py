@@ -31,7 +31,7 @@ class ImageCaptioner:
         self,
         model_dir: str | Path,
         cnn: CnnConfig | None = None,
-        beam: int = 4,
+        beam: int | None = None,
         length_penalty: float = 0.0,
         compiled: bool = False,
     ):
@@ -45,7 +45,9 @@ class ImageCaptioner:
         cnn = (cnn or CnnConfig()).model_copy(update={"model": features.model})
         self.model = for_decoding(saved.model, resolve_device(cnn.device))
         self.extractor = FeatureExtractor(cnn, image_size=features.image_size)
-        self.beam, self.length_penalty, self.compiled = beam, length_penalty, compiled
+        # None: the beam the saved model was evaluated at, so its captions are the ones scored
+        self.beam = beam or saved.beam
+        self.length_penalty, self.compiled = length_penalty, compiled
 
     @property
     def image_size(self) -> int:

@@ -4,6 +4,9 @@ model.safetensors   the weights (a captioner's tied word matrix is one tensor, s
                     retriever that fine-tuned its CNN holds the CNN's, image.backbone.*)
 config.json         {"format_version": 2, "kind": "captioner", "config": CaptionerConfig fields,
                      "features": the CNN and input size its image features were made with}
+                    (a captioner also saves "decoding": {"beam": B}, the beam its dev scores
+                    were decoded at: what serving and the caption job decode at by default;
+                    one saved without it reads as DEFAULT_BEAM, the evaluation's default)
                     {"format_version": 2, "kind": "retriever", "config": RetrieverConfig
                      fields, "audio": the MFCC settings the model was trained with, or null,
                      "features": as a captioner's}
@@ -22,7 +25,7 @@ captions.arpa       a text retriever's trigram model of its training captions, w
                     from retrievers trained before it)
 vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh_pos, ...)
 
-save_model(model, vocab, "out/model", features)   # FeatureSettings, from features.json
+save_model(model, vocab, "out/model", features, beam=4)   # FeatureSettings, from features.json
 save_retriever(model, "out/retriever", audio=features_config.model_dump(), features=features)
 save_fluency(model, vocabs, "out/fluency")   # conceptual.fluency.saved, on `save` and `Saved`
 saved = load("out/model")   # whatever kind: saved.model in eval mode, with its preprocessing
@@ -72,6 +75,8 @@ LEGACY_FEATURES = FeatureSettings(model="efficientnet-lite0", image_size=256)
 # What a speech retriever's settings were before their defaults moved off the spec's.
 LEGACY_AUDIO = {"n_mfcc": 128, "cmvn": False}
 LEGACY_RETRIEVER = {"speech_tower": "cnn"}
+# The beam a captioner saved without one was chosen at (the training and evaluation default).
+DEFAULT_BEAM = 4
 
 
 def save_model(
@@ -79,11 +84,14 @@ def save_model(
     vocab: Vocabulary,
     directory: str | Path,
     features: FeatureSettings | None = None,
+    beam: int = DEFAULT_BEAM,
 ) -> Path:
     """`features`: how the image features it was trained on were made; None (made-up
-    features) saves none, and the model then reads as LEGACY_FEATURES."""
+    features) saves none, and the model then reads as LEGACY_FEATURES. `beam`: the beam its
+    scores were decoded at, so that whoever captions with it decodes as it was judged."""
     check_vocabulary(model.config.vocab_size, vocab)
-    return save(model, "captioner", _features_entry(features), vocab, directory)
+    extra = {**_features_entry(features), "decoding": {"beam": beam}}
+    return save(model, "captioner", extra, vocab, directory)
 
 
 def save_retriever(
@@ -149,6 +157,11 @@ class SavedCaptioner(Saved):
         """How to compute its image features (LEGACY_FEATURES when it saved none);
         ValueError naming the CNN when it is not one this code loads."""
         return self._saved_features() or LEGACY_FEATURES
+
+    @property
+    def beam(self) -> int:
+        """The beam it was evaluated at (DEFAULT_BEAM for a model saved without one)."""
+        return int(self.settings.get("decoding", {}).get("beam", DEFAULT_BEAM))
 
 
 @dataclass(frozen=True)
