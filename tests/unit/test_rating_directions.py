@@ -93,10 +93,10 @@ def test_the_page_shows_the_photo_and_takes_a_mark_per_caption(tmp_path):
     client = TestClient(rating_app(store, open_raters=True, hosts=["testserver"]))
     shown = client.get("/rate/ann").text
     assert "Which of these captions describe the photo?" in shown
-    assert "src='/image/i0/0'" in shown and "/image/i0/1" not in shown
+    assert "src='/rate/ann/image/i0/0'" in shown and "/image/i0/1" not in shown
     assert [f"caption &lt;{n}&gt;" in shown for n in (3, 1, 2)] == [True] * 3  # escaped
     assert "mark a caption" in shown
-    assert client.get("/image/i0/0").content == english(4)["image"]
+    assert client.get("/rate/ann/image/i0/0").content == english(4)["image"]
     csrf = form_token(store.csrf_key(), tasks.name, "ann")
     form = {"item_id": "i0", "csrf": csrf, "match": ["0", "2"]}
     assert client.post("/rate/ann/answer", data=form).status_code == 200  # the next page

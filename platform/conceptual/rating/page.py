@@ -8,17 +8,20 @@
 | GET /rate/KEY | the rater's current item: photo(s), text(s), question, answer controls, progress |
 | POST /rate/KEY/answer | `item_id` and the answer (`answer`; `relevance.N` and `fluency.N` for the N-th caption shown; `match`) |
 | POST /rate/KEY/undo | take back the rater's latest answer and show that item again |
-| GET /image/ITEM/N | the item's photo (N=0) or its N-th image shown (retrieval by a query) |
+| GET /rate/KEY/image/ITEM/N | the item's photo (N=0) or its N-th image shown (retrieval by a query) |
 | GET /progress | items complete, answers and raters so far (no answers themselves) |
 
 Who rates (the trust model). KEY is the token of an invitation (RatingStore.invite, which
 `jobs.rating_page --invite NAME` makes and prints as a link): the page answers only invited
 raters, and shows the name the invitation was made for. With `open_raters` (a trusted room,
 `--open`) KEY is a name typed at /, normalized (NFKC, case, spaces) so that "Alice",
-"alice" and "alice " are one rater. Every POST carries the form's CSRF token (an HMAC of
-the rater under the database's key) and is refused with an Origin or Referer of another
-site; every request is refused whose Host is not one the page serves (`hosts`: DNS
-rebinding). A request body over MAX_BODY_BYTES is refused before it is read.
+"alice" and "alice " are one rater; a name that only looks like another is refused, as
+browsers refuse such host names (`looks_like_another`). Images are served under KEY too.
+Every POST carries the form's CSRF token (an HMAC of the rater under the database's key)
+and is refused with an Origin or Referer of another origin (scheme, host and port: another
+port of 127.0.0.1 is another site's); every request is refused whose Host is not one the
+page serves (`hosts`: DNS rebinding). A request body over MAX_BODY_BYTES is refused before
+it is read.
 
 Keyboard: G / B (caption quality); F / N / D (fluency label); 1-5 the relevance, then the
 fluency, of each caption in turn, Enter (zh_caption: every approach's caption of the photo
@@ -63,6 +66,17 @@ RATER_NAME = re.compile(r"[\w .@-]{1,64}")
 NAME_RULE = "a rater's name is 1-64 letters, digits, spaces or . _ @ -"
 MAX_BODY_BYTES = 16 << 10  # an answer is a few fields: item id, a word or a few digits
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# The scripts that may share a name (Unicode TS 39's "highly restrictive" level: Japanese,
+# Chinese and Korean names mix these), keyed as `script` names them.
+SCRIPT_MIXES = (
+    {"LATIN", "CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA"},
+    {"LATIN", "CJK", "BOPOMOFO"},
+    {"LATIN", "CJK", "HANGUL"},
+)
+# Cyrillic and Greek letters (case folded) that look like Latin ones: a name of these alone
+# reads as a Latin name (Chromium's rule for host names, with the Greek look-alikes added).
+LATIN_LOOKALIKES = set("асԁеһіјӏорԛѕԝхуьҽпгѵѡ" + "οαικνρυχ")
 
 STYLE = """
 body { font-family: sans-serif; max-width: 1100px; margin: 1em auto; padding: 0 1em; }
@@ -116,12 +130,33 @@ def page(title: str, body: str, status: int = 200) -> HTMLResponse:
 
 
 def normalized_name(typed: str) -> str:
-    """A typed rater name as one spelling: NFKC, case folded, spaces collapsed; Refused when
-    what is left is not a name."""
-    name = " ".join(unicodedata.normalize("NFKC", typed).casefold().split())
+    """A typed rater name as one spelling: NFKC, case folded (and NFKC again, as folding can
+    undo it), spaces collapsed; Refused when what is left is not a name, or is one that
+    would show as another's."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", typed).casefold())
+    name = " ".join(folded.split())
     if not RATER_NAME.fullmatch(name):
         raise Refused(400, NAME_RULE)
+    if looks_like_another(name):
+        raise Refused(400, "a rater's name is written in one script, as it looks")
     return name
+
+
+def script(letter: str) -> str:
+    """The script of a letter as the first word of its Unicode name ("CYRILLIC SMALL
+    LETTER A" -> "CYRILLIC"): the standard library has no Script property."""
+    return unicodedata.name(letter, "UNNAMED").split()[0]
+
+
+def looks_like_another(name: str) -> bool:
+    """Whether `name` could show as a different name: its letters mix scripts (a Cyrillic
+    "а" among Latin ones) beyond SCRIPT_MIXES, or are all Cyrillic or Greek look-alikes of
+    Latin letters (a whole "аӏісе")."""
+    letters = [c for c in name if unicodedata.category(c)[0] in "LM"]
+    scripts = {script(c) for c in letters}
+    if len(scripts) > 1 and not any(scripts <= mix for mix in SCRIPT_MIXES):
+        return True
+    return scripts <= {"CYRILLIC", "GREEK"} and bool(letters) and set(letters) <= LATIN_LOOKALIKES
 
 
 def form_token(key: bytes, task_set: str, rater: str) -> str:
@@ -133,6 +168,18 @@ def host_of(value: str) -> str:
     """The host of a Host header or an origin, without its port ("[::1]:8300" -> "::1")."""
     netloc = urlsplit(value).netloc if "://" in value else value
     return (urlsplit(f"//{netloc}").hostname or "").lower()
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of a URL, its scheme's port when none is written; None when it
+    has none of these (a "null" Origin) or a port that is not one."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return None
+    return (scheme, parts.hostname, port) if parts.hostname and port else None
 
 
 # The answer buttons of the kinds answered with one (element id, answer, label).
@@ -185,7 +232,8 @@ def shows_captions(item: dict[str, Any]) -> bool:
 
 def item_body(tasks: TaskSet, item: dict[str, Any], key: str, csrf: str) -> str:
     item_id = html.escape(item["item_id"])
-    photo = f"<img class='photo' src='/image/{item_id}/0' alt='photo'>"
+    images = f"/rate/{quote(key)}/image/{quote(item['item_id'], safe='')}"  # the rater's own link
+    photo = f"<img class='photo' src='{images}/0' alt='photo'>"
     if shows_captions(item):
         shown = "".join(
             f"<label class='caption'><input type='checkbox' name='match' value='{n}'> {n + 1}. "
@@ -196,7 +244,7 @@ def item_body(tasks: TaskSet, item: dict[str, Any], key: str, csrf: str) -> str:
     elif item["results"]:
         shown = "".join(
             f"<label><input type='checkbox' name='match' value='{n}'> {n + 1}"
-            f"<img src='/image/{item_id}/{n + 1}' alt='image {n + 1}'></label>"
+            f"<img src='{images}/{n + 1}' alt='image {n + 1}'></label>"
             for n in range(len(item["results"]))
         )
         media = f"<div class='results'>{shown}</div>"
@@ -317,13 +365,14 @@ def rating_app(
         return RedirectResponse(f"/rate/{quote(key)}", status_code=303)
 
     async def image(request: Request) -> Response:
+        rater_of(request)  # an invited rater's (or, open, a name's): photos are not public
         item = items.get(request.path_params["item_id"])
         n = request.path_params["n"]
         photos = [item["image"], *(r["image"] for r in item["results"] or [])] if item else []
         if not 0 <= n < len(photos) or not photos[n]:
             raise Refused(404, "no such image")
         return Response(
-            photos[n], media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"}
+            photos[n], media_type="image/jpeg", headers={"Cache-Control": "private, max-age=3600"}
         )
 
     async def progress(request: Request) -> Response:
@@ -342,7 +391,7 @@ def rating_app(
         Route("/rate/{rater}", rate),
         Route("/rate/{rater}/answer", answer, methods=["POST"]),
         Route("/rate/{rater}/undo", undo, methods=["POST"]),
-        Route("/image/{item_id}/{n:int}", image),
+        Route("/rate/{rater}/image/{item_id}/{n:int}", image),
         Route("/progress", progress),
     ]
     app = Starlette(routes=routes, exception_handlers={Refused: refused})
@@ -351,7 +400,7 @@ def rating_app(
 
 class SameSiteOnly:
     """ASGI guard in front of the page: a Host the page does not serve gets 421, a POST with
-    an Origin (or, without one, a Referer) of another site 403, and a body over
+    an Origin (or, without one, a Referer) of another origin 403, and a body over
     MAX_BODY_BYTES 413, declared or as it arrives, before the page reads it."""
 
     def __init__(self, app: Any, hosts: set[str]) -> None:
@@ -365,7 +414,8 @@ class SameSiteOnly:
         if host not in self.hosts:
             return await refuse(send, 421, "this page is not served under that host name")
         source = headers.get("origin") or headers.get("referer")
-        if scope["method"] == "POST" and source and host_of(source) != host:
+        own = origin_of(f"{scope['scheme']}://{headers.get('host', '')}")
+        if scope["method"] == "POST" and source and (own is None or origin_of(source) != own):
             return await refuse(send, 403, "a form from another site is not taken")
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:

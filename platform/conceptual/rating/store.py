@@ -17,12 +17,16 @@ in several processes on one file take turns: an item never gets more than `rater
 
 Raters are invited (`invite`): each gets an unguessable link token, of which the database
 keeps only the SHA-256. `csrf_key` is a secret the page signs its forms with, one per
-database, so that every page server on it accepts the others' forms.
+database, so that every page server on it accepts the others' forms. A SQLite file is
+created the owner's alone (0600; SQLite gives its journal the file's mode), since that key
+forges any rater's forms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import secrets
 import threading
 import time
@@ -104,6 +108,7 @@ class RatingStore:
         self.order = [item["item_id"] for item in tasks.items]
         self.engine = sa.create_engine(url or default_url())
         if self.engine.dialect.name == "sqlite":
+            create_owners_alone(self.engine.url.database)
             take_write_lock_first(self.engine)
         metadata.create_all(self.engine)
         self.lock = threading.Lock()
@@ -294,6 +299,15 @@ class RatingStore:
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_owners_alone(database: str | None) -> None:
+    """Create the SQLite file `database` mode 0600 unless it exists (or is in memory), so
+    that sqlite3 does not create it under the umask (0644, readable by every user)."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    with contextlib.suppress(FileExistsError):  # an existing one keeps the mode it has
+        os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def take_write_lock_first(engine: sa.Engine) -> None:
