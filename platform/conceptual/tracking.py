@@ -24,7 +24,7 @@ from conceptual import services
 from conceptual.config import Config, flatten, to_yaml
 from conceptual.paths import state_dir
 from conceptual.storage import TrackingUnreachable
-from conceptual.uris import redact
+from conceptual.uris import redact, redact_text
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 PARENT_TAG = "mlflow.parentRunId"  # how MLflow nests runs
@@ -233,10 +233,13 @@ def timed_name(what: str) -> str:
 
 def log_config(cfg: Config, skip: tuple[str, ...] = ()) -> None:
     """The full resolved config: every leaf as a param (but the keys in `skip`, which do not
-    apply to this run), and the YAML as an artifact."""
-    params = {k: _param_value(v) for k, v in flatten(cfg).items() if k not in skip}
+    apply to this run), and the YAML as an artifact, both without the credentials of any
+    URL in them (`service.url=http://user:pass@host` is logged as `http://***@host`)."""
+    params = {
+        k: _param_value(redact_text(str(v))) for k, v in flatten(cfg).items() if k not in skip
+    }
     mlflow.log_params(params)
-    mlflow.log_text(to_yaml(cfg), "config.yaml")
+    mlflow.log_text(redact_text(to_yaml(cfg)), "config.yaml")
 
 
 def _param_value(value: Any) -> str:
