@@ -136,11 +136,11 @@ class ImportConceptualConfig(CurationConfig):
     broken. They tell that by the paper's thresholds (JPEG, both sides > 400 px, decodable,
     safe), all but the aspect ratio: a photo's shape was the paper's choice among the crawl,
     made before the release and not a sign of a gone image (image.max_aspect=2 makes it
-    again). A local mirror of the images (127.0.0.1, any port) may be fetched; every other
-    private address stays refused."""
+    again). Fetching refuses loopback and private addresses as a curation does: a local
+    mirror of the images is fetched only where the user names it
+    (`fetch.allow_hosts=[127.0.0.1]`)."""
 
     captions: Literal["curated", "released"] = "released"
-    fetch: FetchConfig = FetchConfig(allow_hosts=["127.0.0.1", "::1", "localhost"])
     image: ImageFilterConfig = ImageFilterConfig(max_aspect=float("inf"))
     overlap: OverlapConfig = OverlapConfig(enabled=False)
     entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig(enabled=False)

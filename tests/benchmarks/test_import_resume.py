@@ -98,7 +98,7 @@ def start(output: Path, tsv: Path, log: Path) -> subprocess.Popen:
     env.pop("RAY_ADDRESS", None)
     command = [sys.executable, "-m", "conceptual.jobs.import_conceptual", "--input", str(tsv)]
     command += ["--output", str(output), "--split", "validation"]
-    command += ["samples=0"]
+    command += ["samples=0", "fetch.allow_hosts=[127.0.0.1]"]  # the images' server
     return subprocess.Popen(
         command, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True
     )

@@ -31,6 +31,7 @@ from conceptual.pipelines.released import (
 from conceptual.records import IN_FLIGHT, PROCESSED
 from conceptual.splits import split_names
 from conceptual.text.bounds import TEXT_STAGE
+from conceptual.vision.fetch import Fetcher
 from conceptual.vision.resize import ResizeConfig, resize_image, target_size
 
 CAPTIONS = [
@@ -318,9 +319,12 @@ def test_the_import_defaults():
     assert config.image.jpeg_only and config.image.min_side == 400
     assert config.image.model_copy(update={"max_aspect": 2.0}) == curation.image
     assert config.image.resize.short_side is None
-    # Loopback only: every other private address stays refused.
-    assert set(config.fetch.allow_hosts) == {"127.0.0.1", "::1", "localhost"}
+    # No loopback or private address unless the user names it (fetch.allow_hosts=[127.0.0.1]
+    # for a local mirror): the import fetches as a curation does.
+    assert config.fetch == curation.fetch and not config.fetch.allow_hosts
     assert not config.fetch.allow_private
+    for url in ("http://127.0.0.1/a.jpg", "http://[::1]/a.jpg", "http://localhost/a.jpg"):
+        assert Fetcher(config.fetch).fetch(url).rejection.reason == "refused_address", url
 
 
 def test_check_input_wants_a_split_for_every_file(tmp_path):
