@@ -24,7 +24,7 @@ from ray.exceptions import TaskCancelledError
 from starlette.requests import ClientDisconnect
 
 from conceptual.serve.retriever_deployment import RetrievalSettings
-from conceptual.serve.schema import ApiError
+from conceptual.serve.schema import ApiError, parameter_problem
 from conceptual.speech.audio import MEDIA_TYPES
 
 IMAGE_FIELD = "image"  # the form field holding the image in a multipart request
@@ -186,7 +186,7 @@ def text_query(body: bytes, settings: RetrievalSettings) -> TextQuery:
         if any(problem["type"] == "json_invalid" for problem in error.errors()):
             raise ApiError(400, "bad_json", "the body is not valid JSON") from error
         problems = "; ".join(
-            f"{'.'.join(map(str, problem['loc'])) or 'body'}: {problem['msg']}"
+            f"{'.'.join(map(str, problem['loc'])) or 'body'}: {parameter_problem(problem)}"
             for problem in error.errors()
         )
         raise ApiError(422, "bad_parameter", problems) from error
