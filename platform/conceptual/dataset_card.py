@@ -64,7 +64,8 @@ class ConfigFiles:
 # Values from the data and its reports (the `language` column, entity labels, a stats.json's
 # stage and reason names, the source's path) are quoted as they are, never as Markdown: none
 # may close a table cell or a code block, start a heading or bring in HTML.
-MARKDOWN = re.compile(r"[\\`*_{}\[\]<>#!|~&$]")
+# An underscore inside a word (`too_short`) cannot start or end emphasis: it stays as it is.
+MARKDOWN = re.compile(r"[\\`*{}\[\]<>#!|~&$]|(?<![^\W_])_|_(?![^\W_])")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 BACKTICKS = re.compile("`+")
 
