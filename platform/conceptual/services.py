@@ -8,6 +8,7 @@ for as long as it liked. Here the connect, the status line, the headers and the 
 share one deadline (vision/http_client.py's, the image fetcher's client). Unlike the
 fetcher's URLs, these are the user's own: any address may be called, loopback and private
 ones too, and userinfo in the URL is sent as HTTP basic authentication, as curl sends it.
+Like the fetcher, a call connects itself: proxy variables (HTTPS_PROXY...) are not used.
 """
 
 from __future__ import annotations
