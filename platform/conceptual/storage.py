@@ -214,7 +214,7 @@ def _marked_jobs(marker: str) -> list[str]:
     such file or it is not one this platform wrote."""
     try:
         mark = read_json(marker)
-    except (StorageError, ValueError):
+    except (OSError, ValueError):  # none, or not JSON
         return []
     names = (mark.get("jobs") or [mark.get("job")]) if isinstance(mark, dict) else []
     return [name for name in names if isinstance(name, str)]
@@ -234,7 +234,7 @@ def claim_file(uri: str, job: str) -> None:
         before = _sha256(uri)
         try:
             mark = read_json(_file_mark(uri))
-        except (StorageError, ValueError):
+        except (OSError, ValueError):  # none, or not JSON
             mark = None
         if mark != {"job": job, "sha256": before}:
             raise ForeignOutputError(
