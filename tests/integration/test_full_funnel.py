@@ -172,7 +172,8 @@ def test_published_curation_loads_with_datasets_and_its_card_tells_the_funnel(fu
 
     out = tmp_path / "hf"
     publish(funnel_run["out"], str(out), PublishConfig(images="embed", name="Funnel"))
-    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
+    # The curation labels its images: the released card's two configs, `labeled` with them.
+    loaded = datasets.load_dataset(str(out), "labeled", cache_dir=str(tmp_path / "hf-cache"))
     splits = {"val": "validation"}
     assert {s: len(rows) for s, rows in loaded.items()} == {
         splits.get(s, s): n for s, n in funnel_run["stats"]["splits"].items() if n

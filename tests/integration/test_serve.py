@@ -395,8 +395,11 @@ def test_openapi_document_describes_the_api(ready):
     post = spec["paths"]["/v1/captions"]["post"]
     parameters = {p["name"]: p["schema"] for p in post["parameters"]}
     assert set(parameters) == {"beam_size", "num_captions", "language"}
+    # beam_size may be left out (the model's own beam): an integer in bounds, or null
+    beam, null = parameters["beam_size"]["anyOf"]
+    assert null == {"type": "null"} and "default" not in parameters["beam_size"]
     bounds = {name: (p.get("minimum"), p.get("maximum")) for name, p in parameters.items()}
-    assert bounds["beam_size"] == bounds["num_captions"] == (1, 8)
+    assert (beam["minimum"], beam["maximum"]) == bounds["num_captions"] == (1, 8)
     assert parameters["language"]["enum"] == ["en", "zh"]
     assert parameters["language"]["default"] == "en"
     content = post["requestBody"]["content"]
