@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 
 from conceptual import storage
-from conceptual.candidates import CandidateFormatError
 from conceptual.pipelines import readers
 
 
