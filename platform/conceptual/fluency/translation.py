@@ -156,7 +156,7 @@ class ServiceTranslator:
     (a 256-row batch against a service that hangs took two hours that way)."""
 
     CHECK_S = 10.0
-    ANSWER_BYTES = 1 << 16  # at most, per sentence
+    ANSWER_BYTES = 1 << 16  # at most, per sentence (and one more: an empty batch's answer)
 
     def __init__(self, url: str, key: str, target: str, timeout_s: float):
         self.url, self.key, self.target, self.timeout_s = url.rstrip("/"), key, target, timeout_s
@@ -173,10 +173,9 @@ class ServiceTranslator:
         body = {"q": sentences, "source": "en", "target": self.target, "format": "text"}
         data = json.dumps({**body, "api_key": self.key}).encode()
         headers = {"Content-Type": "application/json"}
+        most = self.ANSWER_BYTES * (len(sentences) + 1)
         try:
-            status, answer = request(
-                f"{self.url}/translate", total_s, self.ANSWER_BYTES * len(sentences), data, headers
-            )
+            status, answer = request(f"{self.url}/translate", total_s, most, data, headers)
         except ServiceDown as exc:
             raise ServiceDown(
                 f"the translation service {redact(self.url)} did not answer within "
