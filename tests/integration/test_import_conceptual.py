@@ -31,6 +31,8 @@ SMALL += ["fetch.allow_hosts=[127.0.0.1]"]  # the photos' server: named, never a
 
 
 def read_rows(uri: str) -> list[dict]:
+    if not storage.exists(uri):  # an import that rejected nothing writes no rejected/
+        return []
     return [
         row
         for path in sorted(storage.list_files(uri))
