@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import glob as globbing
 import json
+import logging
 import posixpath
 import time
 import uuid
@@ -38,6 +39,8 @@ from conceptual.harvest import HarvestRules, harvest_archive
 from conceptual.harvest import stats as harvest_stats
 from conceptual.records import HARVESTED
 from conceptual.storage import SUCCESS, StorageError
+
+log = logging.getLogger(__name__)
 
 CANDIDATES = "candidates"
 STREAM_BUFFER = 8 << 20  # bytes fetched per read of an archive (one request each on S3)
@@ -139,7 +142,9 @@ def _harvest_files(
         try:
             candidates = harvest_archive(_open_at(item["uri"]), item["uri"], rules, counts)
             counts["candidates"] = write_parquet(candidates, fs, target, rows_per_group)
-        except OSError as exc:  # the file cannot be opened or listed: counted, the job goes on
+        except Exception as exc:  # no file ends the job: counted, and the job goes on
+            if not isinstance(exc, OSError):  # not the file's storage: a bug, to be shown
+                log.exception("%s could not be harvested", item["uri"])
             counts = Counter(files=1, unreadable_file=1)
             rows.append({"uri": item["uri"], "counts": json.dumps(counts), "error": str(exc)})
             continue
@@ -229,13 +234,11 @@ def harvest(inputs: list[str], output_uri: str, config: HarvestConfig) -> dict[s
 
 def run(inputs: list[str], output_uri: str, config: HarvestConfig) -> tuple[dict[str, Any], str]:
     """The harvest job: one MLflow run around the harvest. Returns (stats, run id)."""
-    import mlflow
-
     with tracking.start_run(config.experiment, tags={"stage": "harvest"}) as active:
         tracking.log_config(config)
         stats = harvest(inputs, output_uri, config)
         stats["mlflow_run_id"] = active.info.run_id
-        mlflow.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
+        tracking.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
         log_harvest(stats)
         return stats, active.info.run_id
 

@@ -17,6 +17,8 @@ from web_archives import (  # tests/web_archives.py
     response,
     warc_record,
     warcinfo,
+    wat_document,
+    wat_record,
     write_archive,
     write_wat,
 )
@@ -225,3 +227,58 @@ def test_the_funnel_adds_up_or_says_so():
     assert harvest_stats.metrics(stats)["images.not_harvested.no_alt"] == 1
     assert "candidates harvested" in harvest_stats.render(stats)
     assert json.loads(json.dumps(stats)) == stats
+
+
+# --- No record ends a harvest (issue 57, 2) -----------------------------------------------
+
+
+def claiming(record: bytes, length: int) -> bytes:
+    """A record whose WARC Content-Length claims `length` bytes, whatever follows it."""
+    head, rest = record.split(b"Content-Length: ", 1)
+    return head + b"Content-Length: %d" % length + rest[rest.index(b"\r\n") :]
+
+
+@pytest.mark.parametrize("gzipped", [None, "record"])
+def test_a_record_claiming_a_huge_content_length_hides_no_record(tmp_path, gzipped):
+    liar = claiming(page(9), 1 << 40)  # a terabyte: the whole file, were it believed
+    path = write_archive(tmp_path / "c.warc.gz", [PAGES[0], liar, *PAGES[1:]], gzipped)
+    rows, counts = harvest(path)
+    assert pairs(rows) == EXPECTED
+    assert counts["unreadable_record"] == 1 and counts["records"] == 5
+
+
+def test_fake_gzip_headers_do_not_stop_the_resync(tmp_path):
+    members = [gzip.compress(r) for r in PAGES]
+    fake = b"\x1f\x8b\x08" * 5000  # each a gzip member's first bytes, none a member
+    path = tmp_path / "c.warc.gz"
+    path.write_bytes(members[0] + b"junk" + fake + members[1] + fake + members[2] + members[3])
+    rows, counts = harvest(path)
+    assert pairs(rows) == EXPECTED
+    assert counts["unreadable_record"] == 2 and counts["records"] == 6
+
+
+def wat_page(uri: str, alt: str, url: str = "a.jpg") -> bytes:
+    document = wat_document(
+        {"WARC-Type": "response", "WARC-Target-URI": uri},
+        "c.warc.gz",
+        0,
+        {"Response-Message": {"Status": "200"}, "Headers": {"Content-Type": "text/html"}},
+        {"Head": {}, "Links": [{"path": "IMG@/src", "url": url, "alt": alt}]},
+    )
+    return wat_record("http://a.example/", document)
+
+
+def test_lone_surrogates_and_deep_json_in_a_wat_are_unreadable_records(tmp_path):
+    """JSON can write a lone surrogate, which no UTF-8 holds (the candidates' Parquet and
+    every URL are UTF-8), and nest deeper than any parser recurses: each its record's
+    unreadable_record, not an error that ends the file (or the job)."""
+    hostile = [
+        wat_page("http://a.example/alt", "x\ud800y"),
+        wat_page("http://a.example/\udc00", "a fine alt"),
+        wat_page("http://a.example/url", "a fine alt", "a\ud800.jpg"),
+        warc_record(WarcRecordType.metadata, "http://a.example/", b"[" * 100_000, "application/json"),
+    ]  # fmt: skip
+    good = wat_page("http://a.example/good", "the good one")
+    rows, counts = harvest(write_archive(tmp_path / "c.wat.gz", [*hostile, good]))
+    assert pairs(rows) == [("the good one", "http://a.example/a.jpg", "http://a.example/good")]
+    assert counts["unreadable_record"] == len(hostile) and counts["internal_error"] == 0

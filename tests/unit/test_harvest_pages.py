@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 
 from conceptual.harvest import HarvestRules, judge
-from conceptual.harvest.html import decode, page_from_html
+from conceptual.harvest.budget import page_from_html
+from conceptual.harvest.html import decode
 from conceptual.harvest.urls import Resolver, is_http, largest_in_srcset, resolve, srcset_candidates
 
 PAGE = "http://example.com/dir/page.html"

@@ -3,13 +3,15 @@ no file is ever held whole and no record ends the file.
 
 A file is WARC or WAT by its content, record by record: a WAT's records are `metadata` with
 JSON content (harvest/wat.py), a WARC's pages are `response` records with an HTTP response
-(harvest/html.py); plain, gzip per record (as Common Crawl ships them) or one gzip stream.
-Every record read is counted once: an HTML page (`html_pages`), or skipped for one of
-pages.RECORD_REASONS. A truncated or corrupt record is `unreadable_record`, and reading goes
-on at the next record: fastwarc finds it in a plain WARC; in a gzip-per-record file the
-reader starts again at the next gzip member (one count for each corrupt stretch). A file
-compressed as one stream cannot be entered again past a corrupt spot: its reading ends there,
-counted the same way. A record's body past `max_record_bytes` is not read.
+(harvest/html.py, parsed under harvest/budget.py's budget); plain, gzip per record (as
+Common Crawl ships them) or one gzip stream. Every record read is counted once: an HTML page
+(`html_pages`), or skipped for one of pages.RECORD_REASONS. A truncated or corrupt record,
+or one whose content is shorter than its Content-Length says, is `unreadable_record`, and
+reading goes on at the next record found after its start (one count for each corrupt
+stretch): the next `WARC/` in a plain WARC, the next gzip member that begins a record in a
+gzip-per-record file (a gzip header that begins none is passed over). A file compressed as
+one stream cannot be entered again past a corrupt spot: its reading ends there, counted the
+same way. A record's body past `max_record_bytes` is not read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from fastwarc.stream_io import BrotliReader, ChunkedReader, GzipReader
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 from resiliparse.parse.encoding import detect_mime
 
-from conceptual.harvest.html import page_from_html
+from conceptual.harvest.budget import PageTooComplex, page_from_html
 from conceptual.harvest.pages import HarvestRules, Page, judge
 from conceptual.harvest.wat import UnreadableRecord, is_html_type, page_from_wat
 
@@ -34,6 +36,10 @@ log = logging.getLogger(__name__)
 GZIP_MAGIC = b"\x1f\x8b\x08"
 WARC_MAGIC = b"WARC/"
 SCAN_BYTES = 1 << 16
+# The bytes after a gzip header found while resyncing that are decompressed to see whether
+# it begins a record: a member's header and the start of its first block fit in far fewer
+# (a gzip header whose fields run on past them, as a run of fake headers does, begins none).
+CHECK_BYTES = 4096
 # What fastwarc raises on a stream it cannot read on: a decompression error (OSError), a
 # header it cannot parse (ValueError), and a panic of its Rust core (a BaseException).
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, EOFError)
@@ -95,6 +101,11 @@ def harvest_archive(
         except UnreadableRecord as exc:
             log.debug("%s at %d: %s", source, record.stream_pos, exc)
             reason, page = "unreadable_record", None
+        except PageTooComplex as exc:
+            log.info(
+                "%s at %d: a page past the parser's budget: %s", source, record.stream_pos, exc
+            )
+            reason, page = "page_too_complex", None
         except Exception:  # no record ends the file: counted, and shown to be fixed
             log.exception("%s at %d: the record could not be harvested", source, record.stream_pos)
             reason, page = "internal_error", None
@@ -112,7 +123,11 @@ def _records(
 ) -> Iterator[tuple[WarcRecord, bytes] | tuple[None, None]]:
     """(record, its first `limit` bytes of body) of every record, with (None, None) for a
     corrupt stretch (counted as a record, unreadable_record), read past where the format
-    allows (module docstring); `not_an_archive` counted when no record is found at all."""
+    allows (module docstring); `not_an_archive` counted when no record is found at all.
+
+    A record whose content is shorter than its Content-Length says is corrupt too: what its
+    claim would swallow (the rest of the file, for a claim of a terabyte) may be records,
+    so reading goes on at the next record found after its start."""
     with open_at(0) as first:
         head = first.read(SCAN_BYTES)
     if not head:
@@ -121,35 +136,49 @@ def _records(
     if not _starts_a_record(head, magic):
         counts["not_an_archive"] += 1
         return
-    start, found, failing = 0, False, False
-    while True:
+    start, failing = 0, False
+    while start is not None:
         stream = Positioned(open_at(start), start)
-        last = start
+        last, read, ended = start, False, False
         try:
             for record in ArchiveIterator(stream, parse_http=True, auto_decode="none"):
-                last, found, failing = record.stream_pos, True, False
-                yield record, record.reader.read(limit)
-            break
+                last, read = record.stream_pos, True
+                body = record.reader.read(limit)
+                if len(body) + _skip(record.reader) < record.content_length:
+                    break  # the file ends before its content does: corrupt, read past
+                failing = False
+                yield record, body
+            else:
+                ended = True
         except BaseException as exc:
             if not _is_read_error(exc):
                 raise
-            if not failing:  # one count for each corrupt stretch, however many tries it takes
-                counts["records"] += 1
-                counts["unreadable_record"] += 1
-                found = failing = True
-                yield None, None
         finally:
             stream.close()
-        next_start = _next_record(open_at, last + 1, magic)
-        if next_start is None:
-            break
-        start = next_start
-    if not found:
-        counts["not_an_archive"] += 1
+        if ended and (read or start == 0):  # the file's end; at its start, no record at all
+            if not read:
+                counts["not_an_archive"] += 1
+            return
+        # A corrupt stretch, or a false start of one (a magic that began no record).
+        if not failing:  # one count for each corrupt stretch, however many tries it takes
+            counts["records"] += 1
+            counts["unreadable_record"] += 1
+            failing = True
+            yield None, None
+        start = _next_record(open_at, last + 1, magic)
+
+
+def _skip(reader) -> int:
+    """The bytes left in a record's content, read (as fastwarc would to pass them)."""
+    skipped = 0
+    while chunk := reader.read(SCAN_BYTES):
+        skipped += len(chunk)
+    return skipped
 
 
 def _starts_a_record(head: bytes, magic: bytes) -> bool:
-    """Whether a file's first bytes (decompressed when gzip) begin a WARC record."""
+    """Whether bytes (a file's first, or those at a `magic` found in it) begin a WARC
+    record, decompressed when gzip."""
     if magic == GZIP_MAGIC:
         try:
             head = zlib.decompressobj(wbits=31).decompress(head, len(WARC_MAGIC))
@@ -160,17 +189,23 @@ def _starts_a_record(head: bytes, magic: bytes) -> bool:
 
 def _next_record(open_at: Opener, offset: int, magic: bytes) -> int | None:
     """The offset of the next `magic` (a gzip member's start, or `WARC/`) at or after
-    `offset`, or None when there is none."""
+    `offset` that starts a record, or None when there is none. Each is checked here, on
+    the CHECK_BYTES from it, so a run of fake gzip headers costs a scan, not a try each."""
     with open_at(offset) as stream:
-        carry = b""
-        while block := stream.read(SCAN_BYTES):
-            window = carry + block
-            found = window.find(magic)
-            if found >= 0:
-                return offset - len(carry) + found
-            carry = window[-(len(magic) - 1) :]
-            offset += len(block)
-    return None
+        window, at = b"", 0  # window: the bytes from `offset`; at: where to look in it
+        while True:
+            block = stream.read(SCAN_BYTES)
+            window += block
+            while (found := window.find(magic, at)) >= 0:
+                if block and len(window) - found < CHECK_BYTES:
+                    break  # read on before judging it
+                if _starts_a_record(window[found : found + CHECK_BYTES], magic):
+                    return offset + found
+                at = found + 1
+            if not block:
+                return None
+            keep = found if found >= 0 else max(len(window) - len(magic) + 1, at)
+            window, offset, at = window[keep:], offset + keep, 0
 
 
 def _is_wat(record: WarcRecord) -> bool:
@@ -191,8 +226,6 @@ def _page(record: WarcRecord, body: bytes, rules: HarvestRules) -> tuple[str | N
     status = record.http_headers.status_code
     if status is None:
         raise UnreadableRecord("no HTTP status line")
-    if len(body) < min(record.content_length, rules.max_record_bytes):
-        raise UnreadableRecord(f"truncated: {len(body)} of {record.content_length} bytes")
     if not 200 <= status < 300:
         return "not_2xx", None
     headers = record.http_headers

@@ -9,14 +9,21 @@ and Shift_JIS with Microsoft's extensions (①, ～), as browsers do.
 
 The image's URL: `src`; when it is empty or a `data:` placeholder (lazy loading), the first
 of LAZY_ATTRIBUTES that is set; else the largest candidate of `srcset` (or `data-srcset`).
+
+This module is also the parser's process (`python -m conceptual.harvest.html MEMORY`,
+started by harvest/budget.py): it imports only resiliparse and the standard library.
 """
 
 from __future__ import annotations
 
-from resiliparse.parse.encoding import detect_encoding, map_encoding_to_html5
-from resiliparse.parse.html import HTMLTree
+import marshal
+import resource
+import sys
+import traceback
 
-from conceptual.harvest.pages import Image, Page
+from resiliparse.parse.encoding import detect_encoding, map_encoding_to_html5
+from resiliparse.parse.html import HTMLParserException, HTMLTree
+
 from conceptual.harvest.urls import largest_in_srcset, strip_url
 
 LAZY_ATTRIBUTES = ("data-src", "data-lazy-src", "data-original")
@@ -25,6 +32,10 @@ BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "u
 # The WHATWG decoders are supersets of these Python codecs: a page labelled Shift_JIS may
 # use Microsoft's extensions, which every browser shows and Python's shift_jis refuses.
 BROWSER_CODECS = {"shift_jis": "cp932", "euc_kr": "cp949", "gbk": "gb18030", "big5": "big5hkscs"}
+
+# What read_page returns: the (alt, URL) of each image, <base href>, <html lang>, and the
+# contents of the robots metas; plain values, which marshal carries between processes.
+Parts = tuple[list[tuple[str | None, str | None]], str | None, str | None, list[str]]
 
 
 def codec(label: str | None) -> str | None:
@@ -45,33 +56,28 @@ def decode(body: bytes, header_charset: str | None = None) -> str:
     return body.decode(name, "replace")
 
 
-def page_from_html(
-    body: bytes,
-    url: str,
-    header_charset: str | None = None,
-    robots_headers: list[str] | tuple[str, ...] = (),
-    content_language: str | None = None,
-) -> Page:
-    """A page's images, base, language and opt-outs from its body and response headers."""
+def read_page(body: bytes, header_charset: str | None = None) -> Parts:
+    """A page's Parts, parsed here and now, with no budget (budget.page_from_html has one).
+    Each list is read in one pass: resiliparse's collections find their n-th element by
+    walking from the first, so indexing one (or iterating, which indexes) costs n² steps;
+    `values()` walks once."""
     document = HTMLTree.parse(decode(body, header_charset)).document
     images = [
-        Image(element.getattr("alt"), image_url(element))
-        for element in document.query_selector_all("img")
+        (element.getattr("alt"), image_url(element))
+        for element in document.query_selector_all("img").values()
     ]
     base = document.query_selector("base[href]")
     root = document.query_selector("html")
     robots = [
         meta.getattr("content") or ""
-        for meta in document.query_selector_all("meta[name]")
+        for meta in document.query_selector_all("meta[name]").values()
         if (meta.getattr("name") or "").strip().lower() == "robots"
     ]
-    lang = (root.getattr("lang") if root is not None else None) or content_language
-    return Page(
-        url=url,
-        images=images,
-        base=base.getattr("href") if base is not None else None,
-        lang=lang.split(",")[0] if lang else None,
-        robots=[*robots, *robots_headers],
+    return (
+        images,
+        base.getattr("href") if base is not None else None,
+        root.getattr("lang") if root is not None else None,
+        robots,
     )
 
 
@@ -93,3 +99,36 @@ def image_url(element) -> str | None:
 
 def _is_data(url: str) -> bool:
     return url[:5].lower() == "data:"
+
+
+def serve(memory: int) -> None:
+    """The parser's process: (body, charset) requests in on stdin, answers out on stdout,
+    marshalled: ("page", Parts), ("too_complex", why) or ("error", a traceback). Its address
+    space is held to what it has now plus `memory` bytes, so a page that would grow the tree
+    past that fails in Lexbor's allocator (HTMLParserException) or in Python's
+    (MemoryError); after any answer but a page it exits, to be started afresh."""
+    pages, answers = sys.stdin.buffer, sys.stdout.buffer
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(
+        resource.RLIMIT_AS, (size + memory, resource.getrlimit(resource.RLIMIT_AS)[1])
+    )
+    while True:
+        try:
+            request = marshal.load(pages)
+        except EOFError:  # the harvest is done, or gone
+            return
+        try:
+            answer = ("page", read_page(*request))
+        except (HTMLParserException, MemoryError) as exc:
+            answer = ("too_complex", str(exc) or type(exc).__name__)
+        except Exception:  # a bug: the harvest counts it as internal_error, with this
+            answer = ("error", traceback.format_exc())
+        marshal.dump(answer, answers)
+        answers.flush()
+        if answer[0] != "page":
+            return
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

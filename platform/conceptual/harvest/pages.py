@@ -35,9 +35,17 @@ IMAGE_REASONS = (
     "duplicate_in_page",
 )
 # Why a record is no page to harvest: not a response (warcinfo, request, metadata, revisit),
-# a response that is not HTML or not 2xx, one that cannot be read (truncated, corrupt), or
-# one whose reading failed in this code (internal_error: a bug, logged with its traceback).
-RECORD_REASONS = ("not_response", "not_2xx", "not_html", "unreadable_record", "internal_error")
+# a response that is not HTML or not 2xx, one that cannot be read (truncated, corrupt), a
+# page whose parse would cost more than the budget (harvest/budget.py), or one whose
+# reading failed in this code (internal_error: a bug, logged with its traceback).
+RECORD_REASONS = (
+    "not_response",
+    "not_2xx",
+    "not_html",
+    "unreadable_record",
+    "page_too_complex",
+    "internal_error",
+)
 # Why a whole file yields nothing: it cannot be opened, or it is no WARC or WAT at all.
 FILE_REASONS = ("unreadable_file", "not_an_archive")
 

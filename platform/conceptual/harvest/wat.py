@@ -36,7 +36,7 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
         envelope = json.loads(payload)["Envelope"]
         warc = envelope["WARC-Header-Metadata"]
         response = envelope.get("Payload-Metadata", {}).get("HTTP-Response-Metadata")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise UnreadableRecord(f"not a WAT record's JSON: {exc}") from exc
     if warc.get("WARC-Type") != "response" or not isinstance(response, dict):
         return "not_response", None
@@ -75,7 +75,21 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
         lang=headers.get("content-language"),
         robots=[*robots, *([headers["x-robots-tag"]] if "x-robots-tag" in headers else [])],
     )
-    return None, page
+    return None, _in_unicode(page)
+
+
+def _in_unicode(page: Page) -> Page:
+    """The page, or UnreadableRecord when its text holds a lone surrogate: JSON can write
+    one (`"x\\ud800y"`), no Unicode text holds one (it has no UTF-8), and every URL and
+    candidate is written as UTF-8."""
+    texts = [page.url, page.base, page.lang, *page.robots, *(t for i in page.images for t in i)]
+    try:
+        for text in texts:
+            if text:
+                text.encode()
+    except UnicodeEncodeError as exc:
+        raise UnreadableRecord(f"a lone surrogate in its text: {exc}") from exc
+    return page
 
 
 def is_html_type(content_type: str) -> bool:

@@ -1,0 +1,107 @@
+"""A page's HTML parsed under a budget, so that a page costs at most that whatever it holds:
+at most MAX_PAGE_MARKUP `<` (each tag, comment and doctype begins with one: a bound on the
+elements the page itself opens), counted before it is parsed; and then parsed in a process
+of its own (html.py's `serve`) with its memory held to PARSE_MEMORY and its time to
+PARSE_SECONDS. A page past any of these is PageTooComplex (counted as page_too_complex),
+and the file goes on.
+
+Why a process: HTML5's tree construction is not linear in its input. A `<p>` holding n
+distinct `<b id=i>`, then `</p>`, then n `<p>x</p>`, makes each paragraph re-open all n
+formatting elements, as the standard says (n = 3,000, 56 KB of HTML, took 3.6 GB), and
+misnested ones do worse (lexbor/lexbor#340); no count read beforehand bounds that without
+being the parser. So that bound is the operating system's, as a browser's renderer process
+has one: an address-space limit in the parser's process, a deadline in this one. The count
+of `<` keeps pages that are merely large (millions of nested `<div>`, 500,000 `<img>`) from
+reaching the parser at all, and bounds the images a page gives (read in one pass,
+html.read_page)."""
+
+from __future__ import annotations
+
+import marshal
+import select
+import subprocess
+import sys
+import threading
+
+from conceptual.harvest.html import Parts
+from conceptual.harvest.pages import Image, Page
+
+# Pages with more are not parsed: 100,000 elements and their end tags, 50 times what a
+# large page holds, and a tree of under 100 MB.
+MAX_PAGE_MARKUP = 200_000
+# What parsing one page may add to the parser's process: twice the tree of a page of
+# MAX_PAGE_MARKUP, and its text.
+PARSE_MEMORY = 192 << 20
+PARSE_SECONDS = 10.0  # a page of 8 MiB parses in under a second
+
+
+class PageTooComplex(Exception):
+    """A page whose parse would cost more than the budget allows (module docstring)."""
+
+
+class PageParser:
+    """Pages parsed one at a time in the parser's process, started when first needed and
+    again after any page that ended it; it ends itself when this process does (its input
+    closes)."""
+
+    def __init__(self, memory: int = PARSE_MEMORY, seconds: float = PARSE_SECONDS) -> None:
+        self.memory, self.seconds = memory, seconds
+        self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()  # one page at a time through the pipes
+
+    def parse(self, body: bytes, header_charset: str | None = None) -> Parts:
+        """html.read_page's Parts of the page; PageTooComplex past the budget."""
+        if (markup := body.count(b"<")) > MAX_PAGE_MARKUP:
+            raise PageTooComplex(f"{markup} '<', over {MAX_PAGE_MARKUP}")
+        with self._lock:
+            kind, value = self._ask((body, header_charset))
+            if kind != "page":  # the process has exited, or must
+                self.close()
+        if kind == "too_complex":
+            raise PageTooComplex(value)
+        if kind == "error":
+            raise RuntimeError(f"the page parser failed:\n{value}")
+        return value
+
+    def _ask(self, request: tuple) -> tuple[str, object]:
+        if self._process is None:
+            command = [sys.executable, "-m", "conceptual.harvest.html", str(self.memory)]
+            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        process = self._process
+        try:
+            marshal.dump(request, process.stdin)
+            process.stdin.flush()
+            if not select.select([process.stdout], [], [], self.seconds)[0]:
+                return "too_complex", f"not parsed within {self.seconds:g} s"
+            return marshal.load(process.stdout)  # written at once when the parse is done
+        except (OSError, EOFError, ValueError):  # it died: out of memory outside Lexbor
+            return "too_complex", "the parser's process ended"
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+
+_PARSER = PageParser()  # each process's (a Ray worker's harvest tasks share it)
+
+
+def page_from_html(
+    body: bytes,
+    url: str,
+    header_charset: str | None = None,
+    robots_headers: list[str] | tuple[str, ...] = (),
+    content_language: str | None = None,
+) -> Page:
+    """A page's images, base, language and opt-outs from its body and response headers,
+    parsed under the budget (PageTooComplex past it)."""
+    images, base, lang, robots = _PARSER.parse(body, header_charset)
+    lang = lang or content_language
+    return Page(
+        url=url,
+        images=[Image(alt, src) for alt, src in images],
+        base=base,
+        lang=lang.split(",")[0] if lang else None,
+        robots=[*robots, *robots_headers],
+    )
