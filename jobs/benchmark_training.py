@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
         with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
             tracking.log_config(config)
-            mlflow.log_params(
+            tracking.log_params(
                 {
                     "features_uri": args.features or "synthetic",
                     "steps": args.steps,

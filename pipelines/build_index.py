@@ -552,7 +552,7 @@ def run(
     tags = {"stage": STAGE, "model_uri": model_uri}
     with tracking.start_run(config.experiment, tags=tags) as active:
         tracking.log_config(config)
-        mlflow.log_params(
+        tracking.log_params(
             {"features_uri": features_uri, "output_uri": output_uri, "speech_uri": speech_uri}
         )
         manifest = build(model_uri, features_uri, output_uri, config, speech_uri)

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
-import mlflow
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -213,7 +212,7 @@ def run(
             storage.join(output_uri, storage.SUCCESS),
             {"input": stats["input"], "kept": stats["kept"], "copied": stats[STAGE]["copied"]},
         )
-        mlflow.log_params(
+        tracking.log_params(
             {k: v for k, v in stats[STAGE].items() if k not in ("copied", "ratings_read")}
         )
         funnel.log_to_mlflow(stats, data_uri, output_uri)

@@ -158,7 +158,7 @@ def compare(
     tags = {"stage": comparison.job}
     with tracking.start_run(config.experiment, run_name="comparison", tags=tags) as parent:
         tracking.log_config(config)
-        mlflow.log_params(params)
+        tracking.log_params(params)
     parent_id = parent.info.run_id
 
     done: dict[str, Trained] = {}

@@ -40,7 +40,7 @@ def record(
     with tracking.start_run(config.experiment, tags=tags) as active:
         tracking.log_config(config)
         params = {"features_uri": features_uri, "eval_set": evaluation.eval_set}
-        mlflow.log_params({**params, **evaluation.params})
+        tracking.log_params({**params, **evaluation.params})
         split = getattr(config, "split", None)  # the split scored; every split without one
         lineage.log_read(features_uri, splits=[split] if split else None)
         log(evaluation)

@@ -175,7 +175,7 @@ def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[st
     """The features job: one MLflow run around the extraction. Returns (summary, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": "features"}) as active:
         tracking.log_config(config)
-        mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri})
+        tracking.log_params({"data_uri": data_uri, "output_uri": output_uri})
         summary = extract(data_uri, output_uri, config)
         lineage.log_read(data_uri)  # once read: a missing input is the job's to say
         lineage.log_written(output_uri)

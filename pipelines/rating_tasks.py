@@ -362,7 +362,7 @@ def build(
     tracking.configure()
     tags = {"stage": "rating_tasks", "kind": kind}
     with tracking.start_run("rating", tags=tags) as run:
-        mlflow.log_params({"items": items, "raters": raters, "seed": seed, "photo": photo,
+        tracking.log_params({"items": items, "raters": raters, "seed": seed, "photo": photo,
                            "direction": direction, "output": output, "source_run": run_id})  # fmt: skip
         if run_id:
             rows, about = from_run(kind, run_id, items, rng, direction)

@@ -161,7 +161,7 @@ def tracked_rewrite(
     metrics and the summary as `summary_file`. Returns (summary, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": stage.name}) as active:
         tracking.log_config(config)
-        mlflow.log_params({"data_uri": data_uri, "output_uri": output_uri, **params})
+        tracking.log_params({"data_uri": data_uri, "output_uri": output_uri, **params})
         summary = rewrite()
         lineage.log_read(data_uri)
         lineage.log_written(output_uri)

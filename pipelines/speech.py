@@ -464,7 +464,7 @@ def run(input_uri: str, output_uri: str, config: SpeechConfig) -> tuple[dict[str
     """The speech synthesis job: one MLflow run around the pipeline. Returns (stats, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": "synthesize_speech"}) as active:
         tracking.log_config(config)
-        mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
+        tracking.log_params({"input_uri": input_uri, "output_uri": output_uri})
         stats = synthesize(input_uri, output_uri, config)
         lineage.log_read(input_uri)
         lineage.log_written(output_uri)

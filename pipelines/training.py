@@ -300,7 +300,7 @@ def train(recipe: Recipe, config: TrainingConfig, *data: Any) -> dict[str, Any]:
     with tracking.start_run(config.experiment, tags=tags) as active:
         run_id = active.info.run_id
         tracking.log_config(config, skip=recipe.unused_keys(config))
-        mlflow.log_params(prepared.params)
+        tracking.log_params(prepared.params)
         read = ["train", getattr(config, "eval_split", "val")]  # for training and validation
         for option, uri in prepared.data.items():
             if uri:

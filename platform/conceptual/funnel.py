@@ -210,7 +210,7 @@ def log_to_mlflow(stats: Mapping[str, Any], input_uri: str, output_uri: str) -> 
         metrics.update({tracking.metric_key("captions", split, k): v for k, v in table.items()})
     metrics.update({f"seconds.{k}": v for k, v in stats["seconds_by_phase"].items()})
     mlflow.log_metrics(metrics)
-    mlflow.log_params({"input_uri": input_uri, "output_uri": output_uri})
+    tracking.log_params({"input_uri": input_uri, "output_uri": output_uri})
     mlflow.log_dict(without_samples(stats), "stats.json")
     mlflow.log_text(render(stats), "funnel.txt")
     with tempfile.TemporaryDirectory() as tmp:

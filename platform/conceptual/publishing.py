@@ -379,6 +379,7 @@ def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]
 
     from conceptual import lineage, tracking
     from conceptual.config import to_yaml
+    from conceptual.uris import redact_text
 
     curated = storage.output_part(data_uri, "curated", config.allow_incomplete)
     source, _ = lineage.locate(curated)
@@ -397,7 +398,7 @@ def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]
             license=config.license,
             origin=origin,
             curation_config=run_config(origin["run_id"]),
-            publish_config=to_yaml(config),
+            publish_config=redact_text(to_yaml(config)),  # a card is for strangers
             runs={"curation": origin["run_id"], "publish": active.info.run_id},
             tracking_uri=tracking.printable_tracking_uri(),
         )

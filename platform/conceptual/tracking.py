@@ -235,11 +235,15 @@ def log_config(cfg: Config, skip: tuple[str, ...] = ()) -> None:
     """The full resolved config: every leaf as a param (but the keys in `skip`, which do not
     apply to this run), and the YAML as an artifact, both without the credentials of any
     URL in them (`service.url=http://user:pass@host` is logged as `http://***@host`)."""
-    params = {
-        k: _param_value(redact_text(str(v))) for k, v in flatten(cfg).items() if k not in skip
-    }
-    mlflow.log_params(params)
+    log_params({k: v for k, v in flatten(cfg).items() if k not in skip})
     mlflow.log_text(redact_text(to_yaml(cfg)), "config.yaml")
+
+
+def log_params(params: Mapping[str, Any]) -> None:
+    """Params of the active run, each without the credentials of any URL in it (an input
+    `s3://key:secret@bucket/...` as much as a config's): the one way jobs log params
+    (tests/unit/test_architecture.py holds every other module to it)."""
+    mlflow.log_params({k: _param_value(redact_text(str(v))) for k, v in params.items()})
 
 
 def _param_value(value: Any) -> str:

@@ -84,3 +84,12 @@ def test_redacting_a_long_word_takes_no_time():
     started = time.monotonic()
     assert redact_text("a" * 100_000 + " http://u:p@h") == "a" * 100_000 + " http://***@h"
     assert time.monotonic() - started < 5
+
+
+def test_a_jobs_own_params_hide_credentials_too(home):
+    """An input URI is a job's param, not its config's: it goes through the same redaction
+    (tracking.log_params, which every job uses; tests/unit/test_architecture.py)."""
+    with tracking.start_run("test-redaction") as run:
+        tracking.log_params({"data_uri": f"s3://AKIA:{SECRET}@bucket/cur", "rows": 3})
+    params = MlflowClient().get_run(run.info.run_id).data.params
+    assert params == {"data_uri": "s3://***@bucket/cur", "rows": "3"}
