@@ -234,13 +234,11 @@ def harvest(inputs: list[str], output_uri: str, config: HarvestConfig) -> dict[s
 
 def run(inputs: list[str], output_uri: str, config: HarvestConfig) -> tuple[dict[str, Any], str]:
     """The harvest job: one MLflow run around the harvest. Returns (stats, run id)."""
-    import mlflow
-
     with tracking.start_run(config.experiment, tags={"stage": "harvest"}) as active:
         tracking.log_config(config)
         stats = harvest(inputs, output_uri, config)
         stats["mlflow_run_id"] = active.info.run_id
-        mlflow.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
+        tracking.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
         log_harvest(stats)
         return stats, active.info.run_id
 
