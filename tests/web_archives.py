@@ -62,6 +62,19 @@ def warcinfo() -> bytes:
     return warc_record(WarcRecordType.warcinfo, None, block, "application/warc-fields")
 
 
+def claiming(record: bytes, length: int) -> bytes:
+    """A record whose WARC Content-Length claims `length` bytes, whatever follows it."""
+    head, rest = record.split(b"Content-Length: ", 1)
+    return head + b"Content-Length: %d" % length + rest[rest.index(b"\r\n") :]
+
+
+def quadratic(n: int) -> bytes:
+    """A `<p>` holding n distinct `<b id=i>`: each of the n paragraphs after it re-opens
+    them all (HTML5's reconstruction of the active formatting elements): n² elements."""
+    opened = "".join(f"<b id={i}>" for i in range(n))
+    return f"<p>{opened}</p>{'<p>x</p>' * n}".encode()
+
+
 def write_archive(path: Path, records: Iterable[bytes], gzipped: str | None = "record") -> Path:
     """`records` as a file: plain (None), gzip per record ("record", as Common Crawl ships
     them) or as one gzip stream ("stream")."""
@@ -191,3 +204,16 @@ def wat_records(warc: Path) -> Iterator[bytes]:
 
 def write_wat(warc: Path, wat: Path) -> Path:
     return write_archive(wat, wat_records(warc), "record")
+
+
+def wat_page(uri: str, alt: str, url: str = "a.jpg") -> bytes:
+    """A WAT record of an HTML page `uri` with one image: strings as JSON holds them (a lone
+    surrogate, "\\ud800", among them), which no WARC header could."""
+    document = wat_document(
+        {"WARC-Type": "response", "WARC-Target-URI": uri},
+        "crawl.warc.gz",
+        0,
+        {"Response-Message": {"Status": "200"}, "Headers": {"Content-Type": "text/html"}},
+        {"Head": {}, "Links": [{"path": "IMG@/src", "url": url, "alt": alt}]},
+    )
+    return wat_record("http://a.example/", document)

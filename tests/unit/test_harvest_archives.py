@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 from web_archives import (  # tests/web_archives.py
+    claiming,
     request,
     response,
     warc_record,
     warcinfo,
-    wat_document,
-    wat_record,
+    wat_page,
     write_archive,
     write_wat,
 )
@@ -232,12 +232,6 @@ def test_the_funnel_adds_up_or_says_so():
 # --- No record ends a harvest (issue 57, 2) -----------------------------------------------
 
 
-def claiming(record: bytes, length: int) -> bytes:
-    """A record whose WARC Content-Length claims `length` bytes, whatever follows it."""
-    head, rest = record.split(b"Content-Length: ", 1)
-    return head + b"Content-Length: %d" % length + rest[rest.index(b"\r\n") :]
-
-
 @pytest.mark.parametrize("gzipped", [None, "record"])
 def test_a_record_claiming_a_huge_content_length_hides_no_record(tmp_path, gzipped):
     liar = claiming(page(9), 1 << 40)  # a terabyte: the whole file, were it believed
@@ -255,17 +249,6 @@ def test_fake_gzip_headers_do_not_stop_the_resync(tmp_path):
     rows, counts = harvest(path)
     assert pairs(rows) == EXPECTED
     assert counts["unreadable_record"] == 2 and counts["records"] == 6
-
-
-def wat_page(uri: str, alt: str, url: str = "a.jpg") -> bytes:
-    document = wat_document(
-        {"WARC-Type": "response", "WARC-Target-URI": uri},
-        "c.warc.gz",
-        0,
-        {"Response-Message": {"Status": "200"}, "Headers": {"Content-Type": "text/html"}},
-        {"Head": {}, "Links": [{"path": "IMG@/src", "url": url, "alt": alt}]},
-    )
-    return wat_record("http://a.example/", document)
 
 
 def test_lone_surrogates_and_deep_json_in_a_wat_are_unreadable_records(tmp_path):

@@ -10,18 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from web_archives import response, write_archive  # tests/web_archives.py
+from web_archives import quadratic, response, write_archive  # tests/web_archives.py
 
 from conceptual.harvest.budget import PageParser, PageTooComplex, page_from_html
 
 MiB = 1 << 20
-
-
-def quadratic(n: int) -> bytes:
-    """A `<p>` holding n distinct `<b id=i>`: each of the n paragraphs after it re-opens
-    them all (HTML5's reconstruction of the active formatting elements): n² elements."""
-    opened = "".join(f"<b id={i}>" for i in range(n))
-    return f"<p>{opened}</p>{'<p>x</p>' * n}".encode()
 
 
 def captioned(n: int) -> bytes:
