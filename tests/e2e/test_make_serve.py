@@ -1,7 +1,9 @@
-"""`make serve LOW_LATENCY=1` as a user runs it (scripts/serve.sh), on a home with and without
-Ray's ~/.ray/auth_token: the front door answers, HAProxy's stats and metrics listen on
-127.0.0.1 only and its admin socket is the owner's alone, and Ctrl-C stops the front door,
-Serve and the Ray head it started, and no other Ray (the one of this test session stays)."""
+"""`make serve LOW_LATENCY=1` as a user runs it (scripts/serve.sh), from the folder it computes
+for itself, on a home with and without Ray's ~/.ray/auth_token: the front door answers,
+every port its processes listen on (Ray's GCS, raylet, agents, client server, dashboard and
+Prometheus exporters, HAProxy's stats and metrics, nginx) is on 127.0.0.1, HAProxy's admin
+socket is the owner's alone, and Ctrl-C or `make serve-stop` ends every process of the
+session it recorded, nginx included, and no other Ray (the one of this test session stays)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 import httpx
@@ -30,24 +31,42 @@ def listening(port: int) -> set[str]:
     return {line.split()[3].rsplit(":", 1)[0] for line in lines.stdout.splitlines()}
 
 
-def processes_naming(path: Path) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", str(path)], capture_output=True, text=True)
-    return found.stdout.splitlines()
+def members(session: int) -> list[int]:
+    """The live processes of a session (zombies are gone, only not yet reaped)."""
+    found = subprocess.run(["ps", "-o", "pid=,stat=", "-s", str(session)], capture_output=True,
+                           text=True)  # fmt: skip
+    return [int(pid) for pid, state in map(str.split, found.stdout.splitlines()) if state[0] != "Z"]
 
 
-@pytest.mark.parametrize("token_file", [True, False], ids=["with ~/.ray/auth_token", "without"])
-def test_make_serve_low_latency_keeps_to_loopback_and_stops_whole(repo, tmp_path, token_file):
-    # Ray's socket paths must stay under 108 characters: a short folder, not tmp_path's.
-    home, run = tmp_path / "home", Path(tempfile.mkdtemp(prefix="serve-", dir="/tmp"))
+def listened_on(pids: list[int]) -> set[str]:
+    """host:port of every TCP socket these processes listen on (iproute2's ss)."""
+    lines = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout.splitlines()
+    return {line.split()[3] for line in lines for pid in pids if f"pid={pid}," in line}
+
+
+LOOPBACK = ("127.0.0.1:", "[::ffff:127.0.0.1]:", "[::1]:")
+
+
+@pytest.mark.parametrize(
+    ("token_file", "stop"),
+    [(True, "Ctrl-C"), (False, "make serve-stop")],
+    ids=["with ~/.ray/auth_token, Ctrl-C", "without, make serve-stop"],
+)
+def test_make_serve_low_latency_keeps_to_loopback_and_stops_whole(repo, tmp_path, token_file, stop):
+    home = tmp_path / "home"
     (home / ".ray").mkdir(parents=True)
     if token_file:  # what ray.init() leaves for a local cluster: the head then wants tokens
         (home / ".ray" / "auth_token").write_text("0123456789abcdef" * 2)
     door = free_port()
-    env = {**os.environ, "HOME": str(home), "SERVE_RUN_DIR": str(run), "LOW_LATENCY": "1",
+    env = {**os.environ, "HOME": str(home), "LOW_LATENCY": "1",
            "FRONT_DOOR": f"listen=127.0.0.1:{door}", "RAY_PORT": str(free_port()),
            "DASHBOARD_PORT": str(free_port()), "CONCEPTUAL_HOME": str(tmp_path / "state")}  # fmt: skip
-    for inherited in ("RAY_ADDRESS", "RAY_AUTH_MODE"):
+    for inherited in ("RAY_ADDRESS", "RAY_AUTH_MODE", "SERVE_RUN_DIR"):
         env.pop(inherited, None)
+    shown = subprocess.run(["bash", "scripts/serve.sh", "env"], cwd=repo, env=env,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    run = Path(re.search(r"^RAY_AUTH_TOKEN_PATH=(.*)/auth_token$", shown, re.M)[1])  # the default
+    made = not run.exists()  # a user's make serve of this checkout keeps its folder
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serving = subprocess.Popen(
@@ -58,18 +77,30 @@ def test_make_serve_low_latency_keeps_to_loopback_and_stops_whole(repo, tmp_path
         wait_until(lambda: SERVING in log.read_text() or serving.poll() is not None,
                    "make serve's front door", 240, step_s=1)  # fmt: skip
         assert serving.poll() is None, log.read_text()[-3000:]
+        session = int((run / "session").read_text().split()[1])
         health = httpx.get(f"http://127.0.0.1:{door}/healthz", timeout=30)
         assert health.status_code == 200
         assert listening(8404) == {"127.0.0.1"} and listening(9101) == {"127.0.0.1"}
-        [socket_path] = run.glob("haproxy/*/admin.sock")
+        ports = listened_on(members(session))
+        assert f"127.0.0.1:{door}" in ports  # nginx, and Ray's GCS, are the session's
+        assert any(f"{host}{env['RAY_PORT']}" in ports for host in LOOPBACK)
+        assert [port for port in ports if not port.startswith(LOOPBACK)] == []
+        # The folder is the checkout's, kept from run to run: this node's socket is the newest.
+        socket_path = max(run.glob("hap/*/admin.sock"), key=lambda path: path.stat().st_mtime)
         assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600
-        assert stat.S_IMODE((run / "haproxy").stat().st_mode) == 0o700
-        config = next(run.glob("haproxy/*/haproxy.cfg")).read_text()
+        assert stat.S_IMODE((run / "hap").stat().st_mode) == 0o700
+        config = (socket_path.parent / "haproxy.cfg").read_text()
         assert not re.search(r"^\s*bind (\*)?:\d+\s*$", config, re.M)
         assert (home / ".ray" / "auth_token").exists() == token_file  # the home is left alone
     finally:
-        os.killpg(serving.pid, signal.SIGINT)  # Ctrl-C
+        said = ""
+        if stop == "Ctrl-C":
+            os.killpg(serving.pid, signal.SIGINT)
+        else:
+            said = subprocess.run(["make", "-s", "serve-stop"], cwd=repo, env=env,
+                                  capture_output=True, text=True, timeout=60).stdout  # fmt: skip
         serving.wait(60)
-    assert "stopped its Ray and Serve" in log.read_text()
-    assert processes_naming(run) == []
-    shutil.rmtree(run)
+    assert "stopped its front door, Serve and Ray" in log.read_text() + said
+    assert members(session) == []  # nginx, HAProxy, Ray's workers and client server too
+    if made:
+        shutil.rmtree(run)
