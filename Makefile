@@ -27,8 +27,9 @@ test-cluster: setup
 test-faults: setup
 	$(PY) -m pytest -m faults tests
 
+# The unit tests alone: tests/unit, no Ray cluster, S3 or MLflow server (the README gives its time).
 test-fast: setup
-	$(PY) -m pytest -m "not integration and not e2e and not benchmark and not slow" tests
+	$(PY) -m pytest -m "not benchmark and not slow" tests/unit
 
 bench: setup
 	$(PY) -m pytest -m benchmark tests/benchmarks -s
