@@ -52,7 +52,7 @@ started = time.monotonic()
 rows = list(harvest_archive(open_at, path, HarvestRules(), counts))
 seconds = time.monotonic() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-budget._PARSER.close()
+budget.PARSER.close()
 parser = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(json.dumps({"counts": counts, "rows": len(rows), "last": rows[-1]["alt_text"],
                   "above_rest_mb": (peak - rest + parser) / 1024, "seconds": seconds}))
@@ -96,3 +96,16 @@ def test_a_page_past_the_deadline_is_refused():
     parser.seconds = 30
     assert parser.parse(b'<img src="a.jpg" alt="a">')[0] == [("a", "a.jpg")]
     parser.close()
+
+
+def test_every_html_parse_is_under_the_budget(repo):
+    """The same budget wherever HTML is parsed: the parser is imported by html.py alone, and
+    html.read_page is called only in the parser's process (html.serve)."""
+    parsing = {}
+    for folder in ("platform", "pipelines", "jobs", "serve"):
+        for path in (repo / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if "resiliparse.parse.html" in text or "read_page(" in text:
+                parsing[path.relative_to(repo).as_posix()] = text.count("read_page(")
+    # read_page's definition and its one call, in serve
+    assert parsing == {"platform/conceptual/harvest/html.py": 2}

@@ -84,7 +84,7 @@ class PageParser:
             self._process = None
 
 
-_PARSER = PageParser()  # each process's (a Ray worker's harvest tasks share it)
+PARSER = PageParser()  # each process's (a Ray worker's harvest tasks share it)
 
 
 def page_from_html(
@@ -96,7 +96,7 @@ def page_from_html(
 ) -> Page:
     """A page's images, base, language and opt-outs from its body and response headers,
     parsed under the budget (PageTooComplex past it)."""
-    images, base, lang, robots = _PARSER.parse(body, header_charset)
+    images, base, lang, robots = PARSER.parse(body, header_charset)
     lang = lang or content_language
     return Page(
         url=url,
