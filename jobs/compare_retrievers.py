@@ -30,9 +30,11 @@ from conceptual.jobs.train_retriever import add_data
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
     parser = JobParser(name, __doc__)
-    add_data(parser)
+    add_data(parser, family)
     parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
-    parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
+    parser.set_defaults(eval_speech=None)
+    if family.hears_speech:
+        parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
     parser.add_argument("--split", default="test", help="the held-out split to score")
     add_variants(parser, "none")
     add_config(parser, "shared RetrieverTrainConfig", "loss=triplet; eval.KEY for EvalConfig keys")

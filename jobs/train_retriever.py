@@ -28,10 +28,14 @@ from conceptual.jobs.arguments import JobParser, location, training_parser
 from conceptual.jobs.runner import family_job, run_training_job
 
 
-def add_data(parser: JobParser) -> None:
+def add_data(parser: JobParser, family: Family) -> None:
     """What a retriever trains on (compare_retrievers' variants too): the photos and their
-    captions, their clips for modality=speech, more clips that teach the speech tower."""
+    captions, and for a family with a speech tower their clips for modality=speech and more
+    clips that teach the speech tower (a text-image family offers no option it refuses)."""
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
+    parser.set_defaults(speech=None, teacher_speech=[])
+    if not family.hears_speech:
+        return
     parser.add_argument("--speech", type=location, help="clips of the captions (modality=speech)")
     parser.add_argument(
         "--teacher-speech",
@@ -45,7 +49,8 @@ def add_data(parser: JobParser) -> None:
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
-    args = training_parser(family, name, __doc__, add_data).parse_args(argv)
+    parser = training_parser(family, name, __doc__, lambda parser: add_data(parser, family))
+    args = parser.parse_args(argv)
     return run_training_job(
         args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
     )

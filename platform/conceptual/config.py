@@ -46,14 +46,24 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
         node = tree
         *parents, leaf = key.strip().split(".")
         for part in parents:
-            node = node.setdefault(part, {})
+            node[part] = _section(node.get(part, {}))
+            node = node[part]
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override")
         try:
-            node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+            value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
             raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from exc
+        if isinstance(value, bool) and isinstance(node.get(leaf), dict):
+            value = {**node[leaf], "enabled": value}  # asr.lm=captions asr=true
+        node[leaf] = value
     return tree
+
+
+def _section(value: Any) -> Any:
+    """A section's switch is its `enabled` (`asr=true` reads as `asr.enabled=true`,
+    AsrConfig): so `asr=true asr.lm=captions` is one section, not two overrides at odds."""
+    return {"enabled": value} if isinstance(value, bool) else value
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

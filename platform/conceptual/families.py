@@ -61,6 +61,12 @@ class Family:
     def resolve_recipe(self) -> Any:
         return resolve(self.recipe)
 
+    @property
+    def hears_speech(self) -> bool:
+        """Whether its models have a speech tower (a search on spoken queries): only then do
+        its jobs take clips (--speech)."""
+        return any(search.modality == "speech" for search in self.search)
+
 
 def resolve(ref: str) -> Any:
     """The object a "module:attribute" string names."""

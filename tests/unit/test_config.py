@@ -74,3 +74,21 @@ def test_any_tag_of_chinese_is_zh(tag):
     assert load(TrainConfig, None, ["language=en-US"]).language == "en"
     with pytest.raises(ConfigError, match="'en' or 'zh'"):
         load(TrainConfig, None, ["language=fr"])
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [["asr=true", "asr.lm=captions"], ["asr.lm=captions", "asr=true"]],
+)
+def test_a_section_switch_and_its_keys_are_one_section(overrides):
+    """`evaluate_retriever ... asr=true asr.lm=captions`: the switch (`asr=true` reads as
+    `asr.enabled=true`) and a key of the same section agree, in either order."""
+    from conceptual.speech.recognizer import AsrConfig
+
+    class Evaluation(Config):
+        asr: AsrConfig = AsrConfig()
+
+    asr = load(Evaluation, None, overrides).asr
+    assert asr.enabled and asr.lm == "captions"
+    with pytest.raises(ConfigError, match="conflicts"):
+        parse_overrides(["label=x", "label.y=1"])
