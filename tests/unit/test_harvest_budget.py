@@ -109,3 +109,10 @@ def test_every_html_parse_is_under_the_budget(repo):
                 parsing[path.relative_to(repo).as_posix()] = text.count("read_page(")
     # read_page's definition and its one call, in serve
     assert parsing == {"platform/conceptual/harvest/html.py": 2}
+
+
+def test_a_parser_that_cannot_start_is_an_error_not_a_complex_page(monkeypatch):
+    """No page's doing: the harvest counts it as internal_error, with its traceback."""
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(RuntimeError, match="did not start"):
+        PageParser().parse(b'<img src="a.jpg" alt="a">')

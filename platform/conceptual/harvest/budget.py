@@ -18,6 +18,7 @@ html.read_page)."""
 from __future__ import annotations
 
 import marshal
+import os
 import select
 import subprocess
 import sys
@@ -33,6 +34,7 @@ MAX_PAGE_MARKUP = 200_000
 # MAX_PAGE_MARKUP, and its text.
 PARSE_MEMORY = 192 << 20
 PARSE_SECONDS = 10.0  # a page of 8 MiB parses in under a second
+STARTUP_SECONDS = 60.0  # for the parser's process to import resiliparse, on a busy node
 
 
 class PageTooComplex(Exception):
@@ -54,7 +56,11 @@ class PageParser:
         if (markup := body.count(b"<")) > MAX_PAGE_MARKUP:
             raise PageTooComplex(f"{markup} '<', over {MAX_PAGE_MARKUP}")
         with self._lock:
-            kind, value = self._ask((body, header_charset))
+            try:
+                kind, value = self._ask((body, header_charset))
+            except BaseException:  # interrupted: its answer may still come, to no later page
+                self.close()
+                raise
             if kind != "page":  # the process has exited, or must
                 self.close()
         if kind == "too_complex":
@@ -64,24 +70,45 @@ class PageParser:
         return value
 
     def _ask(self, request: tuple) -> tuple[str, object]:
-        if self._process is None:
-            command = [sys.executable, "-m", "conceptual.harvest.html", str(self.memory)]
-            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        process = self._process
+        process = self._process or self._start()
         try:
             marshal.dump(request, process.stdin)
             process.stdin.flush()
-            if not select.select([process.stdout], [], [], self.seconds)[0]:
-                return "too_complex", f"not parsed within {self.seconds:g} s"
-            return marshal.load(process.stdout)  # written at once when the parse is done
+            answer = _answer(process, self.seconds)
         except (OSError, EOFError, ValueError):  # it died: out of memory outside Lexbor
             return "too_complex", "the parser's process ended"
+        return answer or ("too_complex", f"not parsed within {self.seconds:g} s")
+
+    def _start(self) -> subprocess.Popen:
+        """The parser's process, once it says it is ready; RuntimeError when it does not
+        (no page's doing: its error is on this process's standard error)."""
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "conceptual.harvest.html", str(self.memory)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # this `conceptual`
+        )
+        try:
+            ready = _answer(self._process, STARTUP_SECONDS)
+        except (OSError, EOFError, ValueError):
+            ready = None
+        if ready != "ready":
+            self.close()
+            raise RuntimeError("the page parser's process did not start")
+        return self._process
 
     def close(self) -> None:
         if self._process is not None:
             self._process.kill()
             self._process.wait()
             self._process = None
+
+
+def _answer(process: subprocess.Popen, seconds: float):
+    """What the process writes next, or None when it writes nothing within `seconds`."""
+    if not select.select([process.stdout], [], [], seconds)[0]:
+        return None
+    return marshal.load(process.stdout)  # written at once, when ready
 
 
 PARSER = PageParser()  # each process's (a Ray worker's harvest tasks share it)

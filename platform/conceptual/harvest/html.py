@@ -102,17 +102,20 @@ def _is_data(url: str) -> bool:
 
 
 def serve(memory: int) -> None:
-    """The parser's process: (body, charset) requests in on stdin, answers out on stdout,
-    marshalled: ("page", Parts), ("too_complex", why) or ("error", a traceback). Its address
-    space is held to what it has now plus `memory` bytes, so a page that would grow the tree
-    past that fails in Lexbor's allocator (HTMLParserException) or in Python's
-    (MemoryError); after any answer but a page it exits, to be started afresh."""
+    """The parser's process: "ready" on stdout, then (body, charset) requests in on stdin,
+    answers out on stdout, marshalled: ("page", Parts), ("too_complex", why) or ("error", a
+    traceback). Its address space is held to what it has now plus `memory` bytes, so a page
+    that would grow the tree past that fails in Lexbor's allocator (HTMLParserException) or
+    in Python's (MemoryError); after any answer but a page it exits, to be started afresh."""
     pages, answers = sys.stdin.buffer, sys.stdout.buffer
     with open("/proc/self/statm") as statm:
-        size = int(statm.read().split()[0]) * resource.getpagesize()
-    resource.setrlimit(
-        resource.RLIMIT_AS, (size + memory, resource.getrlimit(resource.RLIMIT_AS)[1])
-    )
+        limit = int(statm.read().split()[0]) * resource.getpagesize() + memory
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:  # a limit set for this process already
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    marshal.dump("ready", answers)
+    answers.flush()
     while True:
         try:
             request = marshal.load(pages)
