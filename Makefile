@@ -60,13 +60,14 @@ mlflow: setup
 	@MLFLOW_TRACKING_URI="$$($(PY) -c 'from conceptual.tracking import configure; print(configure())')" $(VENV)/bin/mlflow $(ARGS)
 
 # The captioning service as deployed (scripts/serve.sh): Ray Serve (serve/config.yaml, on
-# 127.0.0.1:8000) behind the nginx front door on 127.0.0.1:8080 (FRONT_DOOR='listen=0.0.0.0:8080
-# ...' to change it), on a Ray head of its own with token authentication; Ctrl-C or
+# 127.0.0.1:8000, or SERVE_CONFIG=another.yaml) behind the nginx front door on 127.0.0.1:8080
+# (FRONT_DOOR='listen=0.0.0.0:8080 ...' to change it), which forwards to the config's
+# http_options host and port; on a Ray head of its own with token authentication; Ctrl-C or
 # `make serve-stop` stops all of it and no other Ray. LOW_LATENCY=1: Ray's HAProxy ingress and
 # gRPC between replicas (Serve's overhead 8 ms at p50 instead of 15, BENCHMARKS.md), its stats
 # and metrics on 127.0.0.1 (scripts/haproxy-loopback).
 serve: setup
-	@LOW_LATENCY=$(LOW_LATENCY) FRONT_DOOR="$(FRONT_DOOR)" bash scripts/serve.sh start
+	@LOW_LATENCY=$(LOW_LATENCY) FRONT_DOOR="$(FRONT_DOOR)" SERVE_CONFIG="$(SERVE_CONFIG)" bash scripts/serve.sh start
 
 serve-stop:
 	@bash scripts/serve.sh stop

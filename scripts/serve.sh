@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `make serve` (start) and `make serve-stop` (stop): the captioning service as deployed, Ray
-# Serve (serve/config.yaml) behind the nginx front door, on a Ray head of its own, so that
-# stopping it stops exactly what it started and no other Ray of the user's.
+# Serve (serve/config.yaml, or the file SERVE_CONFIG names) behind the nginx front door, on a
+# Ray head of its own, so that stopping it stops exactly what it started and no other Ray of
+# the user's.
 #
+# - The front door forwards to where that file's http_options have Serve listen, unless
+#   FRONT_DOOR names an upstream= of its own.
 # - Its Ray keeps its sessions under RUN (per checkout: /tmp/conceptual-<hash>, short enough
 #   for HAProxy's sockets: `check_socket_paths`).
 # - All it starts runs in one session of its own (`run`: Ray's daemons, Serve, HAProxy, and
@@ -25,6 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${SERVE_RUN_DIR:-/tmp/conceptual-$(printf %s "$PWD" | sha1sum | cut -c1-6)}
+SERVE_CONFIG=${SERVE_CONFIG:-serve/config.yaml}
 BOOT=$(cat /proc/sys/kernel/random/boot_id)  # a session id recorded before a reboot is no one's
 say() { printf '\033[1m[serve]\033[0m %s\n' "$*"; }
 
@@ -110,6 +114,10 @@ start)
         echo "error: make serve is running already ($RUN): make serve-stop first" >&2
         exit 1
     fi
+    if [ ! -r "$SERVE_CONFIG" ]; then  # before Ray starts, not after
+        echo "error: SERVE_CONFIG=$SERVE_CONFIG cannot be read" >&2
+        exit 2
+    fi
     ray_env
     mkdir -p -m 700 "$RUN" && chmod 700 "$RUN"
     if [ -n "${LOW_LATENCY:-}" ]; then mkdir -p -m 700 "$RUN/hap"; fi
@@ -129,11 +137,12 @@ start)
 run) # the session's leader: Ray's head, Serve, then, in this same process, the front door
     .venv/bin/ray start --head --num-cpus "${NUM_CPUS:-2}" --temp-dir "$RUN/ray" \
         --dashboard-host 127.0.0.1 --port "${RAY_PORT:-6379}" --dashboard-port "${DASHBOARD_PORT:-8265}"
-    .venv/bin/serve deploy -a "http://127.0.0.1:${DASHBOARD_PORT:-8265}" serve/config.yaml
+    .venv/bin/serve deploy -a "http://127.0.0.1:${DASHBOARD_PORT:-8265}" "$SERVE_CONFIG"
     say "Ray's command line on this cluster: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RUN/auth_token"
     say "Ctrl-C (or make serve-stop) stops the front door, Serve and this Ray, and nothing else"
-    # shellcheck disable=SC2086  # FRONT_DOOR holds key=value words
-    FRONT_DOOR_PREFIX="$RUN/front-door" exec .venv/bin/python -m conceptual.serve.front_door ${FRONT_DOOR:-}
+    # shellcheck disable=SC2086  # FRONT_DOOR holds key=value words, an upstream= wins
+    FRONT_DOOR_PREFIX="$RUN/front-door" exec .venv/bin/python -m conceptual.serve.front_door \
+        "serve_config=$SERVE_CONFIG" ${FRONT_DOOR:-}
     ;;
 stop)
     stop

@@ -3,6 +3,7 @@ Serve's proxy does not have (header size and time, body size as it streams, conn
 client). Serve listens on 127.0.0.1 only; the front door is what clients reach.
 
     python -m conceptual.serve.front_door [key=value ...]   # e.g. listen=0.0.0.0:8080
+    python -m conceptual.serve.front_door serve_config=serve/config.yaml   # Serve's port from it
     make serve                                             # Serve (serve/config.yaml) + this
 
 It fills in serve/nginx.conf.template (the one template, also used by infra/compose.yaml
@@ -23,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
 from pydantic import Field
 
 from conceptual.config import Config, ConfigError, load
@@ -32,7 +34,10 @@ TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 
 class FrontDoorConfig(Config):
     listen: str = "127.0.0.1:8080"  # where clients connect (host:port)
-    upstream: str = "127.0.0.1:8000"  # Serve's proxy (serve/config.yaml's http_options)
+    upstream: str = "127.0.0.1:8000"  # Serve's proxy (host:port); see serve_config
+    # A Serve config file (make serve: the one it deploys): unless upstream is given, the door
+    # forwards to where its http_options have Serve listen.
+    serve_config: str = ""
     worker_processes: str = "auto"  # one per core
     worker_connections: int = Field(4096, ge=16)  # per worker, idle ones included
     connections_per_client: int = Field(32, ge=1)  # per client address, on the API routes
@@ -43,6 +48,36 @@ class FrontDoorConfig(Config):
     body_timeout_s: int = Field(30, ge=1)  # longest pause between two reads of a body
     max_body_bytes: int = Field(16 << 20, gt=0)  # as ServeConfig.max_body_bytes
     access_log: str = "off"  # or a path, or /dev/stdout
+
+
+# Where Serve listens when its config sets no http_options.host or port (ray.serve.HTTPOptions).
+SERVE_HOST, SERVE_PORT = "127.0.0.1", 8000
+# A proxy bound to every interface is reached on loopback.
+WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def serve_upstream(path: str | Path) -> str:
+    """host:port of Serve's proxy as the Serve config at `path` has it listen."""
+    try:
+        serve = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read the Serve config {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"the Serve config {path} is not valid YAML: {exc}") from exc
+    options = (serve.get("http_options") if isinstance(serve, dict) else None) or {}
+    host = str(options.get("host") or SERVE_HOST)
+    host = WILDCARDS.get(host, host)
+    port = options.get("port") or SERVE_PORT
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # nginx's IPv6 in brackets
+
+
+def configure(overrides: list[str]) -> FrontDoorConfig:
+    """The front door's config from key=value overrides, its upstream from serve_config
+    unless given."""
+    config = load(FrontDoorConfig, None, overrides)
+    if config.serve_config and "upstream" not in config.model_fields_set:
+        config.upstream = serve_upstream(config.serve_config)
+    return config
 
 
 def render(config: FrontDoorConfig, prefix: Path) -> str:
@@ -111,7 +146,7 @@ class FrontDoor:
 def main(argv: list[str] | None = None) -> int:
     overrides = sys.argv[1:] if argv is None else argv
     try:
-        config = load(FrontDoorConfig, None, overrides)
+        config = configure(overrides)
         prefix = Path(os.environ.get("FRONT_DOOR_PREFIX") or tempfile.mkdtemp(prefix="front-door-"))
         command = prepare(config, prefix)
     except ConfigError as error:

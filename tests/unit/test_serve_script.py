@@ -120,3 +120,10 @@ def test_a_record_that_is_no_longer_the_session_is_left_alone(tmp_path):
         for pid in pids:
             os.kill(pid, 9)
         leader.wait(10)
+
+
+def test_a_serve_config_that_is_not_there_is_refused_before_ray_starts(tmp_path):
+    run = tmp_path / "run"
+    refused = serve_sh("start", SERVE_RUN_DIR=str(run), SERVE_CONFIG=str(tmp_path / "no.yaml"))
+    assert refused.returncode == 2 and "cannot be read" in refused.stderr
+    assert not run.exists()  # nothing started, nothing written
