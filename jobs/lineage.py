@@ -14,10 +14,17 @@ changed (--no-verify skips reading them). --json prints the chain as JSON.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
+from conceptual.config import ConfigError
 from conceptual.jobs.arguments import JobParser, add_verbose, location
 from conceptual.jobs.runner import job_main, job_run
+from conceptual.storage import StorageError
+
+# What job_run says as the user's to fix (exit code 2; an unreachable tracking server is a
+# StorageError), as for every job.
+REFUSED = (ConfigError, StorageError, ValueError)
 
 
 @job_main
@@ -34,18 +41,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_verbose(parser)
     args = parser.parse_args(argv)
-    with job_run("lineage", args.verbose):
-        from conceptual import lineage_chain
-        from conceptual.paths import user_path
-
+    # What no check foresaw (a report or a run in a shape lineage does not know) is said in
+    # one `error:` line with exit code 1, never a traceback; its traceback is in the log.
+    with job_run("lineage", args.verbose, failed=(Untraceable,)) as log:
         target = args.model or args.data
-        if not target.startswith(("models:/", "runs:/")) and not lineage_chain.RUN_ID.fullmatch(
-            target
-        ):
-            target = user_path(target)  # a dataset's folder, named as --data names it
-        chain = lineage_chain.trace(target, verify=not args.no_verify)
-    print(json.dumps(chain, indent=2) if args.json else lineage_chain.render(chain))
+        try:
+            shown = traced(target, args.json, verify=not args.no_verify)
+        except REFUSED:
+            raise
+        except Exception as exc:
+            logging.getLogger(__name__).exception("lineage of %s", target)
+            where = f" (the traceback is in {log})" if log else ""
+            raise Untraceable(
+                f"lineage could not trace {target}: {type(exc).__name__}: {exc}{where}"
+            ) from None
+    print(shown)
     return 0
+
+
+class Untraceable(Exception):
+    """A failure of lineage itself, said as one line."""
+
+
+def traced(target: str, as_json: bool, verify: bool) -> str:
+    """The chain behind `target` as text, or as JSON."""
+    from conceptual import lineage_chain
+    from conceptual.paths import user_path
+
+    if not target.startswith(("models:/", "runs:/")) and not lineage_chain.RUN_ID.fullmatch(target):
+        target = user_path(target)  # a dataset's folder, named as --data names it
+    chain = lineage_chain.trace(target, verify=verify)
+    return json.dumps(chain, indent=2) if as_json else lineage_chain.render(chain)
 
 
 if __name__ == "__main__":

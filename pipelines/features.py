@@ -178,7 +178,7 @@ def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[st
         tracking.log_params({"data_uri": data_uri, "output_uri": output_uri})
         summary = extract(data_uri, output_uri, config)
         lineage.log_read(data_uri)  # once read: a missing input is the job's to say
-        lineage.log_written(output_uri)
+        lineage.log_written(output_uri, part="features")  # the folder may hold curated/ too
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and k != "grid"}
         mlflow.log_metrics({**metrics, **set_aside.metrics(summary["rejected"])})
         mlflow.log_dict(summary, "features.json")

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 import ray
 import ray.data
 
-from conceptual import storage, tracking
+from conceptual import lineage, storage, tracking
 from conceptual.config import Config
 from conceptual.funnel import AccountingError
 from conceptual.harvest import HarvestRules, harvest_archive
@@ -240,6 +240,7 @@ def run(inputs: list[str], output_uri: str, config: HarvestConfig) -> tuple[dict
         stats["mlflow_run_id"] = active.info.run_id
         tracking.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
         log_harvest(stats)
+        lineage.log_written(output_uri)  # so that lineage finds this run behind a curation
         return stats, active.info.run_id
 
 

@@ -169,10 +169,11 @@ def log_read(
     return described
 
 
-def log_written(uri: str) -> Described:
-    """Into the active MLflow run: what it wrote at `uri`, as tags (found again by
+def log_written(uri: str, part: str | None = None) -> Described:
+    """Into the active MLflow run: what it wrote at `uri` (its `part`, where the folder holds
+    several: features written beside the curated records), as tags (found again by
     `writer_runs`) and lineage/written.json."""
-    described = describe(uri)
+    described = describe(uri, part)
     mlflow.set_tags(
         {
             f"{WROTE}.uri": described.uri,
@@ -230,18 +231,54 @@ def writer_runs(digest: str | None = None, uri: str | None = None) -> list[Any]:
 
 # What a job leaves beside its records: the report lineage shows of the data's origin.
 REPORTS = {"stats.json": "curation", "import.json": "import", "features.json": "features"}
+# A part's own report comes first: features/ written beside curated/ has features.json, and
+# a harvest's candidates/ its stats.json.
+OWN_REPORT = {"features": "features.json", "candidates": "stats.json"}
 
 
-def origin(output_uri: str) -> dict[str, Any]:
-    """What made the dataset in `output_uri`, by the report beside its records: a curation's
-    stats.json (its funnel and MLflow run), an import's import.json (what it took in and
-    skipped), a features job's features.json; `kind` None without one."""
-    for name, kind in REPORTS.items():
+def origin(output_uri: str, part: str | None = None) -> dict[str, Any]:
+    """What made the dataset in `output_uri` (its `part`), by the report beside its records:
+    a curation's stats.json (its funnel and MLflow run), a harvest's stats.json (its files,
+    records and images), an import's import.json (what it took in and skipped), a features
+    job's features.json; `kind` None without one."""
+    for name in sorted(REPORTS, key=lambda name: name != OWN_REPORT.get(part or "")):
         uri = storage.join(output_uri, name)
         if storage.exists(uri):
             report = storage.read_json(uri)
             if not isinstance(report, dict):  # not a report this platform wrote
                 report = {}
             report.pop("skipped_captions", None)  # a list of up to a thousand examples
+            kind = "harvest" if name == "stats.json" and is_harvest(report) else REPORTS[name]
             return {"kind": kind, "report": report, "run_id": report.get("mlflow_run_id")}
     return {"kind": None, "report": None, "run_id": None}
+
+
+def is_harvest(report: dict[str, Any]) -> bool:
+    """A harvest's stats.json (conceptual.harvest.stats) counts records and images, and has
+    no curation funnel."""
+    return isinstance(report.get("records"), dict) and "funnel" not in report
+
+
+def harvest_behind(made: dict[str, Any]) -> dict[str, Any] | None:
+    """The funnel of the harvest a curation's candidates came from (`made`: its origin): the
+    one its stats.json holds (web archives given to curate itself), else that of a harvest's
+    output its MLflow run read; None for candidates from elsewhere."""
+    report = made.get("report") or {}
+    if made.get("kind") != "curation":
+        return None
+    if isinstance(report.get("harvest"), dict):
+        return report["harvest"]
+    from mlflow.exceptions import MlflowException
+
+    from conceptual.tracking import configure
+
+    configure()
+    try:
+        run = mlflow.MlflowClient().get_run(str(made["run_id"])) if made.get("run_id") else None
+    except MlflowException:  # a run this store does not have
+        run = None
+    for item in inputs_of(run) if run else ():
+        read = origin(item["uri"], item.get("part"))
+        if read["kind"] == "harvest":
+            return read["report"]
+    return None

@@ -23,10 +23,12 @@ from conceptual import lineage, registry, storage
 from conceptual.tracking import configure
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
-REPORT_FILES = {kind: name for name, kind in lineage.REPORTS.items()}
+REPORT_FILES = {kind: name for name, kind in lineage.REPORTS.items()} | {"harvest": "stats.json"}
 # What the chain shows of the report beside a dataset: its counts, not its samples.
 REPORT_KEYS = {
-    "curation": ("input", "kept", "funnel", "rejected", "splits", "mlflow_run_id"),
+    # `harvest`: the funnel of web archives given to curate itself, harvested first
+    "curation": ("input", "kept", "funnel", "rejected", "splits", "harvest", "mlflow_run_id"),
+    "harvest": ("files", "records", "images", "mlflow_run_id"),
     "import": ("input_captions", "images", "captions", "skipped", "skipped_by_reason", "splits"),
     "features": ("records", "images", "rows", "model", "image_size", "curated"),
 }
@@ -104,7 +106,10 @@ class Tracer:
         run that wrote it and the report beside it."""
         node = dict(recorded)
         node["status"], node["current_digest"] = self.check(recorded)
-        origin = lineage.origin(recorded["uri"]) if node["status"] != "missing" else {}
+        part = recorded.get("part")
+        node["path"] = storage.join(recorded["uri"], part) if part else recorded["uri"]
+        missing = node["status"] == "missing"
+        origin = {} if missing else lineage.origin(recorded["uri"], part)
         if origin.get("kind"):
             report = origin["report"] or {}
             node["origin"] = {
@@ -212,9 +217,10 @@ STATUS = {
 
 def _dataset_lines(dataset: dict[str, Any], depth: int, lines: list[str]) -> None:
     pad = "  " * depth
-    part = f" ({dataset['part']})" if dataset.get("part") else ""
     status = STATUS[dataset["status"]].format(now=dataset.get("current_digest"))
-    lines.append(f"{pad}read {dataset['uri']}{part}  digest {dataset['digest']}  {status}")
+    # Each dataset by its own folder: features written beside curated records share the
+    # output folder, not the path.
+    lines.append(f"{pad}read {dataset['path']}  digest {dataset['digest']}  {status}")
     splits = dataset.get("splits") or {}
     read = dataset.get("read") or {}
     if splits:
@@ -226,7 +232,7 @@ def _dataset_lines(dataset: dict[str, Any], depth: int, lines: list[str]) -> Non
     elif read.get("all"):
         lines.append(f"{pad}  read whole ({read['all']})")
     if origin := dataset.get("origin"):
-        lines.append(f"{pad}  {origin_line(origin)}")
+        lines += [f"{pad}  {line}" for line in origin_lines(origin)]
     if dataset.get("written_by"):
         _run_lines(dataset["written_by"], depth + 1, lines, "written by")
         return
@@ -246,30 +252,56 @@ def _dataset_lines(dataset: dict[str, Any], depth: int, lines: list[str]) -> Non
         lines.append(f"{pad}  {named['report']} names run {named['run_id']}, {why}")
 
 
-def origin_line(origin: dict[str, Any]) -> str:
-    """One line of the report beside a dataset, whatever it holds: a count it lacks, or one
-    that is no number, shows as `?` (a harvest's stats.json has no curation funnel)."""
+def origin_lines(origin: dict[str, Any]) -> list[str]:
+    """The report beside a dataset, whatever it holds: a count it lacks, or one that is no
+    number, shows as `?`. A curation of web archives shows its harvest first, as it ran."""
     kind = origin["kind"]
+    if kind == "harvest":
+        return [harvest_line(origin)]
     if kind == "curation":
+        first = [harvest_line(origin["harvest"])] if isinstance(origin.get("harvest"), dict) else []
         if "input" not in origin and "kept" not in origin:
-            return "curation report (stats.json) without a curation funnel"
+            return [*first, "curation report (stats.json) without a curation funnel"]
         rows = origin.get("funnel")
         steps = ", ".join(
             f"{row.get('stage')} -{_count(row.get('rejected'))}"
             for row in (rows if isinstance(rows, list) else [])
             if isinstance(row, dict)
         )
-        return (
+        return [
+            *first,
             f"curation funnel: {_count(origin.get('input'))} in, "
-            f"{_count(origin.get('kept'))} kept ({steps})"
-        )
+            f"{_count(origin.get('kept'))} kept ({steps})",
+        ]
     if kind == "import":
-        return (
+        return [
             f"import: {_count(origin.get('captions', 0))} captions of "
             f"{_count(origin.get('input_captions', 0))} for {_count(origin.get('images', 0))} "
             f"images, {_count(origin.get('skipped', 0))} skipped"
-        )
-    return f"features: {_count(origin.get('rows', 0))} rows of {origin.get('curated')}"
+        ]
+    return [f"features: {_count(origin.get('rows', 0))} rows of {origin.get('curated')}"]
+
+
+def harvest_line(stats: dict[str, Any]) -> str:
+    """A harvest's funnel (conceptual.harvest.stats) on one line: records read and skipped by
+    reason, HTML pages, images seen and not harvested by reason, candidates."""
+    files, records, images = (
+        part if isinstance(part := stats.get(name), dict) else {}
+        for name in ("files", "records", "images")
+    )
+    return (
+        f"harvest funnel: {_count(files.get('read'))} files, {_count(records.get('read'))} "
+        f"records read{_reasons(records.get('skipped'))}, {_count(records.get('html_pages'))} "
+        f"html pages, {_count(images.get('seen'))} images seen"
+        f"{_reasons(images.get('not_harvested'))}, {_count(images.get('harvested'))} candidates"
+    )
+
+
+def _reasons(counts: Any) -> str:
+    """` (reason -n, ...)` of a {reason: n} report, or nothing."""
+    items = counts.items() if isinstance(counts, dict) else ()
+    shown = ", ".join(f"{reason} -{_count(n)}" for reason, n in items)
+    return f" ({shown})" if shown else ""
 
 
 def _count(value: Any) -> str:

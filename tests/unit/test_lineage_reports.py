@@ -116,8 +116,104 @@ def test_a_report_without_a_curation_funnel_is_shown(tmp_path, home, capsys):
     cur, _ = curation(tmp_path)
     harvest = {"files": {"read": 1}, "records": {"read": 3}, "images": {"harvested": 2}}
     (tmp_path / "cur" / "stats.json").write_text(json.dumps(harvest))
+    chain, text = lineage_of(capsys, "--data", cur)
+    assert chain["dataset"]["origin"]["kind"] == "harvest"  # its own kind (issue 58)
+    assert (
+        "harvest funnel: 1 files, 3 records read, ? html pages, ? images seen, 2 candidates" in text
+    )
+    (tmp_path / "cur" / "stats.json").write_text(json.dumps({"seconds": 1}))
     _, text = lineage_of(capsys, "--data", cur)
     assert "curation report (stats.json) without a curation funnel" in text
     (tmp_path / "cur" / "stats.json").write_text(json.dumps({"input": "many", "funnel": "x"}))
     _, text = lineage_of(capsys, "--data", cur)
     assert "curation funnel: ? in, ? kept ()" in text
+
+
+HARVEST_STATS = {
+    "files": {"read": 1, "warc": 1, "wat": 0, "unreadable": {}},
+    "records": {"read": 4, "html_pages": 3, "skipped": {"not_html": 1}},
+    "images": {"seen": 6, "harvested": 3, "not_harvested": {"opted_out": 2, "no_alt": 1}},
+}
+
+
+def harvest_output(folder) -> str:
+    """A harvest's output as pipelines/harvest.py writes it: candidates/ and its stats.json."""
+    (folder / "candidates").mkdir(parents=True)
+    candidates = pa.table({"id": ["a", "b", "c"], "alt_text": ["x", "y", "z"]})
+    pq.write_table(candidates, folder / "candidates" / "part-00000.parquet")
+    (folder / "stats.json").write_text(json.dumps(HARVEST_STATS))
+    return str(folder)
+
+
+def test_a_harvest_is_its_own_kind_with_its_funnel_above_the_curation_s(tmp_path, home, capsys):
+    """harvest, then curate --input out/harvest/candidates, then a training run: the chain
+    goes back to the harvest's funnel (it was labelled a curation, and raised KeyError)."""
+    harvested = harvest_output(tmp_path / "harvest")
+    cur, _ = curation(tmp_path)
+    with tracking.start_run("curation", tags={"stage": "curate"}) as run:
+        lineage.log_read(f"{harvested}/candidates", context="source")
+        lineage.log_written(cur)
+    stats = {**json.loads((tmp_path / "cur" / "stats.json").read_text()), "mlflow_run_id": run.info.run_id}  # fmt: skip
+    (tmp_path / "cur" / "stats.json").write_text(json.dumps(stats))
+    chain, text = lineage_of(capsys, "--model", trained_on(cur))
+    (read,) = chain["run"]["reads"]
+    assert read["origin"]["kind"] == "curation"
+    (source,) = read["written_by"]["reads"]
+    assert source["path"] == f"{harvested}/candidates"
+    assert source["origin"] == {"kind": "harvest", **HARVEST_STATS}
+    assert "curation funnel: 5 in, 3 kept (text -1, fetch -1)" in text
+    assert (
+        "harvest funnel: 1 files, 4 records read (not_html -1), 3 html pages, 6 images seen "
+        "(opted_out -2, no_alt -1), 3 candidates"
+    ) in text
+    assert text.index("curation funnel") < text.index("harvest funnel")  # the chain, backwards
+
+
+def test_a_curation_of_web_archives_shows_its_harvest_first(tmp_path, home, capsys):
+    """curate --input crawl/*.warc.gz: the harvest's funnel is stats.json's `harvest`."""
+    cur, _ = curation(tmp_path, harvest=HARVEST_STATS)
+    chain, text = lineage_of(capsys, "--data", cur)
+    assert chain["dataset"]["origin"]["harvest"] == HARVEST_STATS
+    lines = text.splitlines()
+    harvest = next(i for i, line in enumerate(lines) if "harvest funnel: 1 files" in line)
+    assert "curation funnel: 5 in, 3 kept" in lines[harvest + 1]
+
+
+def test_features_beside_the_curated_records_are_named_by_their_own_path(tmp_path, home, capsys):
+    """features --data out/cur --output out/cur: the two datasets share a folder, and lineage
+    named both `out/cur`, the features with the curation's funnel."""
+    from test_publish_lineage import write_features
+
+    cur, curated_by = curation(tmp_path)
+    write_features(tmp_path / "cur", curated_rows())
+    with tracking.start_run("features", tags={"stage": "features"}) as features_run:
+        lineage.log_read(cur)
+        lineage.log_written(cur, part="features")  # as pipelines/features.py does
+    with tracking.start_run("captioning", tags={"stage": "train_captioner"}) as run:
+        lineage.log_read(cur, part="features")
+    chain, text = lineage_of(capsys, "--model", run.info.run_id)
+    (features,) = chain["run"]["reads"]
+    assert features["path"] == f"{cur}/features" and features["origin"]["kind"] == "features"
+    assert features["written_by"]["run_id"] == features_run.info.run_id
+    (curated,) = features["written_by"]["reads"]
+    assert curated["path"] == f"{cur}/curated" and curated["origin"]["kind"] == "curation"
+    assert curated["written_by"]["run_id"] == curated_by
+    assert f"read {cur}/features  digest" in text and f"read {cur}/curated  digest" in text
+
+
+def test_no_traceback_reaches_the_user(tmp_path, home, capsys, monkeypatch):
+    """What no check foresaw is one `error:` line and exit code 1; refusals stay exit 2."""
+    from conceptual import lineage_chain
+
+    cur, _ = curation(tmp_path)
+
+    def broken(chain):
+        raise KeyError("input")
+
+    monkeypatch.setattr(lineage_chain, "render", broken)
+    assert lineage_job.main(["--data", cur]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert f"lineage could not trace {cur}: KeyError: 'input'" in line
+    assert lineage_job.main(["--data", str(tmp_path / "absent")]) == 2

@@ -320,7 +320,7 @@ def test_a_registered_model_traces_back_to_its_import_and_a_changed_dataset_says
     assert curated["status"] == "changed" and curated["current_digest"] != curated["digest"]
     assert lineage_job.main(["--model", f"runs:/{run.info.run_id}/model"]) == 0
     text = capsys.readouterr().out
-    assert "CHANGED since" in text and f"read {feat} (features)" in text
+    assert "CHANGED since" in text and f"read {feat}/features  digest" in text
 
 
 def test_lineage_refuses_what_it_cannot_trace(tmp_path, home, capsys):
