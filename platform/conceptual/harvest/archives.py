@@ -155,17 +155,21 @@ def _records(
                 raise
         finally:
             stream.close()
-        if ended and (read or start == 0):  # the file's end; at its start, no record at all
-            if not read:
-                counts["not_an_archive"] += 1
+        if ended and not read and start == 0:
+            counts["not_an_archive"] += 1
             return
-        # A corrupt stretch, or a false start of one (a magic that began no record).
-        if not failing:  # one count for each corrupt stretch, however many tries it takes
-            counts["records"] += 1
+        if ended and read and magic == WARC_MAGIC:
+            return  # fastwarc reads a plain WARC to its end, finding each record itself
+        # A gzip file can end early without an error (a fake gzip header takes what follows
+        # for its fields): a record found after the last one read means a corrupt stretch
+        # too. Past a corrupt stretch, or a false start of one, reading goes on at the next.
+        resume = _next_record(open_at, last + 1, magic)
+        if not failing and (not ended or resume is not None):
+            counts["records"] += 1  # one count for each corrupt stretch, however many tries
             counts["unreadable_record"] += 1
             failing = True
             yield None, None
-        start = _next_record(open_at, last + 1, magic)
+        start = resume
 
 
 def _skip(reader) -> int:
