@@ -8,7 +8,9 @@
   coordinated names along ("actors Tommy Lee Jones and Faye Dunaway" -> "actors"). People
   without a WordNet entry are mostly named by such a role when the text gives one; a
   female form is named by its role, as the released captions do ("actress" -> "actor":
-  WordNet's hypernym of the same stem) [ROLE].
+  WordNet's hypernym of the same stem) [ROLE]. A name right after an animal noun is the
+  animal's ("our cat Chelsea" -> "our cat", however the small model parsed it), not a
+  person: a pet is named as people are, and spaCy labels it so.
 - `class_heads`: a name of a thing that ends in a common noun becomes that noun, which
   says what it is: "the 2016 Glastonbury Festival" -> "the festival", "the Grammy Awards"
   -> "the awards", "Worthy Farm" -> "farm". An event is no place, so this comes before
@@ -153,12 +155,17 @@ def title_noun(span, label: str, know):
     "actor Colin Farrell", "singer" in "the singer, Adele" and "Jamie Foxx, the singer,",
     "village" in "the village Manang"; then the name alone goes. The noun must have a sense
     of the name's kind (a person or group noun for a person or group, a place noun for a
-    place; either for an unlabelled name)."""
+    place; either for an unlabelled name), or an animal right before a person's name ("our
+    cat Chelsea", which the small model parses as two subjects)."""
+    kind = KINDS.get(label, label)
+    before = span.doc[span.start - 1] if span.start else None
+    if kind in ("agent", "PROPN") and before is not None and before.pos_ == "NOUN":
+        if know.lexicon.is_animal(before.lemma_.lower()):
+            return before
     nouns = [c for t in span for c in t.children if c.dep_ in TITLE_DEPS and c.i < span.start]
     if span.root.dep_ == "appos":
         nouns.append(span.root.head)
     nouns += [c for c in span.root.children if c.dep_ == "appos" and c.i >= span.end]
-    kind = KINDS.get(label, label)
     for noun in nouns:
         if label == "WORK_OF_ART" and noun.pos_ == "NOUN":
             return noun  # any noun before a title says what the work is: "the film 'Up'"

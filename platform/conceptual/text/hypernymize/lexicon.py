@@ -77,6 +77,12 @@ class Lexicon:
                 event in s.closure(lambda s: s.hypernyms()) for s in wn.synsets(lemma, "n")[:2]
             )
         )
+        animal = wn.synset("animal.n.01")
+        self.is_animal = cache(  # its most frequent sense is an animal ("cat", "puppy")
+            lambda lemma: any(
+                animal in s.closure(lambda s: s.hypernyms()) for s in wn.synsets(lemma, "n")[:1]
+            )
+        )
         places = frozenset(wn.synset(name) for name in PLACE_NOUN_ROOTS)
         self.place_senses = cache(  # whether each of its two most frequent senses is a place
             lambda lemma: tuple(
