@@ -97,3 +97,30 @@ def test_an_output_inside_the_folder_a_glob_reads_is_refused(tmp_path, capsys, r
     argv = ["--input", str(tmp_path / "crawl" / "*.warc.gz"), "--output", str(tmp_path / "crawl" / "out")]  # fmt: skip
     assert harvest.main(argv) == 2 and not ray_starts
     assert "overlap" in capsys.readouterr().err
+
+
+def test_a_file_whose_reading_raises_is_counted_and_the_others_written(tmp_path, monkeypatch):
+    """No file ends the job (issue 57, 2): whatever a file's harvest raises (here a bug's
+    RuntimeError, not storage's OSError) counts that file as unreadable_file, with its
+    error, and the next file is harvested."""
+    import json
+
+    import pyarrow as pa
+
+    from conceptual.harvest import HarvestRules
+    from conceptual.pipelines import harvest as harvesting
+
+    page = b'<img src="a.jpg" alt="a photo">'
+    files = [write_archive(tmp_path / f"{name}.warc.gz", [response("http://a.example/", page)]) for name in ("bad", "good")]  # fmt: skip
+    real = harvesting.harvest_archive
+
+    def failing(open_at, source, rules, counts):
+        if source.endswith("bad.warc.gz"):
+            raise RuntimeError("a bug")
+        return real(open_at, source, rules, counts)
+
+    monkeypatch.setattr(harvesting, "harvest_archive", failing)
+    batch = pa.Table.from_pylist([{"index": i, "uri": str(f)} for i, f in enumerate(files)])
+    rows = harvesting._harvest_files(batch, str(tmp_path / "out"), HarvestRules(), 10).to_pylist()
+    assert json.loads(rows[0]["counts"]) == {"files": 1, "unreadable_file": 1}
+    assert rows[0]["error"] == "a bug" and json.loads(rows[1]["counts"])["candidates"] == 1
