@@ -140,7 +140,7 @@ class CardFacts:
     """Everything the card says, gathered by the publish job."""
 
     name: str
-    source: str  # the curated output published
+    source: str  # the curated output published, as strangers may read it (publishing.shown)
     published: Published
     license: str | None
     origin: dict[str, Any]  # lineage.origin: {"kind": "curation"|"import"|None, "report": ...}
@@ -148,6 +148,7 @@ class CardFacts:
     publish_config: str  # the publish job's own config (YAML)
     runs: dict[str, str | None] = field(default_factory=dict)  # {"curation": id, "publish": id}
     tracking_uri: str = ""
+    harvest: dict[str, Any] | None = None  # lineage.harvest_behind: the harvest's stats.json
 
 
 def size_category(n: int) -> str:
@@ -238,8 +239,7 @@ def description(facts: CardFacts) -> str:
     splits = ", ".join(f"{s} {n:,}" for s, n in published.splits.items() if n)
     made = {
         "curation": "curated from web images and their alt-texts by the pipeline of Conceptual "
-        "Captions (Sharma et al., 2018), rebuilt on Ray: text filters, image filters, "
-        "image&text overlap, hypernymization and an entity-frequency rule",
+        f"Captions (Sharma et al., 2018), rebuilt on Ray: {rules_that_ran(origin)}",
         "import": "imported from a folder of captioned images and kept as given (no filter "
         "or hypernymization ran on them)",
     }.get(origin.get("kind"), "curated records of the conceptual platform")
@@ -274,6 +274,24 @@ def description(facts: CardFacts) -> str:
             f"The captions are in {languages}.",
         ]
     )
+
+
+def rules_that_ran(origin: dict[str, Any]) -> str:
+    """The curation's rules that its stats.json says ran, by a stage of its funnel or by the
+    flag it keeps of a rule on or off: a rule turned off is never named."""
+    report = origin.get("report") or {}
+    stages = {row.get("stage") for row in report.get("funnel") or () if isinstance(row, dict)}
+    rules = [
+        ("text filters", "text" in stages),
+        ("the released captions kept as given", "released" in stages),
+        ("image filters", "image" in stages),
+        ("image&text overlap", (report.get("image") or {}).get("overlap")),
+        ("hypernymization", "hypernymize" in stages),
+        ("an entity-frequency rule", (report.get("entity_frequency") or {}).get("enabled")),
+    ]
+    ran = [name for name, on in rules if on]
+    listed = ", ".join(ran[:-1]) + f" and {ran[-1]}" if len(ran) > 1 else "".join(ran)
+    return listed or "no rule recorded"
 
 
 def run_line(facts: CardFacts) -> str:
@@ -460,23 +478,36 @@ def sensitive(facts: CardFacts) -> str:
             ": an import keeps its captions as given." if facts.origin.get("kind") == "import"
             else "."
         )  # fmt: skip
-    opted = report.get("rejected", {}).get("fetch", {}).get("opted_out")
-    if facts.origin.get("kind") == "curation" and opted is not None:
-        honoured = (
-            f"Opt-outs honoured: {opted:,} images whose server said `X-Robots-Tag` "
-            f"{opt_out_directives(facts.curation_config)} were not downloaded."
-        )
-    elif facts.origin.get("kind") == "curation":
-        honoured = (
-            f"Opt-outs honoured: images whose server said `X-Robots-Tag` "
-            f"{opt_out_directives(facts.curation_config)} are never downloaded; none did here."
-        )
+    if facts.origin.get("kind") == "curation":
+        honoured = opt_outs(facts, report)
     else:
         honoured = (
             "Opt-outs: the images came with the source, not from the web, so no server's "
             "`X-Robots-Tag` opt-out could be read."
         )
     return f"{text}\n\n{honoured}\n\nThe images may still show people: faces are not blurred."
+
+
+def opt_outs(facts: CardFacts, report: dict[str, Any]) -> str:
+    """The opt-outs a curation honoured: images of pages that opted out, not harvested (the
+    harvest's funnel, when a harvest was its source), and images whose server opted out, not
+    downloaded."""
+    directives = opt_out_directives(facts.curation_config)
+    harvested = ((facts.harvest or {}).get("images") or {}).get("not_harvested") or {}
+    counted = []
+    if n := harvested.get("opted_out"):
+        counted.append(
+            f"{n:,} images of pages whose robots meta or `X-Robots-Tag` opted out were not "
+            "harvested"
+        )
+    if n := report.get("rejected", {}).get("fetch", {}).get("opted_out"):
+        counted.append(f"{n:,} images whose server said `X-Robots-Tag` {directives} were not downloaded")  # fmt: skip
+    if counted:
+        return f"Opt-outs honoured: {'; '.join(counted)}."
+    return (
+        f"Opt-outs honoured: images whose server said `X-Robots-Tag` {directives} are never "
+        "downloaded, nor those of pages that opt out harvested; none did here."
+    )
 
 
 def opt_out_directives(config_yaml: str | None) -> str:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import posixpath
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -371,6 +373,33 @@ def count_entities(batch: pa.Table, published: Published) -> None:
             published.entity_labels.update(e.get("label") or "other" for e in changed)
 
 
+def shown(source: str, output: str) -> str:
+    """`source` as the card published in `output` names it: relative to the published folder
+    where both are in one place (`../cur`: a local disk, one bucket), else by its last two
+    parts; never a machine's absolute path, which would be published with the card."""
+
+    def place(uri: str) -> tuple[str, str]:  # (scheme and bucket, or ""; the path in it)
+        scheme, _, path = uri.rpartition("://")
+        if not scheme:
+            return "", os.path.abspath(uri)
+        bucket, _, key = path.partition("/")
+        return f"{scheme}://{bucket}", "/" + key.strip("/")
+
+    (where, path), (published_where, published) = place(source), place(output)
+    if where == published_where:
+        return posixpath.relpath(path, published)
+    return "/".join(path.strip("/").split("/")[-2:])
+
+
+def shown_tracking(uri: str) -> str:
+    """A tracking server's URI as it is (its credentials already out); a store on this
+    machine's disk (sqlite:////home/.../mlflow.db) by its file's name alone."""
+    if uri.startswith(("http://", "https://")):
+        return uri
+    scheme, _, path = uri.rpartition(":")
+    return f"{scheme}:///…/{posixpath.basename(path)}" if scheme else posixpath.basename(uri)
+
+
 def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]:
     """The publish job in one MLflow run: the curated records under `data_uri` (a curation
     or import output, or its curated/ folder) written in the Hub layout under `output` with
@@ -393,14 +422,15 @@ def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]
         published = write(curated, output, config)
         facts = dataset_card.CardFacts(
             name=config.name or source.rstrip("/").rsplit("/", 1)[-1],
-            source=source,
+            source=shown(source, output),
             published=published,
             license=config.license,
             origin=origin,
             curation_config=run_config(origin["run_id"]),
             publish_config=redact_text(to_yaml(config)),  # a card is for strangers
             runs={"curation": origin["run_id"], "publish": active.info.run_id},
-            tracking_uri=tracking.printable_tracking_uri(),
+            tracking_uri=shown_tracking(tracking.printable_tracking_uri()),
+            harvest=lineage.harvest_behind(origin),
         )
         card = dataset_card.render(facts)
         storage.write_bytes(storage.join(output, CARD), card.encode())

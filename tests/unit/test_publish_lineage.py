@@ -328,3 +328,33 @@ def test_lineage_refuses_what_it_cannot_trace(tmp_path, home, capsys):
     assert "no such" in capsys.readouterr().err
     assert lineage_job.main(["--model", "models:/absent@champion"]) == 2
     assert "error: " in capsys.readouterr().err
+
+
+def test_the_card_says_only_what_the_run_did(tmp_path, home):
+    """Issue 58: the summary named an entity-frequency rule that was off; "Opt-outs
+    honoured: none did here" after the harvest skipped a noimageindex page; the Source was
+    the machine's absolute path."""
+    from test_lineage_reports import HARVEST_STATS, harvest_output
+
+    cur, pub = tmp_path / "cur", tmp_path / "pub"
+    write_curation(cur, curated_rows())
+    stats = funnel.build(4, 3, {"text": {"too_short": 1}}, ["text", "syntax", "hypernymize"])
+    stats |= {"entity_frequency": {"enabled": False}, "harvest": HARVEST_STATS}
+    (cur / "stats.json").write_text(json.dumps(stats))
+    assert publish_dataset.main(["--data", str(cur), "--output", str(pub)]) == 0
+    _, body = card_of(pub)
+    assert "rebuilt on Ray: text filters and hypernymization." in body
+    assert "entity-frequency" not in body
+    assert "Opt-outs honoured: 2 images of pages whose robots meta or `X-Robots-Tag` opted out were not harvested." in body  # fmt: skip
+    assert "none did here" not in body
+    assert "- **Source:** `../cur`" in body and "Published from `../cur`" in body
+    assert str(tmp_path) not in body
+
+    # harvest, then curate --input out/harvest/candidates: the harvest found by the run.
+    harvested = harvest_output(tmp_path / "harvest")
+    with tracking.start_run("curation", tags={"stage": "curate"}) as run:
+        lineage.log_read(f"{harvested}/candidates", context="source")
+    del stats["harvest"]
+    (cur / "stats.json").write_text(json.dumps({**stats, "mlflow_run_id": run.info.run_id}))
+    assert publish_dataset.main(["--data", str(cur), "--output", str(pub)]) == 0
+    assert "Opt-outs honoured: 2 images of pages" in card_of(pub)[1]
