@@ -26,6 +26,7 @@ def init_ray(num_cpus: int | None = None) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    _notices_follow_quiet()
     address = os.environ.get("RAY_ADDRESS")
     if address:
         # A submitted job inherits the job's runtime_env; passing one here would replace it.
@@ -51,6 +52,25 @@ def init_ray(num_cpus: int | None = None) -> None:
     ):
         ctx.enable_progress_bars = False
     ctx.verbose_stats_logs = False
+
+
+def _notices_follow_quiet() -> None:
+    """Ray's driver prints the raylet's notices (`(raylet) WARNING: 9 PYTHON worker processes
+    have been started...`, pushed whatever log_to_driver says) to standard output, which
+    stays the terminal in a quiet job: there they go to standard error, the job's log file
+    (logs.job_output), with Ray's other output. Ray has no setting for this, so its printer
+    is wrapped, once, deciding at each line; `--verbose` leaves them where Ray prints them."""
+    from ray._private import worker
+
+    printer = worker.print_to_stdstream
+    if getattr(printer, "follows_quiet", False):
+        return
+
+    def print_to_stdstream(data: dict, ignore_prefix: bool) -> None:
+        printer({**data, "is_err": data["is_err"] or logs.quiet()}, ignore_prefix)
+
+    print_to_stdstream.follows_quiet = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = print_to_stdstream
 
 
 def alive_nodes() -> int:

@@ -1,0 +1,60 @@
+"""Ray's own notices stay off a quiet job's terminal, under load too: the raylet's `(raylet)
+WARNING: N PYTHON worker processes have been started...` goes to the job's log file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+# A job that starts more worker processes than the raylet expects: with one CPU (its
+# startup concurrency, 1) and no IO workers (which the raylet does not count), 5 idle
+# actors pass its 4x threshold. It waits for the warning in its log (Ray delivers it late).
+MANY_WORKERS = """
+import time
+import ray
+from conceptual import logs, runtime
+
+with logs.job_output("notices") as log:
+    runtime.init_ray(num_cpus=1)
+
+    @ray.remote(num_cpus=0)
+    class Idle:
+        def ready(self):
+            return True
+
+    actors = [Idle.remote() for _ in range(5)]
+    ray.get([a.ready.remote() for a in actors])
+    deadline = time.monotonic() + 30
+    while "worker processes have been started" not in log.read_text():
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    print(f"log {log}")
+"""
+
+
+def run_job(tmp_path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(CONCEPTUAL_HOME=str(tmp_path), RAY_max_io_workers="0")
+    return subprocess.run(
+        [sys.executable, "-c", MANY_WORKERS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_raylet_warning_goes_to_the_log_file_not_the_terminal(tmp_path):
+    result = run_job(tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    terminal = result.stdout + result.stderr
+    assert "(raylet)" not in terminal, terminal[-3000:]
+    log = result.stdout.split("log ", 1)[1].strip()
+    text = open(log).read()
+    assert "(raylet)" in text and "worker processes have been started" in text
