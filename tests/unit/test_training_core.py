@@ -202,7 +202,7 @@ def test_examples_are_the_train_rows_features_and_padded_tokens():
     np.testing.assert_array_equal(examples["features"], expected.numpy().astype(np.float16))
     assert examples["tokens"].tolist() == [
         vocab.encode("a dog") + [PAD],
-        vocab.encode("a dog on the grass", 3),
+        vocab.encode("a dog on the grass", 3) + [PAD],  # cut: no <eos>
     ]
 
 

@@ -38,11 +38,17 @@ def test_encode_wraps_words_in_bos_eos_and_maps_rare_words_to_unk():
     assert ids[1:-1] == [vocab.tokens.index(w) for w in ("a", "dog", "on", "the")] + [UNK]
 
 
-def test_encode_truncates_to_15_words():
+def test_encode_truncates_to_15_words_and_a_cut_caption_does_not_end():
+    """A served caption ended on "at": captions cut at the limit were taught to end there."""
     vocab = Vocabulary.build(CAPTIONS, min_count=1)
     ids = vocab.encode(" ".join(["dog"] * 40))
-    assert len(ids) == 15 + 2 and ids[-1] == EOS
-    assert len(vocab.encode("a dog on the beach", max_tokens=3)) == 5
+    assert len(ids) == 15 + 1 and EOS not in ids
+    assert vocab.encode("a dog on the beach", max_tokens=3)[1:] == [
+        vocab.tokens.index(w) for w in ("a", "dog", "on")
+    ]
+    assert vocab.encode("a dog on the", max_tokens=4)[-1] == EOS  # all of it: it ends
+    [row] = vocab.encode_array(["a dog on the beach"], max_tokens=5)
+    assert EOS not in row and row[-1] == PAD
 
 
 def test_decode_stops_at_eos_and_drops_specials():

@@ -5,7 +5,9 @@
     vocab.decode(ids)                                     # "a cup of espresso on a saucer"
 
 Encoded captions carry both ends: the model reads `ids[:-1]` (from <bos>) and learns to
-predict `ids[1:]` (up to <eos>). Ids 0-3 are the special tokens, in every vocabulary.
+predict `ids[1:]` (up to <eos>). A caption cut at the word limit has no <eos>: it did not
+end there, and a model taught that it did ends captions on a dangling word ("a man
+standing at"). Ids 0-3 are the special tokens, in every vocabulary.
 """
 
 from __future__ import annotations
@@ -58,12 +60,15 @@ class Vocabulary:
         return len(self.tokens)
 
     def encode(self, caption: str, max_tokens: int = MAX_CAPTION_TOKENS) -> list[int]:
-        """<bos>, the first `max_tokens` words (unknown ones as <unk>), <eos>."""
-        words = tokenize(caption)[:max_tokens]
-        return [BOS, *(self._ids.get(word, UNK) for word in words), EOS]
+        """<bos>, the first `max_tokens` words (unknown ones as <unk>), and <eos> if that was
+        all of them."""
+        words = tokenize(caption)
+        ended = [EOS] if len(words) <= max_tokens else []
+        return [BOS, *(self._ids.get(word, UNK) for word in words[:max_tokens]), *ended]
 
     def encode_array(self, captions: Sequence[str], max_tokens: int) -> np.ndarray:
-        """(rows, max_tokens) int64 ids, each caption cut to max_tokens - 2 words and padded."""
+        """(rows, max_tokens) int64 ids, each caption cut to max_tokens - 2 words (without
+        <eos> then) and padded."""
         tokens = np.full((len(captions), max_tokens), PAD, dtype=np.int64)
         for row, caption in zip(tokens, captions):
             ids = self.encode(caption, max_tokens - 2)
