@@ -1,9 +1,12 @@
 """`make serve LOW_LATENCY=1` as a user runs it (scripts/serve.sh), from the folder it computes
-for itself, on a home with and without Ray's ~/.ray/auth_token: the front door answers,
-every port its processes listen on (Ray's GCS, raylet, agents, client server, dashboard and
-Prometheus exporters, HAProxy's stats and metrics, nginx) is on 127.0.0.1, HAProxy's admin
-socket is the owner's alone, and Ctrl-C or `make serve-stop` ends every process of the
-session it recorded, nginx included, and no other Ray (the one of this test session stays)."""
+for itself, on a home with and without Ray's ~/.ray/auth_token, on ports other than the
+defaults (Serve's in the serve config SERVE_CONFIG names, the front door's in FRONT_DOOR):
+the front door answers and passes a request on to Serve (issue 58: it forwarded to 8000
+whatever the config said, 502), every port its processes listen on (Ray's GCS, raylet,
+agents, client server, dashboard and Prometheus exporters, HAProxy's stats and metrics,
+nginx) is on 127.0.0.1, HAProxy's admin socket is the owner's alone, and Ctrl-C or
+`make serve-stop` ends every process of the session it recorded, nginx included, and no
+other Ray (the one of this test session stays), leaving none of its ports in use."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from ray_cli import free_port
 from waiting import wait_until
 
@@ -47,6 +51,16 @@ def listened_on(pids: list[int]) -> set[str]:
 LOOPBACK = ("127.0.0.1:", "[::ffff:127.0.0.1]:", "[::1]:")
 
 
+def readyz(door: int) -> dict:
+    """GET /readyz through the front door: the app's JSON, or {} for anything else (nginx's
+    502 page, Serve's proxy's plain text while the app deploys)."""
+    answer = httpx.get(f"http://127.0.0.1:{door}/readyz", timeout=30)
+    try:
+        return answer.json() if answer.status_code in (200, 503) else {}
+    except ValueError:
+        return {}
+
+
 @pytest.mark.parametrize(
     ("token_file", "stop"),
     [(True, "Ctrl-C"), (False, "make serve-stop")],
@@ -57,10 +71,16 @@ def test_make_serve_low_latency_keeps_to_loopback_and_stops_whole(repo, tmp_path
     (home / ".ray").mkdir(parents=True)
     if token_file:  # what ray.init() leaves for a local cluster: the head then wants tokens
         (home / ".ray" / "auth_token").write_text("0123456789abcdef" * 2)
-    door = free_port()
+    door, serve_port = free_port(), free_port()
+    # The README's way to move Serve: http_options.port in a copy of serve/config.yaml.
+    serve_config = yaml.safe_load((repo / "serve" / "config.yaml").read_text())
+    serve_config["http_options"]["port"] = serve_port
+    (tmp_path / "serve.yaml").write_text(yaml.safe_dump(serve_config))
     env = {**os.environ, "HOME": str(home), "LOW_LATENCY": "1",
            "FRONT_DOOR": f"listen=127.0.0.1:{door}", "RAY_PORT": str(free_port()),
-           "DASHBOARD_PORT": str(free_port()), "CONCEPTUAL_HOME": str(tmp_path / "state")}  # fmt: skip
+           "DASHBOARD_PORT": str(free_port()), "CONCEPTUAL_HOME": str(tmp_path / "state"),
+           "SERVE_CONFIG": str(tmp_path / "serve.yaml")}  # fmt: skip
+    ours = [door, serve_port, int(env["RAY_PORT"]), int(env["DASHBOARD_PORT"])]
     for inherited in ("RAY_ADDRESS", "RAY_AUTH_MODE", "SERVE_RUN_DIR"):
         env.pop(inherited, None)
     shown = subprocess.run(["bash", "scripts/serve.sh", "env"], cwd=repo, env=env,
@@ -79,12 +99,18 @@ def test_make_serve_low_latency_keeps_to_loopback_and_stops_whole(repo, tmp_path
         assert serving.poll() is None, log.read_text()[-3000:]
         session = int((run / "session").read_text().split()[1])
         health = httpx.get(f"http://127.0.0.1:{door}/healthz", timeout=30)
-        assert health.status_code == 200
+        assert health.status_code == 200  # nginx's own answer
+        # /readyz is Serve's (503 until a model is loaded: none is registered here); 502 is
+        # the door finding no Serve where it forwards. The app may still be deploying.
+        wait_until(lambda: "ready" in readyz(door), "Serve's /readyz through the door", 120)
+        assert listening(serve_port) == {"127.0.0.1"}
         assert listening(8404) == {"127.0.0.1"} and listening(9101) == {"127.0.0.1"}
         ports = listened_on(members(session))
         assert f"127.0.0.1:{door}" in ports  # nginx, and Ray's GCS, are the session's
         assert any(f"{host}{env['RAY_PORT']}" in ports for host in LOOPBACK)
-        assert [port for port in ports if not port.startswith(LOOPBACK)] == []
+        assert any(f"{host}{serve_port}" in ports for host in LOOPBACK)  # Serve's, or HAProxy
+        # Asserted last, so that a port open to the network does not skip the checks of stopping.
+        exposed = [port for port in ports if not port.startswith(LOOPBACK)]
         # The folder is the checkout's, kept from run to run: this node's socket is the newest.
         socket_path = max(run.glob("hap/*/admin.sock"), key=lambda path: path.stat().st_mtime)
         assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600
@@ -102,5 +128,7 @@ def test_make_serve_low_latency_keeps_to_loopback_and_stops_whole(repo, tmp_path
         serving.wait(60)
     assert "stopped its front door, Serve and Ray" in log.read_text() + said
     assert members(session) == []  # nginx, HAProxy, Ray's workers and client server too
+    assert [port for port in ours if listening(port)] == []
+    assert exposed == []
     if made:
         shutil.rmtree(run)
