@@ -181,14 +181,24 @@ def create_local_store(uri: str, artifact_root: str) -> None:
     _created_stores.add(uri)
 
 
+# MLflow 3 sorts experiments into kinds by this tag: the platform's are model development
+# (runs, metrics, models), not GenAI (traces), which is what MLflow assumes of an untagged one.
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+
+
 def ensure_experiment(name: str) -> str:
+    """The id of experiment `name`, created as a model-development one (KIND_TAG) on first
+    use; one made before the tag existed gets it, one whose kind a user chose keeps it."""
     configure()
     client = MlflowClient()
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    root = local_artifact_root(client.tracking_uri)
-    return client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
+    if experiment is None:
+        root = local_artifact_root(client.tracking_uri)
+        location = f"{root}/{name}" if root else None
+        return client.create_experiment(name, artifact_location=location, tags={KIND_TAG: KIND})
+    if KIND_TAG not in experiment.tags:
+        client.set_experiment_tag(experiment.experiment_id, KIND_TAG, KIND)
+    return experiment.experiment_id
 
 
 # The run that runs started meanwhile belong to (the pipeline job's), as MLflow's parent tag.

@@ -52,3 +52,26 @@ def test_a_tracking_server_decides_where_its_artifacts_go():
 def test_credentials_never_show():
     assert redact("http://user:S3cret@mlflow.internal:5000/") == "http://***@mlflow.internal:5000/"
     assert redact("sqlite:////tmp/mlflow.db") == "sqlite:////tmp/mlflow.db"
+
+
+def test_experiments_are_model_development_ones_so_mlflow_opens_them_on_runs(platform_home):
+    """MLflow 3 takes an experiment without `mlflow.experimentKind` for a GenAI one (traces);
+    the platform's are created with it, and one made before gets it when next used."""
+    from mlflow import MlflowClient
+
+    from conceptual import tracking
+
+    tracking.configure()
+    client = MlflowClient()
+    client.create_experiment("kind-older", tags={})
+    client.create_experiment("kind-chosen", tags={tracking.KIND_TAG: "genai_development"})
+    with tracking.start_run("kind-new"):
+        pass
+    tracking.ensure_experiment("kind-older")
+    tracking.ensure_experiment("kind-chosen")
+
+    def kind(name: str) -> str | None:
+        return client.get_experiment_by_name(name).tags.get("mlflow.experimentKind")
+
+    assert kind("kind-new") == kind("kind-older") == "custom_model_development"
+    assert kind("kind-chosen") == "genai_development"  # a user's choice stands
