@@ -1,8 +1,8 @@
 """Score a captioner on a split of a features dataset, beside the nearest-neighbour baseline.
 
     python -m conceptual.jobs.evaluate_captioner --model MODEL_URI --features URI
-        [--split test] [--baseline-features URI] [--results-json PATH] [--config FILE]
-        [key=value ...]
+        [--split test] [--baseline-features URI] [--results-json PATH] [--json]
+        [--config FILE] [key=value ...]
 
 MODEL_URI: models:/captioner@champion, models:/captioner/3, runs:/<run id>/model or a local
 model directory. The split's images are captioned with beam search and scored against all
@@ -16,6 +16,8 @@ captions, and with fluency_model=MODEL_URI (models:/fluency-zh@champion) by the 
 fluency of its captions too. --results-json writes the model's captions as the COCO
 results JSON (`[{"image_id": ..., "caption": ...}]`, the images' image_id) that the COCO
 caption evaluation and the leaderboards read; the run keeps the same file as results.json.
+It prints the scores as the pipeline job does, a table beside the baseline's (with a note
+when the baseline wins); --json prints the whole result as JSON instead.
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
         type=file_output,
         help="also write the captions as a COCO results JSON file here",
     )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
+    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate, held_out_table
 
     def show(result: dict) -> None:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2) if args.json else held_out_table(result))
         if args.results_json:
             images = result["images"]
             print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")

@@ -11,7 +11,6 @@ Overrides use the config's dotted keys, e.g. crops=4 image_size=256 cnn.precisio
 
 from __future__ import annotations
 
-import json
 import sys
 
 from conceptual.jobs.arguments import JobParser, add_config, add_data_arguments
@@ -25,10 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     add_config(parser, "FeaturesConfig", "crops=4 cnn.precision=bf16")
     args = parser.parse_args(argv)
     from conceptual import storage
-    from conceptual.pipelines.features import FeaturesConfig, run
+    from conceptual.pipelines.features import FeaturesConfig, described, run
 
     def show(summary: dict, config: FeaturesConfig) -> None:
-        print(json.dumps(summary, indent=2))
+        print(described(summary))
         if summary["rows"]:
             print(f"features: {storage.join(args.output, 'features')}  ({summary['rows']} rows)")
         else:

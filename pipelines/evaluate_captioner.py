@@ -29,7 +29,15 @@ from conceptual import registry, storage
 from conceptual.config import Config
 from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.fluency.scorer import FluencyScorer
-from conceptual.intervals import BootstrapConfig, mean_over, resample_counts, with_intervals
+from conceptual.intervals import (
+    HIGH,
+    LOW,
+    BootstrapConfig,
+    interval_cell,
+    mean_over,
+    resample_counts,
+    with_intervals,
+)
 from conceptual.metrics import CAPTION_METRICS, caption_scores, coco_results
 from conceptual.models.baselines import nearest_neighbour_captions
 from conceptual.models.captioner import Captioner, features_tensor
@@ -178,6 +186,36 @@ def evaluate(
         score=("CIDEr", scores["CIDEr"]),
     )
     return record("evaluate_captioner", model_uri, features_uri, config, evaluation)
+
+
+def held_out_table(result: Mapping[str, Any]) -> str:
+    """What the evaluate_captioner job and the pipeline's evaluate step print: the held-out
+    scores beside the nearest-neighbour baseline's, each with its 95% interval, as a table,
+    the metrics it could not compute, and a note where the baseline scores higher (then the
+    model does no better than copying the closest training image's caption)."""
+    scores, baseline = result["scores"], result["baseline"] or {}
+    metrics = [metric for metric in scores if not metric.endswith((LOW, HIGH))]
+    lines = [
+        f"evaluate: {result['images']} held-out images ({result['eval_set']})",
+        f"  {'metric':<10}{'model [95% interval]':>24}{'baseline [95% interval]':>26}",
+    ]
+    for metric in metrics:
+        held = interval_cell(baseline, metric) if metric in baseline else ""
+        lines.append(f"  {metric:<10}{interval_cell(scores, metric):>24}{held:>26}")
+    for metric, why in result.get("unavailable", {}).items():
+        lines.append(f"  {metric:<10}{'n/a':>24}  ({why})")
+    beaten = [
+        f"{metric} {baseline[metric]:.3f} vs {scores[metric]:.3f}"
+        for metric in metrics
+        if None not in (scores[metric], baseline.get(metric)) and baseline[metric] > scores[metric]
+    ]
+    if beaten:
+        lines.append(
+            f"note:     the nearest-neighbour baseline beats the model ({', '.join(beaten)}): "
+            "it does no better than the caption of the closest training image (more data, "
+            "or more epochs)"
+        )
+    return "\n".join(lines)
 
 
 def captioner_scores(

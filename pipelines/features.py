@@ -171,6 +171,19 @@ def extract(data_uri: str, output_uri: str, config: FeaturesConfig) -> dict[str,
     return summary
 
 
+def described(summary: dict[str, Any]) -> str:
+    """What the features job prints of its summary, in lines as every job's: the images
+    read and how they were seen (where the rows went is the job's next line)."""
+    skipped = summary["skipped_without_image"]
+    without = f", {skipped} without an image" if skipped else ""
+    grid, crops = summary["grid"], summary["crops_per_image"] - 1
+    cnn = f"cnn:      {summary['model']} at {summary['image_size']} px ({grid}x{grid} grid)"
+    if crops:
+        cnn += f", {crops} crops per image besides its centre ({summary['augmentation']})"
+    seen = f"images:   {summary['images']} of {summary['records']} records{without}"
+    return f"{seen}  ({summary['seconds']:.1f} s)\n{cnn}"
+
+
 def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[str, Any], str]:
     """The features job: one MLflow run around the extraction. Returns (summary, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": "features"}) as active:

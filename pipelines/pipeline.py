@@ -61,7 +61,6 @@ from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.families import FAMILIES
 from conceptual.harvest import stats as harvest_stats
-from conceptual.intervals import HIGH, LOW, interval_cell
 from conceptual.pipelines import (
     build_index,
     curation,
@@ -73,7 +72,7 @@ from conceptual.pipelines import (
 from conceptual.pipelines.build_index import BuildIndexConfig
 from conceptual.pipelines.curation import where_it_went
 from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
+from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate, held_out_table
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.speech import SpeechConfig
 from conceptual.pipelines.train_captioner import TrainConfig
@@ -207,17 +206,7 @@ def _register_report(c: Context, result: dict[str, Any]) -> str:
 
 
 def _evaluate_report(c: Context, result: dict[str, Any]) -> str:
-    """The held-out scores beside the nearest-neighbour baseline's, each with its 95%
-    interval, as a table."""
-    baseline = result["baseline"] or {}
-    rows = [f"  {'metric':<10}{'model [95% interval]':>24}{'baseline [95% interval]':>26}"]
-    for metric in result["scores"]:
-        if metric.endswith((LOW, HIGH)):
-            continue
-        held = interval_cell(baseline, metric) if metric in baseline else ""
-        rows.append(f"  {metric:<10}{interval_cell(result['scores'], metric):>24}{held:>26}")
-    head = f"evaluate: {result['images']} held-out images ({result['eval_set']})"
-    return "\n".join([head, *rows])
+    return held_out_table(result)
 
 
 def _speech_report(c: Context, result: dict[str, Any]) -> str:

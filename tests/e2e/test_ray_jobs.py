@@ -165,7 +165,7 @@ def test_captioning_jobs_submitted_to_a_cluster(
     model = f"models:/{name}/1"
     out = run("conceptual.jobs.evaluate_captioner", "--model", model, "--features", features,
               "--split", "test", "metrics=[CIDEr,BLEU-4]")  # fmt: skip
-    assert '"baseline"' in out and '"CIDEr"' in out
+    assert "baseline [95% interval]" in out and "  CIDEr " in out  # the table
     photo = catalogue.path(catalogue.of_kind("good")[0])
     out = run("conceptual.jobs.caption", "--model", model, str(photo))
     assert any(line.startswith(f"{photo}\t") for line in out.splitlines())

@@ -399,6 +399,7 @@ def test_evaluate_job_scores_the_champion_beside_the_baseline(
         "metrics=[CIDEr,BLEU-4]",
         "--results-json",
         str(tmp_path / "results.json"),
+        "--json",
     ]
     assert evaluate_captioner.main(argv) == 0
     out = capsys.readouterr().out
