@@ -11,7 +11,7 @@ driver of every family.
 
 Driver: `fit()` runs a TorchTrainer (one worker per CPU slot or GPU, synchronous data
 parallel: gloo on CPUs, NCCL on GPUs), prints the epochs as they are logged, and logs the
-best model by the dev metric and the learning curve (training_metrics.py) to the run.
+best model by the dev metric, its metrics (`best.*`) and the learning curve to the run.
 
 Workers: `run()` per epoch: the learning rate of the epoch (a function of the epoch, or of
 the optimizer step with the exponential schedule, so a resumed run keeps its place), the
@@ -66,7 +66,7 @@ from conceptual.models.losses import TOTAL
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
 from conceptual.pipelines.input_path import Batches, DataSettings, trainer_data
-from conceptual.pipelines.training_metrics import EpochProgress, epoch_metrics, learning_curve
+from conceptual.pipelines.training_metrics import EpochProgress, epoch_metrics, log_outcome
 from conceptual.runtime import require_shared
 
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
@@ -278,7 +278,7 @@ def fit(
     for name, text in (model_files or {}).items():
         (best_dir / MODEL_DIR / name).write_text(text)
     mlflow.log_artifacts(str(best_dir / MODEL_DIR), "model")
-    mlflow.log_figure(learning_curve(run_id, select_by), "learning_curve.png")
+    log_outcome(run_id, select_by, best)
     # A finished run resumes nothing: its checkpoints (two models with their optimizer
     # state) and the local copy's optimizer state are only disk, hundreds of MB a run.
     (best_dir / OPTIMIZER).unlink(missing_ok=True)

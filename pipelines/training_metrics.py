@@ -1,10 +1,13 @@
 """A training run's metrics in MLflow: what rank 0 logs after every epoch (`epoch_metrics`)
 and what the driver reads back of them while fit() blocks (`EpochProgress`) and after it
-(`learning_curve`).
+(`log_outcome`: the best checkpoint's metrics and the learning curve).
 
 Keys: `loss`, rank 0's total loss at every optimizer step (by step); `epoch_loss`, its
 epoch mean; each other term the loss returns (models/losses.py: `distill_loss`), the dev
-metrics, `lr` and `epoch`, once an epoch (by epoch).
+metrics, `lr` and `epoch`, once an epoch (by epoch). Once trained, `best.<key>` holds each
+of them for the best epoch by the dev metric, the checkpoint that is registered: MLflow's
+runs table shows a key's last value, so `CIDEr` is the last epoch's and `best.CIDEr` the
+column to sort runs by.
 """
 
 from __future__ import annotations
@@ -84,6 +87,15 @@ class EpochProgress(threading.Thread):
                     flush=True,
                 )
             self.printed = latest
+
+
+def log_outcome(run_id: str, metric: str, best: dict[str, Any]) -> None:
+    """The active run's `best.<key>` metrics (`best`: the best epoch's metrics, by `metric`)
+    and its learning curve."""
+    mlflow.log_metrics(
+        {tracking.metric_key("best", k): v for k, v in best.items() if v is not None}
+    )
+    mlflow.log_figure(learning_curve(run_id, metric), "learning_curve.png")
 
 
 def learning_curve(run_id: str, metric: str) -> Figure:

@@ -151,6 +151,9 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     assert run.data.params["model.architecture"] == "transformer"
     assert run.data.params["eval_images"] == "8"  # 8 val images, each with 2 references
     assert {"loss", "CIDEr", "BLEU-4", "ROUGE-L"} <= set(run.data.metrics)
+    # the registered (best) epoch's scores, the runs table's columns to sort by
+    assert run.data.metrics["best.CIDEr"] == result["best"]["CIDEr"]
+    assert run.data.metrics["best.epoch"] == result["best"]["epoch"]
     if find_java():
         assert "METEOR" in run.data.metrics
     assert metric_steps(result["run_id"], "CIDEr") == [1, 2, 3]  # epochs counted from 1

@@ -254,3 +254,34 @@ def test_the_progress_lines_name_every_epoch_even_between_two_looks(platform_hom
         "epoch 4/4  loss 0.250  dev CIDEr 0.400",
     ]
     assert mlflow.get_run(run_id).data.metrics["epoch"] == 4
+
+
+def test_runs_sort_by_the_registered_checkpoints_score_beside_each_epochs(platform_home):
+    """MLflow shows a metric's last value: a run whose best epoch is not its last showed the
+    last (CIDEr 7.027) and not the model registered (7.306). `best.<key>` is the best epoch's,
+    the per-epoch curve stays under the plain key."""
+    import mlflow
+
+    from conceptual.tracking import send_metrics, start_run
+
+    def trained(curve: list[float]) -> str:
+        with start_run("best-test") as run:
+            for epoch, cider in enumerate(curve, 1):
+                metrics = {"epoch": epoch, "loss": 1.0 / epoch, "CIDEr": cider, "R@10": cider}
+                send_metrics(run.info.run_id, training_metrics.epoch_metrics(epoch, [1.0], metrics))
+            best = max(range(len(curve)), key=curve.__getitem__)
+            scores = {"CIDEr": curve[best], "R@10": curve[best], "lr": None}
+            training_metrics.log_outcome(run.info.run_id, "CIDEr", {"epoch": best + 1, **scores})
+        return run.info.run_id
+
+    peaked, steady = trained([0.2, 0.5, 0.4]), trained([0.3, 0.45])
+    logged = mlflow.get_run(peaked).data.metrics
+    assert logged["best.CIDEr"] == 0.5 and logged["best.epoch"] == 2 and logged["CIDEr"] == 0.4
+    assert logged["best.R_10"] == 0.5 and "best.lr" not in logged
+    history = mlflow.MlflowClient().get_metric_history(peaked, "CIDEr")
+    assert [(m.step, m.value) for m in history] == [(1, 0.2), (2, 0.5), (3, 0.4)]
+    by_best = mlflow.search_runs(
+        experiment_names=["best-test"], order_by=["metrics.`best.CIDEr` DESC"]
+    )
+    assert list(by_best["run_id"]) == [peaked, steady]  # by the last epoch, steady is first
+    assert "learning_curve.png" in {a.path for a in mlflow.MlflowClient().list_artifacts(peaked)}
