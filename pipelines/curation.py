@@ -121,7 +121,10 @@ RELEASED = Stage(
     "text.filters.max_chars (released captions are kept as they are)",
 )
 FETCH = Stage(
-    FETCH_STAGE, FETCH_REASONS, "fetch.* (fetch.allow_hosts for addresses on a private network)"
+    FETCH_STAGE,
+    FETCH_REASONS,
+    "fetch.* (fetch.allow_hosts for a private address or a port not in fetch.allow_ports: "
+    "fetch.allow_hosts=[127.0.0.1] for a server on this machine)",
 )
 IMAGE = Stage(IMAGE_STAGE, IMAGE_REASONS, "image.*")
 OVERLAP = Stage(
@@ -441,10 +444,8 @@ def where_it_went(stats: Mapping[str, Any], output_uri: str, config: CurationCon
         by_split = f": {splits}" if config.captions == "released" else ""
         lines = [f"curated:  {curated}  ({stats['kept']} records{by_split})"]
     else:
-        lines = [
-            f"curated:  nothing kept, so nothing written to {curated}",
-            f"          {nothing_kept_hint(stats, config)}",
-        ]
+        lines = [f"curated:  nothing kept, so nothing written to {curated}"]
+        lines += [f"          {hint}" for hint in nothing_kept_hint(stats, config).splitlines()]
     if stats["input"] > stats["kept"]:
         rejected = storage.join(output_uri, "rejected")
         lines.append(
@@ -455,17 +456,29 @@ def where_it_went(stats: Mapping[str, Any], output_uri: str, config: CurationCon
 
 
 def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
-    """Which stage removed the last candidates, and the setting that changes it."""
+    """Which stage removed the last candidates, and the setting that changes it; then, in
+    the same run, a later stage that would remove them all too: the entity-frequency rule
+    (a concept must occur more than `more_than` times), when fewer candidates than that
+    reached the stage that stopped them. One line each."""
     if not stats["input"]:
         return "the input held no candidates"
     last = next(row for row in reversed(stats["funnel"]) if row["rejected"])
     reasons = ", ".join(f"{r} {n}" for r, n in stats["rejected"][last["stage"]].items())
     setting = next(s.settings for s in funnel_stages(config) if s.name == last["stage"])
+    more_than = config.entity_frequency.more_than
     if last["stage"] == ENTITY_FREQUENCY_STAGE:
-        setting = f"{setting}; it is {config.entity_frequency.more_than} now"
-    return (
-        f"the {last['stage']} stage rejected the last {last['entering']} ({reasons}): see {setting}"
-    )
+        setting = f"{setting}; it is {more_than} now"
+    rejected = f"the {last['stage']} stage rejected the last {last['entering']} ({reasons})"
+    hints = [f"{rejected}: see {setting}"]
+    names = stages(config)
+    later = ENTITY_FREQUENCY_STAGE in names[names.index(last["stage"]) + 1 :]
+    if later and more_than >= last["entering"]:
+        hints.append(
+            f"then the entity_frequency stage would reject them all: no concept of "
+            f"{last['entering']} candidates occurs more than entity_frequency.more_than="
+            f"{more_than} times (a small crawl: 0, as examples/pipeline_crawl.yaml sets it)"
+        )
+    return "\n".join(hints)
 
 
 def _samples(output_uri: str, n: int) -> dict[str, list[dict[str, Any]]]:

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conceptual.candidates import READ_REASONS
+from conceptual.config import load
 from conceptual.pipelines import curation
 from conceptual.pipelines.curation import READ_COLUMNS, STAGES, nothing_kept_hint, steps
 from conceptual.pipelines.curation_config import CurationConfig, ImportConceptualConfig
@@ -128,3 +129,20 @@ def test_nothing_kept_names_the_settings_of_the_last_stage(stage):
     hint = nothing_kept_hint(stats, CurationConfig())
     assert hint.startswith(f"the {stage} stage rejected the last 3 (some_reason 3): see ")
     assert declared.settings in hint
+
+
+def test_nothing_kept_gives_every_hint_in_one_run():
+    """A small local crawl: the fetch stage refused every port, and the entity-frequency rule
+    after it, which saw nothing, would have rejected them all next run (issue 58: three runs
+    for two hints). Both come at once; at a threshold the input can pass, only the first."""
+    stats = {
+        "input": 12,
+        "funnel": [{"stage": s, "entering": 12, "rejected": 12 * (s == "fetch")} for s in ALL],
+        "rejected": {"fetch": {"refused_port": 12}},
+    }
+    first, then = nothing_kept_hint(stats, CurationConfig()).splitlines()
+    assert first.startswith("the fetch stage rejected the last 12 (refused_port 12): see ")
+    assert "fetch.allow_hosts=[127.0.0.1]" in first
+    assert "entity_frequency" in then and "more_than=100" in then
+    small = load(CurationConfig, overrides=["entity_frequency.more_than=0"])
+    assert len(nothing_kept_hint(stats, small).splitlines()) == 1
