@@ -116,7 +116,12 @@ class Tracer:
                 "kind": origin["kind"],
                 **{k: report[k] for k in REPORT_KEYS[origin["kind"]] if k in report},
             }
-        writers = lineage.writer_runs(digest=recorded["digest"])
+        # The same content written at two places (two curations of one crawl): the run that
+        # wrote it here, before one that wrote it elsewhere.
+        writers = sorted(
+            lineage.writer_runs(digest=recorded["digest"]),
+            key=lambda r: r.data.tags.get(f"{lineage.WROTE}.uri") != recorded["uri"],
+        )
         named = self.named_by_report(origin, recorded["digest"])
         if writers:
             node["written_by"] = self.run(writers[0].info.run_id)

@@ -217,3 +217,15 @@ def test_no_traceback_reaches_the_user(tmp_path, home, capsys, monkeypatch):
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
     assert f"lineage could not trace {cur}: KeyError: 'input'" in line
     assert lineage_job.main(["--data", str(tmp_path / "absent")]) == 2
+
+
+def test_the_same_content_at_two_places_is_traced_to_the_run_that_wrote_it_here(
+    tmp_path, home, capsys
+):
+    """Two curations of one crawl write the same records (one digest): each folder's writer
+    is the run that wrote there, not the newest run of that digest."""
+    cur, curated_by = curation(tmp_path)
+    again, _ = curation(tmp_path, name="again")
+    assert lineage.describe(cur).digest == lineage.describe(again).digest
+    chain, _ = lineage_of(capsys, "--data", cur)
+    assert chain["dataset"]["written_by"]["run_id"] == curated_by
