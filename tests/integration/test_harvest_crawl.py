@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import shutil
 import subprocess
 
@@ -81,6 +82,8 @@ def crawl(real_data, ray_local, tmp_path_factory):
                 "--recursive",
                 "--level=1",
                 "--no-parent",
+                "--no-directories",  # as the README writes it: no mirror left beside the WARC
+                "--delete-after",
                 "--warc-file=crawl",
                 f"{server.url}/index.html",
             ],  # fmt: skip
@@ -184,3 +187,27 @@ def test_the_pipeline_job_harvests_a_web_archive_input(crawl, capsys):
     out = capsys.readouterr().out
     assert out.index("candidates harvested") < out.index("kept ")
     assert storage.exists(str(tmp / "walk" / "curated" / "harvest" / "candidates"))
+
+
+def test_the_readme_crawl_path_keeps_candidates_in_one_run(crawl, harvested, repo, capsys):
+    """The README's crawl path as written: wget leaves only its WARC, and `pipeline --config
+    examples/pipeline_crawl.yaml input=out/harvest/candidates` keeps candidates of a site
+    served on this machine, at a port of its own, in its first run (without the config: kept
+    0 for refused_port, then kept 0 for rare_type). Its curate stage: the stages after it
+    are the pipeline job's tests'."""
+    from conceptual.jobs import pipeline as pipeline_job
+
+    tmp = crawl["tmp"]
+    assert not list(tmp.glob("127.0.0.1*")), "wget left a mirror of the site"
+    argv = [
+        "--config",
+        str(repo / "examples" / "pipeline_crawl.yaml"),
+        f"input={tmp / 'from-warc' / 'candidates'}",
+        f"output={tmp / 'crawl-walk'}",
+        "stages=[curate]",
+    ]
+    assert pipeline_job.main(argv) == 0
+    out = capsys.readouterr().out
+    stats = storage.read_json(str(tmp / "crawl-walk" / "curated" / "stats.json"))
+    assert stats["kept"] and "nothing kept" not in out, out
+    assert "refused" not in json.dumps(stats["rejected"]) and "rare_type" not in out

@@ -48,3 +48,16 @@ def test_config_file_lists_every_key_with_its_default(repo, name):
     path = repo / "configs" / name
     assert leaf_keys(yaml.safe_load(path.read_text())) == set(flatten(cls()))
     assert load(cls, path) == cls()
+
+
+def test_the_crawl_examples_curate_alike(repo):
+    """The README's crawl path: `curate --config examples/curation_crawl.yaml` keeps what the
+    pipeline's curate stage keeps with examples/pipeline_crawl.yaml, and both let a server
+    on this machine be fetched at any port (a crawl kept 0, refused_port, without it)."""
+    from conceptual.pipelines.curation_config import CurationConfig
+    from conceptual.pipelines.pipeline import PipelineConfig
+
+    curation = load(CurationConfig, repo / "examples" / "curation_crawl.yaml")
+    assert load(PipelineConfig, repo / "examples" / "pipeline_crawl.yaml").curate == curation
+    assert "127.0.0.1" in curation.fetch.allow_hosts
+    assert curation.entity_frequency.more_than < CurationConfig().entity_frequency.more_than
