@@ -133,6 +133,9 @@ def job_output(job: str, verbose: bool = False) -> Iterator[Path | None]:
             yield _active[0] if _active else None
         return
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # MLflow writes `🏃 View run ... at: URL` to standard output, the terminal, as each run
+    # on a tracking server ends: the job's own lines say where its run is.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     folder = state_dir() / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / f"{job}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"

@@ -1,5 +1,6 @@
-"""Ray's own notices stay off a quiet job's terminal, under load too: the raylet's `(raylet)
-WARNING: N PYTHON worker processes have been started...` goes to the job's log file."""
+"""Ray's and MLflow's own lines stay off a quiet job's terminal, under load too: the raylet's
+`(raylet) WARNING: N PYTHON worker processes have been started...` goes to the job's log
+file, and MLflow's `🏃 View run ...` (written to standard output) is not printed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from mlflow_server import MlflowServer  # tests/mlflow_server.py
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +40,21 @@ with logs.job_output("notices") as log:
 """
 
 
-def run_job(tmp_path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(CONCEPTUAL_HOME=str(tmp_path), RAY_max_io_workers="0")
+# A job whose run is on a tracking server (MLflow prints a run's links only for one).
+RUN_ON_A_SERVER = """
+from conceptual import logs, tracking
+
+with logs.job_output("links") as log, tracking.start_run("links"):
+    pass
+print(f"log {log}")
+"""
+
+
+def run_job(tmp_path, script: str, **env: str) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **env}
+    env["CONCEPTUAL_HOME"] = str(tmp_path)
     return subprocess.run(
-        [sys.executable, "-c", MANY_WORKERS],
+        [sys.executable, "-c", script],
         env=env,
         capture_output=True,
         text=True,
@@ -51,10 +63,20 @@ def run_job(tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_a_raylet_warning_goes_to_the_log_file_not_the_terminal(tmp_path):
-    result = run_job(tmp_path)
+    result = run_job(tmp_path, MANY_WORKERS, RAY_max_io_workers="0")
     assert result.returncode == 0, result.stderr[-3000:]
     terminal = result.stdout + result.stderr
     assert "(raylet)" not in terminal, terminal[-3000:]
     log = result.stdout.split("log ", 1)[1].strip()
     text = open(log).read()
     assert "(raylet)" in text and "worker processes have been started" in text
+
+
+def test_mlflows_run_links_stay_off_the_terminal(tmp_path, free_port):
+    server = MlflowServer(tmp_path, free_port(), str(tmp_path / "artifacts")).start()
+    try:
+        result = run_job(tmp_path, RUN_ON_A_SERVER, MLFLOW_TRACKING_URI=server.url)
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("log "), result.stdout  # no `🏃 View run ...` before it
