@@ -5,10 +5,12 @@
 
 MODEL_URI: models:/captioner@champion, models:/captioner/3 or runs:/<run id>/model. Prints
 the chain: the model version, the run that trained it, the datasets it read (digests, rows
-per split and what each was read for), the runs that wrote them (features, curation), back
-to the raw inputs and their funnel (stats.json) or import counts (import.json). Each
-dataset's files are hashed again: one that changed since the run read it is reported as
-changed (--no-verify skips reading them). --json prints the chain as JSON.
+per split and what each was read for), the runs that wrote them (features, curation,
+harvest), back to the raw inputs and their funnel (stats.json: a curation's; a harvest's
+files, records, pages and candidates) or import counts (import.json). Each dataset's files
+are hashed again: one that changed since the run read it is reported as changed
+(--no-verify skips reading them). --json prints the chain as JSON. What lineage cannot
+read is one `error:` line (exit 1), never a traceback.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The chain behind a model or a dataset, from what conceptual.lineage recorded: the model
 version, the run that trained it, the datasets it read (with their digests, checked against
-the files as they are now), the runs that wrote those (features, curation), back to the raw
-inputs and the report beside each (a curation's funnel, an import's counts).
+the files as they are now), the runs that wrote those (features, curation, harvest), back to
+the raw inputs and the report beside each (a curation's funnel, a harvest's, an import's
+counts). Each dataset is shown by its own folder (OUTPUT/features, OUTPUT/curated).
 
 A dataset whose files no longer give the digest a run recorded is `changed`: the model was
 trained on other data than the folder now holds. One whose folder is gone, or not reachable
