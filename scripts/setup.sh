@@ -7,6 +7,9 @@ ROOT=$PWD
 VENV=${VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 say() { printf '\033[1m[setup +%ss]\033[0m %s\n' "$SECONDS" "$*"; }
+# uv waits at most 300 s for a lock on its cache, which another clone's setup can hold for
+# longer (downloading torch, building a package): wait as long as that takes.
+export UV_LOCK_TIMEOUT=${UV_LOCK_TIMEOUT:-86400}
 
 # 1. Debian packages ----------------------------------------------------------------
 mapfile -t APT < <(grep -vE '^\s*(#|$)' requirements/apt.txt)
@@ -53,25 +56,24 @@ fi
 # spaCy's and thinc's wheels for Python < 3.12 are compiled with Cython's profiling hooks,
 # and since Cython 3.1 each hook in a nogil function takes and releases the GIL on every
 # call: millions of times a second in the parser's and entity recognizer's loops, a quarter
-# of the curation's NLP time. The same releases are rebuilt here from their sources with
-# the hooks compiled out (minutes, once per version; the parses are the same).
+# of the curation's NLP time. The same releases are rebuilt from their sources with the
+# hooks compiled out (the parses are the same), once per version for every clone of this
+# user (scripts/native_wheels.sh: its folder, and a setup waiting for another's build).
+# CONCEPTUAL_PYPI_WHEELS=1 keeps PyPI's wheels as they are, without the build.
 native_stamp="$VENV/.conceptual-native"
-if [ "$(cat "$native_stamp" 2>/dev/null)" != "$want" ]; then
+native_want="$want${CONCEPTUAL_PYPI_WHEELS:+ pypi-wheels}"
+if [ "$(cat "$native_stamp" 2>/dev/null)" != "$native_want" ]; then
     mapfile -t profiled < <("$VENV/bin/python" -m conceptual.assets profiled)
-    if ((${#profiled[@]})); then
-        # uv keeps the wheels it builds in its cache (shared by every clone of this user on
-        # this machine), keyed by the source and the build settings: only the first clone
-        # compiles.
-        say "building ${profiled[*]} without Cython's profiling hooks: about 4 minutes on 2 cores the first time on this machine, seconds from uv's cache ($("$VENV/bin/uv" cache dir)) after that"
-        build=()
-        for requirement in "${profiled[@]}"; do
-            build+=(--no-binary "${requirement%%==*}" --reinstall-package "${requirement%%==*}")
-        done
-        CFLAGS="${CFLAGS:-} -DCYTHON_PROFILE=0" CXXFLAGS="${CXXFLAGS:-} -DCYTHON_PROFILE=0" \
-            SPACY_NUM_BUILD_JOBS=$(nproc) "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
-            --compile-bytecode --no-deps "${build[@]}" "${profiled[@]}"
+    if ((${#profiled[@]})) && [ -n "${CONCEPTUAL_PYPI_WHEELS:-}" ]; then
+        say "keeping ${profiled[*]} as PyPI builds them, with Cython's profiling hooks (CONCEPTUAL_PYPI_WHEELS is set: the curation's NLP takes about a third longer)"
+    elif ((${#profiled[@]})); then
+        mapfile -t built < <(bash scripts/native_wheels.sh "$VENV" "${profiled[@]}")
+        reinstall=()
+        for requirement in "${profiled[@]}"; do reinstall+=(--reinstall-package "${requirement%%==*}"); done
+        "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --compile-bytecode --no-deps \
+            "${reinstall[@]}" "${built[@]}"
     fi
-    echo "$want" > "$native_stamp"
+    echo "$native_want" > "$native_stamp"
 fi
 # Bytecode for every installed module, written once here. Ray starts a fresh Python process
 # for each actor and worker, and where PYTHONDONTWRITEBYTECODE is set (as on these machines)
