@@ -505,8 +505,9 @@ def opt_outs(facts: CardFacts, report: dict[str, Any]) -> str:
     if counted:
         return f"Opt-outs honoured: {'; '.join(counted)}."
     return (
-        f"Opt-outs honoured: images whose server said `X-Robots-Tag` {directives} are never "
-        "downloaded, nor those of pages that opt out harvested; none did here."
+        "Opt-outs honoured: the images of pages whose robots meta or `X-Robots-Tag` opts out "
+        f"are not harvested, and images whose server says `X-Robots-Tag` {directives} are "
+        "never downloaded; none did here."
     )
 
 
