@@ -467,6 +467,6 @@ def run(input_uri: str, output_uri: str, config: SpeechConfig) -> tuple[dict[str
         tracking.log_params({"input_uri": input_uri, "output_uri": output_uri})
         stats = synthesize(input_uri, output_uri, config)
         lineage.log_read(input_uri)
-        lineage.log_written(output_uri)
+        lineage.log_written(output_uri, part="clips")  # the folder may hold others
         log_to_mlflow(stats, output_uri, config)
         return stats, active.info.run_id
