@@ -204,16 +204,14 @@ def held_out_table(result: Mapping[str, Any]) -> str:
         lines.append(f"  {metric:<10}{interval_cell(scores, metric):>24}{held:>26}")
     for metric, why in result.get("unavailable", {}).items():
         lines.append(f"  {metric:<10}{'n/a':>24}  ({why})")
-    beaten = [
-        f"{metric} {baseline[metric]:.3f} vs {scores[metric]:.3f}"
-        for metric in metrics
-        if None not in (scores[metric], baseline.get(metric)) and baseline[metric] > scores[metric]
-    ]
-    if beaten:
+    compared = [m for m in metrics if None not in (scores[m], baseline.get(m))]
+    if beaten := [m for m in compared if baseline[m] > scores[m]]:
+        shown = "CIDEr" if "CIDEr" in beaten else beaten[0]  # the champion rule's metric
+        on = "every metric" if beaten == compared else ", ".join(beaten)
         lines.append(
-            f"note:     the nearest-neighbour baseline beats the model ({', '.join(beaten)}): "
-            "it does no better than the caption of the closest training image (more data, "
-            "or more epochs)"
+            f"note:     the nearest-neighbour baseline beats the model on {on} ({shown} "
+            f"{baseline[shown]:.3f} vs {scores[shown]:.3f}): it does no better than the "
+            "caption of the closest training image (more data, or more epochs)"
         )
     return "\n".join(lines)
 

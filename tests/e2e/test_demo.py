@@ -53,6 +53,9 @@ def test_make_demo_from_a_fresh_home_serves_the_model_it_trained(repo, tmp_path,
         # The split is the demo's own: every scene held out once in each of val and test.
         assert 'eval_set": "features#val:5:' in text
         assert "champion: first_champion" in text
+        # The evaluation as the pipeline's table, and the features as lines: no raw JSON.
+        assert "baseline [95% interval]" in text and "ci95_low" not in text
+        assert re.search(r"^images:   \d+ of \d+ records", text, re.M), text[-4000:]
         assert "serving the model this run trained, models:/demo-captioner/1" in text
         held_out = re.search(r"demo: (\d) of (\d) held-out captions name their own scene", text)
         assert held_out and held_out.group(2) == str(len(PHOTOS))

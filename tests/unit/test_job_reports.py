@@ -67,6 +67,8 @@ def test_the_evaluation_is_the_pipelines_table():
 def test_the_evaluation_says_when_the_baseline_wins():
     text = held_out_table(evaluation(scores(2.33, 0.3), scores(2.62, 0.2)))
     [note] = [line for line in text.splitlines() if line.startswith("note:")]
-    assert "baseline beats the model (CIDEr 2.620 vs 2.330)" in note
+    assert "baseline beats the model on CIDEr (CIDEr 2.620 vs 2.330)" in note
     assert "BLEU-4" not in note  # the model wins that one
+    everywhere = held_out_table(evaluation(scores(2.33, 0.2), scores(2.62, 0.3)))
+    assert "beats the model on every metric (CIDEr 2.620 vs 2.330)" in everywhere
     assert "note:" not in held_out_table(evaluation(scores(2.33, 0.3), None))
