@@ -94,6 +94,10 @@ class JobParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         namespace, extra = super().parse_known_args(args, namespace)
+        if unknown := [arg for arg in extra if arg.startswith("--")]:
+            # Said first: the value after an unknown option reads as an override, and its
+            # "not key=value" would hide the option the user mistyped or the job lacks.
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
         if self.keys and isinstance(getattr(namespace, "overrides", None), list):
             from conceptual.config import ConfigError, check_keys
 

@@ -224,9 +224,15 @@ def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retrie
 
 
 def test_the_contrastive_family_refuses_spoken_captions(platform_home, features_uri, capsys):
+    """The family's jobs offer no --speech (it is text-image), and one given is named."""
     from conceptual.jobs import train_contrastive
 
     argv = ["--features", features_uri, "--speech", features_uri, "experiment=test-refused-c"]
-    assert train_contrastive.main([*argv, *TINY]) == 2
-    assert "the contrastive family is text-image" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        train_contrastive.main([*argv, *TINY])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --speech" in capsys.readouterr().err
     assert experiment_runs("test-refused-c") is None
+    with pytest.raises(SystemExit):
+        train_contrastive.main(["--help"])
+    assert "--speech" not in capsys.readouterr().out
