@@ -68,6 +68,7 @@ def test_curate_and_features_jobs_submitted_to_a_cluster(ray_cluster, tmp_path):
     assert summary["images"] == stats["kept"] and summary["grid"] == 8
 
 
+@pytest.mark.slow  # a second submission (46 s): the default run keeps curate and features submitted
 def test_relative_paths_of_a_submitted_job_mean_the_working_dir_itself(ray_cluster, tmp_path):
     """`--working-dir .` from the repository root: `examples/candidates.tsv` is the
     repository's file, not one in Ray's temporary copy. From another folder a relative path
@@ -103,6 +104,7 @@ def test_relative_paths_of_a_submitted_job_mean_the_working_dir_itself(ray_clust
     assert "absolute path or an s3:// URI" in refused.stdout + refused.stderr
 
 
+@pytest.mark.slow  # a third submission (about 40 s): the default run keeps curate and features submitted
 def test_hypernymize_job_submitted_to_a_cluster(ray_cluster, tmp_path):
     lines = ["Crowd at a concert in Los Angeles", "", "#tbt www.example.com"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")

@@ -131,6 +131,7 @@ def run_retriever_stages(capsys, paths, name: str, *extra: str) -> dict:
     )
 
 
+@pytest.mark.slow  # the pipeline's second path (93 s): the default run keeps the captioner's stages
 def test_the_retriever_stages_run_once_and_an_index_key_reruns_only_the_index(
     ray_local, platform_home, candidates, tmp_path, capsys
 ):

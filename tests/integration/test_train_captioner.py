@@ -174,6 +174,7 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
     assert saved["features"] == {"model": "efficientnet-lite0", "image_size": 256}
 
 
+@pytest.mark.slow  # two workers (42 s): the default run keeps test_input_path's two-worker split
 def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri):
     import mlflow
 
@@ -193,6 +194,8 @@ def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri)
     assert result["best"]["CIDEr"] >= 0
 
 
+@pytest.mark.slow
+@pytest.mark.faults  # a fault test (51 s): make test-faults; test_resume's text run resumes by default
 def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     ray_local, platform_home, features_uri, tmp_path, monkeypatch
 ):

@@ -169,7 +169,7 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     assert version.tags[registry.score_tag(result["eval_set"], "mean_R@10")]
 
 
-@pytest.mark.slow  # a fault test; the captioner's resume after a dead worker runs by default
+@pytest.mark.slow  # a fault test, as the captioner's (make test-slow runs both)
 def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
     ray_local, platform_home, data, tmp_path, monkeypatch
 ):
