@@ -72,6 +72,7 @@ def test_a_raylet_warning_goes_to_the_log_file_not_the_terminal(tmp_path):
     assert "(raylet)" in text and "worker processes have been started" in text
 
 
+@pytest.mark.slow  # an MLflow server (about a minute); the raylet's lines stay in the default run
 def test_mlflows_run_links_stay_off_the_terminal(tmp_path, free_port):
     server = MlflowServer(tmp_path, free_port(), str(tmp_path / "artifacts")).start()
     try:
