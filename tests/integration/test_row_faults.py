@@ -199,6 +199,7 @@ def image_input(ray_local, tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.slow  # 67 s with its fetch: the text stage's, above, keeps the quarantine in the default run
 def test_a_row_that_raises_in_an_image_stage_is_rejected_and_the_rest_are_unchanged(
     image_input, monkeypatch
 ):

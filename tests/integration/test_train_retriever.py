@@ -200,6 +200,7 @@ def test_speech_without_clips_is_refused(data):
         train(RECIPE, tiny_config(modality="speech"), features_uri)
 
 
+@pytest.mark.slow  # the seeded draw is unit-tested (test_retrieval_data.py), as the captioner's
 @pytest.mark.parametrize("modality", ["speech", "text"])
 def test_train_fraction_trains_on_a_seeded_draw_of_the_train_images(ray_local, data, modality):
     from conceptual.pipelines.train_retriever import prepare
