@@ -67,7 +67,8 @@ if [ "$(cat "$native_stamp" 2>/dev/null)" != "$native_want" ]; then
     if ((${#profiled[@]})) && [ -n "${CONCEPTUAL_PYPI_WHEELS:-}" ]; then
         say "keeping ${profiled[*]} as PyPI builds them, with Cython's profiling hooks (CONCEPTUAL_PYPI_WHEELS is set: the curation's NLP takes about a third longer)"
     elif ((${#profiled[@]})); then
-        mapfile -t built < <(bash scripts/native_wheels.sh "$VENV" "${profiled[@]}")
+        wheels=$(bash scripts/native_wheels.sh "$VENV" "${profiled[@]}") # set -e: a failed build stops here
+        mapfile -t built <<<"$wheels"
         reinstall=()
         for requirement in "${profiled[@]}"; do reinstall+=(--reinstall-package "${requirement%%==*}"); done
         "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --compile-bytecode --no-deps \
