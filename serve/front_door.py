@@ -24,10 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from pydantic import Field
 
-from conceptual.config import Config, ConfigError, load
+from conceptual.config import Config, ConfigError, load, read_yaml
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 
@@ -58,12 +57,7 @@ WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
 
 def serve_upstream(path: str | Path) -> str:
     """host:port of Serve's proxy as the Serve config at `path` has it listen."""
-    try:
-        serve = yaml.safe_load(Path(path).read_text()) or {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read the Serve config {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"the Serve config {path} is not valid YAML: {exc}") from exc
+    serve = read_yaml(path, "the Serve config")
     options = (serve.get("http_options") if isinstance(serve, dict) else None) or {}
     host = str(options.get("host") or SERVE_HOST)
     host = WILDCARDS.get(host, host)

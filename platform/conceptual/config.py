@@ -76,15 +76,21 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def read_yaml(path: str | Path, name: str = "config") -> Any:
+    """A YAML file's content ({} when empty); ConfigError naming the file, as `name`, when
+    it cannot be read or parsed."""
+    try:
+        return yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {name} {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name} {path} is not valid YAML: {exc}") from exc
+
+
 def load(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] = ()) -> C:
     data: dict[str, Any] = {}
     if path is not None:
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+        data = read_yaml(path)
         if not isinstance(data, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level")
     data = merge(data, parse_overrides(overrides))
