@@ -288,10 +288,12 @@ def write(curated: str, output: str, config: PublishConfig) -> Published:
             for batch in parquet.iter_batches(batch_size=batch_rows, columns=read):
                 batch = pa.Table.from_batches([batch])
                 count_entities(batch, published)
+                # Each record's Hub split, once for every config and the TSV.
+                splits = pa.array([hub_split(s) for s in batch["split"].to_pylist()], pa.string())
                 for target in published.configs:
-                    write_config(batch, target, schemas[target.name], writers)
+                    write_config(batch, splits, target, schemas[target.name], writers)
                 if tsv is not None:
-                    tsv.write(batch)
+                    tsv.write(batch, splits.to_pylist())
     for (name, split), writer in writers.items():
         writer.close()
         target = next(c for c in published.configs if c.name == name)
@@ -317,8 +319,7 @@ class TsvWriter:
         self.rows: Counter = Counter()
         self.left_out: Counter = Counter()
 
-    def write(self, batch: pa.Table) -> None:
-        splits = [hub_split(s) for s in batch["split"].to_pylist()]
+    def write(self, batch: pa.Table, splits: list[str]) -> None:
         captions, urls = batch["caption"].to_pylist(), batch["image_url"].to_pylist()
         lines: dict[str, list[str]] = {}
         for split, caption, url in zip(splits, captions, urls):
@@ -346,15 +347,17 @@ class TsvWriter:
 
 def write_config(
     batch: pa.Table,
+    splits: pa.Array,
     target: ConfigFiles,
     schema: pa.Schema,
     writers: dict[tuple[str, str], SplitWriter],
 ) -> None:
-    """A batch of curated records into one config's split files."""
+    """A batch of curated records (`splits`: each one's Hub split) into one config's split
+    files."""
     if "labels" in target.columns:  # `labeled` holds the records that have labels
-        batch = batch.filter(has_labels(batch["labels"]))
+        kept = has_labels(batch["labels"])
+        batch, splits = batch.filter(kept), splits.filter(kept)
     rows = to_hub(batch, target.columns, schema)
-    splits = pa.array([hub_split(s) for s in batch["split"].to_pylist()], pa.string())
     for split in target.splits:
         writers[target.name, split].write(rows.filter(pc.equal(splits, split)))
     if target.example is None and rows.num_rows:
