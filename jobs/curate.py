@@ -2,7 +2,7 @@
 
     python -m conceptual.jobs.curate --input URI --output URI [--config FILE] [key=value ...]
 
-URIs are paths, file:// or s3:// (see README: object storage). Overrides use the config's
+URIs are paths, file:// or s3:// (see docs/configuration.md, Object storage). Overrides use the config's
 dotted keys, e.g. entity_frequency.more_than=5 text.filters.max_chars=300.
 """
 

@@ -10,7 +10,7 @@ or the Hugging Face Parquet files of either config (`unlabeled`: image_url, capt
 `labeled`: also labels, MIDs, confidence_scores). Each row's split is --split, else the one
 its file holds (its name, or a Parquet `split` column). The output is what curate writes
 (curated/, rejected/, stats.json; shards/ with webdataset.enabled=true), so the features,
-training and speech jobs read it as they read a curation's. README: "Importing the released
+training and speech jobs read it as they read a curation's. docs/curation.md: "Importing the released
 Conceptual Captions" has the settings, e.g. image.resize.short_side=256 labels.source=dataset.
 """
 

@@ -207,13 +207,20 @@ def test_a_stage_list_missing_a_prerequisite_or_out_of_order_is_refused(
 
 
 def readme_pipeline_example(repo) -> list[str]:
-    """The arguments of the README's first pipeline command (section "One pipeline job")."""
+    """The arguments of docs/pipeline.md's first command."""
+    command = shell_lines(repo / "docs" / "pipeline.md", "# One pipeline job")[0]
+    return command[3:]  # after `python -m conceptual.jobs.pipeline`
+
+
+def shell_lines(document: Path, heading: str) -> list[list[str]]:
+    """The `python` commands of the first shell block under `heading` in `document`, split
+    as the shell splits them (continued lines joined, comments dropped)."""
     import shlex
 
-    section = (repo / "README.md").read_text().split("## One pipeline job", 1)[1]
-    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    command = block.replace("\\\n", " ").splitlines()[0]
-    return shlex.split(command)[3:]  # after `python -m conceptual.jobs.pipeline`
+    section = document.read_text().split(f"\n{heading}\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    lines = [shlex.split(line, comments=True) for line in block.splitlines()]
+    return [words for words in lines if words and words[0] == "python"]
 
 
 @pytest.mark.slow  # a text curation of 1,000 candidates; tests/integration/test_jobs_cli.py
@@ -275,31 +282,47 @@ def test_nothing_kept_stops_the_pipeline_with_the_hint_and_its_run_failed(
     assert curate_run.info.run_name.startswith("curate 20")  # its stage and time
 
 
-@pytest.mark.slow  # every stage of both systems: minutes
-def test_the_readme_small_example_runs_every_stage(
+@pytest.mark.slow  # every stage of both systems, then a second captioner: minutes
+def test_the_readme_getting_started_runs_every_stage_then_a_comparison_run(
     ray_local, platform_home, repo, tmp_path, monkeypatch, capsys
 ):
-    """The README's three commands: the example folder, its import, and the pipeline job
-    with examples/pipeline_small.yaml, every stage run and a champion of each system."""
-    import shlex
+    """The README's getting-started path as written: the example folder, its import, the
+    pipeline job with examples/pipeline_small.yaml (every stage, a champion of each
+    system), then "Compare two runs": a second captioner beside the first, both in the
+    `pipeline` experiment with the registered checkpoint's `best.CIDEr`."""
+    from mlflow import MlflowClient
 
     from conceptual.jobs import import_captions, pipeline
     from conceptual.pipelines.pipeline import JOB_STEPS
     from conceptual_demo import example
 
-    section = (repo / "README.md").read_text().split("**Every stage on a small input.**", 1)[1]
-    block = section.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
-    commands = [shlex.split(line.replace("out/", f"{tmp_path}/")) for line in block.splitlines()]
+    readme = repo / "README.md"
+    commands = shell_lines(readme, "## From data to an endpoint")
+    commands += shell_lines(readme, "## Compare two runs")
+    assert len(commands) == 4, commands
     monkeypatch.chdir(repo)
     jobs = {"conceptual_demo.example": example, "conceptual.jobs.import_captions": import_captions}
     jobs["conceptual.jobs.pipeline"] = pipeline
+    outputs = []
     for command in commands:
-        assert jobs[command[2]].main(command[3:]) == 0, command
-    out = capsys.readouterr().out
-    summary = json.loads(Path(re.search(r"^summary:\s+(\S+)", out, re.M).group(1)).read_text())
+        args = [a.replace("out/", f"{tmp_path}/") for a in command[3:]]
+        assert jobs[command[2]].main(args) == 0, command
+        outputs.append(capsys.readouterr().out)
+    first, second = outputs[2], outputs[3]
+    summary = json.loads(Path(re.search(r"^summary:\s+(\S+)", first, re.M).group(1)).read_text())
+    again = json.loads(Path(re.search(r"^summary:\s+(\S+)", second, re.M).group(1)).read_text())
     assert list(summary) == list(JOB_STEPS)
     assert summary["register"]["result"]["promoted"]
     assert summary["train_retriever"]["result"]["registered"]["promoted"]
     cell = r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]"  # a score and its 95% interval
-    assert re.search(rf"^  CIDEr\s+{cell}\s+{cell}$", out, re.M)  # model beside baseline
+    assert re.search(rf"^  CIDEr\s+{cell}\s+{cell}$", first, re.M)  # model beside baseline
     assert summary["evaluate"]["result"]["images"] == 5  # the example's own test split
+
+    # The comparison run: curation and features skipped, a second captioner trained.
+    assert again["curate"]["skipped"] and again["features"]["skipped"]
+    assert not again["train"]["skipped"] and not again["evaluate"]["skipped"]
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("pipeline").experiment_id
+    runs = client.search_runs([experiment], "tags.stage = 'train_captioner'")
+    assert sorted(r.data.tags["variant"] for r in runs) == ["rnn-1x1", "rnn-8x8"]
+    assert all("best.CIDEr" in r.data.metrics for r in runs)
