@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pyarrow.parquet as pq
 import ray
 import ray.data
 
@@ -54,7 +55,7 @@ from conceptual.pipelines.image_operators import (
 )
 from conceptual.pipelines.journal import RESUME, Journal, fingerprint
 from conceptual.pipelines.nlp_operator import NlpOperator
-from conceptual.pipelines.readers import read_candidates
+from conceptual.pipelines.readers import most_blocks, read_candidates
 from conceptual.pipelines.released import (
     CAPTION_REASONS,
     RESIZE_STAGE,
@@ -66,6 +67,7 @@ from conceptual.pipelines.rows import (
     DUPLICATE,
     ENTITY_FREQUENCY_STAGE,
     RARE_TYPE,
+    chosen_samples,
     concept_tally,
     duplicate_keys,
     find_duplicates,
@@ -74,6 +76,7 @@ from conceptual.pipelines.rows import (
     mark_rare,
     outcome_tally,
     rare_concepts,
+    without_samples,
     write_outcomes,
 )
 from conceptual.pipelines.shards import write_shards
@@ -81,6 +84,7 @@ from conceptual.pipelines.steps import (
     GlobalStep,
     Step,
     checked,
+    fitted,
     per_candidate,
     run_global_steps,
     run_steps,
@@ -329,8 +333,11 @@ def curate(
             splits=config.captions == "released",
             line_bytes=config.limits.line_bytes,
         )
+        # No more NLP actors than the input has blocks for (1,000 candidates are one).
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        blocks = most_blocks(input_uri, config.input_format, config.resources.range_bytes, cpus)
         # materialized (its last step is): the global steps need it all
-        processed = run_steps(candidates, table, journal)
+        processed = run_steps(candidates, fitted(table, blocks), journal)
 
     per_task = config.resources.rows_per_pass_task(config.with_images)
     with timed(phases, "global_rules"):  # their tallies and decisions
@@ -338,16 +345,23 @@ def curate(
         del processed
 
     # One pass: the global rules reject their rows, the split is assigned, the rows are
-    # written and counted for stats.json. Everything after reads what was written.
+    # written and counted for stats.json, and the samples are drawn. The written files are
+    # read again only to count them.
     fs, path = storage.resolve(output_uri)
     with timed(phases, "write"):
         written_out = decided.map_batches(
             write_outcomes,
-            fn_kwargs={"split": config.split, "filesystem": fs, "directory": path},
+            fn_kwargs={
+                "split": config.split,
+                "filesystem": fs,
+                "directory": path,
+                "samples": config.samples,
+            },
             batch_format="pyarrow",
             batch_size=per_task,
         )
-        tallies = tally(gathered(written_out, outcome_tally))
+        counts = gathered(written_out, outcome_tally)
+        tallies = tally(without_samples(counts))
         del decided
         shards = (
             write_shards(
@@ -395,7 +409,8 @@ def curate(
     if shards is not None:
         stats["shards"] = shards
     with timed(phases, "samples"):
-        stats["samples"] = _samples(output_uri, config.samples)
+        stats["samples"] = _samples(counts, output_uri, config.samples)
+        del counts
     # candidates an earlier attempt of this run had finished (pipelines/journal.py)
     stats["resumed"] = journal.resumed_rows if journal is not None else 0
     stats["seconds"] = round(time.monotonic() - started, 2)
@@ -481,18 +496,26 @@ def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
     return "\n".join(hints)
 
 
-def _samples(output_uri: str, n: int) -> dict[str, list[dict[str, Any]]]:
-    """Before/after pairs of kept candidates, and up to three examples of each rejection."""
+def _samples(counts, output_uri: str, n: int) -> dict[str, list[dict[str, Any]]]:
+    """Before/after pairs of kept candidates (the first `n` of the curated output), and up
+    to three examples of each rejection: drawn by the write pass as it wrote them
+    (rows.sample_tally), not read back. Only the images of those kept, which the pass
+    left in their files, are read: the few files that hold them, one column."""
     if n <= 0:
         return {"kept": [], "rejected": []}
-    curated, rejected_rows = written(output_uri, "curated"), written(output_uri, "rejected")
-    kept = curated.take(n) if curated is not None else []
-    rejected: dict[tuple[str, str], list[dict]] = {}
-    for row in rejected_rows.take(5000) if rejected_rows is not None else []:
-        examples = rejected.setdefault((row["stage"], row["reason"]), [])
-        if len(examples) < 3:
-            examples.append(row)
-    return {"kept": kept, "rejected": [r for rows in rejected.values() for r in rows]}
+    kept, rejected, images = chosen_samples(counts, n)
+    if images:
+        fs, path = storage.resolve(storage.join(output_uri, "curated"))
+        columns: dict[str, list] = {}
+        for file in sorted({file for file, _ in images}):
+            with fs.open_input_file(f"{path}/{file}") as f:
+                columns[file] = pq.read_table(f, columns=["image"])["image"].to_pylist()
+        pending = iter(images)
+        for record in kept:
+            if record.get("image") is not None:
+                file, row = next(pending)
+                record["image"] = columns[file][row]
+    return {"kept": kept, "rejected": rejected}
 
 
 def run(

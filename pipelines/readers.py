@@ -524,3 +524,19 @@ def is_labeled(schema: pa.Schema) -> bool:
         if value_type is not None and not (_holds(inner, "string")):
             return False
     return True
+
+
+def most_blocks(uri: str, fmt: str, range_bytes: int, enough: int) -> int | None:
+    """The most blocks `read_candidates` can give this input, from its files' sizes alone:
+    a splittable file comes in pieces of `range_bytes` (as plan_ranges cuts it), any other
+    in at most as many. Counting stops at `enough` (the workers there is room for); None
+    when the input holds Parquet, whose row groups, not its size, decide."""
+    fs, _ = storage.resolve(uri)
+    blocks = 0
+    for path in candidate_files(uri):
+        if fmt == "parquet" or (fmt == "auto" and detect_format(path, b"") == "parquet"):
+            return None
+        blocks += max(1, -(-fs.get_file_info(path).size // range_bytes))
+        if blocks >= enough:
+            break
+    return blocks

@@ -13,6 +13,7 @@ a fresh worker about 10 seconds, more than all these passes together.
 
 from __future__ import annotations
 
+import json
 import posixpath
 from dataclasses import dataclass
 from typing import Any
@@ -381,16 +382,88 @@ def assign_splits(batch: pa.Table, split: SplitConfig) -> pa.Table:
     return replaced(batch, columns)
 
 
-def write_outcomes(batch: pa.Table, split: SplitConfig, filesystem, directory: str) -> pa.Table:
+def write_outcomes(
+    batch: pa.Table, split: SplitConfig, filesystem, directory: str, samples: int = 0
+) -> pa.Table:
     """A batch's last pass, after the global rules: its captions' splits (`assign_splits`),
     its rows written to DIRECTORY/curated/ and DIRECTORY/rejected/ (files named by the
-    batch's positions: a retried batch overwrites its own), and its `outcome_tally`."""
+    batch's positions: a retried batch overwrites its own), and its `outcome_tally`, with
+    its `sample_tally` of `samples` records when that is more than 0."""
     if not batch.num_rows:
         return outcome_tally(batch)
     batch, name = assign_splits(batch, split), batch_name(batch)
-    write_batch(to_curated(batch), filesystem, posixpath.join(directory, "curated"), name)
-    write_batch(to_rejected(batch), filesystem, posixpath.join(directory, "rejected"), name)
-    return outcome_tally(batch)
+    curated, rejected = to_curated(batch), to_rejected(batch)
+    write_batch(curated, filesystem, posixpath.join(directory, "curated"), name)
+    write_batch(rejected, filesystem, posixpath.join(directory, "rejected"), name)
+    tallies = outcome_tally(batch)
+    if samples > 0:
+        tallies = pa.concat_tables([tallies, sample_tally(curated, rejected, samples, name)])
+    return tallies
+
+
+# The kinds of `sample_tally`'s rows, beside the counts of `outcome_tally`.
+SAMPLE_KEPT, SAMPLE_REJECTED = "sample.kept", "sample.rejected"
+REJECTED_SAMPLES = 3  # examples of each stage and reason
+
+
+def sample_tally(curated: pa.Table, rejected: pa.Table, n: int, name: str) -> pa.Table:
+    """The examples stats.json's `samples` are chosen from, taken from the batch as it is
+    written, so that no pass reads the output again: its first `n` curated records and first
+    REJECTED_SAMPLES rejected ones of each stage and reason, as (kind, key, n) rows with the
+    record as JSON in `key` (a curated one without its image bytes, which stay in its file:
+    `image` is the file's name then) and its row in the file in `n`. The files are named so
+    that their names sort as the output is read (`batch_name`)."""
+    kinds, keys, rows = [], [], []
+    for i, record in enumerate(curated.slice(0, n).to_pylist()):
+        record["image"] = name if record.get("image") is not None else None
+        kinds.append(SAMPLE_KEPT)
+        keys.append(json.dumps({"file": name, "record": record}))
+        rows.append(i)
+    seen: dict[tuple[str, str], int] = {}
+    stages, reasons = rejected["stage"].to_pylist(), rejected["reason"].to_pylist()
+    for i, reason in enumerate(zip(stages, reasons)):
+        if seen.get(reason, 0) < REJECTED_SAMPLES:
+            seen[reason] = seen.get(reason, 0) + 1
+            record = rejected.slice(i, 1).to_pylist()[0]
+            kinds.append(SAMPLE_REJECTED)
+            keys.append(json.dumps({"file": name, "record": record}))
+            rows.append(i)
+    return pa.table(
+        {
+            "kind": pa.array(kinds, pa.string()),
+            "key": pa.array(keys, pa.string()),
+            "n": pa.array(rows, pa.int64()),
+        }
+    )
+
+
+def chosen_samples(
+    tallies: pa.Table, n: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, int]]]:
+    """From every batch's `sample_tally`: the first `n` curated records of the output in
+    the order it is read (its files by name, each file's rows in order), and the first
+    REJECTED_SAMPLES of each stage and reason among its rejected ones, grouped by stage and
+    reason in the order each is first met; and the (file, row)
+    of each curated sample whose image stayed in its file."""
+    chosen = tallies.filter(pc.starts_with(tallies["kind"], "sample."))
+    found: dict[str, list[tuple[str, int, dict]]] = {SAMPLE_KEPT: [], SAMPLE_REJECTED: []}
+    for kind, key, row in zip(*(chosen[c].to_pylist() for c in ("kind", "key", "n"))):
+        entry = json.loads(key)
+        found[kind].append((entry["file"], row, entry["record"]))
+    kept = sorted(found[SAMPLE_KEPT], key=lambda e: (e[0], e[1]))[:n]
+    by_reason: dict[tuple[str, str], list[dict]] = {}  # in the order each is first met
+    for _, _, record in sorted(found[SAMPLE_REJECTED], key=lambda e: (e[0], e[1])):
+        examples = by_reason.setdefault((record["stage"], record["reason"]), [])
+        if len(examples) < REJECTED_SAMPLES:
+            examples.append(record)
+    rejected = [record for examples in by_reason.values() for record in examples]
+    images = [(file, row) for file, row, record in kept if record.get("image") is not None]
+    return [record for _, _, record in kept], rejected, images
+
+
+def without_samples(tallies: pa.Table) -> pa.Table:
+    """The counts of `outcome_tally` among tallies that hold `sample_tally`'s rows too."""
+    return tallies.filter(pc.invert(pc.starts_with(tallies["kind"], "sample.")))
 
 
 def replaced(batch: pa.Table, columns: dict[str, Any]) -> pa.Table:

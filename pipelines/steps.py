@@ -11,6 +11,7 @@ in order (pipelines/curation.py, `steps`), each declaring the columns it needs a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -109,6 +110,27 @@ def checked(
 
 def per_candidate(steps: Iterable[Step | GlobalStep]) -> tuple[Step, ...]:
     return tuple(step for step in steps if isinstance(step, Step))
+
+
+def fitted(steps: Iterable[Step | GlobalStep], blocks: int | None) -> tuple[Step | GlobalStep, ...]:
+    """The steps, the first per-candidate one (which the reader feeds) starting no more
+    actors than the `blocks` its input comes in: Ray Data hands an actor a block at a time,
+    so an actor more would only start a process and load its models (spaCy, WordNet) for
+    nothing. A pool of a set size is left as it is, and every step when `blocks` is None."""
+    steps = tuple(steps)
+    if blocks is None:
+        return steps
+    for number, step in enumerate(steps):
+        if isinstance(step, Step):
+            if not step.resources.tasks and step.resources.workers is None:
+                resources = dataclasses.replace(step.resources, most=max(blocks, 1))
+                steps = (
+                    *steps[:number],
+                    dataclasses.replace(step, resources=resources),
+                    *steps[number + 1 :],
+                )
+            break
+    return steps
 
 
 def run_global_steps(
