@@ -174,10 +174,20 @@ def wait_for_store(saved_at: str) -> None:
 def create_local_store(uri: str, artifact_root: str) -> None:
     """Open (creating on first use) a local database with its default artifact root set, so
     that even MLflow's own `Default` experiment, made with the tables, keeps its artifacts
-    under `artifact_root` and not under whatever the working directory is then."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    under `artifact_root` and not under whatever the working directory is then. One process
+    at a time, under a lock file beside the database: jobs submitted side by side to a fresh
+    home would each create the tables, and all but one fail on a table another just made."""
+    import fcntl
 
-    SqlAlchemyStore(uri, artifact_root)
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from sqlalchemy.engine import make_url
+
+    database = make_url(uri).database
+    with contextlib.ExitStack() as held:
+        if database and database != ":memory:":
+            lock = held.enter_context(open(f"{os.path.abspath(database)}.lock", "a"))
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        SqlAlchemyStore(uri, artifact_root)
     _created_stores.add(uri)
 
 

@@ -75,3 +75,19 @@ def test_experiments_are_model_development_ones_so_mlflow_opens_them_on_runs(pla
 
     assert kind("kind-new") == kind("kind-older") == "custom_model_development"
     assert kind("kind-chosen") == "genai_development"  # a user's choice stands
+
+
+def test_jobs_starting_together_on_a_fresh_home_share_one_new_database(tmp_path):
+    """Jobs submitted side by side to a fresh home each create the local database on their
+    first run: each must find the tables made, never fail on one the other just made
+    ("table ... already exists")."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["CONCEPTUAL_HOME"] = str(home)
+    start = "import mlflow; from conceptual import tracking; tracking.configure()"
+    jobs = [
+        subprocess.Popen([sys.executable, "-c", start], env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    errors = [job.communicate(timeout=300)[1] for job in jobs]
+    assert [job.returncode for job in jobs] == [0, 0, 0], "\n".join(errors)[-3000:]
