@@ -332,6 +332,8 @@ def curate(
             journal,
             splits=config.captions == "released",
             line_bytes=config.limits.line_bytes,
+            # a shard's image is held as a fetched one is: at most fetch.max_bytes
+            image_bytes=config.fetch.max_bytes,
         )
         # No more NLP actors than the input has blocks for (1,000 candidates are one).
         cpus = int(ray.cluster_resources().get("CPU", 1))

@@ -24,7 +24,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
-from fnmatch import fnmatch
 from typing import Any
 
 import pyarrow as pa
@@ -74,14 +73,8 @@ def archive_files(inputs: Iterable[str]) -> list[str]:
 
 def _matches(uri: str) -> list[str]:
     remote = storage.is_remote(uri)
-    if globbing.has_magic(uri):
-        if not remote:
-            return sorted(p for p in globbing.glob(uri, recursive=True) if _is_data(p))
-        # s3: list below the pattern's fixed part, keep what the pattern matches.
-        fixed = uri[: min(uri.find(c) for c in "*?[" if c in uri)].rsplit("/", 1)[0]
-        pattern = uri[len("s3://") :]
-        paths = storage.list_files(fixed) if storage.exists(fixed) else []
-        return [f"s3://{p}" for p in paths if fnmatch(p, pattern) and _is_data(p)]
+    if globbing.has_magic(uri):  # the files it matches (storage.list_files)
+        return [f"s3://{p}" if remote else p for p in storage.list_files(uri) if _is_data(p)]
     if not storage.exists(uri):
         return []
     fs, path = storage.resolve(uri)

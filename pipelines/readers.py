@@ -9,7 +9,12 @@ Conceptual Captions TSV is 500 MB) spreads over every worker downstream. A line 
 the range its first byte falls in. A CSV file (a quoted field may hold newlines) is one
 unit, and so is a compressed file (gzip or zstd, known by its first bytes): a compressed
 stream cannot be entered at a byte offset. Both are parsed as a stream, a bounded piece at a
-time.
+time. A WebDataset shard (`.tar`, conceptual.shard_candidates) is one unit too, streamed a
+member at a time; its samples come with their image bytes, which are then not fetched.
+
+A folder as img2dataset writes it (`00000.tar`, `00000.parquet`, `00000_stats.json`) is read
+by its shards: the Parquet and JSON beside each are their metadata and statistics, not more
+candidates. An input may also be a glob (`'shards/*.tar'`, `'s3://bucket/cc3m/*.tar'`).
 """
 
 from __future__ import annotations
@@ -47,8 +52,9 @@ from conceptual.candidates import (
     parse_delimited,
     split_of_name,
 )
-from conceptual.limits import LINE_BYTES
+from conceptual.limits import LINE_BYTES, ROW_BYTES
 from conceptual.records import IN_FLIGHT
+from conceptual.shard_candidates import check_shard, shard_rows
 
 HEAD_BYTES = 65536
 STREAM_BYTES = 8 << 20  # of a compressed file's content, parsed at a time
@@ -57,6 +63,8 @@ ROWS_PER_TABLE = 8192  # the rows parsed into one table: a piece of short lines 
 # there in the low ones. Stable across runs of the same input and settings.
 ROW_BITS = 32
 SPLITTABLE = ("cc_tsv", "tsv", "jsonl")
+SHARD_BUFFER = 8 << 20  # bytes fetched per read of a shard (one request each on S3)
+CHECK_BUFFER = 256 << 10  # of its first sample, read on the driver: one request, mostly
 # Reading and parsing are light streaming work; they must not wait for CPUs that the
 # stages downstream hold. With a CPU reserved per task, a pool of NLP actors holding every
 # CPU starves the reads that feed it, and the run hangs.
@@ -88,11 +96,24 @@ def fetched_once(ref: ray.ObjectRef) -> Any:
 
 
 def candidate_files(uri: str) -> list[str]:
-    """Data files under a URI; markers and hidden files (`_SUCCESS`, `.crc`) are not data."""
+    """Data files under a URI (a file, folder, prefix or glob); markers and hidden files
+    (`_SUCCESS`, `.crc`) are not data, nor what img2dataset writes beside each shard."""
     files = [p for p in storage.list_files(uri) if not posixpath.basename(p).startswith(("_", "."))]
     if not files:
         raise CandidateFormatError(f"no candidate files under {uri}")
-    return files
+    return beside_shards(files)
+
+
+def beside_shards(files: list[str]) -> list[str]:
+    """`files` but img2dataset's `STEM.parquet` (the shard's metadata, its downloads
+    included) and `STEM_stats.json` beside a shard `STEM.tar`: its samples are read."""
+    stems = {f[: f.lower().rindex(".tar")] for f in files if _is_shard(f)}
+    beside = {stem + suffix for stem in stems for suffix in (".parquet", "_stats.json")}
+    return [f for f in files if f not in beside]
+
+
+def _is_shard(path: str) -> bool:
+    return detect_format(path, b"") == "webdataset"
 
 
 def read_candidates(
@@ -102,6 +123,7 @@ def read_candidates(
     journal=None,
     splits: bool = False,
     line_bytes: int = LINE_BYTES,
+    image_bytes: int = ROW_BYTES,
 ) -> ray.data.Dataset:
     """Every row of the input, each with its `position`. With a `journal`
     (pipelines/journal.py), the rows it holds are left out: a byte range all of whose rows
@@ -109,7 +131,8 @@ def read_candidates(
     released dataset), each row's `split` is the one its file holds: a Parquet file's
     `split` column, else what the file's name says (candidates.split_of_name), else null.
     A Parquet file of the Hugging Face `labeled` config has its labels read into `labels`
-    (candidates.dataset_labels) either way."""
+    (candidates.dataset_labels) either way. A WebDataset sample's member over `image_bytes`
+    is not read (`too_large`)."""
     fs, _ = storage.resolve(uri)
     files = candidate_files(uri)
     is_parquet = [
@@ -118,8 +141,8 @@ def read_candidates(
     done = journal.all_done() if journal is not None else np.empty(0, np.int64)
     skip = ray.put(done) if len(done) else None
     parts = []
-    line_files = [f for f, pq_file in zip(files, is_parquet) if not pq_file]
-    ranges = plan_ranges(fs, line_files, fmt, range_bytes) if line_files else []
+    streamed = [f for f, pq_file in zip(files, is_parquet) if not pq_file]  # lines, shards
+    ranges = plan_ranges(fs, streamed, fmt, range_bytes, image_bytes) if streamed else []
     finished = journal.skipped_units([r["unit"] for r in ranges]) if journal is not None else ()
     to_read = [r for r in ranges if r["unit"] not in finished]
     if to_read:
@@ -156,11 +179,30 @@ def read_candidates(
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
-def plan_ranges(fs, files: list[str], fmt: str, range_bytes: int) -> list[dict]:
-    """Byte ranges to read, decided on the driver from each file's size and first line. The
-    header is checked here too, so a bad file fails the run before any work is scheduled."""
+def plan_ranges(
+    fs, files: list[str], fmt: str, range_bytes: int, image_bytes: int = ROW_BYTES
+) -> list[dict]:
+    """Byte ranges to read, decided on the driver from each file's size and first line (a
+    shard: the whole file). The header (a shard: its first sample) is checked here too, so a
+    bad file fails the run before any work is scheduled."""
     ranges = []
     for path in files:
+        if fmt == "webdataset" or (fmt == "auto" and _is_shard(path)):
+            with open_shard(fs, path, CHECK_BUFFER) as stream:
+                check_shard(stream, path)
+            ranges.append(
+                {
+                    "unit": len(ranges),
+                    "path": path,
+                    "format": "webdataset",
+                    "compression": None,  # a gzipped shard: tarfile reads it as it streams
+                    "start": 0,
+                    "end": 0,
+                    "header": b"",
+                    "max_bytes": image_bytes,
+                }
+            )
+            continue
         with open_raw(fs, path) as stream:
             compression = compression_of(stream.read(4))
         head = read_content(fs, path, compression, HEAD_BYTES)
@@ -180,6 +222,7 @@ def plan_ranges(fs, files: list[str], fmt: str, range_bytes: int) -> list[dict]:
                     "start": start,
                     "end": min(start + step, size),
                     "header": header,
+                    "max_bytes": image_bytes,
                 }
             )
     return ranges
@@ -189,6 +232,12 @@ def open_raw(fs, path: str):
     """The file's bytes as stored: pyarrow would otherwise decompress by the name's suffix
     (`.gz`) in streams but not in random-access files, and the two would disagree."""
     return fs.open_input_stream(path, compression=None)
+
+
+def open_shard(fs, path: str, buffer: int):
+    """A shard's bytes as stored (tarfile ungzips a `.tar.gz` itself), fetched `buffer`
+    bytes a request: tarfile reads 10 KiB at a time."""
+    return fs.open_input_stream(path, compression=None, buffer_size=buffer)
 
 
 def read_content(fs, path: str, compression: str | None, size: int | None = None) -> bytes:
@@ -300,6 +349,10 @@ def _read_ranges(
 
 def _rows(filesystem, part: dict, line_bytes: int) -> Iterator[dict[str, Any]]:
     """Every row of a read unit, in order."""
+    if part["format"] == "webdataset":  # tarfile reads it, gzipped or not
+        with open_shard(filesystem, part["path"], SHARD_BUFFER) as stream:
+            yield from shard_rows(stream, part["path"], part["max_bytes"])
+        return
     pieces = _pieces(filesystem, part, line_bytes)
     if part["format"] == "csv":  # a record may run over pieces: one parse of them all
         yield from parse_delimited((data for _, data in pieces), part["path"], "csv", line_bytes)
@@ -315,12 +368,13 @@ def _rows(filesystem, part: dict, line_bytes: int) -> Iterator[dict[str, Any]]:
 
 
 def _tables_of(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """`rows` in lists of at most ROWS_PER_TABLE rows and about STREAM_BYTES of text: a row
-    may keep 65,536 characters of each field, and 8,192 such rows would be gigabytes."""
+    """`rows` in lists of at most ROWS_PER_TABLE rows and about STREAM_BYTES of text and
+    image bytes: a row may keep 65,536 characters of each field (a shard's, its image), and
+    8,192 such rows would be gigabytes."""
     table, size = [], 0
     for row in rows:
         table.append(row)
-        size += sum(len(value) for value in row.values() if isinstance(value, str))
+        size += sum(len(value) for value in row.values() if isinstance(value, (str, bytes)))
         if len(table) == ROWS_PER_TABLE or size >= STREAM_BYTES:
             yield table
             table, size = [], 0

@@ -92,10 +92,15 @@ def _first(group: pa.Table) -> pa.Table:
     return group.slice(0, 1)
 
 
-def write_shards(curated: ray.data.Dataset, uri: str, config: WebDatasetConfig) -> dict[str, int]:
+def write_shards(
+    curated: ray.data.Dataset | None, uri: str, config: WebDatasetConfig
+) -> dict[str, int]:
     """Write the curated records (with images) as shards under `uri` (`SPLIT/NNNNN.tar`); count
     the shards, the samples written and the `duplicates`: records not written because their
-    id already was (samples + duplicates = records)."""
+    id already was (samples + duplicates = records). None (a curation that kept nothing):
+    no shards."""
+    if curated is None:
+        return {"shards": 0, "samples": 0, "duplicates": 0}
     repeated = repeated_ids(curated)
     ids = frozenset(repeated)
     parts = [curated]

@@ -3,7 +3,9 @@
 Formats (by `fmt`, or by the file's name and first line when fmt is "auto"):
 - `cc_tsv`: the released Conceptual Captions format, `alt_text<TAB>image_url`, no header;
 - `tsv` / `csv`: a header that names the alt-text and image URL columns (aliases below);
-- `jsonl`: one JSON object a line.
+- `jsonl`: one JSON object a line;
+- `webdataset`: tar shards (`.tar`, `.tar.gz`) of KEY.jpg/.png/.webp with KEY.txt or
+  KEY.json captions, as img2dataset writes them (conceptual.shard_candidates).
 Each of these but `cc_tsv` may also carry a `split` column: a row's own split (train, val or
 test; empty: the hash decides) is kept instead of its image's hash (conceptual.splits).
 (Parquet is read by Ray Data directly; see conceptual.pipelines.readers.)
@@ -28,11 +30,12 @@ from conceptual.limits import LINE_BYTES
 from conceptual.records import Rejection, candidate_id
 from conceptual.splits import stated_split
 
-FORMATS = ("auto", "cc_tsv", "tsv", "csv", "jsonl", "parquet")
+FORMATS = ("auto", "cc_tsv", "tsv", "csv", "jsonl", "parquet", "webdataset")
 ALT_TEXT_COLUMNS = ("alt_text", "caption", "text")
 IMAGE_URL_COLUMNS = ("image_url", "url")
 PAGE_URL_COLUMNS = ("page_url",)
-IMAGE_COLUMNS = ("image",)  # image bytes (Parquet only), e.g. from conceptual.jobs.import_coco
+# image bytes (Parquet only): conceptual.jobs.import_coco's `image`, img2dataset's `jpg`
+IMAGE_COLUMNS = ("image", "jpg")
 # The released Conceptual Captions: the splits its files hold, which their names say
 # (Google's Train_GCC-training.tsv and Validation_GCC-1.1.0-Validation.tsv, Hugging Face's
 # train-00000-of-00004.parquet), or a `split` column; and the columns of the Hugging Face
@@ -42,7 +45,16 @@ RELEASED_SPLITS = ("train", "validation")
 SPLIT_COLUMNS = ("split",)
 LABEL_COLUMNS = ("labels", "mids", "confidence_scores")
 READ_STAGE = "read"
-READ_REASONS = ("malformed_row", "invalid_utf8", "invalid_json", "missing_image_url", "too_long")
+READ_REASONS = (
+    "malformed_row",
+    "invalid_utf8",
+    "invalid_json",
+    "missing_image_url",
+    "too_long",
+    # a WebDataset sample (conceptual.shard_candidates): no caption; a member over the limit
+    "missing_caption",
+    "too_large",
+)
 # The longest alt-text or URL a candidate may have, and how much of a longer one (or of an
 # unreadable line) its rejection keeps: a 50 MB "alt-text" is not a caption.
 MAX_STORED_CHARS = 65536
@@ -72,6 +84,8 @@ def detect_format(name: str, head: bytes) -> str:
     ext = posixpath.splitext(stem)[1]
     if ext in (".parquet", ".pq"):
         return "parquet"
+    if ext == ".tar":
+        return "webdataset"
     if ext in (".jsonl", ".ndjson", ".json"):
         return "jsonl"
     if ext == ".csv":

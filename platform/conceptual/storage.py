@@ -17,12 +17,14 @@ then has no SUCCESS marker.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import posixpath
 import uuid
 from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -288,7 +290,10 @@ def exists(uri: str) -> bool:
 
 
 def list_files(uri: str) -> list[str]:
-    """Paths (inside the filesystem) of all files under a directory, or the file itself."""
+    """Paths (inside the filesystem) of all files under a directory, or the file itself, or
+    the files a glob matches (`shards/*.tar`, `s3://bucket/crawl/*.wat.gz`; none: [])."""
+    if glob.has_magic(os.fspath(uri)):
+        return _matching(os.fspath(uri))
     fs, path = resolve(uri)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
@@ -297,6 +302,22 @@ def list_files(uri: str) -> list[str]:
         return [path]
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+
+
+def _matching(uri: str) -> list[str]:
+    """The files a glob matches: a local one as `glob` matches it (`**` for any folders);
+    on S3, the objects listed below the pattern's fixed part that it matches (`*` there
+    crosses `/`, as a prefix listing does)."""
+    fs, pattern = resolve(uri)
+    if not is_remote(uri):
+        return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+    fixed = pattern[: min(pattern.find(c) for c in "*?[" if c in pattern)].rsplit("/", 1)[0]
+    if fs.get_file_info(fixed).type != pafs.FileType.Directory:
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(fixed, recursive=True))
+    return sorted(
+        i.path for i in infos if i.type == pafs.FileType.File and fnmatch(i.path, pattern)
+    )
 
 
 def content_identity(uri: str) -> list[list[Any]]:
