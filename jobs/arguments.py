@@ -176,11 +176,13 @@ def add_data_arguments(
     source: str = "--data",
     reads: str = "a curation or import output, or its curated/ folder",
     many: bool = False,
+    required: bool = True,
 ) -> None:
     """What a data job reads (by default curated records, as `--data`; `many`: one or more,
-    as curate takes web archives) and where it writes (`writes`: what goes there)."""
+    as curate takes web archives; not `required` where the job can name it otherwise, as
+    harvest's `--crawl`) and where it writes (`writes`: what goes there)."""
     nargs = "+" if many else None
-    parser.add_argument(source, required=True, type=location, nargs=nargs, help=reads)
+    parser.add_argument(source, required=required, type=location, nargs=nargs, help=reads)
     parser.add_argument("--output", required=True, type=output, help=writes)
 
 

@@ -152,7 +152,8 @@ def run_data_job(
     """A data job from its arguments to its last line: the config, a line saying what goes
     where, Ray, `run(source, output, config)` (its summary and MLflow run), all in job_run,
     then `show(summary, config)` and the run. `check(source, config)`, the job's own checks
-    of its input, runs before Ray starts and returns the config to run with. `source` may be
+    of its input, runs before Ray starts and returns the config to run with (or the config
+    and the source it names: harvest's `--crawl` lists its files by the config). `source` may be
     a list (harvest's archives; a glob among them is checked by the job). Refused (exit code
     2): a bad key, a missing input, `user_errors`."""
     from conceptual import storage
@@ -166,9 +167,12 @@ def run_data_job(
         for one in sources:
             if not glob.has_magic(one) and not storage.exists(one):
                 raise storage.StorageError(f"no input data at {one}")
-        if check is not None:
-            config = check(source, config)
-        print(f"{job}: {' '.join(sources)} -> {args.output}", flush=True)
+        if check is not None:  # the config, or (the config, the sources it names)
+            checked = check(source, config)
+            config, source = checked if isinstance(checked, tuple) else (checked, source)
+            sources = [source] if isinstance(source, str) else source
+        more = f" ... ({len(sources)} inputs)" if len(sources) > 3 else ""
+        print(f"{job}: {' '.join(sources[:3])}{more} -> {args.output}", flush=True)
         init_ray()
         named = {f"the input {one}": one for one in sources}
         require_shared({**named, "--output": args.output})

@@ -182,15 +182,19 @@ def _writer(fs, path: str) -> pq.ParquetWriter:
     return pq.ParquetWriter(fs.open_output_stream(path, compression=None), HARVESTED)
 
 
-def harvest(inputs: list[str], output_uri: str, config: HarvestConfig) -> dict[str, Any]:
+def harvest(
+    inputs: list[str], output_uri: str, config: HarvestConfig, listed: bool = False
+) -> dict[str, Any]:
     """Harvest the archives `inputs` name into OUTPUT (module docstring); returns the stats
-    written to OUTPUT/stats.json."""
+    written to OUTPUT/stats.json. `listed`: the inputs are archives as they are (a crawl's
+    list of files, conceptual.harvest.crawls), not looked up one by one first (90,000
+    requests for a monthly crawl); one that cannot be read is counted as unreadable_file."""
     storage.refuse_overlap({"the output": output_uri}, {f"input {i}": i for i in inputs})
     started = time.monotonic()
     storage.delete(storage.join(output_uri, SUCCESS))
     for part in (CANDIDATES, "stats.json"):
         storage.delete(storage.join(output_uri, part))
-    files = archive_files(inputs)
+    files = list(dict.fromkeys(inputs)) if listed else archive_files(inputs)
     items = [{"index": i, "uri": uri} for i, uri in enumerate(files)]
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     counted = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
@@ -225,11 +229,14 @@ def harvest(inputs: list[str], output_uri: str, config: HarvestConfig) -> dict[s
     return stats
 
 
-def run(inputs: list[str], output_uri: str, config: HarvestConfig) -> tuple[dict[str, Any], str]:
-    """The harvest job: one MLflow run around the harvest. Returns (stats, run id)."""
+def run(
+    inputs: list[str], output_uri: str, config: HarvestConfig, listed: bool = False
+) -> tuple[dict[str, Any], str]:
+    """The harvest job: one MLflow run around the harvest (`listed`: as harvest takes it).
+    Returns (stats, run id)."""
     with tracking.start_run(config.experiment, tags={"stage": "harvest"}) as active:
         tracking.log_config(config)
-        stats = harvest(inputs, output_uri, config)
+        stats = harvest(inputs, output_uri, config, listed)
         stats["mlflow_run_id"] = active.info.run_id
         tracking.log_params({"input_uri": " ".join(inputs)[:6000], "output_uri": output_uri})
         log_harvest(stats)

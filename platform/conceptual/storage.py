@@ -83,7 +83,9 @@ def _has_credentials() -> bool:
     return (aws / "credentials").is_file() or (aws / "config").is_file()
 
 
-def s3_filesystem() -> pafs.S3FileSystem:
+def _s3_endpoint() -> str | None:
+    """The S3 endpoint the environment names; StorageError when S3 cannot be reached at all
+    (neither an endpoint nor credentials)."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if not endpoint and not _has_credentials():
         raise StorageError(
@@ -92,6 +94,11 @@ def s3_filesystem() -> pafs.S3FileSystem:
             "on EC2 with an instance role, AWS_EC2_METADATA_DISABLED=false); for MinIO or "
             "another S3-compatible store also AWS_ENDPOINT_URL=http://host:port"
         )
+    return endpoint
+
+
+def s3_filesystem() -> pafs.S3FileSystem:
+    endpoint = _s3_endpoint()
     options: dict[str, Any] = {
         "region": os.environ.get("AWS_REGION")
         or os.environ.get("AWS_DEFAULT_REGION")
@@ -368,6 +375,34 @@ def read_bytes(uri: str) -> bytes:
             return stream.read()
     except FileNotFoundError as exc:
         raise StorageError(f"{uri} does not exist") from exc
+
+
+def get_object(uri: str) -> bytes:
+    """A whole object's bytes read with boto3, as the driver reads a listing outside Ray Data
+    (a Common Crawl `wat.paths.gz`), from the endpoint and credentials the environment names;
+    a local path or file:// URI as read_bytes reads it."""
+    if not is_remote(uri):
+        return read_bytes(uri)
+    import boto3
+    from botocore.config import Config as BotoConfig
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    client = boto3.client(
+        "s3",
+        endpoint_url=_s3_endpoint(),
+        region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        config=BotoConfig(retries={"max_attempts": S3_ATTEMPTS, "mode": "standard"}),
+    )
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("NoSuchKey", "NoSuchBucket", "404"):
+            raise StorageError(f"{redact(uri)} does not exist") from exc
+        raise StorageError(f"{redact(uri)} cannot be read: {exc}") from exc
+    except BotoCoreError as exc:
+        raise StorageError(f"{redact(uri)} cannot be read: {exc}") from exc
 
 
 def write_bytes(uri: str, data: bytes) -> None:

@@ -60,6 +60,11 @@ class HarvestRules(Config):
     # A record's body past this many bytes is not read: the page's first part is parsed
     # (a browser would show it too), and no record is ever held larger than this.
     max_record_bytes: int = 8 << 20
+    # `harvest --crawl CC-MAIN-...`: where Common Crawl's bucket is (a mirror: any URI laid
+    # out as crawl-data/CRAWL/wat.paths.gz and the paths it lists), and the seed of
+    # `--fraction`'s draw of its files (conceptual.harvest.crawls)
+    crawl_root: str = "s3://commoncrawl"
+    crawl_seed: int = 0
 
 
 class Image(NamedTuple):  # a tuple: a page has dozens, built in the harvest's inner loop
