@@ -28,6 +28,7 @@ from conceptual.errors import INTERNAL_ERROR
 from conceptual.pipelines.journal import batch_name, write_batch
 from conceptual.records import CURATED, PROCESSED, REJECTED, Rejection, record_image_id
 from conceptual.splits import SplitConfig, assign_split, split_of_key
+from conceptual.weburl import web_url
 
 ENTITY_FREQUENCY_STAGE, RARE_TYPE = "entity_frequency", "rare_type"
 DEDUPLICATE_STAGE, DUPLICATE = "deduplicate", "duplicate"
@@ -122,22 +123,27 @@ def mark_rare(batch: pa.Table, rare: frozenset[str], more_than: int) -> pa.Table
 
 def duplicate_keys(batch: pa.Table) -> pa.Table:
     """(position, url, image) of the rows still in the running, the URL and image id as
-    64-bit hashes (0: no image id), for `find_duplicates`."""
+    64-bit hashes (0: no image id), for `find_duplicates`. The URL compared is the one the
+    fetcher fetches, as conceptual/weburl.py writes it (`http://a.example` and
+    `HTTP://A.example:80/#top` are one URL); a value that is no web URL (an imported
+    image's dataset path) as it is."""
     kept = batch.filter(is_kept(batch))
 
-    def hashed(column: str) -> np.ndarray:
+    def hashed(column: str, canonical=None) -> np.ndarray:
         values = kept[column]
         hashes = np.zeros(len(values), np.uint64)
         present = pc.is_valid(values).to_numpy(zero_copy_only=False)
         if present.any():
             strings = values.filter(present).to_numpy(zero_copy_only=False)
+            if canonical is not None:
+                strings = np.array([canonical(s) or s for s in strings], dtype=object)
             hashes[present] = pd.util.hash_array(strings) | np.uint64(1)
         return hashes
 
     return pa.table(
         {
             "position": kept["position"],
-            "url": pa.array(hashed("image_url")),
+            "url": pa.array(hashed("image_url", web_url)),
             "image": pa.array(hashed("image_id")),
         }
     )

@@ -38,7 +38,7 @@ def request(
     could not be had."""
     deadline = Deadline(total_s, total_s)
     try:
-        target = parse_url(url)
+        target = parse_url(url, credentials=True)
         headers = {**(headers or {}), **_basic_auth(url)}
         connection = open_connection(target, resolve(target, deadline), deadline, _TLS)
         try:

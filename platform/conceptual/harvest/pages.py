@@ -8,8 +8,9 @@ its reason (stable strings: they are metric names):
     no_alt             no alt attribute
     empty_alt          an alt that is empty or only whitespace
     no_url             no usable src, lazy-loading attribute or srcset candidate
-    not_http           a URL that is not http(s) once resolved (data:, javascript:, ftp:,
-                       or one that does not parse)
+    not_http           a URL that is no web URL once resolved (conceptual/weburl.py): not
+                       http(s) (data:, javascript:, ftp:), one that does not parse by the
+                       URL Standard, or one with credentials
     too_long           an alt-text or URL over candidates.MAX_STORED_CHARS characters
     duplicate_in_page  the same (alt-text, URL) earlier in the same page
 """
@@ -22,7 +23,7 @@ from typing import Any, NamedTuple
 
 from conceptual.candidates import MAX_STORED_CHARS
 from conceptual.config import Config
-from conceptual.harvest.urls import Resolver, resolve, strip_url
+from conceptual.harvest.urls import Resolver, document_base, strip_url
 from conceptual.records import candidate_id
 
 IMAGE_REASONS = (
@@ -112,10 +113,7 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     if rules.respect_opt_out and opt_outs(page.robots, rules.opt_out_directives):
         counts["opted_out"] += len(page.images)
         return []
-    base = page.url
-    if page.base and (resolved_base := resolve(strip_url(page.base), page.url)):
-        base = resolved_base
-    resolver = Resolver(base)
+    resolver = Resolver(document_base(page.url, page.base))
     lang = (collapse(page.lang).lower() or None) if page.lang else None
     seen: set[tuple[str, str]] = set()
     candidates = []

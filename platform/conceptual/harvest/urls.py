@@ -1,18 +1,17 @@
-"""Image URLs as a browser resolves them: `srcset` read by the HTML standard's algorithm, a
-URL resolved against the page's base, and the result written the way a browser requests it
-(spaces and non-ASCII characters percent-encoded, an IDN host in punycode, no fragment)."""
+"""Image URLs of a page as a browser resolves them: `srcset` read by the HTML standard's
+algorithm, the page's base by the HTML standard (`<base href>`, else the page's URL), and
+each URL resolved against it and written by the URL Standard (conceptual/weburl.py: the
+platform's one parser, with its rules: http(s) only, no credentials, no fragment)."""
 
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
-HTTP_SCHEMES = ("http", "https")
+from conceptual.weburl import standard_href, web_url
+
 # What the HTML standard strips around a URL attribute's value (ASCII whitespace only: a
 # no-break space is part of a URL).
 ASCII_WHITESPACE = " \t\n\f\r"
-# Characters a URL may hold as they are; the rest are percent-encoded (what a browser sends).
-_SAFE = "!#$%&'()*+,/:;=?@[]~"
 _DESCRIPTOR = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)([wx])$")
 
 
@@ -58,73 +57,71 @@ def largest_in_srcset(srcset: str) -> str | None:
     return max(chosen, key=lambda pair: pair[0])[1] if chosen else None
 
 
-def resolve(url: str, base: str) -> str | None:
-    """`url` (relative, root-relative, protocol-relative or absolute) resolved against `base`
-    and written as a browser requests it; None when it does not parse as a URL."""
-    try:
-        joined = urljoin(base, url)
-        parts = urlsplit(joined)
-        host = parts.hostname or ""
-        if not host.isascii():
-            host = host.encode("idna").decode("ascii")
-        port = parts.port  # raises ValueError for a port that is not a number
-    except (ValueError, UnicodeError):
-        return None
-    netloc = host
-    if parts.username is not None or parts.password is not None:
-        return None  # credentials in an image URL are never what a page means to show
-    if ":" in host:  # an IPv6 literal keeps its brackets
-        netloc = f"[{host}]"
-    if port is not None:
-        netloc += f":{port}"
-    path = quote(parts.path, safe=_SAFE)
-    query = quote(parts.query, safe=_SAFE)
-    return urlunsplit((parts.scheme.lower(), netloc, path, query, ""))
+def document_base(page_url: str, base_href: str | None) -> str | None:
+    """The URL a page's relative URLs resolve against, by the HTML standard: its
+    `<base href>` parsed against the page's own URL, unless that fails or is a `data:` or
+    `javascript:` URL; else the page's URL (as the URL Standard writes it; None when it
+    does not parse, and then only absolute URLs resolve)."""
+    fallback = _href(page_url)
+    if base_href is not None:
+        href = standard_href(strip_url(base_href), fallback)
+        if href is not None and not href.startswith(("data:", "javascript:")):
+            return href
+    return fallback
 
 
-# The common forms, joined without urllib (a third of the harvest's time went to it): a URL
-# of characters that need no percent-encoding, no fragment, no dot segments, and a base
-# whose scheme and host are already as a browser writes them. Anything else takes resolve().
-_PLAIN = re.compile(r"[A-Za-z0-9\-._~/!$&'()*+,;=:@%?\[\]]*\Z")
-_ORIGIN = re.compile(r"(https?:)//([a-z0-9.\-]+)(?=[/?]|\Z)")  # a port: the general way
+# The common forms, joined without the parser (each call to it crosses into C and parses the
+# base again): a reference of characters the standard writes as they are, no dot segment
+# (`.`, `..`, `%2e`; some that are none are refused too), against a base of a plain host:
+# absolute http(s) or protocol-relative with a host the standard leaves as it is (ASCII
+# lower-case labels, the last starting with a letter, as one ending in a number is an IPv4
+# address; no punycode label, which the parser checks) and a path, root-relative, or
+# relative with no colon in its first segment (which could be a scheme). Anything else
+# takes web_url(). tests/unit/test_web_urls.py compares the two on the web-platform-tests'
+# inputs and the common forms.
+_CHARS = r"A-Za-z0-9\-._~!$&()*+,;=@%\[\]"  # and / ? :, by place; no ', which a query encodes
+_LABEL = r"(?!xn--)[a-z0-9-]+"
+_FAST = re.compile(
+    rf"(?!.*(?:\./|%2[eE]|\.\?|\.\Z))"
+    rf"(?:(?P<scheme>https?:)?//(?:{_LABEL}\.)*(?!xn--)[a-z][a-z0-9-]*\.?/"
+    rf"|(?P<root>/(?!/))|(?P<relative>[{_CHARS}]+(?=[/?]|\Z)))[{_CHARS}/?:]*\Z"
+)
+_ORIGIN = re.compile(r"(https?:)//([a-z0-9.\-]+)(?=/)")  # a port or credentials: web_url()
 
 
 class Resolver:
-    """resolve(url, base) for the images of one page, base parsed once: what the common
+    """web_url(url, base) for the images of one page, the base parsed once: what the common
     forms (absolute http(s), protocol-relative, root-relative, relative) give is exactly
-    what resolve() gives, only faster; None for a URL that is not http(s)."""
+    what web_url() gives, only faster. No base (None, or one that does not parse): only
+    absolute URLs resolve."""
 
-    def __init__(self, base: str) -> None:
-        self.base = base
-        origin = _ORIGIN.match(base)
+    def __init__(self, base: str | None) -> None:
+        self.base = base = None if base is None else _href(base)
+        origin = _ORIGIN.match(base) if base else None
         self.scheme = origin.group(1) if origin else None
         if origin:
-            path = re.split(r"[?#]", base[origin.end() :], maxsplit=1)[0] or "/"
+            path = re.split(r"[?#]", base[origin.end() :], maxsplit=1)[0]
             self.origin = origin.group(0)
             self.directory = path[: path.rfind("/") + 1]
 
     def __call__(self, url: str) -> str | None:
-        joined = self._fast(url) if self.scheme and _PLAIN.match(url) else None
-        if joined is None:
-            joined = resolve(url, self.base)
-            return joined if joined is not None and is_http(joined) else None
-        return joined
+        joined = self.fast(url)
+        return web_url(url, self.base) if joined is None else joined
 
-    def _fast(self, url: str) -> str | None:
-        if "./" in url or url.endswith((".", "/..")) or url.startswith("?"):
-            return None  # dot segments and query-only references: urllib's rules
-        if url.startswith("//"):
-            url = self.scheme + url
-        if url.startswith(("http://", "https://")):
-            origin = _ORIGIN.match(url)
-            return url if origin and len(url) > origin.end() else None
-        if url.startswith("/"):
+    def fast(self, url: str) -> str | None:
+        """The join of a plain reference, or None for web_url() to decide."""
+        match = _FAST.match(url) if self.scheme else None
+        if match is None:
+            return None
+        if match.group("relative"):
+            return self.origin + self.directory + url
+        if match.group("root"):
             return self.origin + url
-        if ":" in url.split("/", 1)[0]:
-            return None  # a scheme (data:, javascript:, HTTP:): the general way
-        return self.origin + self.directory + url
+        return url if match.group("scheme") else self.scheme + url
 
 
-def is_http(url: str) -> bool:
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    return scheme in HTTP_SCHEMES and bool(urlsplit(url).hostname)
+def _href(url: str) -> str | None:
+    """standard_href(url), without the parser for an absolute URL of the fast path's form
+    (a page's own URL, most often): the standard writes it as it is."""
+    match = _FAST.match(url)
+    return url if match is not None and match.group("scheme") else standard_href(url)

@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as LookupTimeout
-from urllib.parse import urljoin
 
 from conceptual.vision.url_safety import Failure, IPAddress, Target
+from conceptual.weburl import standard_href, web_url
 
 CHUNK_BYTES = 64 << 10
 
@@ -145,11 +145,14 @@ def open_connection(
 
 
 def redirect_url(url: str, location: str) -> str:
-    """Where a redirect leads; a relative Location is relative to the URL that sent it."""
-    try:
-        return urljoin(url, location)
-    except ValueError as exc:
-        raise Failure("invalid_url", "unreadable redirect Location") from exc
+    """Where a redirect leads (a relative Location is relative to the URL that sent it), as
+    conceptual/weburl.py's `web_url` writes it; a URL that is no web URL (ftp:, credentials)
+    as the standard writes it, for the next hop's parse_url to refuse by name. Failure
+    (invalid_url) when the Location is no URL at all."""
+    href = web_url(location, url) or standard_href(location, url)
+    if href is None:
+        raise Failure("invalid_url", "redirect Location: not a URL by the URL Standard")
+    return href
 
 
 def read_body(response: http.client.HTTPResponse, max_bytes: int) -> bytes:

@@ -1,9 +1,10 @@
 """Whether a URL may be fetched, before anything connects (vision/fetch.py's reasons
 invalid_url, unsupported_scheme, refused_port and refused_address): the URL taken apart
-(`parse_url`: http and https only, an IP literal or an IDNA host name) and the policy on
-its port and on every address its host resolves to (`AddressPolicy`: only public addresses
-on ports 80 and 443, but what the config allows; an IPv4 address hidden in IPv6 is judged
-as itself).
+(`parse_url`: by the URL Standard, conceptual/weburl.py, so the host checked is the
+parser's: http and https only, no credentials, an IP address or an ASCII host name) and the
+policy on its port and on every address its host resolves to (`AddressPolicy`: only public
+addresses on ports 80 and 443, but what the config allows; an IPv4 address hidden in IPv6
+is judged as itself).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
 
 from conceptual.records import Rejection
+from conceptual.weburl import parts, standard_href, web_url, why_not
 
 MAX_URL_CHARS = 2048
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -40,7 +41,7 @@ class Target:
     """A URL taken apart into what a request needs."""
 
     scheme: str
-    host: str  # ASCII (IDNA) host name or IP literal, without brackets
+    host: str  # the parser's: ASCII (IDNA) host name or canonical IP address, no brackets
     port: int
     path: str  # the request target: path and query, percent-encoded
 
@@ -48,45 +49,37 @@ class Target:
 _HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
 
 
-def parse_url(url: str | None) -> Target:
-    """The URL as a request needs it; Failure (invalid_url, unsupported_scheme) when it is
-    none to fetch."""
+def parse_url(url: str | None, credentials: bool = False) -> Target:
+    """The URL as a request needs it, by conceptual/weburl.py's `web_url`, the harvest's
+    and the deduplication's own; Failure (invalid_url, unsupported_scheme) when it is none
+    to fetch. `credentials`: userinfo is let through (a service's URL the user wrote,
+    conceptual/services.py, which sends it as basic authentication), never an image's."""
     if not url or not url.strip():
         raise Failure("invalid_url", "no URL")
     if len(url) > MAX_URL_CHARS:
         raise Failure("invalid_url", f"longer than {MAX_URL_CHARS} characters")
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise Failure("invalid_url", str(exc)) from exc
-    if not parts.scheme:
-        raise Failure("invalid_url", "no scheme")
-    if parts.scheme not in DEFAULT_PORTS:
-        raise Failure("unsupported_scheme", f"{parts.scheme}:")
-    if not parts.hostname:
-        raise Failure("invalid_url", "no host")
-    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=~")
-    if parts.query:
-        path += "?" + quote(parts.query, safe="/%:@!$&'()*+,;=~?")
-    return Target(
-        parts.scheme, _ascii_host(parts.hostname), port or DEFAULT_PORTS[parts.scheme], path
-    )
+    href = standard_href(url) if credentials else web_url(url)
+    if href is None or not href.startswith(("http://", "https://")):
+        raise Failure(*(why_not(url) or ("invalid_url", "not a URL")))
+    if len(href) > MAX_URL_CHARS:  # percent-encoding made it longer
+        raise Failure("invalid_url", f"longer than {MAX_URL_CHARS} characters")
+    scheme, host, port, path = parts(href)
+    port = DEFAULT_PORTS[scheme] if port is None else port  # :0 is port 0, refused
+    return Target(scheme, _ascii_host(host), port, path)
 
 
 def _ascii_host(host: str) -> str:
-    """The host as it goes on the wire: an IP literal, or a name in IDNA form."""
+    """The host as it goes on the wire and as the address checks see it: the parser's
+    (a dotted IPv4 address, whatever form the URL wrote it in; a compressed IPv6 address; a
+    lower-case ASCII name), and a name that cannot be one in the DNS refused."""
     try:
-        return str(ipaddress.ip_address(host))
+        ipaddress.ip_address(host)
+        return host
     except ValueError:
         pass
-    try:
-        name = host.encode("idna").decode("ascii").lower()
-    except UnicodeError as exc:
-        raise Failure("invalid_url", "bad host name") from exc
-    if not _HOST_NAME.fullmatch(name):
+    if not _HOST_NAME.fullmatch(host):
         raise Failure("invalid_url", "bad host name")
-    return name
+    return host
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
