@@ -110,31 +110,32 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     reason (and every image under `images_seen`). `provenance` (source, record_offset) goes
     into every candidate."""
     counts["images_seen"] += len(page.images)
-    if rules.respect_opt_out and opt_outs(page.robots, rules.opt_out_directives):
+    if rules.respect_opt_out and page.robots and opt_outs(page.robots, rules.opt_out_directives):
         counts["opted_out"] += len(page.images)
         return []
     resolver = Resolver(document_base(page.url, page.base))
     lang = (collapse(page.lang).lower() or None) if page.lang else None
     seen: set[tuple[str, str]] = set()
     candidates = []
-    for image in page.images:
+    page_url = page.url
+    for image in page.images:  # the harvest's inner loop: every image of a crawl
         reason, alt, url = _judge_image(image, resolver)
-        if reason is None and (alt, url) in seen:
+        if reason is None:
+            if (alt, url) not in seen:
+                seen.add((alt, url))
+                candidates.append(
+                    {
+                        "id": candidate_id(url, alt),
+                        "image_url": url,
+                        "page_url": page_url,
+                        "alt_text": alt,
+                        "lang": lang,
+                        **provenance,
+                    }
+                )
+                continue
             reason = "duplicate_in_page"
-        if reason is not None:
-            counts[reason] += 1
-            continue
-        seen.add((alt, url))
-        candidates.append(
-            {
-                "id": candidate_id(url, alt),
-                "image_url": url,
-                "page_url": page.url,
-                "alt_text": alt,
-                "lang": lang,
-                **provenance,
-            }
-        )
+        counts[reason] += 1
     return candidates
 
 
