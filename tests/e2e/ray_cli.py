@@ -92,8 +92,12 @@ def start_head(tmp: Path, env: dict[str, str], *args: str) -> tuple[Node, str, i
     address = f"http://127.0.0.1:{dashboard}"
 
     def answers() -> bool:
+        """Started (the dashboard may answer before the node has, and the node's start may
+        still time out) and taking jobs."""
         if not head.alive():
             raise AssertionError(f"ray head exited; see {head.log}")
+        if "Ray runtime started." not in head.log.read_text():
+            return False
         listed = subprocess.run(
             [BIN / "ray", "job", "list", "--address", address], env=env, capture_output=True
         )
@@ -143,3 +147,20 @@ def submit(
 
 def output_of(result: subprocess.CompletedProcess) -> str:
     return result.stdout[-4000:] + result.stderr[-4000:]
+
+
+def job_logs(address: str, env: dict[str, str], submission_id: str) -> str:
+    """What the job itself printed (`ray job logs`), after Ray's lines that start it."""
+    logs = subprocess.run(
+        [BIN / "ray", "job", "logs", "--address", address, submission_id],
+        env=env, capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    return logs.split(f"Running entrypoint for job {submission_id}: ", 1)[-1].partition("\n")[2]
+
+
+def stop_job(address: str, env: dict[str, str], submission_id: str) -> None:
+    """`ray job stop`, which waits until the job has stopped."""
+    subprocess.run(
+        [BIN / "ray", "job", "stop", "--address", address, submission_id],
+        env=env, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
