@@ -53,3 +53,27 @@ def test_a_wrong_crawl_name_or_kind_is_said():
 def test_a_crawl_the_mirror_lacks_is_said_with_its_listing(tmp_path):
     with pytest.raises(StorageError, match=r"crawl CC-MAIN-2019-01: .*wat.paths.gz does not exist"):
         crawl_files("CC-MAIN-2019-01", "wat", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "one of --input (web archives) or --crawl"),
+        (["--input", "a.warc.gz", "--crawl", "CC-MAIN-2025-08"], "one of --input"),
+        (["--input", "a.warc.gz", "--files", "2"], "--files and --fraction choose among a --crawl"),
+        (["--crawl", "CC-MAIN-2025-08", "--files", "2", "--fraction", ".1"], "not allowed with"),
+        (["--crawl", "CC-MAIN-2025-08", "--fraction", "2"], "--fraction 2.0: more than 0"),
+        (["--crawl", "CC-MAIN-2025-08", "--files", "0"], "--files 0: at least 1"),
+        (["--crawl", "CC-MAIN-2025-08", "--kind", "wet"], "invalid choice: 'wet'"),
+    ],
+)
+def test_the_harvest_job_says_what_is_wrong_with_its_crawl_arguments(
+    args, message, tmp_path, capsys
+):
+    from conceptual.jobs import harvest
+
+    (tmp_path / "a.warc.gz").write_bytes(b"")
+    args = [str(tmp_path / a) if a == "a.warc.gz" else a for a in args]
+    with pytest.raises(SystemExit) as stopped:
+        harvest.main([*args, "--output", str(tmp_path / "out")])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
