@@ -3,6 +3,7 @@ with a baseline's (a git ref), on the README's first job and on 20,000 candidate
 
     .venv/bin/pytest -m benchmark tests/benchmarks/test_curation_cpu.py -s
     BENCHMARK_BASELINE=HEAD~3 BENCHMARK_ROUNDS=5 ...   # the baseline ref, the runs of each
+    BENCHMARK_SIZES=1000 BENCHMARK_WARMUP=0 ...        # the first job only, no warm-up runs
 
 A small curation's CPU is mostly fixed costs (Ray's start, the NLP actors' loads, the
 passes after the stages), and most of it is spent outside the driver: Ray's workers are
@@ -42,6 +43,9 @@ from process_cpu import cgroup_root, measure  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = os.environ.get("BENCHMARK_BASELINE", "HEAD")
 ROUNDS = int(os.environ.get("BENCHMARK_ROUNDS", "3"))
+# Which inputs: "1000" (the first job), "20000", or both (the default).
+SIZES = os.environ.get("BENCHMARK_SIZES", "1000,20000").split(",")
+WARM_UP = os.environ.get("BENCHMARK_WARMUP", "1") != "0"
 # The README's first job ("## Your first job"): 1,000 candidates, the text alone.
 FIRST_JOB = ["with_images=false", "entity_frequency.more_than=2"]
 
@@ -123,7 +127,8 @@ def compare(inputs: dict[str, str], variants: dict[str, tuple[Path, dict]], out:
     """Median CPU-seconds of each variant over ROUNDS alternating runs, after a warm-up."""
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     for name, (source, env) in variants.items():  # the MLflow database, the page cache
-        curate(source, env, inputs[name], out / f"warm-{name}")
+        if WARM_UP:
+            curate(source, env, inputs[name], out / f"warm-{name}")
     for round_ in range(ROUNDS):
         for name, (source, env) in variants.items():
             runs[name].append(curate(source, env, inputs[name], out / name))
@@ -153,16 +158,16 @@ def test_curation_cpu_seconds_against_the_baseline(tmp_path, record):
             "ours": (ROOT, variant_env(ROOT, tmp_path / "home-ours", shim)),
             "baseline": (baseline, variant_env(baseline, tmp_path / "home-baseline", shim)),
         }
-        # 20,000 candidates in 4 files, as the throughput benchmark makes them.
-        many = tmp_path / "candidates-20000"
-        many.mkdir()
-        rows = generate_candidates(20_000, seed=11)
-        for part in range(4):
-            write_candidates(rows[part::4], str(many / f"part-{part}.tsv"), fmt="cc_tsv")
-        sizes = {
-            "first_job_1000": {name: "examples/candidates.tsv" for name in variants},
-            "candidates_20000": {name: str(many) for name in variants},
-        }
+        sizes = {}
+        if "1000" in SIZES:
+            sizes["first_job_1000"] = {name: "examples/candidates.tsv" for name in variants}
+        if "20000" in SIZES:  # in 4 files, as the throughput benchmark makes them
+            many = tmp_path / "candidates-20000"
+            many.mkdir()
+            rows = generate_candidates(20_000, seed=11)
+            for part in range(4):
+                write_candidates(rows[part::4], str(many / f"part-{part}.tsv"), fmt="cc_tsv")
+            sizes["candidates_20000"] = {name: str(many) for name in variants}
         figures: dict = {
             "method": measure_method(),
             "baseline": BASELINE,
