@@ -108,10 +108,13 @@ def plot(stats: Mapping[str, Any], path: str | Path) -> None:
 
 def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n: int = 12) -> bool:
     """A grid of kept images, each titled with its caption and the labels that confirmed
-    it, so a run's output can be judged by eye. False when no record has an image."""
+    it, so a run's output can be judged by eye. False when no record has an image. An
+    image that does not decode is left out: a text-only curation (with_images=false) keeps
+    the images its input brought (a WebDataset shard's) unchecked, and the run's end must
+    not fail on one."""
     from conceptual.plots import image_grid
 
-    shown = [r for r in records if r.get("image")][:n]
+    shown = [r for r in records if r.get("image") and _decodes(r["image"])][:n]
     if not shown:
         return False
     items = []
@@ -119,6 +122,21 @@ def plot_kept_samples(records: Sequence[Mapping[str, Any]], path: str | Path, n:
         labels = ", ".join(label["name"] for label in record.get("labels", [])[:2])
         items.append((record["image"], record["caption"] + (f"\n[{labels}]" if labels else "")))
     image_grid(items).savefig(path, dpi=100)
+    return True
+
+
+def _decodes(data: bytes) -> bool:
+    """Whether an image decodes as image_grid draws it (a thumbnail's draft)."""
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft("RGB", (256, 256))
+            image.convert("RGB")
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return False
     return True
 
 

@@ -172,3 +172,17 @@ def test_a_curation_that_kept_nothing_writes_no_shards(tmp_path):
 
     counts = write_shards(None, str(tmp_path / "shards"), WebDatasetConfig(enabled=True))
     assert counts == {"shards": 0, "samples": 0, "duplicates": 0}
+
+
+def test_the_sample_grid_leaves_out_an_image_no_stage_checked(tmp_path):
+    """A text-only curation (with_images=false) of shards keeps their images unchecked:
+    the kept samples' grid, drawn at the run's end, leaves out one that does not decode."""
+    from PIL import Image
+
+    from conceptual.funnel import plot_kept_samples
+
+    good = io.BytesIO()
+    Image.new("RGB", (64, 48), "teal").save(good, "JPEG")
+    records = [{"image": JPEG, "caption": "corrupt"}, {"image": good.getvalue(), "caption": "ok"}]
+    assert plot_kept_samples(records, tmp_path / "grid.png")
+    assert not plot_kept_samples(records[:1], tmp_path / "none.png")
