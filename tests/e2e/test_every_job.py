@@ -132,7 +132,11 @@ CHAINS: dict[str, list] = {
         ),
         write_ratings,
         Step("rating_page", "--tasks {t}/tasks --invite ann --port {port}"),  # a server: Run.serve
-        Step("rating_results", "--tasks {t}/tasks --ratings {t}/ratings.csv", says="GOOD"),
+        Step(
+            "rating_results",
+            "--tasks {t}/tasks --ratings {t}/ratings.csv",
+            says="agreement: fleiss_kappa",
+        ),
         Step(
             "clean_split",
             "--data {t}/data --tasks {t}/tasks --ratings {t}/ratings.csv "
