@@ -312,7 +312,8 @@ FAILURES: dict[str, tuple[str, str]] = {
     "unknown_host": ("http://photos.demo.invalid/x.jpg", "dns"),
     "ftp": ("ftp://127.0.0.1/x.jpg", "unsupported_scheme"),
     "closed_port": ("http://127.0.0.1:1/x.jpg", "connection"),
-    "no_host": ("http:///x.jpg", "invalid_url"),
+    # no host by the URL Standard, which reads http:///x.jpg as http://x.jpg/, as browsers do
+    "no_host": ("http://:80/x.jpg", "invalid_url"),
 }
 
 # Image kind -> the reason the pipeline should give ("good": none, or no_label_overlap when

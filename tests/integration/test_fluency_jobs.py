@@ -196,6 +196,7 @@ def test_jobs_refuse_what_they_cannot_use(data, ray_local, platform_home, capsys
     assert f"--model {tmp_path / 'no-model'}: no such file or folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 34 s; the train job with derived labels stays in the default run
 def test_train_job_reads_human_fluency_labels_beside_the_derived_ones(
     data, ray_local, platform_home, tmp_path, capsys
 ):

@@ -188,6 +188,8 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
     assert evaluated[0].data.metrics["text_to_image.R_10.ci95_high"] >= 0
 
 
+@pytest.mark.slow  # 50 s; the text retriever trains in the default run, and test_every_job submits
+# train_contrastive, evaluate_contrastive and compare_contrastive
 def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retriever(
     ray_local, platform_home, features_uri, capsys
 ):
