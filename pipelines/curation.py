@@ -65,6 +65,7 @@ from conceptual.pipelines.released import (
 from conceptual.pipelines.rows import (
     DEDUPLICATE_STAGE,
     DUPLICATE,
+    EMBEDDINGS,
     ENTITY_FREQUENCY_STAGE,
     RARE_TYPE,
     chosen_samples,
@@ -229,6 +230,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
             "cnn": config.cnn,
             "overlap": config.overlap,
             "labels": config.labels,
+            "embeds": config.embeds_images,
         },
         Resources(
             resources.vision_batch_size,
@@ -237,7 +239,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
             cnn=config.cnn,
         ),
         needs=("image", "alt_text", "caption", "types", "entities"),
-        adds=("width", "height", "labels", "matched", "image_id"),
+        adds=("width", "height", "labels", "matched", "image_id", *EMBEDDINGS),
         materialize=True,
     )
     if not config.image.resize.enabled:

@@ -102,6 +102,13 @@ class CurationConfig(Config):
     samples: int = 50  # before/after pairs logged to MLflow
     experiment: str = "curation"
 
+    @property
+    def embeds_images(self) -> bool:
+        """Whether the vision step gives each image its embedding (records.PROCESSED's
+        `embedding`): only for a rule that compares images, since it costs a second pass of
+        the CNN over each image."""
+        return False
+
     @model_validator(mode="after")
     def _shards_need_images(self) -> CurationConfig:
         if self.webdataset.enabled and not self.with_images:

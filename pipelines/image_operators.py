@@ -10,13 +10,15 @@ import posixpath
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+from PIL import ImageOps
 
 from conceptual.errors import failing_as
 from conceptual.pipelines.journal import ONE_ROW, batch_name, write_batch
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import Rejection, image_id
-from conceptual.vision.cnn import CnnConfig, ImageNetClassifier
+from conceptual.vision.cnn import CnnConfig, FeatureExtractor, ImageNetClassifier
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual.vision.images import ImageFilterConfig, ImageFilters
 from conceptual.vision.labels import LabelMatcher, LabelSourceConfig, OverlapConfig, caption_nouns
@@ -64,11 +66,15 @@ class ImageVerdict:
     height: int | None
     rejection: Rejection | None
     labels: tuple[dict, ...] = ()
+    embedding: np.ndarray | None = None  # the CNN's pooled vector (FeatureExtractor.pooled)
+    mirrored_embedding: np.ndarray | None = None  # the same of the image mirrored
 
 
 class VisionOperator:
     """Image filters (header checks, a guarded decode, the unsafe detector), then the
-    classifier's labels and the image&text overlap rule, on one decode per image.
+    classifier's labels and the image&text overlap rule, on one decode per image. With
+    `embeds`, each image that passes the filters also gets its embedding (and with
+    `mirrored` its mirror image's), for the rules that compare images.
 
     Crawls repeat images (one stock photo on many pages, under many URLs), so verdicts are
     remembered by the hash of the image's bytes: a repeat is neither decoded nor classified.
@@ -80,9 +86,15 @@ class VisionOperator:
         cnn: CnnConfig,
         overlap: OverlapConfig,
         labels: LabelSourceConfig | None = None,
+        embeds: bool = False,
+        mirrored: bool = False,
         cache: int = 4096,
     ):
         self.filters = ImageFilters(image)
+        # The features job's extractor at its default size: an embedding here is the pooled
+        # vector that job writes for the photo, which the platform's models are trained on.
+        self.extractor = FeatureExtractor(cnn) if embeds else None
+        self.mirrored = mirrored
         self.overlap = overlap
         # With labels.source=dataset, the rows bring their labels (the released `labeled`
         # config) and no classifier is loaded; a row's labels are replaced only by its own.
@@ -109,11 +121,30 @@ class VisionOperator:
                     [image for _, image in decoded], self.overlap.top_k
                 )
             labels = {key: tuple(image_labels) for (key, _), image_labels in zip(decoded, found)}
+        embeddings = self.embed(decoded)
         for key, (info, _, rejection) in zip(new, checked):
             size = (info.width, info.height) if info is not None else (None, None)
-            self.verdicts[key] = ImageVerdict(*size, rejection, labels.get(key, ()))
+            vectors = embeddings.get(key, (None, None))
+            self.verdicts[key] = ImageVerdict(*size, rejection, labels.get(key, ()), *vectors)
             if len(self.verdicts) > self.cache:
                 self.verdicts.popitem(last=False)
+
+    def embed(self, decoded: list) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+        """(embedding, mirrored embedding or None) of each decoded image, by image_id."""
+        if self.extractor is None or not decoded:
+            return {}
+        keys, images = zip(*decoded)
+        with failing_as(IMAGE_STAGE):
+            vectors = self.extractor.pooled(images)
+            mirrors = (
+                self.extractor.pooled([ImageOps.mirror(i) for i in images])
+                if self.mirrored
+                else None
+            )
+        return {
+            key: (vectors[i], mirrors[i] if mirrors is not None else None)
+            for i, key in enumerate(keys)
+        }
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -122,6 +153,7 @@ class VisionOperator:
         for i, key in keys.items():
             row, verdict = rows[i], self.verdicts[key]
             row.update(image_id=key, width=verdict.width, height=verdict.height)
+            row.update(embedding=verdict.embedding, mirrored_embedding=verdict.mirrored_embedding)
             if self.classifies:
                 row["labels"] = list(verdict.labels)
             if verdict.rejection:

@@ -33,6 +33,7 @@ from conceptual.weburl import web_url
 ENTITY_FREQUENCY_STAGE, RARE_TYPE = "entity_frequency", "rare_type"
 DEDUPLICATE_STAGE, DUPLICATE = "deduplicate", "duplicate"
 # The list columns of a row, [] until a stage fills them (the others are null until then).
+EMBEDDINGS, VECTOR = ("embedding", "mirrored_embedding"), pa.list_(pa.float32())
 _LISTS = tuple(field.name for field in PROCESSED if pa.types.is_list(field.type))
 
 
@@ -43,8 +44,10 @@ def pending(rows: list[dict[str, Any]]) -> list[int]:
 
 def reject(row: dict[str, Any], stage: str, rejection: Rejection) -> None:
     # A rejected row's image is dropped here: the URL refetches it, and carrying the bytes
-    # of every rejected image through the remaining stages would only cost memory.
+    # of every rejected image (or its embeddings) through the remaining stages would only
+    # cost memory.
     row.update(stage=stage, reason=rejection.reason, detail=rejection.detail, image=None)
+    row.update(dict.fromkeys(EMBEDDINGS))
     row["caption"] = None
 
 
@@ -342,9 +345,9 @@ def by_split(split: pa.Array, values: pa.Array) -> pa.Array:
 
 def rejecting(batch: pa.Table, stage: str, reason: str, details: dict[int, str]) -> pa.Table:
     """The batch with the rows `details` names by index (those still in the running) rejected
-    at `stage` for `reason`, each with its detail, losing caption and image as reject() does
-    for one row. Column by column: converting whole rows, with their entities, to Python
-    values cost more than everything else in these passes."""
+    at `stage` for `reason`, each with its detail, losing caption, image and embeddings as
+    reject() does for one row. Column by column: converting whole rows, with their entities,
+    to Python values cost more than everything else in these passes."""
     kept = is_kept(batch).to_pylist()
     details = {i: detail for i, detail in details.items() if kept[i]}
     if not details:
@@ -363,6 +366,9 @@ def rejecting(batch: pa.Table, stage: str, reason: str, details: dict[int, str])
             "detail": pa.array(detail, pa.string()),
             "caption": pc.if_else(dropped, pa.scalar(None, pa.string()), batch["caption"]),
             "image": pc.if_else(dropped, pa.scalar(None, pa.binary()), batch["image"]),
+            **{
+                name: pc.if_else(dropped, pa.scalar([], VECTOR), batch[name]) for name in EMBEDDINGS
+            },
         },
     )
 

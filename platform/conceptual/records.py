@@ -111,7 +111,10 @@ IN_FLIGHT = (
 )
 
 # ...and from the first stage on (pipelines/rows.py): what the stages add, filled as they
-# run; a rejected row keeps its nulls and loses its image.
+# run; a rejected row keeps its nulls and loses its image and embeddings. `embedding` (and
+# `mirrored_embedding`, its mirror image's) is the image's CNN vector, the features job's
+# pooled one, for the rules that compare images; [] when no rule asks for it, and never
+# written out.
 PROCESSED = (
     IN_FLIGHT.append(pa.field("caption", pa.string()))
     .append(pa.field("entities", pa.list_(ENTITY)))
@@ -120,6 +123,8 @@ PROCESSED = (
     .append(pa.field("width", pa.int32()))
     .append(pa.field("height", pa.int32()))
     .append(pa.field("image_id", pa.string()))
+    .append(pa.field("embedding", pa.list_(pa.float32())))
+    .append(pa.field("mirrored_embedding", pa.list_(pa.float32())))
 )
 
 CURATED = pa.schema(

@@ -387,3 +387,11 @@ class FeatureExtractor(_Backbone):
             features[start : start + views_per_image]
             for start in range(0, len(features), views_per_image)
         ]
+
+    def pooled(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """(len(images), C) float32: each image's centre crop, pooled, as `extract` gives it
+        first (the features job's `pooled` column for the same photo)."""
+        if not images:
+            return np.empty((0, FEATURE_CHANNELS), np.float32)
+        grids = torch.cat(list(self._run(self.model.extract_features, images, None)))
+        return grids.mean(dim=(2, 3)).numpy().astype(np.float32)
