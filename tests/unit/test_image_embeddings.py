@@ -12,7 +12,7 @@ from PIL import Image, ImageOps
 
 from conceptual.pipelines import image_operators
 from conceptual.pipelines.rows import table, to_curated, to_rejected
-from conceptual.records import IN_FLIGHT, CURATED, REJECTED
+from conceptual.records import CURATED, IN_FLIGHT, REJECTED
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import ImageFilterConfig
 from conceptual.vision.labels import OverlapConfig
