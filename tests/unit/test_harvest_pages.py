@@ -12,6 +12,7 @@ import pytest
 from conceptual.harvest import HarvestRules, judge
 from conceptual.harvest.budget import page_from_html
 from conceptual.harvest.html import decode
+from conceptual.harvest.pages import collapse
 from conceptual.harvest.urls import Resolver, largest_in_srcset, srcset_candidates
 from conceptual.weburl import web_url
 
@@ -50,6 +51,21 @@ def test_alt_entities_are_decoded_and_whitespace_collapsed():
         '<img src="a.jpg" alt="  Fish &amp; chips&#10;\t on a&nbsp;plate &eacute;t&#233; &lt;3 ">'
     )
     assert harvest(html)[0] == [("Fish & chips on a plate été <3", "http://example.com/dir/a.jpg")]
+
+
+def test_collapse_takes_its_shortcut_only_where_splitting_changes_nothing():
+    """collapse() returns printable text with no double space or space at an end as it is,
+    without splitting it: that is right because no code point but the space is both
+    whitespace to str.split() and printable; and on each whitespace character and others,
+    alone and between words, doubled and at the ends, it gives what splitting and joining
+    gives."""
+    points = [chr(p) for p in range(0x110000) if not 0xD800 <= p < 0xE000]  # no lone surrogate
+    assert [c for c in points if c.isspace() and c.isprintable()] == [" "]
+    chars = [c for c in points if c.isspace()] + ["a", "\u200b", "\x00", "é", "\U0001f600"]
+    for char in chars:
+        for text in (char, f"a{char}b", f"a{char}{char}b", f"{char}a", f"a{char}", f"a {char} b"):
+            assert collapse(text) == " ".join(text.split()), hex(ord(char))
+    assert collapse("a dog  on\u2003a\xa0mat ") == "a dog on a mat"
 
 
 def test_images_without_alt_are_counted_by_reason():

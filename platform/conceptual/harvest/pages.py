@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from conceptual.candidates import MAX_STORED_CHARS
 from conceptual.config import Config
-from conceptual.harvest.urls import Resolver, document_base, strip_url
+from conceptual.harvest.urls import ASCII_WHITESPACE, Resolver, document_base
 from conceptual.records import candidate_id
 
 IMAGE_REASONS = (
@@ -81,7 +81,9 @@ class Page:
     """What a page says about its images, whatever form it came in."""
 
     url: str  # the record's WARC-Target-URI
-    images: list[Image]
+    # Image's (alt, url), as an Image or as a plain tuple where they are built by the
+    # million (harvest/wat.py: a NamedTuple takes seven times a tuple's time to build)
+    images: list[tuple[str | None, str | None]]
     base: str | None = None  # <base href>, unresolved
     lang: str | None = None
     robots: list[str] = field(default_factory=list)  # robots meta contents, X-Robots-Tag values
@@ -102,6 +104,12 @@ def opt_outs(robots: list[str], directives: list[str]) -> set[str]:
 
 def collapse(text: str) -> str:
     """Whitespace runs as one space, none at either end (what a browser's tooltip shows)."""
+    # Most alt-texts have nothing to collapse, and saying so is cheaper than splitting them
+    # into words: every whitespace character but the space is unprintable (Unicode's
+    # controls and separators), so printable text without a double space or one at either
+    # end is its own answer (tests/unit/test_harvest_pages.py checks every code point).
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return " ".join(text.split())
 
 
@@ -109,48 +117,51 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     """The candidates of a page, each image that is not one counted in `counts` under its
     reason (and every image under `images_seen`). `provenance` (source, record_offset) goes
     into every candidate."""
-    counts["images_seen"] += len(page.images)
+    images = page.images
+    counts["images_seen"] += len(images)
     if rules.respect_opt_out and page.robots and opt_outs(page.robots, rules.opt_out_directives):
-        counts["opted_out"] += len(page.images)
+        counts["opted_out"] += len(images)
         return []
-    resolver = Resolver(document_base(page.url, page.base))
+    resolve = Resolver.of_document(document_base(page.url, page.base))
     lang = (collapse(page.lang).lower() or None) if page.lang else None
+    page_url = page.url
     seen: set[tuple[str, str]] = set()
     candidates = []
-    page_url = page.url
-    for image in page.images:  # the harvest's inner loop: every image of a crawl
-        reason, alt, url = _judge_image(image, resolver)
-        if reason is None:
-            if (alt, url) not in seen:
-                seen.add((alt, url))
-                candidates.append(
-                    {
-                        "id": candidate_id(url, alt),
-                        "image_url": url,
-                        "page_url": page_url,
-                        "alt_text": alt,
-                        "lang": lang,
-                        **provenance,
-                    }
-                )
-                continue
-            reason = "duplicate_in_page"
-        counts[reason] += 1
+    # The harvest's inner loop, every image of a crawl, written out in one function (no call,
+    # tuple or dict per image but the candidate's own; rejections counted after it): it is
+    # 40% of a WAT's harvest (BENCHMARKS.md, issue 60, 2).
+    rejected = []
+    for alt, raw in images:
+        if alt is None:
+            rejected.append("no_alt")
+            continue
+        alt = collapse(alt)
+        if not alt:
+            rejected.append("empty_alt")
+            continue
+        raw = raw.strip(ASCII_WHITESPACE) if raw else ""  # strip_url()
+        if not raw:
+            rejected.append("no_url")
+            continue
+        url = resolve(raw)
+        if url is None:
+            rejected.append("not_http")
+        elif len(alt) > MAX_STORED_CHARS or len(url) > MAX_STORED_CHARS:
+            rejected.append("too_long")
+        elif (alt, url) in seen:
+            rejected.append("duplicate_in_page")
+        else:
+            seen.add((alt, url))
+            candidates.append(
+                {
+                    "id": candidate_id(url, alt),
+                    "image_url": url,
+                    "page_url": page_url,
+                    "alt_text": alt,
+                    "lang": lang,
+                    **provenance,
+                }
+            )
+    if rejected:
+        counts.update(rejected)
     return candidates
-
-
-def _judge_image(image: Image, resolver: Resolver) -> tuple[str | None, str, str]:
-    if image.alt is None:
-        return "no_alt", "", ""
-    alt = collapse(image.alt)
-    if not alt:
-        return "empty_alt", "", ""
-    raw = strip_url(image.url)
-    if not raw:
-        return "no_url", alt, ""
-    url = resolver(raw)
-    if url is None:
-        return "not_http", alt, raw
-    if len(alt) > MAX_STORED_CHARS or len(url) > MAX_STORED_CHARS:
-        return "too_long", alt, url
-    return None, alt, url

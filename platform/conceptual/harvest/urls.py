@@ -87,6 +87,7 @@ _FAST = re.compile(
     rf"|(?P<root>/(?!/))|(?P<relative>[{_CHARS}]+(?=[/?]|\Z)))[{_CHARS}/?:]*\Z"
 )
 _ORIGIN = re.compile(r"(https?:)//([a-z0-9.\-]+)(?=/)")  # a port or credentials: web_url()
+_PATH = re.compile(r"[^?#]*")  # a base's path: up to its query or fragment
 
 
 class Resolver:
@@ -95,29 +96,41 @@ class Resolver:
     what web_url() gives, only faster. No base (None, or one that does not parse): only
     absolute URLs resolve."""
 
-    def __init__(self, base: str | None) -> None:
-        self.base = base = None if base is None else _href(base)
+    def __init__(self, base: str | None, written: bool = False) -> None:
+        """`written`: the base is already as the standard writes it (document_base's)."""
+        self.base = base = base if written or base is None else _href(base)
         origin = _ORIGIN.match(base) if base else None
         self.scheme = origin.group(1) if origin else None
+        # No origin of the plain form: every URL goes to web_url()
+        self._match = _FAST.match if origin else _no_match
         if origin:
-            path = re.split(r"[?#]", base[origin.end() :], maxsplit=1)[0]
+            path = _PATH.match(base, origin.end()).group()
             self.origin = origin.group(0)
             self.directory = path[: path.rfind("/") + 1]
 
+    @classmethod
+    def of_document(cls, base: str | None) -> Resolver:
+        """The resolver of a document_base() answer (written by the standard already)."""
+        return cls(base, written=True)
+
     def __call__(self, url: str) -> str | None:
-        joined = self.fast(url)
-        return web_url(url, self.base) if joined is None else joined
+        match = self._match(url)  # fast(), inlined: a call per image less
+        if match is None:
+            return web_url(url, self.base)
+        form = match.lastgroup  # the one form that matched: no group() call per form
+        if form == "relative":
+            return self.origin + self.directory + url
+        if form == "root":
+            return self.origin + url
+        return url if form == "scheme" else self.scheme + url  # absolute, protocol-relative
 
     def fast(self, url: str) -> str | None:
         """The join of a plain reference, or None for web_url() to decide."""
-        match = _FAST.match(url) if self.scheme else None
-        if match is None:
-            return None
-        if match.group("relative"):
-            return self.origin + self.directory + url
-        if match.group("root"):
-            return self.origin + url
-        return url if match.group("scheme") else self.scheme + url
+        return None if self._match(url) is None else self(url)
+
+
+def _no_match(url: str) -> None:
+    return None
 
 
 def _href(url: str) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from conceptual.harvest.pages import Image, Page
+from conceptual.harvest.pages import Page
 
 IMG_SRC = "IMG@/src"
 # The type of the record a WAT record describes, read from the JSON's first bytes: two of a
@@ -66,7 +66,7 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
         html is not None,
         head.base,
         head.metas,
-        [Image(link.alt, link.url) for link in links or () if link.path == IMG_SRC],
+        [(link.alt, link.url) for link in links or () if link.path == IMG_SRC],
         # msgspec decodes only Unicode text: no lone surrogate to look for
         check_unicode=False,
     )
@@ -87,9 +87,7 @@ def _page_from_json(payload: bytes) -> tuple[str | None, Page | None]:
     html = html if is_html else {}
     head = html.get("Head") if isinstance(html.get("Head"), dict) else {}
     images = [
-        Image(
-            *(value if type(value) is str else None for value in (link.get("alt"), link.get("url")))
-        )
+        tuple(value if type(value) is str else None for value in (link.get("alt"), link.get("url")))
         for link in html.get("Links") or ()
         if type(link) is dict and link.get("path") == IMG_SRC
     ]
@@ -111,7 +109,7 @@ def _page(
     is_html: bool,
     base: str | None,
     metas: Any,
-    images: list[Image],
+    images: list[tuple[str | None, str | None]],
     check_unicode: bool = True,
 ) -> tuple[str | None, Page | None]:
     """The page of a WAT record describing a response, from its parts as either way read
