@@ -209,6 +209,11 @@ def differences(ours: set[tuple], theirs: set[tuple]) -> dict:
     }
 
 
+def load_average() -> str:
+    """/proc/loadavg's 1, 5 and 15-minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def spread(values: list[float]) -> dict:
     return {"min": min(values), "median": round(statistics.median(values), 2), "max": max(values)}
 
@@ -229,12 +234,14 @@ def test_harvest_speed_against_cc2dataset(real_data, tmp_path, record):
     def rate(run: dict, pages: int) -> float:  # per CPU-second: a core's rate
         return round(pages / run["cpu_seconds"], 1)
 
+    load = [load_average()]  # the machine's load beside the figures (others' work on it)
     ours, theirs, warc = [], [], []
     for _ in range(PAIRS):  # interleaved: ours, theirs, ours, theirs (and the WARC after each)
         ours.append(run_worker(sys.executable, "harvest", str(crawl[kind]), str(tmp_path / "ours.pairs")))  # fmt: skip
         theirs.append(run_worker(python, baseline, str(crawl[kind]), str(tmp_path / "baseline.pairs")))  # fmt: skip
         if kind == "wat":
             warc.append(run_worker(sys.executable, "harvest", str(crawl["warc"]), str(tmp_path / "warc.pairs")))  # fmt: skip
+    load.append(load_average())
     pages = ours[0]["pages"]  # the same file: cc2dataset does not count pages
     ratios = [round(rate(o, pages) / rate(t, pages), 2) for o, t in zip(ours, theirs)]
     once = {k: run_worker(sys.executable, "harvest", str(crawl[k]), str(tmp_path / f"{k}.pairs")) for k in ("warc_wat", "small_warc", "small_wat")}  # fmt: skip
@@ -250,6 +257,7 @@ def test_harvest_speed_against_cc2dataset(real_data, tmp_path, record):
         "warc_pages": WARC_PAGES,
         "command": f"HARVEST_BENCH_PAGES={PAGES} HARVEST_BENCH_WARC_PAGES={WARC_PAGES} HARVEST_BENCH_PAIRS={PAIRS} .venv/bin/pytest -m benchmark tests/benchmarks/test_harvest_speed.py -s",  # fmt: skip
         "file_mb": sizes,
+        "load_average_start_end": load,
         "baseline": baseline,
         "paired_runs": {
             "file": kind,
