@@ -44,6 +44,7 @@ from conceptual import errors, funnel, lineage, storage, tracking
 from conceptual.candidates import READ_REASONS, READ_STAGE
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.funnel import tally
+from conceptual.pipelines import decontamination, near_duplicates
 from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_operators import (
@@ -54,6 +55,7 @@ from conceptual.pipelines.image_operators import (
     fetch_images,
 )
 from conceptual.pipelines.journal import RESUME, Journal, fingerprint
+from conceptual.pipelines.near_duplicates import embedding_rows, mark_found
 from conceptual.pipelines.nlp_operator import NlpOperator
 from conceptual.pipelines.readers import most_blocks, read_candidates
 from conceptual.pipelines.released import (
@@ -137,6 +139,12 @@ OVERLAP = Stage(
 )
 RESIZE = Stage(RESIZE_STAGE, (), "image.resize.* (image.resize.short_side=null turns it off)")
 DEDUPLICATE = Stage(DEDUPLICATE_STAGE, (DUPLICATE,), "dedup.by_url, dedup.by_image")
+DECONTAMINATE = Stage(
+    decontamination.DECONTAMINATE_STAGE, (decontamination.IN_EVAL_SET,), "decontaminate.*"
+)
+NEAR_DUPLICATES = Stage(
+    near_duplicates.NEAR_DUPLICATES_STAGE, (near_duplicates.NEAR_DUPLICATE,), "dedup.near.*"
+)
 ENTITY_FREQUENCY = Stage(
     ENTITY_FREQUENCY_STAGE,
     (RARE_TYPE,),
@@ -157,7 +165,9 @@ def steps(config: CurationConfig) -> tuple[Step | GlobalStep, ...]:
 
 
 def global_steps(config: CurationConfig) -> tuple[GlobalStep, ...]:
-    """Exact duplicates, then the entity-frequency rule (which so counts each photo once)."""
+    """Exact duplicates; then, where they are asked for, the candidates that copy an
+    evaluation image and the near-duplicates (both by the images' embeddings); then the
+    entity-frequency rule (which so counts each photo once)."""
     by_image = config.dedup.by_image and config.with_images
     per_task = config.resources.rows_per_pass_task(config.with_images)
     deduplicate = GlobalStep(
@@ -174,6 +184,25 @@ def global_steps(config: CurationConfig) -> tuple[GlobalStep, ...]:
         gathers=False,
         needs=("position", "image_url", *(("image_id",) if by_image else ())),
     )
+    by_embedding = {"gathers": False, "needs": ("position", "id", *EMBEDDINGS)}
+    decontaminate = GlobalStep(
+        (DECONTAMINATE,),
+        embedding_rows,
+        decontamination.find_in_eval_set,
+        mark_found,
+        {**config.decontaminate.model_dump(), "cnn": config.cnn},
+        per_task,
+        **by_embedding,
+    )
+    near = GlobalStep(
+        (NEAR_DUPLICATES,),
+        embedding_rows,
+        near_duplicates.find_near_duplicates,
+        mark_found,
+        config.dedup.near.model_dump(exclude={"enabled"}),
+        per_task,
+        **by_embedding,
+    )
     entity_frequency = GlobalStep(
         (ENTITY_FREQUENCY,),
         concept_tally,
@@ -183,7 +212,11 @@ def global_steps(config: CurationConfig) -> tuple[GlobalStep, ...]:
         per_task,
         needs=("types",),
     )
-    return (deduplicate, entity_frequency)
+    compare_images = (
+        *((decontaminate,) if config.decontaminate.against else ()),
+        *((near,) if config.dedup.near.enabled else ()),
+    )
+    return (deduplicate, *compare_images, entity_frequency)
 
 
 def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
@@ -231,6 +264,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
             "overlap": config.overlap,
             "labels": config.labels,
             "embeds": config.embeds_images,
+            "mirrored": config.dedup.near.enabled and config.dedup.near.mirrored,
         },
         Resources(
             resources.vision_batch_size,
@@ -307,6 +341,7 @@ def curate(
     # candidates harvested into OUTPUT/harvest/ are the run's own, and never cleared here.
     if harvested is None:
         storage.refuse_overlap({"the output": output_uri}, {"the input": input_uri})
+    decontamination.check(config.decontaminate)  # a missing evaluation set fails here
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
@@ -404,6 +439,10 @@ def curate(
     stats |= funnel.caption_statistics(tallies)
     stats["splits"] = dict(sorted(tallies.get("split", {}).items()))
     stats["entity_frequency"] = reports[ENTITY_FREQUENCY_STAGE]
+    # the rules that compare images, where they ran (an evaluation job reads `decontaminate`)
+    stats |= {
+        s.name: reports[s.name] for s in (NEAR_DUPLICATES, DECONTAMINATE) if s.name in reports
+    }
     if config.with_images:
         stats["image"] = {
             # The funnel must say when no unsafe-content detector looked at the images.

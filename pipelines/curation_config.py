@@ -14,6 +14,8 @@ from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
 from conceptual.harvest import HarvestRules
 from conceptual.limits import BYTES_PER_PIXEL, LimitsConfig, over_budget
+from conceptual.pipelines.decontamination import DecontaminateConfig
+from conceptual.pipelines.near_duplicates import NearDedupConfig
 from conceptual.pipelines.released import ReleasedConfig
 from conceptual.pipelines.shards import WebDatasetConfig
 from conceptual.splits import SplitConfig
@@ -34,7 +36,8 @@ class EntityFrequencyConfig(Config):
 
 class DedupConfig(Config):
     """Exact duplicates are kept once, the first in input order: the same image URL, and
-    (when the images are fetched) the same image bytes under another URL."""
+    (when the images are fetched) the same image bytes under another URL. `near`: one photo
+    re-encoded, resized, cropped or mirrored (pipelines/near_duplicates.py)."""
 
     by_url: bool = True
     by_image: bool = True
@@ -42,6 +45,7 @@ class DedupConfig(Config):
     # across the cluster first, which costs seconds of fixed overhead but no process
     # holds them all.
     keys_per_partition: int = 262_144
+    near: NearDedupConfig = NearDedupConfig()
 
 
 class ResourcesConfig(Config):
@@ -89,6 +93,8 @@ class CurationConfig(Config):
     labels: LabelSourceConfig = LabelSourceConfig()
     cnn: CnnConfig = CnnConfig()
     dedup: DedupConfig = DedupConfig()
+    # Evaluation images no training candidate may be a copy of (pipelines/decontamination.py).
+    decontaminate: DecontaminateConfig = DecontaminateConfig()
     entity_frequency: EntityFrequencyConfig = EntityFrequencyConfig()
     split: SplitConfig = SplitConfig()
     errors: ErrorsConfig = ErrorsConfig()
@@ -107,12 +113,17 @@ class CurationConfig(Config):
         """Whether the vision step gives each image its embedding (records.PROCESSED's
         `embedding`): only for a rule that compares images, since it costs a second pass of
         the CNN over each image."""
-        return False
+        return self.dedup.near.enabled or bool(self.decontaminate.against)
 
     @model_validator(mode="after")
-    def _shards_need_images(self) -> CurationConfig:
+    def _images_needed(self) -> CurationConfig:
         if self.webdataset.enabled and not self.with_images:
             raise ValueError("webdataset shards hold images: they need with_images=true")
+        if self.embeds_images and not self.with_images:
+            raise ValueError(
+                "a rule that compares images (dedup.near, decontaminate.against) needs "
+                "with_images=true"
+            )
         return self
 
     @model_validator(mode="after")
