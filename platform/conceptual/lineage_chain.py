@@ -28,7 +28,18 @@ REPORT_FILES = {kind: name for name, kind in lineage.REPORTS.items()} | {"harves
 # What the chain shows of the report beside a dataset: its counts, not its samples.
 REPORT_KEYS = {
     # `harvest`: the funnel of web archives given to curate itself, harvested first
-    "curation": ("input", "kept", "funnel", "rejected", "splits", "harvest", "mlflow_run_id"),
+    # near_duplicates and decontaminate: what the evaluation jobs check (pipelines/evaluation.py)
+    "curation": (
+        "input",
+        "kept",
+        "funnel",
+        "rejected",
+        "splits",
+        "harvest",
+        "mlflow_run_id",
+        "near_duplicates",
+        "decontaminate",
+    ),
     "harvest": ("files", "records", "images", "mlflow_run_id"),
     "import": ("input_captions", "images", "captions", "skipped", "skipped_by_reason", "splits"),
     "features": ("records", "images", "rows", "model", "image_size", "curated"),
