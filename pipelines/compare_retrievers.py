@@ -18,7 +18,7 @@ differences inside the noise (conceptual.intervals).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from conceptual.metrics import KS
@@ -57,15 +57,11 @@ def compare(
     parsed = parse_variants(variants, config, [features_uri, speech_uri, list(teacher_speech)])
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
 
-    def score(name: str, variant_config: RetrieverTrainConfig, result: dict[str, Any]) -> tuple:
-        scored = evaluate(f"runs:/{result['run_id']}/model", eval_features, evaluation, eval_speech)
-        return scored["metrics"], scored["resampled"], scored
-
     how = Comparison(
         recipe=recipe,
         job=job,
         metric=SELECT_BY,
-        score=score,
+        score=held_out_score(eval_features, evaluation, eval_speech),
         row=comparison_row,
         table=markdown_table,
     )
@@ -78,6 +74,18 @@ def compare(
         "variants": " | ".join(variants),
     }
     return run_comparison(how, config, parsed, params, register)
+
+
+def held_out_score(
+    eval_features: str, evaluation: EvalConfig, eval_speech: str | None = None
+) -> Callable[[str, Any, dict[str, Any]], tuple]:
+    """A comparison's `score`: each variant's model evaluated on the same held-out set."""
+
+    def score(name: str, variant_config: Any, result: dict[str, Any]) -> tuple:
+        scored = evaluate(f"runs:/{result['run_id']}/model", eval_features, evaluation, eval_speech)
+        return scored["metrics"], scored["resampled"], scored
+
+    return score
 
 
 def comparison_row(trained: Trained) -> dict[str, Any]:
@@ -107,11 +115,12 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     modality = rows[0]["modality"]
     recall = [f"{d}.R@{k}" for d in directions(modality) for k in KS if k <= 10]
     columns = ["variant", "loss", "batch_size", *recall, SELECT_BY, "p vs best", "train_seconds"]
-    chance = ["chance", "", "", *(_cell(rows[0].get(f"chance {c}")) for c in recall), "", "", ""]
-    return comparison_markdown(columns, rows, SELECT_BY, _cell, "Evaluation set", last=chance)
+    chance = ["chance", "", "", *(cell(rows[0].get(f"chance {c}")) for c in recall), "", "", ""]
+    return comparison_markdown(columns, rows, SELECT_BY, cell, "Evaluation set", last=chance)
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A table cell: a float to 3 decimals, nothing for None."""
     if value is None:
         return ""
     return f"{value:.3f}" if isinstance(value, float) else str(value)

@@ -13,14 +13,17 @@ compare_retrievers and compare_fluency.
 A variant is `name: key=value ...` over a shared config, e.g. `mms-48: loss=mms
 batch_size=48`; a family may name some variants, which are then given by their name alone
 (`rnn-1x1`). A variant may also read data of its own (compare_fluency's English captioner),
-be scored on the model another variant trained (the late translation, re-ranked), or train
-nothing (a baseline).
+be scored on the model another variant trained (the late translation, re-ranked), train
+nothing (a baseline), or make its data when its turn comes, in a run of its own that its
+training and scoring runs are children of (the ablation's curation of one curation config:
+pipelines/ablation.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,7 +32,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from conceptual import tracking
-from conceptual.config import Config, ConfigError, merge, parse_overrides
+from conceptual.config import Config, ConfigError, merge, parse_overrides, validated
 from conceptual.intervals import (
     HIGH,
     LOW,
@@ -57,6 +60,10 @@ class Variant:
     data: Sequence[Any] = ()
     model_of: str | None = None
     registrable: bool = True  # may become a version (not a reference point, not a helper)
+    # Makes `data` when the variant's turn comes: given the id of the variant's own run (a
+    # child of the comparison run, and the parent of its training and scoring runs), returns
+    # train()'s data arguments.
+    prepare: Callable[[str], Sequence[Any]] | None = None
 
 
 def parse_variant(text: str, config: C, named: Mapping[str, str] | None = None) -> tuple[str, C]:
@@ -75,8 +82,8 @@ def parse_variant(text: str, config: C, named: Mapping[str, str] | None = None) 
         raise ConfigError(f"a variant is 'name: key=value ...', not {text!r}")
     merged = merge(config.model_dump(mode="json"), parse_overrides(overrides.split()))
     try:
-        return name, type(config).model_validate(merged)
-    except ValueError as error:
+        return name, validated(type(config), merged)
+    except ConfigError as error:
         raise ConfigError(f"variant {name!r}: {error}") from error
 
 
@@ -115,6 +122,7 @@ class Trained:
     resampled: dict[str, np.ndarray]  # the scores on every resample
     evaluation: Any = None  # whatever else the family's scoring returned
     decision: dict[str, Any] | None = None  # the champion rule's, when registered
+    run_id: str | None = None  # the variant's own run (a variant that prepares its data)
 
 
 @dataclass(frozen=True)
@@ -165,16 +173,20 @@ def compare(
     with tracking.children_of(parent_id):
         for i, variant in enumerate(variants, 1):
             print(f"variant {i}/{len(variants)} {variant.name}", flush=True)
-            trained_with, result, seconds = variant.config, None, None
-            if variant.config is not None:
-                started = time.monotonic()
-                result = training.train(comparison.recipe, variant.config, *variant.data)
-                seconds = time.monotonic() - started
-            elif variant.model_of is not None:
-                owner = done[variant.model_of]
-                trained_with, result, seconds = owner.config, owner.result, owner.seconds
-            scored = comparison.score(variant.name, trained_with, result)
-            done[variant.name] = Trained(variant.name, trained_with, result, seconds, *scored)
+            with _own_run(variant, config.experiment, comparison.job) as own:
+                data = variant.prepare(own) if variant.prepare else variant.data
+                trained_with, result, seconds = variant.config, None, None
+                if variant.config is not None:
+                    started = time.monotonic()
+                    result = training.train(comparison.recipe, variant.config, *data)
+                    seconds = time.monotonic() - started
+                elif variant.model_of is not None:
+                    owner = done[variant.model_of]
+                    trained_with, result, seconds = owner.config, owner.result, owner.seconds
+                scored = comparison.score(variant.name, trained_with, result)
+            done[variant.name] = Trained(
+                variant.name, trained_with, result, seconds, *scored, run_id=own
+            )
     trained = list(done.values())
     if metric is not None:
         trained.sort(key=lambda t: t.scores[metric], reverse=True)
@@ -217,7 +229,26 @@ def compare(
         )
         if metric is not None:
             mlflow.set_tag("best_variant", trained[0].name)
+    for t, row in zip(trained, rows):
+        if t.run_id is not None:  # its own run holds its row's scores too
+            with mlflow.start_run(run_id=t.run_id):
+                mlflow.log_metrics({k: row[k] for k in logged if row.get(k) is not None})
     return {"run_id": parent_id, "rows": rows}
+
+
+@contextlib.contextmanager
+def _own_run(variant: Variant, experiment: str, job: str) -> Iterator[str | None]:
+    """For a variant that prepares its data: a run of its own, named after it, whose id is
+    yielded, every run opened in the block its child (it is not left active: the runs below
+    it start their own). None for the others."""
+    if variant.prepare is None:
+        yield None
+        return
+    tags = {"stage": job, "variant": variant.name}
+    with tracking.start_run(experiment, run_name=variant.name, tags=tags) as run:
+        pass
+    with tracking.children_of(run.info.run_id):
+        yield run.info.run_id
 
 
 def check_variants(variants: Sequence[Variant]) -> None:

@@ -93,7 +93,12 @@ def load(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] 
         data = read_yaml(path)
         if not isinstance(data, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level")
-    data = merge(data, parse_overrides(overrides))
+    return validated(cls, merge(data, parse_overrides(overrides)))
+
+
+def validated(cls: type[C], data: dict[str, Any]) -> C:
+    """`data` as a `cls`, or ConfigError naming every problem (an unknown key with the
+    closest known one)."""
     try:
         return cls.model_validate(data)
     except ValidationError as exc:

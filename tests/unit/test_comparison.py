@@ -127,3 +127,59 @@ def test_a_variant_scored_on_a_model_names_an_earlier_one_that_trains():
         check_variants([Variant("b", model_of="a"), Variant("a", TrainConfig(experiment="x"))])
     with pytest.raises(ConfigError, match="two variants are named 'a'"):
         check_variants([Variant("a"), Variant("a")])
+
+
+def test_a_variant_that_prepares_its_data_has_a_run_its_training_and_scoring_runs_are_under(
+    platform_home, monkeypatch
+):
+    """The ablation's variants: each makes its data in a child run of the comparison run, its
+    training and scoring runs are that run's children, and its row's scores land on it."""
+    import mlflow
+
+    from conceptual import tracking
+    from conceptual.pipelines import comparison
+
+    def train(recipe, config, *data):
+        with tracking.start_run("test-comparison", tags={"stage": "train"}) as run:
+            pass
+        return {"run_id": run.info.run_id, "best": {"m": 0.0}, "data": list(data)}
+
+    monkeypatch.setattr(comparison.training, "train", train)
+    prepared = {}
+
+    def preparer(name):
+        def prepare(run_id):
+            prepared[name] = run_id
+            return [f"{name}-features"]
+
+        return prepare
+
+    level = {"low": 0.2, "high": 0.6}
+
+    def score(name, config, result):
+        resampled = {"m": level[name] + np.random.default_rng(1).normal(0, 0.01, 50)}
+        return {"m": float(resampled["m"].mean())}, resampled, result
+
+    how = comparison.Comparison(
+        recipe=SimpleNamespace(select_by="m"),
+        job="ablate_test",
+        metric="m",
+        score=score,
+        row=lambda t: {"variant": t.name, "data": t.result["data"], **t.scores},
+        table=lambda rows: "",
+    )
+    variants = [Variant(n, Shared(), prepare=preparer(n), registrable=False) for n in level]
+    result = comparison.compare(how, Shared(), variants, {}, "none")
+
+    assert [row["data"] for row in result["rows"]] == [["high-features"], ["low-features"]]
+    client = mlflow.MlflowClient()
+    for row in result["rows"]:
+        own = client.get_run(prepared[row["variant"]])
+        assert own.data.tags[tracking.PARENT_TAG] == result["run_id"]
+        assert own.info.run_name == row["variant"]
+        children = client.search_runs(
+            [own.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{own.info.run_id}'"
+        )
+        assert len(children) == 1 and children[0].data.tags["stage"] == "train"
+        assert own.data.metrics["m"] == pytest.approx(row["m"])
+    assert client.get_run(prepared["low"]).data.metrics["m.p_vs_best"] < 0.05

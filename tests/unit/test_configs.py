@@ -11,6 +11,7 @@ from conceptual.families import FAMILIES, resolve
 # one config's import error fails only its file's test): the families' from the registry,
 # their recipes' configs.
 CONFIG_FILES = {
+    "ablate.yaml": "conceptual.pipelines.ablation:AblateConfig",
     "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
     "harvest.yaml": "conceptual.pipelines.harvest:HarvestConfig",
     "curation.yaml": "conceptual.pipelines.curation_config:CurationConfig",
@@ -20,6 +21,7 @@ CONFIG_FILES = {
     "publish_dataset.yaml": "conceptual.publishing:PublishConfig",
     "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
     "translate.yaml": "conceptual.pipelines.translate:TranslateConfig",
+    "recaption.yaml": "conceptual.pipelines.recaption:RecaptionConfig",
     **{family.config_file: family.recipe for family in FAMILIES.values()},
 }
 
