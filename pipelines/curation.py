@@ -45,6 +45,7 @@ from conceptual.candidates import READ_REASONS, READ_STAGE
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.funnel import tally
 from conceptual.pipelines import decontamination, near_duplicates
+from conceptual.pipelines.alignment_rule import alignment_stats, keep_top, per_row
 from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_operators import (
@@ -102,6 +103,7 @@ from conceptual.text.curate import (
     SYNTAX_STAGE,
     TEXT_REASONS,
 )
+from conceptual.vision.alignment import check_scorer
 from conceptual.vision.fetch import FETCH_REASONS
 from conceptual.vision.images import IMAGE_REASONS
 from conceptual.vision.labels import OVERLAP_REASONS
@@ -216,7 +218,7 @@ def global_steps(config: CurationConfig) -> tuple[GlobalStep, ...]:
         *((decontaminate,) if config.decontaminate.against else ()),
         *((near,) if config.dedup.near.enabled else ()),
     )
-    return (deduplicate, *compare_images, entity_frequency)
+    return (*keep_top(config, per_task), deduplicate, *compare_images, entity_frequency)
 
 
 def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
@@ -256,7 +258,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
         journals_itself=True,
     )
     vision = Step(
-        (IMAGE, OVERLAP),
+        (IMAGE, OVERLAP, *per_row(config)),
         VisionOperator,
         {
             "image": config.image,
@@ -264,6 +266,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
             "overlap": config.overlap,
             "labels": config.labels,
             "embeds": config.embeds_images,
+            "alignment": config.alignment,
             "mirrored": config.dedup.near.enabled and config.dedup.near.mirrored,
         },
         Resources(
@@ -273,7 +276,7 @@ def per_candidate_steps(config: CurationConfig) -> tuple[Step, ...]:
             cnn=config.cnn,
         ),
         needs=("image", "alt_text", "caption", "types", "entities"),
-        adds=("width", "height", "labels", "matched", "image_id", *EMBEDDINGS),
+        adds=("width", "height", "labels", "matched", "image_id", *EMBEDDINGS, "alignment_score"),
         materialize=True,
     )
     if not config.image.resize.enabled:
@@ -296,7 +299,9 @@ def funnel_stages(config: CurationConfig) -> tuple[Stage, ...]:
     (`overlap.enabled=false`, `entity_frequency.enabled=false`) rejects nothing, and its
     row would only say so."""
     off = {
-        OVERLAP.name: not config.overlap.enabled,
+        # the label rule rejects nothing itself when the score decides (alone, or with
+        # `either`: a pair both rules fail is low_alignment)
+        OVERLAP.name: not config.overlap.enabled or config.overlap.rule in ("alignment", "either"),
         ENTITY_FREQUENCY.name: not config.entity_frequency.enabled,
     }
     staged = (stage for step in steps(config) for stage in step.stages)
@@ -342,6 +347,7 @@ def curate(
     if harvested is None:
         storage.refuse_overlap({"the output": output_uri}, {"the input": input_uri})
     decontamination.check(config.decontaminate)  # a missing evaluation set fails here
+    check_scorer(config.alignment)  # a missing scorer fails here, before any Ray work
     started = time.monotonic()
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output_uri, SUCCESS))
@@ -439,6 +445,7 @@ def curate(
     stats |= funnel.caption_statistics(tallies)
     stats["splits"] = dict(sorted(tallies.get("split", {}).items()))
     stats["entity_frequency"] = reports[ENTITY_FREQUENCY_STAGE]
+    stats |= alignment_stats(config, reports)
     # the rules that compare images, where they ran (an evaluation job reads `decontaminate`)
     stats |= {
         s.name: reports[s.name] for s in (NEAR_DUPLICATES, DECONTAMINATE) if s.name in reports

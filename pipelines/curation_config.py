@@ -20,6 +20,7 @@ from conceptual.pipelines.released import ReleasedConfig
 from conceptual.pipelines.shards import WebDatasetConfig
 from conceptual.splits import SplitConfig
 from conceptual.text.curate import TextCurationConfig
+from conceptual.vision.alignment import AlignmentConfig
 from conceptual.vision.cnn import CnnConfig
 from conceptual.vision.fetch import FetchConfig
 from conceptual.vision.images import ImageFilterConfig
@@ -88,6 +89,9 @@ class CurationConfig(Config):
     fetch: FetchConfig = FetchConfig()
     image: ImageFilterConfig = ImageFilterConfig()
     overlap: OverlapConfig = OverlapConfig()
+    # The learned image&text alignment score (conceptual.vision.alignment); overlap.rule
+    # says how it combines with the label rule.
+    alignment: AlignmentConfig = AlignmentConfig()
     # The labels the overlap rule matches: the classifier's, or those the rows bring
     # (`dataset`: the released `labeled` config's; no classifier is loaded then).
     labels: LabelSourceConfig = LabelSourceConfig()
@@ -113,7 +117,11 @@ class CurationConfig(Config):
         """Whether the vision step gives each image its embedding (records.PROCESSED's
         `embedding`): only for a rule that compares images, since it costs a second pass of
         the CNN over each image."""
-        return self.dedup.near.enabled or bool(self.decontaminate.against)
+        return (
+            self.dedup.near.enabled
+            or bool(self.decontaminate.against)
+            or self.alignment.reads_embeddings
+        )
 
     @model_validator(mode="after")
     def _images_needed(self) -> CurationConfig:
@@ -124,6 +132,28 @@ class CurationConfig(Config):
                 "a rule that compares images (dedup.near, decontaminate.against) needs "
                 "with_images=true"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _alignment_rule(self) -> CurationConfig:
+        rule, alignment = self.overlap.rule, self.alignment
+        if rule == "labels" and alignment.threshold_rule:
+            raise ValueError(
+                "alignment.min_score and alignment.keep_fraction decide nothing with "
+                "overlap.rule=labels: set overlap.rule=alignment, either or both"
+            )
+        if rule != "labels" and not alignment.threshold_rule:
+            raise ValueError(
+                f"overlap.rule={rule} needs alignment.scorer and alignment.min_score or "
+                "alignment.keep_fraction"
+            )
+        if rule in ("either", "both") and not self.overlap.enabled:
+            raise ValueError(
+                f"overlap.rule={rule} combines the score with the label rule, which "
+                "overlap.enabled=false turns off"
+            )
+        if alignment.scorer is not None and not self.with_images:
+            raise ValueError("alignment.scorer scores images: it needs with_images=true")
         return self
 
     @model_validator(mode="after")

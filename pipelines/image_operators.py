@@ -1,23 +1,32 @@
 """The image stages of curation as Ray Data operators: fetching (a plain function with a
 thread pool per batch, since it holds nothing worth keeping), then one vision actor for the
-image filters, the classifier and the image&text overlap rule (conceptual.vision does the
-work). Each works on the rows still in the running and marks those it rejects.
+image filters, the classifier, the image&text overlap rule and the learned alignment score
+(conceptual.vision does the work). Each works on the rows still in the running and marks
+those it rejects.
 """
 
 from __future__ import annotations
 
+import io
 import posixpath
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from PIL import ImageOps
+from PIL import Image, ImageOps
 
 from conceptual.errors import failing_as
 from conceptual.pipelines.journal import ONE_ROW, batch_name, write_batch
 from conceptual.pipelines.rows import pending, reject, table
 from conceptual.records import Rejection, image_id
+from conceptual.vision.alignment import (
+    ALIGNMENT_STAGE,
+    LOW_ALIGNMENT,
+    AlignmentConfig,
+    combined,
+    load_scorer,
+)
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor, ImageNetClassifier
 from conceptual.vision.fetch import FetchConfig, Fetcher
 from conceptual.vision.images import ImageFilterConfig, ImageFilters
@@ -74,7 +83,11 @@ class VisionOperator:
     """Image filters (header checks, a guarded decode, the unsafe detector), then the
     classifier's labels and the image&text overlap rule, on one decode per image. With
     `embeds`, each image that passes the filters also gets its embedding (and with
-    `mirrored` its mirror image's), for the rules that compare images.
+    `mirrored` its mirror image's), for the rules that compare images. With an
+    `alignment.scorer`, each pair whose image passes the filters gets its `alignment_score`,
+    and overlap.rule decides it by the label rule, the score against `alignment.min_score`,
+    or both (keep_fraction's threshold is decided later, over the whole run:
+    pipelines/alignment_rule.py).
 
     Crawls repeat images (one stock photo on many pages, under many URLs), so verdicts are
     remembered by the hash of the image's bytes: a repeat is neither decoded nor classified.
@@ -88,6 +101,7 @@ class VisionOperator:
         labels: LabelSourceConfig | None = None,
         embeds: bool = False,
         mirrored: bool = False,
+        alignment: AlignmentConfig | None = None,
         cache: int = 4096,
     ):
         self.filters = ImageFilters(image)
@@ -96,14 +110,23 @@ class VisionOperator:
         self.extractor = FeatureExtractor(cnn) if embeds else None
         self.mirrored = mirrored
         self.overlap = overlap
+        # overlap.rule=alignment leaves the labels out: nothing would read them.
+        self.matches_labels = overlap.enabled and overlap.rule != "alignment"
         # With labels.source=dataset, the rows bring their labels (the released `labeled`
         # config) and no classifier is loaded; a row's labels are replaced only by its own.
         source = (labels or LabelSourceConfig()).source
-        self.classifies = overlap.enabled and source == "classifier"
+        self.classifies = self.matches_labels and source == "classifier"
         if self.classifies:
             self.classifier = ImageNetClassifier(cnn)
-        if overlap.enabled:
+        if self.matches_labels:
             self.matcher = LabelMatcher(overlap)
+        alignment = alignment or AlignmentConfig()
+        self.min_score = alignment.min_score
+        self.scorer = (
+            load_scorer(alignment.scorer, cnn.device, alignment.batch_size)
+            if alignment.scorer
+            else None
+        )
         self.verdicts: OrderedDict[str, ImageVerdict] = OrderedDict()
         self.cache = cache
 
@@ -146,6 +169,27 @@ class VisionOperator:
             for i, key in enumerate(keys)
         }
 
+    def score(self, rows: list[dict]) -> list[float]:
+        """The scorer's cosine of each row's image (its embedding, or the image itself for a
+        scorer that reads pixels: it passed the guarded decode already) and caption."""
+        with failing_as(ALIGNMENT_STAGE):
+            if self.scorer.reads == "embedding":
+                images = np.stack([row["embedding"] for row in rows])
+            else:
+                images = [Image.open(io.BytesIO(row["image"])).convert("RGB") for row in rows]
+            return self.scorer.score(images, [row["caption"] for row in rows]).tolist()
+
+    def label_rule(self, row: dict) -> Rejection | None:
+        # The original words and the hypernymized caption both count: "Labrador" in the
+        # alt-text or "dog" in the caption can each confirm a dog label; as nouns only
+        # ("stands" is no tripod's "stand").
+        words = f"{row['alt_text']} {row['caption'] or ''}"
+        with failing_as(OVERLAP_STAGE):
+            nouns = caption_nouns(row["types"], row["entities"])
+            match = self.matcher.match(words, row["labels"], nouns)
+        row["matched"] = match.words
+        return match.rejection
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
         keys = {i: image_id(rows[i]["image"]) for i in pending(rows)}
@@ -158,15 +202,15 @@ class VisionOperator:
                 row["labels"] = list(verdict.labels)
             if verdict.rejection:
                 reject(row, IMAGE_STAGE, verdict.rejection)
-            elif self.overlap.enabled:
-                # The original words and the hypernymized caption both count: "Labrador" in
-                # the alt-text or "dog" in the caption can each confirm a dog label; as
-                # nouns only ("stands" is no tripod's "stand").
-                words = f"{row['alt_text']} {row['caption'] or ''}"
-                with failing_as(OVERLAP_STAGE):
-                    nouns = caption_nouns(row["types"], row["entities"])
-                    match = self.matcher.match(words, row["labels"], nouns)
-                row["matched"] = match.words
-                if match.rejection:
-                    reject(row, OVERLAP_STAGE, match.rejection)
+        # Every pair whose image passed is scored, in one batch, whatever the label rule says.
+        seen = [rows[i] for i in keys if rows[i]["reason"] is None]
+        if self.scorer is not None and seen:
+            for row, score in zip(seen, self.score(seen)):
+                row["alignment_score"] = score
+        for row in seen:
+            labels = self.label_rule(row) if self.matches_labels else None
+            rejection = combined(self.overlap.rule, labels, row["alignment_score"], self.min_score)
+            if rejection:
+                stage = ALIGNMENT_STAGE if rejection.reason == LOW_ALIGNMENT else OVERLAP_STAGE
+                reject(row, stage, rejection)
         return table(rows)

@@ -114,7 +114,9 @@ IN_FLIGHT = (
 # run; a rejected row keeps its nulls and loses its image and embeddings. `embedding` (and
 # `mirrored_embedding`, its mirror image's) is the image's CNN vector, the features job's
 # pooled one, for the rules that compare images; [] when no rule asks for it, and never
-# written out.
+# written out. `alignment_score`: the alignment scorer's cosine of the image and its caption
+# (conceptual.vision.alignment), written into curated and rejected records alike; null
+# where never scored (no alignment.scorer, or the pair stopped before it).
 PROCESSED = (
     IN_FLIGHT.append(pa.field("caption", pa.string()))
     .append(pa.field("entities", pa.list_(ENTITY)))
@@ -125,6 +127,7 @@ PROCESSED = (
     .append(pa.field("image_id", pa.string()))
     .append(pa.field("embedding", pa.list_(pa.float32())))
     .append(pa.field("mirrored_embedding", pa.list_(pa.float32())))
+    .append(pa.field("alignment_score", pa.float32()))
 )
 
 CURATED = pa.schema(
@@ -143,6 +146,7 @@ CURATED = pa.schema(
         ("height", pa.int32()),
         ("split", pa.string()),  # "train", "val" or "test", by a stable hash of the image
         ("image_id", pa.string()),  # image_id() of `image`; null without one (text-only runs)
+        ("alignment_score", pa.float32()),  # the alignment scorer's cosine; null: not scored
     ]
 )
 
@@ -175,6 +179,7 @@ REJECTED = pa.schema(
         ("image_url", pa.string()),
         ("page_url", pa.string()),
         ("alt_text", pa.string()),
+        ("alignment_score", pa.float32()),  # as a curated record's: why low_alignment said so
     ]
 )
 

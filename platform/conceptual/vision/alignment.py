@@ -15,7 +15,8 @@ A scorer is named by a URI and loaded once per actor:
     scores = scorer.score(embeddings, ["a dog runs on the grass", ...])   # (N,) cosines
 
 `scorer.reads` says which input it takes ("embedding" or "image"). On a GPU it runs there;
-on a CPU it scores in batches of `batch_size`.
+on a CPU it scores in batches of `batch_size`. `combined` is overlap.rule: how a pair's label
+verdict and its score make one verdict.
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+from pydantic import Field, model_validator
 
+from conceptual.config import Config
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load
+from conceptual.records import Rejection
 from conceptual.vision.cnn import FEATURE_CHANNELS, resolve_device
 
+ALIGNMENT_STAGE, LOW_ALIGNMENT = "alignment", "low_alignment"
 OPEN_CLIP = "open_clip:"
 Reads = Literal["embedding", "image"]
 # What the vision step's embeddings are: the features job's default CNN and size.
@@ -45,6 +50,64 @@ OPEN_CLIP_HINT = (
     "install open_clip and a torchvision built for the installed torch: "
     "pip install 'conceptual[open_clip]'"
 )
+
+
+class AlignmentConfig(Config):
+    """`scorer` (a URI, as load_scorer takes it) scores every pair that passes the image
+    filters (its `alignment_score`, in curated and rejected records alike); a pair then needs
+    `min_score` (a cosine), or a place in the top `keep_fraction` of the run's scored pairs
+    (DataComp's rule, decided once every pair is scored), as overlap.rule combines the score
+    with the label rule. Neither: the score is only recorded."""
+
+    scorer: str | None = None
+    min_score: float | None = Field(default=None, ge=-1, le=1)
+    keep_fraction: float | None = Field(default=None, gt=0, le=1)
+    batch_size: int = Field(default=256, gt=0)  # pairs per forward pass of the scorer
+
+    @property
+    def threshold_rule(self) -> bool:
+        return self.min_score is not None or self.keep_fraction is not None
+
+    @property
+    def reads_embeddings(self) -> bool:
+        """Whether the scorer reads the vision step's pooled CNN vectors (open_clip reads the
+        decoded image)."""
+        return self.scorer is not None and not self.scorer.startswith(OPEN_CLIP)
+
+    @model_validator(mode="after")
+    def _one_rule_with_a_scorer(self) -> AlignmentConfig:
+        if self.min_score is not None and self.keep_fraction is not None:
+            raise ValueError("alignment.min_score or alignment.keep_fraction, not both")
+        if self.threshold_rule and self.scorer is None:
+            raise ValueError(
+                "alignment.min_score and alignment.keep_fraction need alignment.scorer (e.g. "
+                "models:/contrastive@champion)"
+            )
+        return self
+
+
+def low_alignment(score: float, threshold: float, labels: Rejection | None = None) -> Rejection:
+    """The rejection of a pair scoring under `threshold` (and, by overlap.rule=either, failing
+    the label rule too: `labels`)."""
+    detail = f"alignment score {score:.4f} < {threshold:.4f}"
+    if labels is not None:
+        detail += f"; labels: {labels.reason} ({labels.detail})"
+    return Rejection(LOW_ALIGNMENT, detail)
+
+
+def combined(
+    rule: str, labels: Rejection | None, score: float | None, threshold: float | None
+) -> Rejection | None:
+    """A pair's verdict by overlap.rule from the label rule's (`labels`: its rejection, or
+    None when it keeps the pair) and its score against `threshold` (None: not decided here,
+    so the score rejects nothing). The label rule's own rejection stands under "labels" and
+    "both"; every other is low_alignment, under "either" only when both rules fail it."""
+    if rule == "labels" or (rule == "both" and labels is not None):
+        return labels
+    low = threshold is not None and score is not None and score < threshold
+    if not low or (rule == "either" and labels is None):
+        return None
+    return low_alignment(score, threshold, labels if rule == "either" else None)
 
 
 class ScorerError(ValueError):
@@ -121,6 +184,13 @@ def load_scorer(uri: str, device: str = "auto", batch_size: int = 256) -> Scorer
     if uri.startswith(OPEN_CLIP):
         return open_clip_scorer(uri.removeprefix(OPEN_CLIP), where, batch_size)
     return RetrieverScorer(saved_retriever(uri), where, batch_size)
+
+
+def check_scorer(config: AlignmentConfig) -> None:
+    """The scorer loaded once as a run starts, so that a missing one stops it there, with
+    what to train or install, rather than in every actor."""
+    if config.scorer is not None:
+        load_scorer(config.scorer, "cpu", config.batch_size)
 
 
 def saved_retriever(uri: str) -> SavedRetriever:

@@ -59,6 +59,11 @@ class LabelMatch(NamedTuple):
 
 class OverlapConfig(Config):
     enabled: bool = True
+    # How the label rule combines with the learned alignment score (alignment.*;
+    # conceptual.vision.alignment): "labels", the paper's rule alone (the score, with an
+    # alignment.scorer, only recorded); "alignment", the score alone; "either", a pair kept by
+    # one of them is kept; "both", a pair must pass both.
+    rule: Literal["labels", "alignment", "either", "both"] = "labels"
     top_k: int = 5  # labels per image used for matching, best first
     min_score: float = 0.02  # labels scoring less are ignored, except the best one
     hypernym_depth: int = 3  # hypernym levels each label expands to
