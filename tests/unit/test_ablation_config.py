@@ -21,14 +21,13 @@ def planned(repo, *overrides: str) -> Planned:
 def test_each_variant_is_the_shared_curation_with_its_own_overrides(repo):
     plan = planned(repo)
     shared = plan.curation
-    assert list(plan.curations) == ["default", "no-overlap", "no-dedup", "strict-overlap"]
+    assert list(plan.curations) == ["default", "no-overlap", "no-dedup"]
     assert plan.curations["default"] == shared
     assert plan.curations["no-overlap"] == shared.model_copy(
         update={"overlap": shared.overlap.model_copy(update={"enabled": False})}
     )
     no_dedup = plan.curations["no-dedup"].dedup
     assert (no_dedup.by_url, no_dedup.by_image) == (False, False)
-    assert plan.curations["strict-overlap"].overlap.min_score == 0.1
     assert shared.image.min_side == 300  # the example's shared key, in every variant
     assert plan.curations["no-dedup"].image.min_side == 300
     # One seed and budget for every variant, its runs in the ablation's experiment.
