@@ -9,13 +9,10 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
+from alignment_scorers import fitted, saved_scorer
 
-from conceptual.models.losses import match_mask, mms_loss
-from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import FeatureSettings, save_retriever
-from conceptual.models.vocab import Vocabulary
 from conceptual.vision.alignment import (
-    VISION_FEATURES,
     RetrieverScorer,
     ScorerError,
     load_scorer,
@@ -24,38 +21,20 @@ from conceptual.vision.alignment import (
 from conceptual.vision.cnn import FEATURE_CHANNELS
 
 CAPTIONS = ["a dog runs", "a cat sleeps", "two men ride bikes", "a boat on water", "kids play"]
-TINY = dict(embed_dim=16, image_hidden=32, text_d_model=16, text_heads=2, text_layers=1)
-
-
-def trained_retriever(steps: int = 30) -> tuple[DualEncoder, Vocabulary, torch.Tensor]:
-    """A small text dual encoder fitted to CAPTIONS and one random image vector each."""
-    torch.manual_seed(0)
-    vocab = Vocabulary.build(CAPTIONS, min_count=1)
-    config = RetrieverConfig(
-        modality="text", image_dim=FEATURE_CHANNELS, vocab_size=len(vocab), dropout=0.0, **TINY
-    )
-    model = DualEncoder(config)
-    images = torch.randn(len(CAPTIONS), FEATURE_CHANNELS)
-    tokens = torch.as_tensor(vocab.encode_array(CAPTIONS, config.max_tokens))
-    mask = match_mask(torch.arange(len(CAPTIONS)))
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        mms_loss(model(images, tokens), mask, 0.1).backward()
-        optimizer.step()
-    return model.eval(), vocab, images
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    model, vocab, images = trained_retriever()
-    path = tmp_path_factory.mktemp("scorer") / "contrastive"
-    save_retriever(model, path, vocab, features=VISION_FEATURES)
-    return model, vocab, images, path
+    images = torch.randn(
+        len(CAPTIONS), FEATURE_CHANNELS, generator=torch.Generator().manual_seed(1)
+    )
+    path = saved_scorer(tmp_path_factory.mktemp("scorer") / "contrastive", CAPTIONS, images.numpy())
+    model, _ = fitted(CAPTIONS, images.numpy())  # the same model, as trained
+    return model, images, path
 
 
 def test_a_saved_dual_encoder_scores_its_own_pairs_above_mismatched_ones(saved):
-    model, _, images, path = saved
+    model, images, path = saved
     scorer = load_scorer(str(path), device="cpu", batch_size=2)  # 5 pairs: three batches
     assert isinstance(scorer, RetrieverScorer) and scorer.reads == "embedding"
     true = scorer.score(images.numpy(), CAPTIONS)
@@ -90,7 +69,7 @@ def test_a_missing_scorer_names_what_to_train(tmp_path):
 
 
 def test_a_scorer_over_other_features_is_refused(tmp_path):
-    model, vocab, _ = trained_retriever(steps=0)
+    model, vocab = fitted(CAPTIONS, np.zeros((len(CAPTIONS), FEATURE_CHANNELS)), steps=0)
     other = FeatureSettings(model="efficientnet-lite0", image_size=224)
     save_retriever(model, tmp_path / "m", vocab, features=other)
     with pytest.raises(ScorerError, match="224 px"):
