@@ -23,7 +23,8 @@ from ablation_inputs import imported  # tests/ablation_inputs.py
 pytestmark = [pytest.mark.benchmark, pytest.mark.realdata]
 
 
-def test_ablation_on_the_shared_photos(ray_local, platform_home, real_data, repo, tmp_path):
+def test_ablation_on_the_shared_photos(platform_home, real_data, repo, tmp_path):
+    # The jobs start Ray themselves, or join RAY_ADDRESS's (a head started beforehand).
     from conceptual.jobs import ablate
 
     root = Path(os.environ.get("ABLATION_OUT") or tmp_path)
