@@ -11,8 +11,9 @@ another output). The job counts them in its summary and in MLflow
 A batch that raises is run again as pipelines/steps.py `isolated` runs it, as every
 guarded stage's is: row by row to find the culprits, then the other rows together.
 
-score_fluency and translate rewrite curated records this way on a pool of actors: their
-keys are RewriteConfig's, their work rewrite_guarded, their MLflow run tracked_rewrite.
+score_fluency, translate and recaption rewrite curated records this way on a pool of
+actors: their keys are RewriteConfig's, their work rewrite_guarded, their MLflow run
+tracked_rewrite.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def guarded(
 
 class RewriteConfig(Config):
     """The keys of a job that rewrites curated records with rewrite_guarded (score_fluency,
-    translate): its actor pool, what it reads, its error budget and experiment."""
+    translate, recaption): its actor pool, what it reads, its error budget and experiment."""
 
     actors: int | None = None  # None: one per CPU
     cpus_per_actor: float = 1.0
@@ -126,17 +127,20 @@ def rewrite_guarded(
     rejected_uri: str,
     output_uri: str,
     config: RewriteConfig,
+    schema: pa.Schema = CURATED_LANGUAGE,
+    whole_blocks: bool = False,
 ) -> int:
     """Curated records through `operator` on a pool of guarded actors (config.actors,
-    cpus_per_actor, batch_size), written as Parquet to `output_uri`; returns the pool's
-    actor count. The curated language's schema shapes what the actors return."""
+    cpus_per_actor, batch_size rows a call, or with `whole_blocks` a block a call), written
+    as Parquet to `output_uri`; returns the pool's actor count. `schema` is what the actors
+    return (by default the curated language's)."""
     from conceptual.pipelines.executors import actor_pool  # imports the CNN's module: torch
 
     pool = actor_pool(config.actors, config.cpus_per_actor)
     mapped = rows.map_batches(
         Guarded,
-        **guarded(operator, kwargs, stage, rejected_uri, CURATED_LANGUAGE),
-        batch_size=config.batch_size,
+        **guarded(operator, kwargs, stage, rejected_uri, schema),
+        batch_size=None if whole_blocks else config.batch_size,
         batch_format="pyarrow",
         compute=pool,
         num_cpus=config.cpus_per_actor,

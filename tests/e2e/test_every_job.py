@@ -186,6 +186,14 @@ CHAINS: dict[str, list] = {
             f"--model {CONTRASTIVE_1} --features {{t}}/features --split test",
             says="text_to_image.R@1",
         ),
+        "{t}/captions.json",  # the captioning chain's captioner is registered
+        Step(
+            "recaption",
+            f"--data {{t}}/data --output {{t}}/recaptioned --model {CAPTIONER_1} "
+            f"scorer={CONTRASTIVE_1} actors=1",
+            ("recaptioned/curated", "recaptioned/choices", "recaptioned/recaption.json"),
+            says="the synthetic caption kept for",
+        ),
         Step(
             "compare_contrastive",
             "--features {t}/features --eval-features {t}/features "
