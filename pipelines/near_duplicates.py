@@ -252,7 +252,8 @@ def find_near_duplicates(
             batch_format="pyarrow",
         )
         batches = compared.iter_batches(batch_size=None, batch_format="pyarrow")
-        pairs = pa.concat_tables([PAIRS.empty_table(), *(b for b in batches if b.num_rows)])
+        # (as PAIRS: a shuffle may hand a column back as another Arrow type of its values)
+        pairs = pa.concat_tables([PAIRS.empty_table(), *(b.cast(PAIRS) for b in batches)])
     found = grouped(pairs)
     report = {
         "enabled": True,
