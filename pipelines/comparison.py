@@ -232,7 +232,8 @@ def compare(
     for t, row in zip(trained, rows):
         if t.run_id is not None:  # its own run holds its row's scores too
             with mlflow.start_run(run_id=t.run_id):
-                mlflow.log_metrics({k: row[k] for k in logged if row.get(k) is not None})
+                scores = {tracking.metric_key(k): row[k] for k in logged if row.get(k) is not None}
+                mlflow.log_metrics(scores)
     return {"run_id": parent_id, "rows": rows}
 
 

@@ -83,7 +83,7 @@ def test_two_curations_trained_and_scored_on_the_same_held_out_photos(
     assert set(variant_runs) == set(by_name)
     for name, run in variant_runs.items():
         assert run.data.metrics["kept"] == by_name[name]["kept"]
-        assert "mean_R@10" in run.data.metrics
+        assert tracking.metric_key("mean_R@10") in run.data.metrics
         funnel = mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/funnel.json")
         assert funnel["kept"] == by_name[name]["kept"]
         below = {r.data.tags.get("stage") for r in children(run.info.run_id)}
