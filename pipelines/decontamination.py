@@ -45,7 +45,7 @@ class DecontaminateConfig(Config):
     # Of a dataset with a `split` column, only this split's images (COCO's or Flickr's
     # `test`); None: every row. A folder of images is taken whole.
     split: str | None = None
-    threshold: float = 0.9  # the cosine from which a candidate is a copy (as dedup.near)
+    threshold: float = 0.88  # the cosine from which a candidate is a copy (as dedup.near)
     mirrored: bool = True  # a candidate that is an evaluation image mirrored is one too
 
 

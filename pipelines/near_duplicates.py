@@ -62,7 +62,7 @@ class NearDedupConfig(Config):
     enabled: bool = False
     # The cosine of two images' embeddings from which they are one photo (BENCHMARKS.md,
     # "Near-duplicate images": the sweep that chose it on copies of the shared photos).
-    threshold: float = 0.9
+    threshold: float = 0.88
     mirrored: bool = True  # a mirror image counts as a copy (a second CNN pass per image)
     # SemDeDup's clusters: as many as there are this many rows, each compared whole.
     rows_per_cluster: int = 4096
