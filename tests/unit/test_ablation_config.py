@@ -28,8 +28,8 @@ def test_each_variant_is_the_shared_curation_with_its_own_overrides(repo):
     )
     no_dedup = plan.curations["no-dedup"].dedup
     assert (no_dedup.by_url, no_dedup.by_image) == (False, False)
-    assert shared.image.min_side == 300  # the example's shared key, in every variant
-    assert plan.curations["no-dedup"].image.min_side == 300
+    assert shared.image.min_side == 100  # the example's shared key, in every variant
+    assert plan.curations["no-dedup"].image.min_side == 100
     # One seed and budget for every variant, its runs in the ablation's experiment.
     assert (plan.train.seed, plan.train.epochs, plan.train.experiment) == (0, 10, "ablation")
     assert all(v.config is plan.train for v in plan.variants())
