@@ -19,6 +19,9 @@ SETTINGS = [
     VARIANTS,
     "curate.image.min_side=100",  # the shared Flickr8k photos are 200 px on their long side
     "curate.entity_frequency.more_than=0",
+    "curate.split.train=0.6",  # a dev set of a few photos (the held-out set is apart)
+    "curate.split.val=0.4",
+    "curate.split.test=0.0",
     "curate.resources.nlp_actors=1",
     "curate.resources.vision_actors=1",
     "features.actors=1",
