@@ -72,8 +72,11 @@ def test_recaption_keeps_web_synthetic_or_both_per_image_and_loses_no_image(
     curated, models, tmp_path, ray_local, platform_home, capsys
 ):
     from conceptual.pipelines.recaption import RECAPTIONED
+    from conceptual.records import image_id
 
-    images = set(pq.read_table(f"{curated}/curated", columns=["image_id"])["image_id"].to_pylist())
+    # An import's records carry no image_id: the job gives each its image's.
+    photos = pq.read_table(f"{curated}/curated", columns=["image"])["image"].to_pylist()
+    images = {image_id(photo) for photo in photos}
     # Every caption passes: each image keeps its five web captions and the synthetic one.
     kept, choices, summary = recaption(curated, models, tmp_path / "all", -1.0, capsys)
     assert pq.read_schema(next((tmp_path / "all" / "curated").glob("*.parquet"))) == RECAPTIONED
