@@ -40,17 +40,24 @@ def write_folder(folder: Path, rows: list[tuple[str, str, str]], images: Path) -
 
 
 def folders(
-    real_data: Path, root: Path, candidates: int, held_out: int, noise: float, seed: int = 0
+    real_data: Path,
+    root: Path,
+    candidates: int,
+    held_out: int,
+    noise: float,
+    seed: int = 0,
+    val_share: float = VAL_SHARE,
 ) -> tuple[Path, Path]:
     """(the candidates' folder, the held-out folder): the first `candidates` photos with
     their captions and `noise` generated alt-texts per caption (the demo's corpus: junk and
     captions of other scenes), on photos drawn at random among them; the next `held_out`
-    photos, all `test`."""
+    photos, all `test`. `val_share` of the candidate photos are stated `val`, which the
+    curation keeps."""
     photos = list(captions_by_photo(real_data).items())
     if candidates + held_out > len(photos):
         raise ValueError(f"{FLICKR} has {len(photos)} photos, not {candidates + held_out}")
     chosen, kept_apart = photos[:candidates], photos[candidates : candidates + held_out]
-    val = {name for name, _ in chosen[: round(candidates * VAL_SHARE)]}
+    val = {name for name, _ in chosen[: round(candidates * val_share)]}
     rows = [(n, c, "val" if n in val else "train") for n, captions in chosen for c in captions]
     rng = random.Random(seed)
     for generated in generate_candidates(round(len(rows) * noise), seed=seed):
