@@ -6,7 +6,7 @@ goal is 0.80 of true captions kept there. Then `either` and `both` (overlap.rule
 threshold, and the same scorer on COCO: how a scorer trained on Flickr8k transfers.
 
     ALIGNMENT_SCORER=DIR_OR_URI ALIGNMENT_FLICKR=OUT/flickr8k ALIGNMENT_COCO=OUT/coco \\
-        .venv/bin/pytest -m benchmark tests/benchmarks/test_alignment_rule.py -s
+        .venv/bin/pytest -m benchmark tests/benchmarks/test_alignment_quality.py -s
 
 ALIGNMENT_FLICKR and ALIGNMENT_COCO are `import_captions --curated` / `import_coco
 --curated` outputs (their curated records carry the photos and the splits); the scorer is
