@@ -37,6 +37,7 @@ from conceptual.rating.tasks import read_task_set
 from conceptual.records import REJECTED
 
 CURATED, REJECTED_PART, STATS = "curated", "rejected", "stats.json"
+SCORE = "alignment_score"
 BATCH_ROWS = 256  # records read at once: with their photos, a few tens of MB
 SAMPLES = 50  # kept and dropped records logged to MLflow, as a curation logs them
 
@@ -93,6 +94,8 @@ def judge(
             "reason": pa.array([reason for _, reason, _ in dropped], pa.string()),
             "detail": pa.array([detail for *_, detail in dropped], pa.string()),
             **{name: taken[name] for name in ("image_url", "page_url", "alt_text")},
+            # Curated data from before the alignment score has no such column.
+            SCORE: taken[SCORE] if SCORE in taken.column_names else pa.nulls(len(dropped)),
         },
         schema=REJECTED,
     )
