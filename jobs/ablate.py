@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             update={k: user_path(getattr(config, k)) for k in paths if getattr(config, k)}
         )
         Planned(config)  # every variant checked before Ray starts
-        refuse_overlap({"output": config.output}, {"input": config.input})
+        refuse_overlap(
+            {"output": config.output},
+            {"input": config.input, "eval_features": config.eval_features},
+        )
         claim_output(config.output, parser.prog, args.into_existing)
         init_ray()
         require_shared({k: getattr(config, k) for k in paths})

@@ -66,9 +66,9 @@ class AblateConfig(Config):
     # name -> curation overrides over `curate`, "key=value ..." ("" keeps it as it is);
     # at least two (null: none yet).
     variants: dict[str, str] | None = None
-    # What every variant starts from: curate job keys (configs/curation.yaml lists them) as
-    # a mapping, `image: {min_side: 300}`; null: its defaults.
-    curate: dict[str, Any] | None = None
+    # What every variant starts from: curate job keys (configs/curation.yaml lists them),
+    # `image: {min_side: 300}`; null: its defaults.
+    curate: CurationConfig | None = None
     features: FeaturesConfig = FeaturesConfig()
     # The family's training keys (its config file's), the same for every variant: the seed
     # and the budget (epochs) among them; null: its defaults.
@@ -107,7 +107,7 @@ class Planned:
         if getattr(train, "modality", "text") != "text":
             raise ConfigError("train.modality=text: the ablation's held-out queries are captions")
         self.train = train
-        self.curation = validated(CurationConfig, config.curate or {})  # the shared one
+        self.curation = config.curate or CurationConfig()  # the shared one
         self.curations = dict(
             parse_variant(f"{name}: {overrides}", self.curation)
             for name, overrides in (config.variants or {}).items()

@@ -57,7 +57,7 @@ def test_a_variant_curates_and_extracts_features_in_a_folder_of_its_own(repo):
         (["variants=null"], "at least 2 variants, not 0"),
         (["variants={a: '', 'b c': ''}"], "variant names are letters.*'b c'"),
         (["family=captioner"], "family 'captioner' is not one.*contrastive"),
-        (["curate.image.min_sid=3"], "image.min_sid: unknown key, did you mean image.min_side?"),
+        (["curate.image.min_sid=3"], "curate.image.min_sid: unknown key.*curate.image.min_side"),
         (["train.epoch=3"], "epoch: unknown key, did you mean epochs?"),
         (["train.modality=speech"], "modality"),
         (["input=null"], "the ablation needs input=URI"),

@@ -143,5 +143,8 @@ def test_embedding_rows_are_those_still_in_the_running_with_an_embedding():
     out = embedding_rows(batch)
     assert out.schema == EMBEDDED and out["id"].to_pylist() == ["kept"]
     assert out["alignment_score"].to_pylist() == [None]
-    scored = embedding_rows(batch.append_column("alignment_score", pa.array([0.7, 0.1, 0.2])))
-    assert scored["alignment_score"].to_pylist() == [0.7]
+    at = batch.schema.get_field_index("alignment_score")  # PROCESSED has it, null until scored
+    scored = embedding_rows(
+        batch.set_column(at, "alignment_score", pa.array([0.7, 0.1, 0.2], pa.float32()))
+    )
+    assert scored["alignment_score"].to_pylist() == [pytest.approx(0.7)]
