@@ -45,6 +45,7 @@ from conceptual.pipelines.comparison import markdown_table as comparison_markdow
 from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig
 from conceptual.pipelines.features import FeaturesConfig
+from conceptual.vision.alignment import check_scorer
 
 JOB = "ablate"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a variant's name: its folder, its run
@@ -112,6 +113,9 @@ class Planned:
             parse_variant(f"{name}: {overrides}", self.curation)
             for name, overrides in (config.variants or {}).items()
         )
+        # A missing scorer is said now, not when its variant's turn comes.
+        for scorer in {c.alignment.scorer: c.alignment for c in self.curations.values()}.values():
+            check_scorer(scorer)
 
     def folder(self, name: str) -> str:
         return storage.join(self.config.output, "variants", name)

@@ -83,3 +83,41 @@ def imported(real_data: Path, root: Path, **sizes) -> tuple[str, str]:
     eval_features = root / "eval-features"
     assert features.main(["--data", str(imports / "h"), "--output", str(eval_features)]) == 0
     return str(imports / "c" / "candidates"), str(eval_features)
+
+
+def scorer(real_data: Path, root: Path, skip: int, epochs: int = 8) -> str:
+    """The alignment variants' scorer: `train_contrastive` (its defaults, `epochs`) on the
+    photos after the first `skip` (neither candidates nor held out), a fifth of them its dev
+    set; copied to root/scorer, which a rerun reuses. Returns that folder."""
+    from conceptual.jobs import features, import_captions
+    from conceptual.registry import resolve
+
+    saved = root / "scorer"
+    if saved.is_dir():
+        return str(saved)
+    photos = list(captions_by_photo(real_data).items())[skip:]
+    dev = {name for name, _ in photos[: round(len(photos) * VAL_SHARE)]}
+    rows = [(n, c, "val" if n in dev else "train") for n, captions in photos for c in captions]
+    folder = write_folder(root / "folders" / "scorer", rows, real_data / FLICKR / "images")
+    imports = root / "imports" / "s"
+    given = ["--folder", str(folder), "--output", str(imports), "--curated"]
+    assert import_captions.main(given) == 0
+    assert features.main(["--data", str(imports), "--output", str(root / "scorer-features")]) == 0
+    shutil.copytree(resolve(train_contrastive(root / "scorer-features", epochs)), saved)
+    return str(saved)
+
+
+def train_contrastive(data: Path, epochs: int) -> str:
+    """The registry URI of the model `train_contrastive` trains on `data`'s features."""
+    import importlib
+
+    from mlflow import MlflowClient
+
+    from conceptual.registry import configure
+
+    job = importlib.import_module("conceptual.jobs.train_contrastive")
+    given = ["--features", str(data), f"epochs={epochs}", "experiment=ablation-scorer"]
+    assert job.main(given) == 0
+    client = MlflowClient(configure())
+    versions = client.search_model_versions("name='contrastive'", order_by=["version_number DESC"])
+    return f"models:/contrastive/{versions[0].version}"

@@ -7,9 +7,11 @@ a contrastive model each; the table printed.
         tests/benchmarks/test_ablation.py
 
 ABLATION_CANDIDATES and ABLATION_HELD_OUT: photos (default 200 and 150, of the 798);
-ABLATION_NOISE: generated candidates per caption (0.5); ABLATION_EPOCHS (10). With
-ABLATION_OUT the inputs and the variants' curations stay there: a rerun reuses both (the
-pipeline's fingerprints) and trains and scores again."""
+ABLATION_NOISE: generated candidates per caption (0.5); ABLATION_EPOCHS (10). The alignment
+variants' scorer is ABLATION_SCORER's, or train_contrastive's on the remaining photos (neither
+candidates nor held out). With ABLATION_OUT the inputs, the scorer and the variants'
+curations stay there: a rerun reuses them (the pipeline's fingerprints) and trains and
+scores again."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ablation_inputs import imported  # tests/ablation_inputs.py
+from ablation_inputs import imported, scorer  # tests/ablation_inputs.py
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.realdata]
 
@@ -39,6 +41,8 @@ def test_ablation_on_the_shared_photos(platform_home, real_data, repo, tmp_path)
     else:
         candidates, eval_features = imported(real_data, root / "inputs", **sizes)
         made.write_text(json.dumps({"sizes": sizes, "paths": [candidates, eval_features]}))
+    used = sizes["candidates"] + sizes["held_out"]
+    scorer_uri = os.environ.get("ABLATION_SCORER") or scorer(real_data, root, skip=used)
     config = os.environ.get("ABLATION_CONFIG") or repo / "examples" / "ablate_flickr8k.yaml"
     args = [
         "--config",
@@ -47,6 +51,7 @@ def test_ablation_on_the_shared_photos(platform_home, real_data, repo, tmp_path)
         f"eval_features={eval_features}",
         f"output={root / 'out'}",
         f"train.epochs={os.environ.get('ABLATION_EPOCHS', 10)}",
+        f"curate.alignment.scorer={scorer_uri}",
         "experiment=benchmark-ablation",
     ]
     assert ablate.main(args) == 0

@@ -4,45 +4,75 @@ key meant), each variant's pipeline config, and the table and plot from its rows
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from alignment_scorers import saved_scorer  # tests/alignment_scorers.py
 
 from conceptual.config import ConfigError, load
 from conceptual.pipelines.ablation import AblateConfig, Planned, markdown_table, plot
+from conceptual.vision.alignment import ScorerError
+from conceptual.vision.cnn import FEATURE_CHANNELS
 
 PATHS = ["input=/data/candidates", "eval_features=/data/held-out", "output=/out"]
 
 
-def planned(repo, *overrides: str) -> Planned:
-    return Planned(
-        load(AblateConfig, repo / "examples" / "ablate_flickr8k.yaml", [*PATHS, *overrides])
-    )
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory) -> str:
+    """A scorer in a folder: the example's `models:/contrastive@champion` stands for it."""
+    vectors = np.random.default_rng(0).random((2, FEATURE_CHANNELS), dtype=np.float32)
+    folder = tmp_path_factory.mktemp("scorer") / "contrastive"
+    return str(saved_scorer(folder, ["a dog", "a red car"], vectors, steps=1))
 
 
-def test_each_variant_is_the_shared_curation_with_its_own_overrides(repo):
-    plan = planned(repo)
+@pytest.fixture
+def planned(repo, scorer):
+    def plan(*overrides: str) -> Planned:
+        given = [*PATHS, f"curate.alignment.scorer={scorer}", *overrides]
+        return Planned(load(AblateConfig, repo / "examples" / "ablate_flickr8k.yaml", given))
+
+    return plan
+
+
+def test_each_variant_is_the_shared_curation_with_its_own_overrides(planned, scorer):
+    plan = planned()
     shared = plan.curation
-    assert list(plan.curations) == ["default", "no-overlap", "no-dedup"]
-    assert plan.curations["default"] == shared
+    assert list(plan.curations) == [
+        "labels",
+        "no-overlap",
+        "alignment-top-70",
+        "alignment-top-50",
+        "either",
+        "near-dedup",
+    ]
+    assert plan.curations["labels"] == shared
     assert plan.curations["no-overlap"] == shared.model_copy(
         update={"overlap": shared.overlap.model_copy(update={"enabled": False})}
     )
-    no_dedup = plan.curations["no-dedup"].dedup
-    assert (no_dedup.by_url, no_dedup.by_image) == (False, False)
-    assert shared.image.min_side == 100  # the example's shared key, in every variant
-    assert plan.curations["no-dedup"].image.min_side == 100
+    top = plan.curations["alignment-top-50"]
+    assert (top.overlap.rule, top.alignment.keep_fraction) == ("alignment", 0.5)
+    assert plan.curations["near-dedup"].dedup.near.enabled
+    assert shared.image.min_side == 100  # the example's shared keys, in every variant
+    assert {c.alignment.scorer for c in plan.curations.values()} == {scorer}
     # One seed and budget for every variant, its runs in the ablation's experiment.
     assert (plan.train.seed, plan.train.epochs, plan.train.experiment) == (0, 10, "ablation")
     assert all(v.config is plan.train for v in plan.variants())
 
 
-def test_a_variant_curates_and_extracts_features_in_a_folder_of_its_own(repo):
-    plan = planned(repo)
+def test_a_variant_curates_and_extracts_features_in_a_folder_of_its_own(planned):
+    plan = planned()
     config = plan.pipeline_config("no-overlap")
     assert (config.input, config.output) == ("/data/candidates", "/out/variants/no-overlap")
     assert config.stages == ["curate", "features"]
     assert config.curate.overlap.enabled is False
     assert config.experiment == "ablation"
-    assert plan.pipeline_config("default").curate.overlap.enabled is True
+    assert plan.pipeline_config("labels").curate.overlap.enabled is True
+
+
+def test_a_missing_scorer_is_said_before_any_variant_runs(repo, tmp_path):
+    missing = f"curate.alignment.scorer={tmp_path / 'nothing'}"
+    config = load(AblateConfig, repo / "examples" / "ablate_flickr8k.yaml", [*PATHS, missing])
+    with pytest.raises(ScorerError, match="python -m conceptual.jobs.train_contrastive"):
+        Planned(config)
 
 
 @pytest.mark.parametrize(
@@ -63,17 +93,20 @@ def test_a_variant_curates_and_extracts_features_in_a_folder_of_its_own(repo):
         (["input=null"], "the ablation needs input=URI"),
     ],
 )
-def test_a_mistake_in_any_variant_or_setting_is_said_before_anything_runs(repo, overrides, said):
+def test_a_mistake_in_any_variant_or_setting_is_said_before_anything_runs(
+    planned, overrides, said
+):
     with pytest.raises(ConfigError, match=said):
-        planned(repo, *overrides)
+        planned(*overrides)
 
 
-def test_the_job_refuses_a_bad_variant_before_ray_starts(repo, capsys):
+def test_the_job_refuses_a_bad_variant_before_ray_starts(repo, scorer, capsys):
     from conceptual.jobs import ablate
 
     config = str(repo / "examples" / "ablate_flickr8k.yaml")
     bad = "variants={default: '', typo: 'entity_frequency.more_thn=3'}"
-    assert ablate.main(["--config", config, *PATHS, bad]) == 2
+    given = ["--config", config, *PATHS, f"curate.alignment.scorer={scorer}", bad]
+    assert ablate.main(given) == 2
     err = capsys.readouterr().err
     assert "variant 'typo'" in err and "did you mean entity_frequency.more_than?" in err
 
