@@ -14,7 +14,7 @@ demo: setup
 	$(PY) -m conceptual_demo $(DEMO_ARGS)
 
 test: setup
-	$(PY) -m pytest -m "not benchmark and not slow" --durations=15 tests
+	$(PY) -m pytest -m "not benchmark and not slow" --durations=60 tests
 
 test-slow: setup
 	$(PY) -m pytest -m "slow" tests

@@ -18,7 +18,8 @@ from waiting import wait_until  # tests/waiting.py
 
 from conceptual_demo.images import PHOTOS, named_scene
 
-pytestmark = pytest.mark.e2e
+# Six minutes of `make test`'s thirty: in make test-slow, beside the other whole paths.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SERVING = "demo: Ctrl-C stops the endpoint"
 DEMO_S = 900  # the whole demo at 1,200 candidates takes about 3 minutes on 2 quiet cores
