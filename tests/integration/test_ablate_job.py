@@ -44,7 +44,12 @@ def test_two_curations_trained_and_scored_on_the_same_held_out_photos(
     candidates, eval_features = imported(
         # Half the photos `val` (the candidates state their split, and curation keeps it):
         # with one caption a photo left by deduplication, a fifth of 12 can leave none.
-        real_data, tmp_path / "inputs", candidates=12, held_out=8, noise=0.5, val_share=0.5
+        real_data,
+        tmp_path / "inputs",
+        candidates=12,
+        held_out=8,
+        noise=0.5,
+        val_share=0.5,
     )
     out = tmp_path / "out"
     args = [f"input={candidates}", f"eval_features={eval_features}", f"output={out}", *SETTINGS]

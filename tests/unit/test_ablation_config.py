@@ -93,9 +93,7 @@ def test_a_missing_scorer_is_said_before_any_variant_runs(repo, tmp_path):
         (["input=null"], "the ablation needs input=URI"),
     ],
 )
-def test_a_mistake_in_any_variant_or_setting_is_said_before_anything_runs(
-    planned, overrides, said
-):
+def test_a_mistake_in_any_variant_or_setting_is_said_before_anything_runs(planned, overrides, said):
     with pytest.raises(ConfigError, match=said):
         planned(*overrides)
 
