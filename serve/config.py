@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from conceptual.config import Config
+from conceptual.limits import IMAGE_BYTES
 from conceptual.serve.captioner_deployment import CaptionerSettings, Language
 from conceptual.serve.retriever_deployment import RetrievalSettings, searches
 
@@ -27,7 +28,7 @@ class ServeConfig(Config):
     # A request without beam_size decodes at this; None: at the beam the served model was
     # evaluated at (its saved `decoding.beam`), so a served caption is the caption scored.
     default_beam: int | None = Field(None, ge=1)
-    max_body_bytes: int = Field(16 << 20, gt=0)  # as the fetcher's cap on an image
+    max_body_bytes: int = Field(IMAGE_BYTES, gt=0)  # the fetcher's cap on an image
     # The whole body must arrive within this (16 MiB in 30 s is ~4.5 Mbit/s), else 408.
     body_timeout_s: float = Field(30.0, gt=0)
     # Bodies received at once by one ingress replica; more get 503 `busy`. Below

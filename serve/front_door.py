@@ -27,6 +27,7 @@ from pathlib import Path
 from pydantic import Field
 
 from conceptual.config import Config, ConfigError, load, read_yaml
+from conceptual.limits import IMAGE_BYTES
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 
@@ -45,7 +46,7 @@ class FrontDoorConfig(Config):
     requests_in_progress: int = Field(96, ge=1)
     header_timeout_s: int = Field(10, ge=1)  # all of the headers within this
     body_timeout_s: int = Field(30, ge=1)  # longest pause between two reads of a body
-    max_body_bytes: int = Field(16 << 20, gt=0)  # as ServeConfig.max_body_bytes
+    max_body_bytes: int = Field(IMAGE_BYTES, gt=0)  # as ServeConfig.max_body_bytes
     access_log: str = "off"  # or a path, or /dev/stdout
 
 

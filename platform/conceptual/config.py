@@ -2,6 +2,9 @@
 
     cfg = load(CurationConfig, "configs/curation.yaml", ["text.filters.max_chars=500"])
 
+A file may extend another, at its top or in any section: `extends: train_retriever.yaml`
+then only the keys that differ (the path is the file's neighbour, else a shipped config).
+
 Unknown keys are errors (a typo must not silently fall back to a default; the error names
 the closest key: `epoch: unknown key, did you mean epochs?`), override values
 are parsed as YAML scalars (`true`, `3`, `0.5`, `[a, b]`), and `flatten` gives the dotted
@@ -87,12 +90,54 @@ def read_yaml(path: str | Path, name: str = "config") -> Any:
         raise ConfigError(f"{name} {path} is not valid YAML: {exc}") from exc
 
 
+# The shipped config files (configs/*.yaml), each listing every key of its config with its
+# default (tests/unit/test_configs.py holds them to it).
+SHIPPED = Path(__file__).resolve().parents[2] / "configs"
+EXTENDS = "extends"
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """A config file's keys, every `extends: FILE` in it resolved: the mapping holding it is
+    FILE's keys (themselves resolved) with the mapping's own merged over them."""
+    return _resolved(_mapping(Path(path)), Path(path), (Path(path).resolve(),))
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must be a mapping at the top level")
+    return data
+
+
+def _resolved(node: Any, path: Path, chain: tuple[Path, ...]) -> Any:
+    if not isinstance(node, dict):
+        return node
+    own = {key: _resolved(value, path, chain) for key, value in node.items() if key != EXTENDS}
+    if EXTENDS not in node:
+        return own
+    base = _extended(node[EXTENDS], path)
+    if base.resolve() in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, base.resolve()))
+        raise ConfigError(f"{path}: extends {node[EXTENDS]!r} makes a cycle: {cycle}")
+    return merge(_resolved(_mapping(base), base, (*chain, base.resolve())), own)
+
+
+def _extended(name: Any, path: Path) -> Path:
+    """The file `extends: name` in `path` names: beside `path`, else among the shipped
+    configs (so a user's file anywhere may extend configs/train_retriever.yaml by name)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{path}: extends must name a YAML file, not {name!r}")
+    for candidate in (path.parent / name, SHIPPED / name):
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        f"{path}: extends {name!r}: no such file beside it ({path.parent / name}) "
+        f"nor among the shipped configs ({SHIPPED / name})"
+    )
+
+
 def load(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] = ()) -> C:
-    data: dict[str, Any] = {}
-    if path is not None:
-        data = read_yaml(path)
-        if not isinstance(data, dict):
-            raise ConfigError(f"config {path} must be a mapping at the top level")
+    data = read_config(path) if path is not None else {}
     return validated(cls, merge(data, parse_overrides(overrides)))
 
 
@@ -126,11 +171,6 @@ def _unknown(key: str, keys: list[str]) -> str:
     return f"{key}: unknown key" + (f", did you mean {match[0]}?" if match else "")
 
 
-# The shipped config files (configs/*.yaml), each listing every key of its config with its
-# default (tests/unit/test_configs.py holds them to it).
-SHIPPED = Path(__file__).resolve().parents[2] / "configs"
-
-
 def check_keys(shipped: str, overrides: Sequence[str], path: str | Path | None = None) -> None:
     """ConfigError naming the closest key for an override or a `path` file key that the
     shipped `configs/<shipped>` does not have, as `load` would: but without the config
@@ -139,11 +179,9 @@ def check_keys(shipped: str, overrides: Sequence[str], path: str | Path | None =
     left to `load`; so is everything when the shipped file is not there (an installed
     package without the repository)."""
     try:
-        tree = yaml.safe_load((SHIPPED / shipped).read_text())
-        given = yaml.safe_load(Path(path).read_text()) if path is not None else {}
-    except (OSError, yaml.YAMLError):
-        return
-    if not isinstance(tree, dict) or not isinstance(given, dict):
+        tree = read_config(SHIPPED / shipped)
+        given = read_config(path) if path is not None else {}
+    except ConfigError:
         return
     given = merge(given, parse_overrides(overrides))
     keys: list[str] = []

@@ -25,6 +25,9 @@ ROW_BYTES = 256 << 20  # 50 MP of RGBA pixels with room to spare; a 1 GiB worker
 # A text row needs far less: a candidates line is rejected past this even when the budget
 # is larger (its fields are capped at MAX_STORED_CHARS characters each).
 LINE_BYTES = 4 << 20
+# The largest image body taken anywhere: fetched for curation (`fetch.max_bytes`), uploaded
+# to the service (`max_body_bytes`, the API and nginx in front of it). Declared once here.
+IMAGE_BYTES = 16 << 20
 BYTES_PER_PIXEL = 4  # what Pillow holds for the widest mode it decodes (RGBA, CMYK)
 BYTES_PER_SAMPLE = 4  # float32
 

@@ -92,3 +92,58 @@ def test_a_section_switch_and_its_keys_are_one_section(overrides):
     assert asr.enabled and asr.lm == "captions"
     with pytest.raises(ConfigError, match="conflicts"):
         parse_overrides(["label=x", "label.y=1"])
+
+
+def test_a_file_extends_another_and_states_only_what_differs(tmp_path):
+    (tmp_path / "base.yaml").write_text("inner:\n  threshold: 0.7\n  names: [b]\nlabel: base\n")
+    (tmp_path / "mine.yaml").write_text("extends: base.yaml\ninner:\n  threshold: 0.9\n")
+    cfg = load(Outer, tmp_path / "mine.yaml", ["label=cli"])
+    # the file's own keys over the base's, the overrides over both; a section merges by key
+    assert (cfg.inner.threshold, cfg.inner.names, cfg.label) == (0.9, ["b"], "cli")
+
+
+def test_a_section_extends_a_file_of_its_own_keys(tmp_path):
+    (tmp_path / "inner.yaml").write_text("threshold: 0.2\nnames: [z]\n")
+    (tmp_path / "outer.yaml").write_text("inner:\n  extends: inner.yaml\n  names: [y]\n")
+    assert load(Outer, tmp_path / "outer.yaml").inner == Inner(threshold=0.2, names=["y"])
+
+
+def test_a_file_anywhere_extends_a_shipped_config_by_name(tmp_path):
+    from conceptual.config import SHIPPED, read_config
+
+    (tmp_path / "mine.yaml").write_text("extends: train_retriever.yaml\nepochs: 99\n")
+    mine, shipped = (
+        read_config(tmp_path / "mine.yaml"),
+        read_config(SHIPPED / "train_retriever.yaml"),
+    )
+    assert mine == {**shipped, "epochs": 99}
+
+
+@pytest.mark.parametrize(
+    "files, error",
+    [
+        ({"a.yaml": "extends: b.yaml\n", "b.yaml": "extends: a.yaml\n"}, "makes a cycle"),
+        ({"a.yaml": "extends: a.yaml\n"}, "makes a cycle"),
+        ({"a.yaml": "extends: missing.yaml\n"}, "no such file beside it"),
+        ({"a.yaml": "extends: [b.yaml]\n"}, "extends must name a YAML file"),
+        ({"a.yaml": "extends: b.yaml\n", "b.yaml": "- a list\n"}, "must be a mapping"),
+    ],
+)
+def test_a_bad_extends_is_a_config_error_naming_the_file(tmp_path, files, error):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=error):
+        load(Outer, tmp_path / "a.yaml")
+
+
+def test_early_key_checks_read_through_extends(tmp_path):
+    """check_keys (a job's check before its heavy imports) resolves `extends` in the shipped
+    file and in the user's: train_contrastive.yaml lists its keys by extending."""
+    from conceptual.config import check_keys
+
+    with pytest.raises(ConfigError, match="epoch: unknown key, did you mean epochs"):
+        check_keys("train_contrastive.yaml", ["epoch=3"])
+    (tmp_path / "mine.yaml").write_text("extends: train_contrastive.yaml\nmodel:\n  embed_dm: 8\n")
+    with pytest.raises(ConfigError, match="did you mean model.embed_dim"):
+        check_keys("train_contrastive.yaml", [], tmp_path / "mine.yaml")
+    check_keys("pipeline.yaml", ["curate.image.min_side=100", "train_contrastive.epochs=1"])

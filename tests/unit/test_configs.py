@@ -1,10 +1,11 @@
-"""The shipped config files list every key of their config, and exactly its defaults: a key
-added to a config without its file (or left in the file after leaving the config) fails."""
+"""The shipped config files list every key of their config, and exactly its defaults, once
+their `extends` are resolved: a key added to a config without its file (or left in the file
+after leaving the config) fails."""
 
 import pytest
 import yaml
 
-from conceptual.config import flatten, load
+from conceptual.config import EXTENDS, flatten, load, read_config
 from conceptual.families import FAMILIES, resolve
 
 # Each shipped file and the config it lists, as "module:Class" (imported in the test, so that
@@ -48,8 +49,28 @@ def test_every_config_file_is_checked(repo):
 def test_config_file_lists_every_key_with_its_default(repo, name):
     cls = config_class(name)
     path = repo / "configs" / name
-    assert leaf_keys(yaml.safe_load(path.read_text())) == set(flatten(cls()))
+    assert leaf_keys(read_config(path)) == set(flatten(cls()))
     assert load(cls, path) == cls()
+
+
+def test_no_shipped_file_repeats_the_file_it_extends(repo):
+    """A file that extends another states only what differs: a key it sets to the value the
+    extended file gives is a copy, kept in sync by nothing."""
+    for path in (repo / "configs").glob("*.yaml"):
+        raw = yaml.safe_load(path.read_text())
+        sections = [(raw, "")] + [(v, f"{k}.") for k, v in raw.items() if isinstance(v, dict)]
+        for node, prefix in sections:
+            if EXTENDS in node:
+                base = read_config(path.parent / node[EXTENDS])
+                own = {k: v for k, v in node.items() if k != EXTENDS}
+                copies = [f"{prefix}{k}" for k in leaf_keys(own) if leaf(base, k) == leaf(own, k)]
+                assert not copies, f"{path.name} repeats {node[EXTENDS]}: {copies}"
+
+
+def leaf(tree: dict, dotted: str):
+    for part in dotted.split("."):
+        tree = tree.get(part, {}) if isinstance(tree, dict) else {}
+    return tree
 
 
 def test_the_crawl_examples_curate_alike(repo):
@@ -60,6 +81,7 @@ def test_the_crawl_examples_curate_alike(repo):
     from conceptual.pipelines.pipeline import PipelineConfig
 
     curation = load(CurationConfig, repo / "examples" / "curation_crawl.yaml")
+    # The pipeline example's curate section extends the curation example.
     assert load(PipelineConfig, repo / "examples" / "pipeline_crawl.yaml").curate == curation
     assert "127.0.0.1" in curation.fetch.allow_hosts
     assert curation.entity_frequency.more_than < CurationConfig().entity_frequency.more_than

@@ -79,6 +79,7 @@ from email.utils import parsedate_to_datetime
 from pydantic import field_validator
 
 from conceptual.config import Config
+from conceptual.limits import IMAGE_BYTES
 from conceptual.records import Rejection
 from conceptual.vision.http_client import (
     Deadline,
@@ -126,7 +127,7 @@ class FetchConfig(Config):
     backoff_s: float = 0.5  # exponential backoff base, with jitter
     max_wait_s: float = 10.0  # cap on any wait between attempts, Retry-After included
     max_redirects: int = 3
-    max_bytes: int = 16 << 20  # larger bodies are rejected (Content-Length, then counted)
+    max_bytes: int = IMAGE_BYTES  # larger bodies are rejected (Content-Length, then counted)
     user_agent: str = (
         "conceptual/0.1 (image-caption curation; "
         "+https://github.com/conceptual-captions/conceptual)"
