@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 
 from conceptual.jobs.arguments import JobParser, add_config
-from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.runner import job_main, run_config_job
 
 
 @job_main
@@ -30,34 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.writes_output()
     add_config(parser, "AblateConfig", "input=URI eval_features=URI output=URI train.epochs=5")
     args = parser.parse_args(argv)
-    from conceptual.candidates import CandidateFormatError
-    from conceptual.config import ConfigError, load
-    from conceptual.paths import user_path
     from conceptual.pipelines.ablation import AblateConfig, Planned, run
-    from conceptual.pipelines.pipeline import PipelineStopped
-    from conceptual.runtime import init_ray, require_shared
-    from conceptual.storage import StorageError, claim_output, refuse_overlap
 
-    refused = (ConfigError, CandidateFormatError, StorageError, ValueError)
-    with job_run("ablate", args.verbose, refused, failed=(PipelineStopped,)) as log:
-        config = load(AblateConfig, args.config, args.overrides)
-        paths = ("input", "eval_features", "output")
-        config = config.model_copy(
-            update={k: user_path(getattr(config, k)) for k in paths if getattr(config, k)}
-        )
-        Planned(config)  # every variant checked before Ray starts
-        refuse_overlap(
-            {"output": config.output},
-            {"input": config.input, "eval_features": config.eval_features},
-        )
-        claim_output(config.output, parser.prog, args.into_existing)
-        init_ray()
-        require_shared({k: getattr(config, k) for k in paths})
-        result = run(config)
-    print(f"\n{result['table']}")
-    print(f"ablation: {config.output}/ablation.json  (every variant's row and funnel)")
-    report_run(result["run_id"], config.experiment, log, "comparison run")
-    return 0
+    def show(result: dict, config: AblateConfig) -> None:
+        print(f"\n{result['table']}")
+        print(f"ablation: {config.output}/ablation.json  (every variant's row and funnel)")
+
+    return run_config_job(
+        "ablate", parser.prog, args, AblateConfig, ("input", "eval_features"), Planned, run,
+        show, "comparison run",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from conceptual.jobs.arguments import JobParser, add_config
-from conceptual.jobs.runner import job_main, job_run, report_run
+from conceptual.jobs.runner import job_main, run_config_job
 
 
 @job_main
@@ -25,31 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.writes_output()
     add_config(parser, "PipelineConfig", "input=URI output=URI train.epochs=5 stages=[curate]")
     args = parser.parse_args(argv)
-    from conceptual.candidates import CandidateFormatError
-    from conceptual.config import ConfigError, load
-    from conceptual.paths import user_path
-    from conceptual.pipelines.pipeline import PipelineConfig, PipelineStopped, check_steps, run
-    from conceptual.runtime import init_ray, require_shared
-    from conceptual.storage import StorageError, claim_output, refuse_overlap
+    from conceptual.pipelines.pipeline import PipelineConfig, check_steps, run
 
-    refused = (ConfigError, CandidateFormatError, StorageError, ValueError)
-    with job_run("pipeline", args.verbose, refused, failed=(PipelineStopped,)) as log:
-        config = load(PipelineConfig, args.config, args.overrides)
-        if config.input and config.output:
-            config = config.model_copy(
-                update={"input": user_path(config.input), "output": user_path(config.output)}
-            )
-        check_steps(config)  # before Ray starts
-        # Each stage clears and rewrites its folder under output: not the input's.
-        refuse_overlap({"output": config.output}, {"input": config.input})
-        if config.output:
-            claim_output(config.output, parser.prog, args.into_existing)
-        init_ray()
-        require_shared({"input": config.input, "output": config.output})
-        result = run(config)
-    print(f"\nsummary:  {result['summary']}  (every stage's result)")
-    report_run(result["run_id"], config.experiment, log, "pipeline run")
-    return 0
+    def show(result: dict, _config: PipelineConfig) -> None:
+        print(f"\nsummary:  {result['summary']}  (every stage's result)")
+
+    return run_config_job(
+        "pipeline", parser.prog, args, PipelineConfig, ("input",), check_steps, run, show,
+        "pipeline run",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

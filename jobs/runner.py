@@ -14,7 +14,8 @@ line, and what is checked as that is read, are conceptual.jobs.arguments'):
   from another, and an output folder the job claimed and did not write to is removed again.
 
 Each kind of job is a use of job_run from its arguments to its last line: run_data_job (an
-input through a Ray pipeline to an output), run_training_job (a model family's recipe on
+input through a Ray pipeline to an output), run_config_job (a config naming its inputs and
+output: the pipeline, ablate), run_training_job (a model family's recipe on
 its data), run_evaluation (a family's evaluate function), run_import (a dataset as records).
 """
 
@@ -179,6 +180,50 @@ def run_data_job(
         summary, run_id = run(source, args.output, config)
     show(summary, config)
     report_run(run_id, config.experiment, log)
+    return 0
+
+
+def run_config_job(
+    job: str,
+    prog: str,
+    args: argparse.Namespace,
+    config_class: type,
+    inputs: Sequence[str],
+    check: Callable[[Any], Any],
+    run: Callable[[Any], dict[str, Any]],
+    show: Callable[[dict[str, Any], Any], None],
+    what: str,
+) -> int:
+    """A job whose config names its `inputs` and its `output` (the pipeline, ablate), from its
+    arguments to its last line: the config, its paths as the user's, `check(config)` (every
+    step or variant, before Ray starts), the output refused where it overlaps an input and
+    claimed, Ray, `run(config)` in job_run, then `show(result, config)` and the run
+    (result["run_id"], as `what`). Refused (exit code 2): a bad key or value, a bad
+    candidates file, storage; a step that stopped the run: exit code 1."""
+    from conceptual.candidates import CandidateFormatError
+    from conceptual.config import ConfigError, load
+    from conceptual.paths import user_path
+    from conceptual.pipelines.pipeline import PipelineStopped
+    from conceptual.runtime import init_ray, require_shared
+    from conceptual.storage import StorageError, claim_output, refuse_overlap
+
+    refused = (ConfigError, CandidateFormatError, StorageError, ValueError)
+    with job_run(job, args.verbose, refused, failed=(PipelineStopped,)) as log:
+        config = load(config_class, args.config, args.overrides)
+        paths = (*inputs, "output")
+        config = config.model_copy(
+            update={key: user_path(getattr(config, key)) for key in paths if getattr(config, key)}
+        )
+        check(config)
+        # Each step clears and rewrites its folder under the output: never an input's.
+        refuse_overlap({"output": config.output}, {key: getattr(config, key) for key in inputs})
+        if config.output:
+            claim_output(config.output, prog, args.into_existing)
+        init_ray()
+        require_shared({key: getattr(config, key) for key in paths})
+        result = run(config)
+    show(result, config)
+    report_run(result["run_id"], config.experiment, log, what)
     return 0
 
 
