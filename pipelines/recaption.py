@@ -99,13 +99,21 @@ class RecaptionOperator:
 
     def __init__(self, model_dir: str, config: RecaptionConfig, rejected: str, choices: str):
         from conceptual.models.inference import ImageCaptioner
-        from conceptual.vision.alignment import load_scorer
+        from conceptual.vision.alignment import VISION_FEATURES, load_scorer
         from conceptual.vision.cnn import FeatureExtractor
 
         self.captioner = ImageCaptioner(model_dir, beam=config.beam)
         self.scorer = load_scorer(config.scorer)
-        # A scorer of the platform's reads the features job's pooled vector of each photo.
-        self.extractor = FeatureExtractor() if self.scorer.reads == "embedding" else None
+        # A scorer of the platform's reads the features job's pooled vector of each photo: the
+        # captioner's own when its CNN is that one (the CNN runs once), else a second CNN's.
+        self.extractor: FeatureExtractor | None = None
+        if self.scorer.reads == "embedding":
+            shared = self.captioner.extractor
+            same = (shared.config.model, shared.image_size) == (
+                VISION_FEATURES.model,
+                VISION_FEATURES.image_size,
+            )
+            self.extractor = shared if same else FeatureExtractor()
         self.side = max(self.captioner.image_size, IMAGE_SIDE)
         self.config, self.rejected, self.choices = config, rejected, choices
 
@@ -121,10 +129,16 @@ class RecaptionOperator:
         for start in range(0, len(keys), size):
             chunk = keys[start : start + size]
             images = [read_image(rows[by_image[k][0]]["image"], self.side) for k in chunk]
-            synthetic = self.captioner.caption(images)
+            extracted = self.captioner.features(images)
+            synthetic = [best[0] for best in self.captioner.captions_of(extracted)]
             # One call scores the synthetic captions, then every web caption with its image.
             pairs = [(n, i) for n, key in enumerate(chunk) for i in by_image[key]]
-            seen = images if self.extractor is None else self.extractor.pooled(images)
+            if self.extractor is None:
+                seen = images
+            elif self.extractor is self.captioner.extractor:
+                seen = [pooled for pooled, _ in extracted]
+            else:
+                seen = self.extractor.pooled(images)
             which = list(range(len(chunk))) + [n for n, _ in pairs]
             scored = [seen[n] for n in which]
             if self.extractor is not None:

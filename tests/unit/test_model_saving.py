@@ -135,3 +135,22 @@ def test_a_captioner_keeps_the_beam_it_was_evaluated_at(tmp_path):
     del saved["decoding"]  # as saved before the entry existed
     (tmp_path / "old" / "config.json").write_text(json.dumps(saved))
     assert load(tmp_path / "old").beam == DEFAULT_BEAM == 4
+
+
+def test_a_captioners_features_are_the_vision_steps_vectors_and_caption_alike(tmp_path):
+    """Recaptioning reads its scorer's image vectors from the captioner's own CNN pass (its
+    `features`, which `captions` decodes from): they are what the vision step's extractor
+    gives the same photo."""
+    import numpy as np
+    from PIL import Image
+
+    from conceptual.vision.cnn import FeatureExtractor
+
+    vocab = Vocabulary.build(CAPTIONS, min_count=1)
+    save_model(trained_looking("rnn", "1x1", vocab), vocab, tmp_path / "m")
+    captioner = ImageCaptioner(tmp_path / "m")
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (300, 240, 3), np.uint8)) for _ in range(3)]
+    extracted = captioner.features(images)
+    pooled = np.stack([vector for vector, _ in extracted])
+    np.testing.assert_allclose(pooled, FeatureExtractor().pooled(images), rtol=1e-5, atol=1e-6)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from PIL import Image
 
@@ -62,7 +63,20 @@ class ImageCaptioner:
         self, images: Sequence[Image.Image], beam: int | None = None, num_captions: int = 1
     ) -> list[list[str]]:
         """Each image's `num_captions` best captions (at most `beam`), best first."""
-        extracted = [crops[0] for crops in self.extractor.extract(list(images))]
+        return self.captions_of(self.features(images), beam, num_captions)
+
+    def features(self, images: Sequence[Image.Image]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each image's (pooled, grid) of its centre crop, as the captioner reads it: a caller
+        that needs the same CNN's vectors too (recaptioning's scorer) runs the CNN once."""
+        return [crops[0] for crops in self.extractor.extract(list(images))]
+
+    def captions_of(
+        self,
+        extracted: Sequence[tuple[np.ndarray, np.ndarray]],
+        beam: int | None = None,
+        num_captions: int = 1,
+    ) -> list[list[str]]:
+        """`captions` of images whose `features` are `extracted`."""
         features = features_tensor(
             [pooled for pooled, _ in extracted],
             [grid for _, grid in extracted],
