@@ -61,13 +61,13 @@ def found_by(rows: pa.Table, **settings) -> tuple[Positions, pa.Table]:
 
 
 def test_hash_partitioned_keys_find_what_one_table_finds(ray_local):
-    rows = candidates(12_000)
+    rows = candidates(4_000)
     settings = {"by_url": True, "by_image": True}
     expected = duplicates(duplicate_keys(rows), **settings)
     assert 0 < expected.num_rows < rows.num_rows and pa.compute.any(expected["same_image"])
 
     one_table, marked_here = found_by(rows, **settings, keys_per_partition=1_000_000)
-    partitioned, marked_across = found_by(rows, **settings, keys_per_partition=2_500)
+    partitioned, marked_across = found_by(rows, **settings, keys_per_partition=800)
 
     assert len(one_table.blocks) == 1 and len(partitioned.blocks) > 1
     assert marked_across.equals(marked_here)
