@@ -80,9 +80,10 @@ from conceptual.records import (
 )
 from conceptual.retrieval_index import (
     INDEX_TAG,
+    RECALL_K,
+    RECALL_KEY,
     ApproximateSettings,
-    approximate_recall,
-    build_faiss,
+    faiss_indexes,
     write_index,
 )
 from conceptual.speech.features import AudioFeatureConfig, clip_features
@@ -91,8 +92,6 @@ from conceptual.vision.cnn import resolve_device
 STAGE = "build_index"
 FEATURE_COLUMNS = ["id", "image_id", "split", "caption", "crop", "pooled"]
 CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "split", "audio"]
-RECALL_K = 10
-RECALL_KEY = f"recall@{RECALL_K}"
 # A rejected row: a feature row, a clip, or a curated record's photo (a fine-tuned CNN's).
 REJECTED_ROWS = rejected_records(
     pa.schema(
@@ -413,21 +412,56 @@ def embed_clips(
     return rows, sink.array(), skipped
 
 
-def recall_queries(
-    target: str, vectors: dict[str, np.ndarray], count: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Sampled queries for measuring a target's FAISS recall: the embeddings that search it
-    (captions or clips search images, images search captions and clips)."""
-    source = (
-        "images"
-        if target != "images"
-        else next(
-            (name for name in ("captions", "clips") if len(vectors.get(name, ())) > 0), "images"
+def indexed_model(model_uri: str, device: Any, speech_uri: str | None) -> SavedRetriever:
+    """The retriever `model_uri` names, on `device`; ValueError when it cannot index what is
+    given (clips for a text model, or a text model without its vocabulary)."""
+    saved = load(registry.resolve(model_uri), device, SavedRetriever)
+    if saved.model.config.modality == "text" and speech_uri is not None:
+        raise ValueError("--speech is for speech models; this is a text model")
+    if saved.model.config.modality == "text" and saved.vocab is None:
+        raise ValueError(f"the text model at {model_uri} was saved without its vocabulary")
+    return saved
+
+
+def index_contents(
+    model: DualEncoder,
+    embedded: Embedded,
+    curated: str | None,
+    speech_uri: str | None,
+    audio_settings: dict[str, Any] | None,
+    config: BuildIndexConfig,
+    staging: str,
+    device: Any,
+) -> tuple[dict[str, pa.Table], dict[str, np.ndarray], bool, int]:
+    """What the index holds of each target (images, captions; clips with SPEECH): its rows
+    and its vectors; then whether the images' URLs were found in the `curated` data, and
+    how many clips speak of nothing indexed (embed_clips)."""
+    urls = image_urls(curated, embedded.images["id"])
+    image_url = urls or [None] * len(embedded.image_rows)
+    tables = {
+        "images": pa.table({**embedded.images, "image_url": image_url}, schema=INDEX_IMAGES),
+        "captions": pa.table(embedded.captions, schema=INDEX_CAPTIONS),
+    }
+    vectors = {"images": embedded.image_vectors.array()}
+    if embedded.caption_vectors is not None:
+        vectors["captions"] = embedded.caption_vectors.array()
+    skipped = 0
+    if speech_uri is not None:
+        audio = AudioFeatureConfig.model_validate(audio_settings or {})
+        if config.seconds is not None:
+            audio = audio.model_copy(update={"seconds": config.seconds})
+        clips, vectors["clips"], skipped = embed_clips(
+            model, audio, speech_uri, embedded, config, staging, device
         )
-    )
-    pool = vectors[source]
-    picked = np.sort(rng.choice(len(pool), size=min(count, len(pool)), replace=False))
-    return np.ascontiguousarray(pool[picked], dtype=np.float32)
+        tables["clips"] = pa.table(clips, schema=INDEX_CLIPS)
+    return tables, vectors, urls is not None, skipped
+
+
+def served_scale(model: Any) -> float | None:
+    """The learned scale of a normalized model's cosines, as serving applies it (capped)."""
+    if not model.config.normalize:
+        return None
+    return float(model.log_scale.detach().clamp(max=np.log(MAX_SCALE)).exp())
 
 
 def build(
@@ -442,13 +476,9 @@ def build(
     started = time.monotonic()
     version = registry.registered_version(model_uri)
     device = resolve_device(config.device)
-    saved = load(registry.resolve(model_uri), device, SavedRetriever)
+    saved = indexed_model(model_uri, device, speech_uri)
     model, vocab, audio_settings = saved.model, saved.vocab, saved.audio
     modality = model.config.modality
-    if modality == "text" and speech_uri is not None:
-        raise ValueError("--speech is for speech models; this is a text model")
-    if modality == "text" and vocab is None:
-        raise ValueError(f"the text model at {model_uri} was saved without its vocabulary")
     summary = features_summary(features_uri)
     storage.delete(storage.join(output_uri, storage.SUCCESS))
     rejected_uri = storage.join(output_uri, set_aside.REJECTED)
@@ -458,24 +488,10 @@ def build(
         embedded = embed_features(model, vocab, features_uri, config, staging, device)
         if model.config.photo_size is not None:
             embed_photos(model, summary.get("curated"), embedded, config, device)
-        urls = image_urls(summary.get("curated"), embedded.images["id"])
-        image_url = urls or [None] * len(embedded.image_rows)
-        tables = {
-            "images": pa.table({**embedded.images, "image_url": image_url}, schema=INDEX_IMAGES),
-            "captions": pa.table(embedded.captions, schema=INDEX_CAPTIONS),
-        }
-        vectors = {"images": embedded.image_vectors.array()}
-        if embedded.caption_vectors is not None:
-            vectors["captions"] = embedded.caption_vectors.array()
-        skipped_clips = 0
-        if speech_uri is not None:
-            audio = AudioFeatureConfig.model_validate(audio_settings or {})
-            if config.seconds is not None:
-                audio = audio.model_copy(update={"seconds": config.seconds})
-            clips, vectors["clips"], skipped_clips = embed_clips(
-                model, audio, speech_uri, embedded, config, staging, device
-            )
-            tables["clips"] = pa.table(clips, schema=INDEX_CLIPS)
+        tables, vectors, has_urls, skipped_clips = index_contents(
+            model, embedded, summary.get("curated"), speech_uri, audio_settings, config,
+            staging, device,
+        )  # fmt: skip
         if embedded.rejected:
             set_aside.write_rejected(embedded.rejected, rejected_uri, REJECTED_ROWS)
         rejected, samples = set_aside.counted(embedded.rejected)
@@ -483,23 +499,7 @@ def build(
 
         approximate, settings = {}, None
         if config.approximate:
-            rng = np.random.default_rng(config.faiss.seed)
-            settings = {
-                "settings": config.faiss.model_dump(),
-                "recall_queries": config.recall_queries,
-                "targets": {},
-            }
-            for target, array in vectors.items():
-                if len(array) == 0:
-                    continue
-                approximate[target], params = build_faiss(array, config.faiss)
-                queries = recall_queries(target, vectors, config.recall_queries, rng)
-                recall = approximate_recall(array, approximate[target], queries, RECALL_K)
-                settings["targets"][target] = {**params, RECALL_KEY: round(recall, 4)}
-
-        scale = None
-        if model.config.normalize:
-            scale = float(model.log_scale.detach().clamp(max=np.log(MAX_SCALE)).exp())
+            approximate, settings = faiss_indexes(vectors, config.faiss, config.recall_queries)
         manifest = {
             "model_uri": model_uri,
             "registered": None
@@ -509,7 +509,7 @@ def build(
             "image_backbone": model.config.image_backbone,  # finetune: photos, not `features`
             "embed_dim": model.config.embed_dim,
             "normalized": model.config.normalize,
-            "scale": scale,
+            "scale": served_scale(model),
             "features": {
                 "uri": features_uri,
                 "model": summary.get("model"),
@@ -520,7 +520,7 @@ def build(
             "splits": config.splits,
             "speech_uri": speech_uri,
             "audio": None if modality == "text" else audio_settings,
-            "image_urls": urls is not None,
+            "image_urls": has_urls,
             "counts": {
                 "images": len(embedded.image_rows),
                 "captions": len(embedded.captions["id"]),

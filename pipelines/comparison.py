@@ -210,6 +210,20 @@ def compare(
         for row, p_value in zip(rows, p_values):
             row[f"{name}.p_vs_best"] = p_value
 
+    log_comparison(comparison, parent_id, trained, rows, compared)
+    return {"run_id": parent_id, "rows": rows}
+
+
+def log_comparison(
+    comparison: Comparison,
+    parent_id: str,
+    trained: Sequence[Trained],
+    rows: list[dict[str, Any]],
+    compared: Sequence[str],
+) -> None:
+    """The comparison run's table (comparison.json, .md, the plot and the family's files),
+    every variant's `compared` scores with their intervals and p-values as its metrics, the
+    best variant's name; and each variant's own scores in its own run."""
     with mlflow.start_run(run_id=parent_id):
         columns = dict.fromkeys(key for row in rows for key in row)
         mlflow.log_table({k: [row.get(k) for row in rows] for k in columns}, "comparison.json")
@@ -227,14 +241,13 @@ def compare(
                 if row.get(key) is not None
             }
         )
-        if metric is not None:
+        if comparison.metric is not None:
             mlflow.set_tag("best_variant", trained[0].name)
     for t, row in zip(trained, rows):
         if t.run_id is not None:  # its own run holds its row's scores too
             with mlflow.start_run(run_id=t.run_id):
                 scores = {tracking.metric_key(k): row[k] for k in logged if row.get(k) is not None}
                 mlflow.log_metrics(scores)
-    return {"run_id": parent_id, "rows": rows}
 
 
 @contextlib.contextmanager

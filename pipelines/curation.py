@@ -36,17 +36,16 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import pyarrow.parquet as pq
 import ray
 import ray.data
 
-from conceptual import errors, funnel, lineage, storage, tracking
+from conceptual import funnel, lineage, storage, tracking
 from conceptual.candidates import READ_REASONS, READ_STAGE
-from conceptual.errors import INTERNAL_ERROR
 from conceptual.funnel import tally
 from conceptual.pipelines import decontamination, near_duplicates
-from conceptual.pipelines.alignment_rule import alignment_stats, keep_top, per_row
+from conceptual.pipelines.alignment_rule import keep_top, per_row
 from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation_report import curation_stats, samples, written
 from conceptual.pipelines.executors import Resources
 from conceptual.pipelines.image_operators import (
     FETCH_STAGE,
@@ -71,7 +70,6 @@ from conceptual.pipelines.rows import (
     EMBEDDINGS,
     ENTITY_FREQUENCY_STAGE,
     RARE_TYPE,
-    chosen_samples,
     concept_tally,
     duplicate_keys,
     find_duplicates,
@@ -349,16 +347,7 @@ def curate(
     decontamination.check(config.decontaminate)  # a missing evaluation set fails here
     check_scorer(config.alignment)  # a missing scorer fails here, before any Ray work
     started = time.monotonic()
-    # A previous run's marker goes first: from here on, the output is visibly incomplete.
-    storage.delete(storage.join(output_uri, SUCCESS))
-    for part in (
-        "curated",
-        "rejected",
-        "shards",
-        "stats.json",
-        *(() if config.resume else (RESUME,)),
-    ):
-        storage.delete(storage.join(output_uri, part))
+    cleared(output_uri, config)
     table, journal = steps(config), None
     if config.resume:
         identity = fingerprint(input_uri, resume_settings(config))
@@ -384,82 +373,17 @@ def curate(
         # materialized (its last step is): the global steps need it all
         processed = run_steps(candidates, fitted(table, blocks), journal)
 
-    per_task = config.resources.rows_per_pass_task(config.with_images)
     with timed(phases, "global_rules"):  # their tallies and decisions
         decided, reports = run_global_steps(processed, table)
         del processed
-
-    # One pass: the global rules reject their rows, the split is assigned, the rows are
-    # written and counted for stats.json, and the samples are drawn. The written files are
-    # read again only to count them.
-    fs, path = storage.resolve(output_uri)
     with timed(phases, "write"):
-        written_out = decided.map_batches(
-            write_outcomes,
-            fn_kwargs={
-                "split": config.split,
-                "filesystem": fs,
-                "directory": path,
-                "samples": config.samples,
-            },
-            batch_format="pyarrow",
-            batch_size=per_task,
-        )
-        counts = gathered(written_out, outcome_tally)
+        counts, shards = write_records(decided, output_uri, config)
         tallies = tally(without_samples(counts))
         del decided
-        shards = (
-            write_shards(
-                written(output_uri, "curated"),
-                storage.join(output_uri, "shards"),
-                config.webdataset,
-            )
-            if config.webdataset.enabled
-            else None
-        )
-
     with timed(phases, "statistics"):
-        on_disk = {
-            "curated": storage.written_rows(storage.join(output_uri, "curated")),
-            "rejected": storage.written_rows(storage.join(output_uri, "rejected")),
-        }
-    rejected: dict[str, dict[str, int]] = {}
-    for key, n in tallies.get("outcome", {}).items():
-        stage, reason = key.split("\t")
-        if reason:
-            rejected.setdefault(stage, {})[reason] = n
-    input_count = sum(tallies.get("outcome", {}).values())
-    kept = tallies.get("outcome", {}).get("\t", 0)
-    failed = {s: r[INTERNAL_ERROR] for s, r in rejected.items() if INTERNAL_ERROR in r}
-    if sum(failed.values()) > config.errors.budget(input_count):
-        errors.check(failed, input_count, config.errors, _failed_ids(output_uri))
-    stats = funnel.build(input_count, kept, rejected, stages(config))
-
-    if on_disk != {"curated": kept, "rejected": input_count - kept}:
-        raise funnel.AccountingError(
-            f"written {on_disk}, expected curated {kept} and rejected {input_count - kept}"
-        )
-    if shards is not None and shards["samples"] + shards["duplicates"] != kept:
-        raise funnel.AccountingError(f"{shards} in shards, {kept} kept")
-
-    stats |= funnel.caption_statistics(tallies)
-    stats["splits"] = dict(sorted(tallies.get("split", {}).items()))
-    stats["entity_frequency"] = reports[ENTITY_FREQUENCY_STAGE]
-    stats |= alignment_stats(config, reports)
-    # the rules that compare images, where they ran (an evaluation job reads `decontaminate`)
-    stats |= {
-        s.name: reports[s.name] for s in (NEAR_DUPLICATES, DECONTAMINATE) if s.name in reports
-    }
-    if config.with_images:
-        stats["image"] = {
-            # The funnel must say when no unsafe-content detector looked at the images.
-            "unsafe_detector": config.image.unsafe.detector,
-            "overlap": config.overlap.enabled,
-        }
-    if shards is not None:
-        stats["shards"] = shards
+        stats = curation_stats(config, output_uri, stages(config), tallies, reports, shards)
     with timed(phases, "samples"):
-        stats["samples"] = _samples(counts, output_uri, config.samples)
+        stats["samples"] = samples(counts, output_uri, config.samples)
         del counts
     # candidates an earlier attempt of this run had finished (pipelines/journal.py)
     stats["resumed"] = journal.resumed_rows if journal is not None else 0
@@ -470,34 +394,46 @@ def curate(
     if harvested is not None:
         stats["harvest"] = harvested
     storage.write_json(storage.join(output_uri, "stats.json"), funnel.without_samples(stats))
-    storage.write_json(storage.join(output_uri, SUCCESS), {"input": input_count, "kept": kept})
+    marker = {"input": stats["input"], "kept": stats["kept"]}
+    storage.write_json(storage.join(output_uri, SUCCESS), marker)
     if journal is not None:
         journal.delete()  # the output is complete: nothing left to resume
     return stats
 
 
-def written(output_uri: str, part: str) -> ray.data.Dataset | None:
-    """The records written to OUTPUT/curated or OUTPUT/rejected, or None when none were
-    (the run cleared both, and `write_outcomes` writes no empty file)."""
-    uri = storage.join(output_uri, part)
-    if not storage.exists(uri):
-        return None
-    fs, path = storage.resolve(uri)
-    return ray.data.read_parquet(path, filesystem=fs)
+def cleared(output_uri: str, config: CurationConfig) -> None:
+    """What a previous run wrote in the output, its marker first (from here on the output is
+    visibly incomplete); the resume journal stays when the run resumes."""
+    storage.delete(storage.join(output_uri, SUCCESS))
+    resumed = () if config.resume else (RESUME,)
+    for part in ("curated", "rejected", "shards", "stats.json", *resumed):
+        storage.delete(storage.join(output_uri, part))
 
 
-def _failed_ids(output_uri: str) -> dict[str, list[str]]:
-    """Up to three ids of the rows that failed in each stage, for the error line."""
-    rejected = written(output_uri, "rejected")
-    failed = rejected.filter(lambda row: row["reason"] == INTERNAL_ERROR).select_columns(
-        ["id", "stage"]
+def write_records(
+    decided: ray.data.Dataset, output_uri: str, config: CurationConfig
+) -> tuple[Any, dict[str, Any] | None]:
+    """One pass over the decided rows: the global rules reject their rows, the split is
+    assigned, the rows are written and counted, and the samples are drawn (the counts, for
+    stats.json); then the WebDataset shards of what was kept, when asked for. The written
+    files are read again only to count them."""
+    fs, path = storage.resolve(output_uri)
+    written_out = decided.map_batches(
+        write_outcomes,
+        fn_kwargs={
+            "split": config.split,
+            "filesystem": fs,
+            "directory": path,
+            "samples": config.samples,
+        },
+        batch_format="pyarrow",
+        batch_size=config.resources.rows_per_pass_task(config.with_images),
     )
-    samples: dict[str, list[str]] = {}
-    for row in failed.take(1000):
-        ids = samples.setdefault(row["stage"], [])
-        if len(ids) < 3:
-            ids.append(row["id"])
-    return samples
+    counts = gathered(written_out, outcome_tally)
+    if not config.webdataset.enabled:
+        return counts, None
+    curated = written(output_uri, "curated")
+    return counts, write_shards(curated, storage.join(output_uri, "shards"), config.webdataset)
 
 
 def where_it_went(stats: Mapping[str, Any], output_uri: str, config: CurationConfig) -> str:
@@ -544,28 +480,6 @@ def nothing_kept_hint(stats: Mapping[str, Any], config: CurationConfig) -> str:
             f"{more_than} times (a small crawl: 0, as examples/pipeline_crawl.yaml sets it)"
         )
     return "\n".join(hints)
-
-
-def _samples(counts, output_uri: str, n: int) -> dict[str, list[dict[str, Any]]]:
-    """Before/after pairs of kept candidates (the first `n` of the curated output), and up
-    to three examples of each rejection: drawn by the write pass as it wrote them
-    (rows.sample_tally), not read back. Only the images of those kept, which the pass
-    left in their files, are read: the few files that hold them, one column."""
-    if n <= 0:
-        return {"kept": [], "rejected": []}
-    kept, rejected, images = chosen_samples(counts, n)
-    if images:
-        fs, path = storage.resolve(storage.join(output_uri, "curated"))
-        columns: dict[str, list] = {}
-        for file in sorted({file for file, _ in images}):
-            with fs.open_input_file(f"{path}/{file}") as f:
-                columns[file] = pq.read_table(f, columns=["image"])["image"].to_pylist()
-        pending = iter(images)
-        for record in kept:
-            if record.get("image") is not None:
-                file, row = next(pending)
-                record["image"] = columns[file][row]
-    return {"kept": kept, "rejected": rejected}
 
 
 def run(

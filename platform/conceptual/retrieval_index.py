@@ -68,6 +68,11 @@ MAX_SCORES = 32 << 20
 TRAIN_POINTS_PER_LIST = 64
 
 
+# The approximate index is measured by its recall of exact search's top ten.
+RECALL_K = 10
+RECALL_KEY = f"recall@{RECALL_K}"
+
+
 class ApproximateSettings(Config):
     """The FAISS index built with approximate=true (recorded in index.json)."""
 
@@ -391,3 +396,39 @@ class RetrievalIndex:
     def describe(self) -> dict[str, Any]:
         """What a service shows about the index: its URI and the manifest without targets."""
         return {"uri": self.uri, **{k: v for k, v in self.manifest.items() if k != "targets"}}
+
+
+def recall_queries(
+    target: str, vectors: dict[str, np.ndarray], count: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Sampled queries for measuring a target's FAISS recall: the embeddings that search it
+    (captions or clips search images, images search captions and clips)."""
+    source = (
+        "images"
+        if target != "images"
+        else next(
+            (name for name in ("captions", "clips") if len(vectors.get(name, ())) > 0), "images"
+        )
+    )
+    pool = vectors[source]
+    picked = np.sort(rng.choice(len(pool), size=min(count, len(pool)), replace=False))
+    return np.ascontiguousarray(pool[picked], dtype=np.float32)
+
+
+def faiss_indexes(
+    vectors: dict[str, np.ndarray], settings: ApproximateSettings, queries: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A FAISS index of each target's vectors, and the manifest's `approximate`: the settings
+    and each index's recall@10 against exact search on `queries` sampled queries."""
+    rng = np.random.default_rng(settings.seed)
+    indexes: dict[str, Any] = {}
+    report: dict[str, Any] = {"settings": settings.model_dump(), "recall_queries": queries}
+    report["targets"] = {}
+    for target, array in vectors.items():
+        if len(array) == 0:
+            continue
+        indexes[target], params = build_faiss(array, settings)
+        sampled = recall_queries(target, vectors, queries, rng)
+        recall = approximate_recall(array, indexes[target], sampled, RECALL_K)
+        report["targets"][target] = {**params, RECALL_KEY: round(recall, 4)}
+    return indexes, report

@@ -1,5 +1,7 @@
 """The tree's shape, as docs/architecture.md draws it: no import cycles among the platform's
-modules, the core importing no pipeline, job or service, and no file too long to read.
+modules, the core importing no pipeline, job or service, and no file or function too long to
+read (a function's budget is its own: code is split by what it does, not moved between files
+to fit a file's cap).
 
 Imports are read from the source (`ast`), at module level and inside functions alike (a
 lazy import is a dependency too, only a later one), `if TYPE_CHECKING:` ones included.
@@ -24,6 +26,7 @@ PACKAGE_DIRS = {
 }
 OUTER_LAYERS = ("conceptual.pipelines", "conceptual.jobs", "conceptual.serve")
 MAX_LINES = 600
+MAX_FUNCTION_LINES = 80  # its docstring and comments included
 
 
 def source_files() -> dict[str, Path]:
@@ -170,6 +173,35 @@ def test_no_file_is_over_600_lines(folder):
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"files over {MAX_LINES} lines (split them by responsibility): {long}"
+
+
+def own_lines(function: ast.AST) -> int:
+    """A function's lines, less those of the functions and classes defined inside it (each of
+    them is measured on its own: a closure-built app is not one long function)."""
+    inner = set()
+    for node in ast.walk(function):
+        if node is not function and isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+            inner |= set(range(node.lineno, node.end_lineno + 1))
+    return len(set(range(function.lineno, function.end_lineno + 1)) - inner)
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def test_a_functions_own_lines_leave_out_what_it_defines():
+    (outer,) = ast.parse("def f():\n    x = 1\n    def g():\n        return 2\n    return g\n").body
+    assert own_lines(outer) == 3
+
+
+@pytest.mark.parametrize("folder", ["platform", "pipelines", "jobs", "serve", "demo"])
+def test_no_function_is_over_80_lines(folder):
+    long = {
+        f"{path.relative_to(REPO)}:{node.lineno} {node.name}": n
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, FUNCTIONS) and (n := own_lines(node)) > MAX_FUNCTION_LINES
+    }
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them by step): {long}"
 
 
 def test_params_are_logged_through_the_one_redacting_function():
