@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conceptual.pipelines import curation, executors
+from conceptual.pipelines import curation_report, executors
 from conceptual.pipelines.curation import per_candidate_steps, steps
 from conceptual.pipelines.curation_config import CurationConfig
 from conceptual.pipelines.readers import most_blocks
@@ -114,12 +114,12 @@ def test_samples_are_the_ones_a_read_of_the_output_would_give(tmp_path, monkeypa
     def no_second_read(*args, **kwargs):
         raise AssertionError("the output was read again for the samples")
 
-    monkeypatch.setattr(curation, "written", no_second_read)
-    samples = curation._samples(pa.concat_tables(tallies), str(tmp_path), 7)
+    monkeypatch.setattr(curation_report, "written", no_second_read)
+    samples = curation_report.samples(pa.concat_tables(tallies), str(tmp_path), 7)
     assert samples["kept"] == kept_then
     assert any(record["image"] for record in samples["kept"])
     assert samples["rejected"] == [r for rs in rejected_then.values() for r in rs]
-    assert curation._samples(pa.concat_tables(tallies), str(tmp_path), 0) == {
+    assert curation_report.samples(pa.concat_tables(tallies), str(tmp_path), 0) == {
         "kept": [],
         "rejected": [],
     }
