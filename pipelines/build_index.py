@@ -57,7 +57,7 @@ from pydantic import Field
 from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.errors import ErrorsConfig
-from conceptual.models.retriever import MAX_SCALE, DualEncoder
+from conceptual.models.retriever import DualEncoder
 from conceptual.models.saving import SavedRetriever, load
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines import set_aside
@@ -457,13 +457,6 @@ def index_contents(
     return tables, vectors, urls is not None, skipped
 
 
-def served_scale(model: Any) -> float | None:
-    """The learned scale of a normalized model's cosines, as serving applies it (capped)."""
-    if not model.config.normalize:
-        return None
-    return float(model.log_scale.detach().clamp(max=np.log(MAX_SCALE)).exp())
-
-
 def build(
     model_uri: str,
     features_uri: str,
@@ -509,7 +502,7 @@ def build(
             "image_backbone": model.config.image_backbone,  # finetune: photos, not `features`
             "embed_dim": model.config.embed_dim,
             "normalized": model.config.normalize,
-            "scale": served_scale(model),
+            "scale": float(model.scale().detach()) if model.config.normalize else None,
             "features": {
                 "uri": features_uri,
                 "model": summary.get("model"),

@@ -308,7 +308,9 @@ class DualEncoder(nn.Module):
     def scores(self, images: Tensor, queries: Tensor) -> Tensor:
         """Z (B_img, B_query) from embeddings: Z_ij = image i . query j (times the scale)."""
         z = images @ queries.T
-        if self.config.normalize:
-            # Capped in the forward pass: past the cap the scale gets no gradient and stays.
-            z = z * self.log_scale.clamp(max=math.log(MAX_SCALE)).exp()
-        return z
+        return z * self.scale() if self.config.normalize else z
+
+    def scale(self) -> Tensor:
+        """A normalized model's learned scale of its cosines, capped at MAX_SCALE (in the
+        forward pass: past the cap the scale gets no gradient and stays), as it scores."""
+        return self.log_scale.clamp(max=math.log(MAX_SCALE)).exp()
