@@ -43,7 +43,7 @@ from conceptual.logs import job_output
 from conceptual.models.inference import ImageCaptioner
 from conceptual.paths import state_dir
 from conceptual.serve.app import ServeConfig, start
-from conceptual.serve.captioner_deployment import CaptionerSettings
+from conceptual.serve.captioner_deployment import CaptioningSettings
 from conceptual_demo.corpus import write_candidates
 from conceptual_demo.images import (
     PHOTOS,
@@ -219,7 +219,7 @@ def serve_demo(trained: str, photo: Path, port: int) -> None:
             f"this run's version {trained} did not beat it on the same dev set (above)"
         )
     print("demo: Ray Serve, autoscaled replicas, on 127.0.0.1")
-    config = ServeConfig(captioner=CaptionerSettings(model_name=MODEL_NAME))
+    config = ServeConfig(captioner=CaptioningSettings(model_name=MODEL_NAME))
     url = start(config, port=port)
     curl = (
         f"curl -s --data-binary @{photo} -H 'Content-Type: image/jpeg' "

@@ -1,4 +1,4 @@
-"""A small input that runs every stage of the pipeline job (the README's "From data to an endpoint"):
+"""A small input that runs every step of the pipeline job (the README's "From data to an endpoint"):
 the demo's photos (5 scenes, each in 3 views: 15 JPEGs of 400 to 600 pixels a side, all
 above the image filters' 400-pixel `image.min_side`) with captions that fit them, in the
 layout import_captions reads (captions.csv, images/).

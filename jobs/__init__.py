@@ -1,6 +1,6 @@
-"""One thin entry point per stage: `python -m conceptual.jobs.<stage> --help`.
+"""One thin entry point per job: `python -m conceptual.jobs.<job> --help`.
 
-A model family's jobs (train_*, evaluate_*, compare_*) are declared in the family registry
+A model family's jobs (train_*, evaluate_*, compare_*) are declared in the family table
 (conceptual.families): a job that has a file here is that file, whose `main` is its factory
 applied to its family; one that has none (a family that reuses another's jobs, as the
 contrastive family runs the retriever's) is built from the registry as it is imported, so
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 
-def family_job(job: str) -> Callable[[list[str] | None], int]:
+def registry_job(job: str) -> Callable[[list[str] | None], int]:
     """The `main` of a family's job: its factory (conceptual.families) applied to its family
     and name."""
     from conceptual.families import job_factories, resolve
@@ -44,7 +44,7 @@ class _FamilyJobs(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     def get_source(self, fullname: str) -> str:
         job = fullname.rpartition(".")[2]
         return (
-            f"import sys\nfrom {__name__} import family_job\nmain = family_job({job!r})\n"
+            f"import sys\nfrom {__name__} import registry_job\nmain = registry_job({job!r})\n"
             "if __name__ == '__main__':\n    sys.exit(main())\n"
         )
 

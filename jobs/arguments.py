@@ -212,11 +212,11 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 
 def add_evaluation_arguments(parser: JobParser, example: str = "") -> None:
-    """An evaluation job's model, features, split and EvalConfig (run_evaluation)."""
+    """An evaluation job's model, features, split and evaluation config (run_evaluation: the family's)."""
     add_model(parser)
     parser.add_argument("--features", required=True, type=location, help="a features job's output")
     parser.add_argument("--split", help="the split to score (default: test)")
-    add_config(parser, "EvalConfig", example)
+    add_config(parser, "evaluation", example)
 
 
 def training_parser(

@@ -39,22 +39,22 @@ def main(argv: list[str] | None = None) -> int:
         "--input-only", action="store_true", help="time the input path alone, no step"
     )
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs (--input-only)")
-    add_config(parser, "TrainConfig", "model.architecture=rnn batch_size=256")
+    add_config(parser, "CaptionerTrainConfig", "model.architecture=rnn batch_size=256")
     args = parser.parse_args(argv)
     import mlflow
 
     from conceptual import tracking
     from conceptual.config import load
     from conceptual.pipelines.benchmark_training import benchmark, input_only
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     with job_run("benchmark_training", args.verbose):
-        config = load(TrainConfig, args.config, args.overrides)
+        config = load(CaptionerTrainConfig, args.config, args.overrides)
         if args.input_only:
             rows = [input_only(config, args.features, args.steps, args.epochs)]
         else:
             rows = benchmark(config, args.features, args.steps, args.warmup, args.peak_tflops)
-        with tracking.start_run("training-benchmark", tags={"stage": "benchmark_training"}):
+        with tracking.start_run("training-benchmark", job="benchmark_training"):
             tracking.log_config(config)
             tracking.log_params(
                 {

@@ -5,7 +5,7 @@
         [--variant "name: key=value ..." ...]
         [--register best|all|none] [--config FILE] [key=value ...]
 
-Every variant trains with the same TrainConfig (overrides as for train_captioner, e.g.
+Every variant trains with the same CaptionerTrainConfig (overrides as for train_captioner, e.g.
 epochs=20 workers=2; experiment=NAME keeps the comparison in an experiment of its own) as a
 child of one comparison run, whose artifacts are the comparison table (comparison.json,
 comparison.md) and plot (comparison.png). `--variant "name: key=value ..."` adds a variant
@@ -39,18 +39,18 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     add_data(parser)
     add_variants(parser, "best", VARIANTS)
     parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
-    add_config(parser, "TrainConfig", "epochs=20 workers=2; bootstrap.samples=N")
+    add_config(parser, "CaptionerTrainConfig", "epochs=20 workers=2; bootstrap.samples=N")
     args = parser.parse_args(argv)
     named = args.variants or ("" if args.variant else ",".join(VARIANTS))
     variants = [v.strip() for v in named.split(",") if v.strip()] + args.variant
     from conceptual.config import load
     from conceptual.intervals import BootstrapConfig
     from conceptual.pipelines.compare_captioners import compare, markdown_table
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     train_keys, bootstrap_keys = prefixed(args.overrides, "bootstrap.")
     with job_run(name, args.verbose) as log:  # ValueError: e.g. no dev split
-        config = load(TrainConfig, args.config, train_keys)
+        config = load(CaptionerTrainConfig, args.config, train_keys)
         bootstrap = load(BootstrapConfig, None, bootstrap_keys)
         result = compare(args.features, config, variants, args.register, args.model_name, bootstrap)
     print(markdown_table(result["rows"]))

@@ -9,7 +9,7 @@ score_fluency, features); EN: features of the same photos' English captions (for
 translation baselines); each reference set: features whose test split holds the test photos
 with Chinese references (human translations, native captions); DIR: the Flickr8k-CN folder,
 whose provided translations are the offline translator. Keys of FluencyComparisonConfig
-(pipelines/compare_fluency.py): train.* (the captioners' TrainConfig, e.g. train.epochs=10),
+(pipelines/compare_fluency.py): train.* (the captioners' CaptionerTrainConfig, e.g. train.epochs=10),
 strategies, late_translation, rerank, translator, fluency_model, split, beam, registered,
 bootstrap.samples and bootstrap.seed (the resamples of the 95% intervals and of the paired
 p-values against each column's best; the table marks differences inside the noise `~`).
@@ -116,10 +116,10 @@ def with_train_config(config, path: str | None, overrides: list[str]):
     if path is None:
         return config
     from conceptual.config import load
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     own = [o.removeprefix("train.") for o in overrides if o.startswith("train.")]
-    return config.model_copy(update={"train": load(TrainConfig, path, own)})
+    return config.model_copy(update={"train": load(CaptionerTrainConfig, path, own)})
 
 
 if __name__ == "__main__":

@@ -37,17 +37,19 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
         parser.add_argument("--eval-speech", type=location, help="held-out clips (speech variants)")
     parser.add_argument("--split", default="test", help="the held-out split to score")
     add_variants(parser, "none")
-    add_config(parser, "shared RetrieverTrainConfig", "loss=triplet; eval.KEY for EvalConfig keys")
+    add_config(
+        parser, "shared RetrieverTrainConfig", "loss=triplet; eval.KEY for RetrieverEvalConfig keys"
+    )
     args = parser.parse_args(argv)
     from conceptual.config import load
     from conceptual.pipelines.compare_retrievers import compare, markdown_table
-    from conceptual.pipelines.evaluate_retriever import EvalConfig
+    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig
 
     recipe = family.resolve_recipe()
     train_keys, eval_keys = prefixed(args.overrides, "eval.")
     with job_run(name, args.verbose) as log:
         config = load(recipe.config, args.config, train_keys)
-        evaluation = load(EvalConfig, None, [*eval_keys, f"split={args.split}"])
+        evaluation = load(RetrieverEvalConfig, None, [*eval_keys, f"split={args.split}"])
         result = compare(
             args.features,
             args.speech,

@@ -47,7 +47,11 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate, held_out_table
+    from conceptual.pipelines.evaluate_captioner import (
+        CaptionerEvalConfig,
+        evaluate,
+        held_out_table,
+    )
 
     def show(result: dict) -> None:
         print(json.dumps(result, indent=2) if args.json else held_out_table(result))
@@ -56,7 +60,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
             print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")
 
     more = (args.baseline_features, args.results_json)
-    return run_evaluation(name, args, EvalConfig, evaluate, *more, show=show)
+    return run_evaluation(name, args, CaptionerEvalConfig, evaluate, *more, show=show)
 
 
 main = job(FAMILIES["captioner"], "evaluate_captioner")

@@ -34,14 +34,14 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     add_evaluation_arguments(parser, "max_images=500 seconds=8")
     parser.add_argument("--speech", type=location, help="clips of the split's captions")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
+    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig, evaluate
 
     def show(result: dict) -> None:
         del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
         print(result.pop("table"))
         print(json.dumps(result, indent=2))
 
-    return run_evaluation(name, args, EvalConfig, evaluate, args.speech, show=show)
+    return run_evaluation(name, args, RetrieverEvalConfig, evaluate, args.speech, show=show)
 
 
 main = job(FAMILIES["retriever"], "evaluate_retriever")

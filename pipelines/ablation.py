@@ -43,13 +43,13 @@ from conceptual.pipelines.comparison import Comparison, Trained, Variant, parse_
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.comparison import markdown_table as comparison_markdown
 from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig
+from conceptual.pipelines.evaluate_retriever import SELECT_BY, RetrieverEvalConfig
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.vision.alignment import check_scorer
 
 JOB = "ablate"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a variant's name: its folder, its run
-STAGES = ["curate", "features"]  # the pipeline job's steps each variant runs
+STEPS = ["curate", "features"]  # the pipeline job's steps each variant runs
 SHOWN = ("text_to_image.R@10", "image_to_text.R@10")  # beside SELECT_BY in the table
 # The families a curation is judged by: those that train on the features alone and are
 # scored as retrievers (evaluate_retriever), text queries.
@@ -74,7 +74,7 @@ class AblateConfig(Config):
     # The family's training keys (its config file's), the same for every variant: the seed
     # and the budget (epochs) among them; null: its defaults.
     train: dict[str, Any] | None = None
-    evaluate: EvalConfig = EvalConfig()  # split: the held-out split scored
+    evaluate: RetrieverEvalConfig = RetrieverEvalConfig()  # split: the held-out split scored
 
 
 class Planned:
@@ -126,7 +126,7 @@ class Planned:
         return pipeline.PipelineConfig(
             input=self.config.input,
             output=self.folder(name),
-            stages=STAGES,
+            steps=STEPS,
             experiment=self.config.experiment,
             curate=self.curations[name],
             features=self.config.features,

@@ -39,7 +39,7 @@ from conceptual.pipelines import training
 from conceptual.pipelines.features_data import feature_files, train_captions
 from conceptual.pipelines.input_path import Batches, prepared
 from conceptual.pipelines.train_captioner import (
-    TrainConfig,
+    CaptionerTrainConfig,
     captioner_config,
     feature_shape,
     train_examples,
@@ -59,7 +59,7 @@ FLOP_ROWS = 8
 
 
 def benchmark(
-    config: TrainConfig,
+    config: CaptionerTrainConfig,
     features_uri: str | None = None,
     steps: int = 20,
     warmup: int = 3,
@@ -121,7 +121,10 @@ def benchmark(
 
 
 def input_only(
-    config: TrainConfig, features_uri: str | None = None, batches: int = 16, epochs: int = 3
+    config: CaptionerTrainConfig,
+    features_uri: str | None = None,
+    batches: int = 16,
+    epochs: int = 3,
 ) -> dict[str, Any]:
     """The input path alone (config.data), as a worker meets it: the training rows read
     (`features_uri`, or `batches` batches of made-up features), made into examples and
@@ -168,7 +171,7 @@ def timed_steps(
     step_loss: nn.Module,
     optimizer: torch.optim.Optimizer,
     batches: Iterable[dict[str, Tensor]],
-    config: TrainConfig,
+    config: CaptionerTrainConfig,
     device: torch.device,
     steps: int,
     warmup: int,
@@ -243,7 +246,7 @@ def device_name(device: torch.device) -> str:
 
 
 def _epochs(
-    examples: ray.data.Dataset, config: TrainConfig, device: torch.device
+    examples: ray.data.Dataset, config: CaptionerTrainConfig, device: torch.device
 ) -> Iterator[dict[str, Tensor]]:
     """Epoch after epoch of the training input path."""
     examples = prepared(examples, config.data, config.seed)
@@ -254,7 +257,7 @@ def _epochs(
         yield from feed.epoch(examples.iterator(), epoch)
 
 
-def _on_this_machine(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
+def _on_this_machine(config: CaptionerTrainConfig) -> tuple[CaptionerTrainConfig, torch.device]:
     """The config with GPUs and compilation decided as training would here, and its device."""
     init_ray()
     use_gpu = torch.cuda.is_available() if config.use_gpu is None else config.use_gpu
@@ -280,7 +283,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _rows(
-    config: TrainConfig, features_uri: str | None, batches: int
+    config: CaptionerTrainConfig, features_uri: str | None, batches: int
 ) -> tuple[ray.data.Dataset, Vocabulary, tuple[int, int]]:
     """Features rows (records.FEATURES), their vocabulary and (cells, channels): read from
     `features_uri`, or made up (enough rows for `batches` batches, 15-word captions)."""

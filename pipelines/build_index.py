@@ -542,8 +542,8 @@ def run(
 ) -> dict[str, Any]:
     """The build_index job: one MLflow run around `build`. Returns the manifest's summary
     with `run_id`, `output` and `approximate_recall@10` (when approximate)."""
-    tags = {"stage": STAGE, "model_uri": model_uri}
-    with tracking.start_run(config.experiment, tags=tags) as active:
+    tags = {"model_uri": model_uri}
+    with tracking.start_run(config.experiment, job=STAGE, tags=tags) as active:
         tracking.log_config(config)
         tracking.log_params(
             {"features_uri": features_uri, "output_uri": output_uri, "speech_uri": speech_uri}

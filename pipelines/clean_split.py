@@ -206,8 +206,7 @@ def run(
     experiment: str = "curation",
 ) -> tuple[dict[str, Any], str]:
     """The clean_split job: one MLflow run around `clean`. Returns (stats, run id)."""
-    tags = {"stage": STAGE, "split": split}
-    with tracking.start_run(experiment, tags=tags) as active:
+    with tracking.start_run(experiment, job=STAGE, tags={"split": split}) as active:
         stats = clean(data_uri, tasks_uri, output_uri, split, min_good, ratings_csv, db)
         stats["mlflow_run_id"] = active.info.run_id
         storage.write_json(storage.join(output_uri, STATS), funnel.without_samples(stats))

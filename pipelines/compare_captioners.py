@@ -44,7 +44,7 @@ from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.comparison import markdown_table as comparison_markdown
 from conceptual.pipelines.evaluate_captioner import captioner_scores
 from conceptual.pipelines.features_data import SplitImages, feature_files, split_images
-from conceptual.pipelines.train_captioner import CAPTIONS, RECIPE, TrainConfig
+from conceptual.pipelines.train_captioner import CAPTIONS, RECIPE, CaptionerTrainConfig
 
 # The columns of the table and the bars of the plot, CIDEr first: it ranks the variants.
 REPORTED = ("CIDEr", "BLEU-4", "METEOR", "ROUGE-L")
@@ -60,7 +60,7 @@ NAMED = {
 
 def compare(
     features_uri: str,
-    config: TrainConfig,
+    config: CaptionerTrainConfig,
     variants: Sequence[str] = VARIANTS,
     register: str = "best",
     model_name: str = registry.MODEL_NAME,
@@ -75,7 +75,7 @@ def compare(
     dev = split_images(files, features_uri, config.eval_split, max_images=config.eval_max_images)
     counts = resample_counts(len(dev.image_ids), bootstrap or BootstrapConfig())
 
-    def score(name: str, variant_config: TrainConfig, result: dict[str, Any]) -> tuple:
+    def score(name: str, variant_config: CaptionerTrainConfig, result: dict[str, Any]) -> tuple:
         return *best_dev_scores(result, variant_config, dev, counts), None
 
     how = Comparison(
@@ -92,7 +92,7 @@ def compare(
 
 
 def best_dev_scores(
-    result: dict[str, Any], config: TrainConfig, dev: SplitImages, counts: np.ndarray
+    result: dict[str, Any], config: CaptionerTrainConfig, dev: SplitImages, counts: np.ndarray
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The REPORTED metrics of the best checkpoint's dev captions (which the trainer saved
     beside its model) with their intervals, and their values on every resample."""

@@ -80,7 +80,7 @@ from conceptual.pipelines.evaluate_captioner import (
     n_best_captions,
 )
 from conceptual.pipelines.features_data import SplitImages, feature_files, split_images
-from conceptual.pipelines.train_captioner import RECIPE, TrainConfig
+from conceptual.pipelines.train_captioner import RECIPE, CaptionerTrainConfig
 from conceptual.text.chinese import tokens_for_captioning
 
 LATE, RERANK, NEAREST = "late translation", "late translation rerank", "nearest neighbour"
@@ -100,7 +100,9 @@ class FluencyComparisonConfig(Config):
     # The captioners' training keys, shared by the English one and the Chinese ones (their
     # `language` and `fluency` are set per approach).
     # `experiment` is the comparison's, for every run.
-    train: TrainConfig = TrainConfig(language="zh", model=SPEC_MODEL, experiment="fluency")
+    train: CaptionerTrainConfig = CaptionerTrainConfig(
+        language="zh", model=SPEC_MODEL, experiment="fluency"
+    )
     strategies: list[FluencyStrategy] = ["none", "only", "rejection", "weighted"]
     late_translation: bool = True  # also the two late-translation rows (needs the English)
     rerank: int = Field(default=5, ge=2)  # the English captions late translation re-ranks
@@ -139,7 +141,9 @@ def compare(
     }
     train_files = feature_files(features_uri)
 
-    def score(name: str, trained_with: TrainConfig | None, result: dict[str, Any] | None) -> tuple:
+    def score(
+        name: str, trained_with: CaptionerTrainConfig | None, result: dict[str, Any] | None
+    ) -> tuple:
         if result is None:  # the nearest-neighbour baseline
             generated = {
                 ref: baseline_captions(train_files, features_uri, images)
@@ -195,7 +199,7 @@ def approaches(
 
 def captioner_config(
     config: FluencyComparisonConfig, language: str, strategy: FluencyStrategy
-) -> TrainConfig:
+) -> CaptionerTrainConfig:
     """The shared training keys for a captioner writing `language` with `strategy`, in the
     comparison's experiment."""
     update = {"language": language, "fluency": strategy, "experiment": config.experiment}

@@ -30,7 +30,12 @@ from conceptual.pipelines.comparison import (
 )
 from conceptual.pipelines.comparison import compare as run_comparison
 from conceptual.pipelines.comparison import markdown_table as comparison_markdown
-from conceptual.pipelines.evaluate_retriever import SELECT_BY, EvalConfig, directions, evaluate
+from conceptual.pipelines.evaluate_retriever import (
+    SELECT_BY,
+    RetrieverEvalConfig,
+    directions,
+    evaluate,
+)
 from conceptual.pipelines.train_retriever import RECIPE, RetrieverTrainConfig
 from conceptual.pipelines.training import Recipe
 
@@ -44,7 +49,7 @@ def compare(
     eval_speech: str | None,
     config: RetrieverTrainConfig,
     variants: Sequence[str],
-    evaluation: EvalConfig,
+    evaluation: RetrieverEvalConfig,
     register: str = "none",
     teacher_speech: Sequence[str] = (),
     recipe: Recipe = RECIPE,
@@ -77,7 +82,7 @@ def compare(
 
 
 def held_out_score(
-    eval_features: str, evaluation: EvalConfig, eval_speech: str | None = None
+    eval_features: str, evaluation: RetrieverEvalConfig, eval_speech: str | None = None
 ) -> Callable[[str, Any, dict[str, Any]], tuple]:
     """A comparison's `score`: each variant's model evaluated on the same held-out set."""
 

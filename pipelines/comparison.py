@@ -130,7 +130,7 @@ class Comparison:
     """What a family brings to the driver."""
 
     recipe: training.Recipe
-    job: str  # the job that compares, its comparison run's `stage` tag: compare_captioners
+    job: str  # the job that compares, its comparison run's `job` tag: compare_captioners
     # Of `scores`: ranks the variants (higher is better) and the registered ones, with its
     # p-values. None: the variants stay in their order, every resampled score gets its
     # p-value against its column's best, and the registered ones are ranked by their dev
@@ -163,8 +163,7 @@ def compare(
     check_register(register)  # before training
     check_variants(variants)
     metric = comparison.metric
-    tags = {"stage": comparison.job}
-    with tracking.start_run(config.experiment, run_name="comparison", tags=tags) as parent:
+    with tracking.start_run(config.experiment, job=comparison.job, run_name="comparison") as parent:
         tracking.log_config(config)
         tracking.log_params(params)
     parent_id = parent.info.run_id
@@ -258,8 +257,8 @@ def _own_run(variant: Variant, experiment: str, job: str) -> Iterator[str | None
     if variant.prepare is None:
         yield None
         return
-    tags = {"stage": job, "variant": variant.name}
-    with tracking.start_run(experiment, run_name=variant.name, tags=tags) as run:
+    tags = {"variant": variant.name}
+    with tracking.start_run(experiment, job=job, run_name=variant.name, tags=tags) as run:
         pass
     with tracking.children_of(run.info.run_id):
         yield run.info.run_id

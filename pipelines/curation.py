@@ -490,7 +490,7 @@ def run(
     from conceptual.pipelines.harvest import harvest_first, log_harvest
 
     inputs = [input_uri] if isinstance(input_uri, str) else input_uri
-    with tracking.start_run(config.experiment, tags={"stage": "curate"}) as active:
+    with tracking.start_run(config.experiment, job="curate") as active:
         tracking.log_config(config)
         source, harvested = harvest_first(inputs, output_uri, config.harvest)
         stats = curate(source, output_uri, config, active.info.run_id, harvested)

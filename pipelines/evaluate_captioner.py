@@ -65,7 +65,7 @@ RESULTS = "results.json"  # the COCO results JSON of the model's captions
 ENGLISH_ONLY = ("METEOR", "SPICE")  # their matchers and parsers read English
 
 
-class EvalConfig(Config):
+class CaptionerEvalConfig(Config):
     split: str = "test"
     beam: int = 4
     max_images: int | None = None  # None: every image of the split
@@ -124,7 +124,7 @@ def baseline_captions(files: list[str], uri: str, images: SplitImages) -> dict[s
 def evaluate(
     model_uri: str,
     features_uri: str,
-    config: EvalConfig,
+    config: CaptionerEvalConfig,
     baseline_features: str | None = None,
     results_json: str | None = None,
 ) -> dict[str, Any]:

@@ -63,7 +63,7 @@ RANKINGS = "rankings.json"
 TRANSCRIPTS = "transcripts.json"
 
 
-class EvalConfig(Config):
+class RetrieverEvalConfig(Config):
     split: str = "test"
     max_images: int | None = None  # None: every image of the split
     # Speech: seconds of each clip the tower hears; None: the length it was trained on
@@ -205,7 +205,7 @@ def table(metrics: dict[str, float], modality: str) -> str:
 
 
 def evaluate(
-    model_uri: str, features_uri: str, config: EvalConfig, speech_uri: str | None = None
+    model_uri: str, features_uri: str, config: RetrieverEvalConfig, speech_uri: str | None = None
 ) -> dict[str, Any]:
     """Score the model on `config.split`. Returns `metrics` (each followed by its interval),
     `table`, `eval_set`, `images`, `queries`, `run_id`, `version` (the registered version

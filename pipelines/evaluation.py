@@ -42,11 +42,11 @@ def record(
     """Logs `evaluation` as a run of `config.experiment` tagged `stage`; returns its result
     with `eval_set`, `run_id` and `version` (the registered version scored, or None)."""
     version = registry.registered_version(model_uri)
-    tags = {"stage": stage, "model_uri": model_uri, **evaluation.tags}
+    tags = {"model_uri": model_uri, **evaluation.tags}
     warning = contamination_warning(model_uri, features_uri)
     if warning:
         print(warning, flush=True)
-    with tracking.start_run(config.experiment, tags=tags) as active:
+    with tracking.start_run(config.experiment, job=stage, tags=tags) as active:
         tracking.log_config(config)
         params = {"features_uri": features_uri, "eval_set": evaluation.eval_set}
         tracking.log_params({**params, **evaluation.params})

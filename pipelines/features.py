@@ -186,7 +186,7 @@ def described(summary: dict[str, Any]) -> str:
 
 def run(data_uri: str, output_uri: str, config: FeaturesConfig) -> tuple[dict[str, Any], str]:
     """The features job: one MLflow run around the extraction. Returns (summary, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": "features"}) as active:
+    with tracking.start_run(config.experiment, job="features") as active:
         tracking.log_config(config)
         tracking.log_params({"data_uri": data_uri, "output_uri": output_uri})
         summary = extract(data_uri, output_uri, config)

@@ -234,7 +234,7 @@ def run(
 ) -> tuple[dict[str, Any], str]:
     """The harvest job: one MLflow run around the harvest (`listed`: as harvest takes it).
     Returns (stats, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": "harvest"}) as active:
+    with tracking.start_run(config.experiment, job="harvest") as active:
         tracking.log_config(config)
         stats = harvest(inputs, output_uri, config, listed)
         stats["mlflow_run_id"] = active.info.run_id

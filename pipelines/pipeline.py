@@ -1,6 +1,6 @@
 """The jobs' work in order, as one resumable job: its steps curate, features, train, register,
 evaluate and, when configured, speech, train_retriever, train_contrastive and index (the
-`stages` it is given).
+`steps` it is given).
 
     step             reads                           writes (OUTPUT/...)  config
     curate           INPUT (web archives: harvested  curated/             curate
@@ -15,7 +15,7 @@ evaluate and, when configured, speech, train_retriever, train_contrastive and in
     train_contrastive  features                      a registry version   train_contrastive
     index            features, train_retriever       index/<retriever>/   index
                      (+ speech)
-    OUTPUT/stages/<step>.json   one manifest per finished step
+    OUTPUT/steps/<step>.json    one manifest per finished step
     OUTPUT/summary.json         every step's result, as the job prints it at the end
 
 TABLE is that table. train registers nothing itself (register does, by the champion rule);
@@ -26,9 +26,9 @@ index embeds the features (and, for a speech retriever, the clips) with that ver
 tags it with the index. A speech retriever (train_retriever.modality=speech, the default)
 also reads speech's clips: `(+ speech)`.
 
-The config's `stages` lists the steps to run, in this order; by default the first five.
+The config's `steps` lists the steps to run, in this order; by default the first five.
 Each listed step's prerequisites (the steps it reads) must be listed too: they are skipped
-when done.
+when done. (`stages`, its old name, is still read for this release.)
 
 A step is skipped when its manifest says it finished with the same fingerprint: a digest
 of its config keys and of what it reads (the input's files, their sizes and a digest of
@@ -72,10 +72,10 @@ from conceptual.pipelines import (
 from conceptual.pipelines.build_index import BuildIndexConfig
 from conceptual.pipelines.curation import where_it_went
 from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate, held_out_table
+from conceptual.pipelines.evaluate_captioner import CaptionerEvalConfig, evaluate, held_out_table
 from conceptual.pipelines.features import FeaturesConfig
 from conceptual.pipelines.speech import SpeechConfig
-from conceptual.pipelines.train_captioner import TrainConfig
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 from conceptual.storage import SUCCESS
 
 
@@ -273,20 +273,22 @@ TABLE: dict[str, JobStep] = {
 JOB_STEPS = tuple(TABLE)
 DEFAULT_JOB_STEPS = JOB_STEPS[:5]  # the captioner's; the retriever's when listed
 SUMMARY = "summary.json"  # OUTPUT/summary.json: every step's result, numbers rounded
+MANIFESTS = "steps"  # OUTPUT/steps/<step>.json: what each finished step did
 
 
 class _Pipeline(Config):
+    renamed_in = "pipeline.yaml"  # stages -> steps
     input: str | None = None  # candidates, as for the curate job (required)
     output: str | None = None  # the steps' folders and manifests (required)
     # Steps to run, in JOB_STEPS order, each with its prerequisites (the module's table).
-    stages: list[str] = list(DEFAULT_JOB_STEPS)
+    steps: list[str] = list(DEFAULT_JOB_STEPS)
     model_name: str = "captioner"  # the registered model `register` adds a version to
     retriever_name: str | None = None  # train_retriever's; None: retriever-<modality>
     experiment: str = "pipeline"  # every step's run goes here, under the pipeline's run
     curate: CurationConfig = CurationConfig()
     features: FeaturesConfig = FeaturesConfig()
-    train: TrainConfig = TrainConfig()
-    evaluate: EvalConfig = EvalConfig()
+    train: CaptionerTrainConfig = CaptionerTrainConfig()
+    evaluate: CaptionerEvalConfig = CaptionerEvalConfig()
     speech: SpeechConfig = SpeechConfig()
     index: BuildIndexConfig = BuildIndexConfig()
 
@@ -309,28 +311,26 @@ def prerequisites(step: str, config: PipelineConfig) -> tuple[str, ...]:
 
 
 def check_steps(config: PipelineConfig) -> None:
-    """ValueError, saying what is wrong, unless `stages` lists known steps once each, in
+    """ValueError, saying what is wrong, unless `steps` lists known steps once each, in
     JOB_STEPS order, each with its prerequisites."""
-    stages = config.stages
-    unknown = [s for s in stages if s not in TABLE]
+    steps = config.steps
+    unknown = [s for s in steps if s not in TABLE]
     if unknown:
+        raise ValueError(f"unknown step {', '.join(unknown)}: the steps are {', '.join(JOB_STEPS)}")
+    ordered = [s for s in JOB_STEPS if s in steps]
+    if steps != ordered:
         raise ValueError(
-            f"unknown stage {', '.join(unknown)}: the stages are {', '.join(JOB_STEPS)}"
+            f"steps must be in pipeline order, each once: [{','.join(ordered)}], "
+            f"not [{','.join(steps)}]"
         )
-    ordered = [s for s in JOB_STEPS if s in stages]
-    if stages != ordered:
+    if not config.curate.with_images and (imaged := [s for s in steps if _needs_images(s)]):
         raise ValueError(
-            f"stages must be in pipeline order, each once: [{','.join(ordered)}], "
-            f"not [{','.join(stages)}]"
-        )
-    if not config.curate.with_images and (imaged := [s for s in stages if _needs_images(s)]):
-        raise ValueError(
-            f"stage {imaged[0]} reads photos, and curate.with_images=false curates text only "
+            f"step {imaged[0]} reads photos, and curate.with_images=false curates text only "
             "(a text-only curation has no images): set curate.with_images=true, or run "
-            "stages=[curate] (or [curate,speech])"
+            "steps=[curate] (or [curate,speech])"
         )
-    for step in stages:
-        missing = [s for s in prerequisites(step, config) if s not in stages]
+    for step in steps:
+        missing = [s for s in prerequisites(step, config) if s not in steps]
         if missing:
             why = (
                 " (train_retriever.modality=speech reads its clips; modality=text does not)"
@@ -338,8 +338,8 @@ def check_steps(config: PipelineConfig) -> None:
                 else ""
             )
             raise ValueError(
-                f"stage {step} reads the output of {' and '.join(missing)}{why}: "
-                f"add {'it' if len(missing) == 1 else 'them'} to stages=[{','.join(stages)}]"
+                f"step {step} reads the output of {' and '.join(missing)}{why}: "
+                f"add {'it' if len(missing) == 1 else 'them'} to steps=[{','.join(steps)}]"
             )
 
 
@@ -355,7 +355,7 @@ def fingerprints(config: PipelineConfig, input_fingerprint: str) -> dict[str, st
     another store, it runs again there."""
     out: dict[str, str] = {}
     store = tracking.printable_tracking_uri()
-    for step in config.stages:
+    for step in config.steps:
         settings = [getattr(config, key) for key in TABLE[step].settings]
         upstream = [out[s] for s in prerequisites(step, config)] or [input_fingerprint]
         tracked = [store] if TABLE[step].folder is None else []
@@ -369,15 +369,15 @@ class PipelineStopped(Exception):
 
 def run(config: PipelineConfig) -> dict[str, Any]:
     """Run (or skip) each configured step, printing what each did; returns `run_id` (the
-    pipeline's MLflow run), `stages` (step -> {"skipped": bool, "result": what the step
+    pipeline's MLflow run), `steps` (step -> {"skipped": bool, "result": what the step
     reported}) and `summary`, the file holding that, numbers rounded. The pipeline's run ends
     FAILED when a step fails or leaves the next nothing to read (PipelineStopped)."""
     if not config.input or not config.output:
         raise ValueError("the pipeline needs input=URI and output=URI")
     check_steps(config)
-    name = f"pipeline {posixpath.basename(config.input.rstrip('/'))} [{','.join(config.stages)}]"
+    name = f"pipeline {posixpath.basename(config.input.rstrip('/'))} [{','.join(config.steps)}]"
     with tracking.start_run(
-        config.experiment, run_name=tracking.timed_name(name), tags={"stage": "pipeline"}
+        config.experiment, job="pipeline", run_name=tracking.timed_name(name)
     ) as active:
         pipeline_run = active.info.run_id
         tracking.log_config(config)
@@ -391,8 +391,8 @@ def run(config: PipelineConfig) -> dict[str, Any]:
         client.set_terminated(pipeline_run, status)
     summary = storage.join(config.output, SUMMARY)
     storage.write_json(summary, _rounded(steps))
-    client.log_dict(pipeline_run, steps, "stages.json")
-    return {"run_id": pipeline_run, "stages": steps, "summary": summary}
+    client.log_dict(pipeline_run, steps, "steps.json")
+    return {"run_id": pipeline_run, "steps": steps, "summary": summary}
 
 
 def _run_steps(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
@@ -400,17 +400,17 @@ def _run_steps(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
     context = Context(config, done={})
     fingerprint_of = fingerprints(config, input_fingerprint(config.input))
     with tracking.children_of(pipeline_run):
-        for step in config.stages:
+        for step in config.steps:
             fingerprint = fingerprint_of[step]
-            manifest_uri = storage.join(config.output, "stages", f"{step}.json")
+            manifest_uri = storage.join(config.output, MANIFESTS, f"{step}.json")
             folder = TABLE[step].folder and context.folder(step)
-            manifest = _finished(manifest_uri, fingerprint, folder)
+            manifest = _finished(step, config.output, fingerprint, folder)
             skipped = manifest is not None
             if manifest is None:
                 print(f"\npipeline: {step}", flush=True)
                 storage.delete(manifest_uri)
                 manifest = {
-                    "stage": step,
+                    "step": step,
                     "fingerprint": fingerprint,
                     "result": TABLE[step].run(context),
                 }
@@ -421,7 +421,7 @@ def _run_steps(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
             print(TABLE[step].report(context, result), flush=True)
             steps[step] = {"skipped": skipped, "result": result}
             context.done[step] = result
-            later = config.stages[config.stages.index(step) + 1 :]
+            later = config.steps[config.steps.index(step) + 1 :]
             if step == "curate" and not result["kept"] and later:
                 raise PipelineStopped(
                     f"curate kept none of the {result['input']} candidates, so {later[0]} has "
@@ -451,12 +451,18 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _finished(manifest_uri: str, fingerprint: str, folder: str | None) -> dict | None:
+def _finished(step: str, output: str, fingerprint: str, folder: str | None) -> dict | None:
     """The step's manifest when it finished with this fingerprint (and its folder is still
-    complete); None when it must run."""
-    if not storage.exists(manifest_uri):
+    complete); None when it must run. A manifest where the last release wrote it
+    (OUTPUT/stages/) still counts."""
+    found = [
+        uri
+        for uri in (storage.join(output, d, f"{step}.json") for d in (MANIFESTS, "stages"))
+        if storage.exists(uri)
+    ]
+    if not found:
         return None
-    manifest = storage.read_json(manifest_uri)
+    manifest = storage.read_json(found[0])
     if manifest.get("fingerprint") != fingerprint:
         return None
     if folder is not None and not storage.exists(storage.join(folder, SUCCESS)):

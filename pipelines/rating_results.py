@@ -53,7 +53,7 @@ def results(
     """The tables, logged to MLflow; returns them, the run's id and its experiment's name."""
     tables = human_tables(tasks, rows)
     source_run = tasks.manifest["source"].get("run_id")
-    tags = {"stage": "rating_results", "task_set": tasks.name, "tasks_uri": tasks_uri}
+    tags = {tracking.JOB_TAG: "rating_results", "task_set": tasks.name, "tasks_uri": tasks_uri}
     tracking.configure()
     if run_id:
         context = mlflow.start_run(run_id=run_id)

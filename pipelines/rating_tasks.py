@@ -178,7 +178,7 @@ def from_run(
 ) -> tuple[list[dict], dict[str, Any]]:
     """Items from an evaluation or comparison run, and what the run says of itself."""
     run = source_run(run_id)
-    stage = run.data.tags.get("stage", "")
+    stage = tracking.job_of(run) or ""
     if kind not in RUN_KINDS.get(stage, ()):
         fits = [k for k, kinds in RUN_KINDS.items() if kind in kinds]
         raise ValueError(f"run {run_id} is a {stage or 'run'} run: {kind} tasks come from {fits}")
@@ -360,8 +360,7 @@ def build(
         raise ValueError(f"a direction is for retrieval tasks, not {kind}")
     rng = random.Random(seed)
     tracking.configure()
-    tags = {"stage": "rating_tasks", "kind": kind}
-    with tracking.start_run("rating", tags=tags) as run:
+    with tracking.start_run("rating", job="rating_tasks", tags={"kind": kind}) as run:
         tracking.log_params({"items": items, "raters": raters, "seed": seed, "photo": photo,
                            "direction": direction, "output": output, "source_run": run_id})  # fmt: skip
         if run_id:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,7 @@ from pydantic import Field
 
 from conceptual import storage
 from conceptual.config import Config
+from conceptual.models.retriever import Modality
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.features_data import (
     TRAIN_SPLIT,
@@ -64,7 +65,6 @@ from conceptual.vision.cnn import jitter_colours, random_crop, to_pixels
 from conceptual.vision.decoding import decode
 from conceptual.vision.images import ImageFilterConfig
 
-Modality = Literal["speech", "text"]
 CLIP_COLUMNS = ["id", "caption_id", "image_id", "caption", "audio"]
 # Every curated photo is within the curation's bound (decoded pixels are fewer still).
 PHOTO_PIXELS = ImageFilterConfig().max_pixels

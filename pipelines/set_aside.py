@@ -163,7 +163,7 @@ def tracked_rewrite(
     """A rewrite_guarded job's MLflow run around `rewrite()` (its summary): the config, the
     URIs and `params`, what it read and wrote, the summary's numbers and rejections as
     metrics and the summary as `summary_file`. Returns (summary, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": stage.name}) as active:
+    with tracking.start_run(config.experiment, job=stage.name) as active:
         tracking.log_config(config)
         tracking.log_params({"data_uri": data_uri, "output_uri": output_uri, **params})
         summary = rewrite()

@@ -462,7 +462,7 @@ def log_to_mlflow(stats: dict[str, Any], output_uri: str, config: SpeechConfig) 
 
 def run(input_uri: str, output_uri: str, config: SpeechConfig) -> tuple[dict[str, Any], str]:
     """The speech synthesis job: one MLflow run around the pipeline. Returns (stats, run id)."""
-    with tracking.start_run(config.experiment, tags={"stage": "synthesize_speech"}) as active:
+    with tracking.start_run(config.experiment, job="synthesize_speech") as active:
         tracking.log_config(config)
         tracking.log_params({"input_uri": input_uri, "output_uri": output_uri})
         stats = synthesize(input_uri, output_uri, config)

@@ -78,7 +78,7 @@ CAPTIONS = "captions.json"
 SELECT_BY = "CIDEr"
 
 
-class TrainConfig(training.TrainingConfig):
+class CaptionerTrainConfig(training.TrainingConfig):
     model: CaptionerSettings = CaptionerSettings()
     language: Language = "en"  # the captions' language (zh-CN is zh); features must agree
     fluency: FluencyStrategy = "none"  # module docstring; needs scored captions
@@ -109,7 +109,7 @@ class TrainConfig(training.TrainingConfig):
         return metrics
 
     @model_validator(mode="after")
-    def _fluency_of_translations(self) -> TrainConfig:
+    def _fluency_of_translations(self) -> CaptionerTrainConfig:
         if self.fluency != "none" and self.language == "en":
             raise ValueError("fluency guides captions translated from English: set language")
         return self
@@ -118,7 +118,7 @@ class TrainConfig(training.TrainingConfig):
 # ---------------------------------------------------------------- the driver
 
 
-def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
+def prepare(config: CaptionerTrainConfig, features_uri: str) -> training.Prepared:
     """A run on a features dataset (the module's docstring): the vocabulary of its train
     captions, its dev images, the rows; after training, the best model's dev captions beside
     their references (log_samples)."""
@@ -173,7 +173,7 @@ def prepare(config: TrainConfig, features_uri: str) -> training.Prepared:
     )
 
 
-def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | None:
+def check_captions(files: list[str], uri: str, config: CaptionerTrainConfig) -> float | None:
     """Refuse features whose captions are not in the configured language, or unscored
     captions for a fluency strategy; return the share of fluent train captions (None
     without a strategy)."""
@@ -197,17 +197,19 @@ def check_captions(files: list[str], uri: str, config: TrainConfig) -> float | N
     return fluent_share
 
 
-def unused_keys(config: TrainConfig) -> tuple[str, ...]:
+def unused_keys(config: CaptionerTrainConfig) -> tuple[str, ...]:
     """Keys that do not apply to the configured architecture (not logged as its params)."""
     return ("model.heads", "model.ffn") if config.model.architecture == "rnn" else ()
 
 
-def variant(config: TrainConfig) -> str:
+def variant(config: CaptionerTrainConfig) -> str:
     """The model family and its features, as registered versions are tagged: rnn-1x1 etc."""
     return f"{config.model.architecture}-{config.model.feature_map}"
 
 
-def captioner_config(config: TrainConfig, vocab_size: int, feature_dim: int) -> CaptionerConfig:
+def captioner_config(
+    config: CaptionerTrainConfig, vocab_size: int, feature_dim: int
+) -> CaptionerConfig:
     """The model's settings with what the data decides."""
     return CaptionerConfig(
         **config.model.model_dump(),
@@ -234,7 +236,7 @@ def feature_shape(pooled: Sequence, grid: Sequence, feature_map: str) -> tuple[i
 def train_examples(
     rows: ray.data.Dataset,
     vocab: Vocabulary,
-    config: TrainConfig,
+    config: CaptionerTrainConfig,
     shape: tuple[int, int],
     images: ray.ObjectRef | None = None,
 ) -> ray.data.Dataset:
@@ -290,7 +292,7 @@ def _examples(
 
 def train_loop(loop_config: dict[str, Any]) -> None:
     """Ray Train's per-worker loop (importable, so workers find it in the installed package)."""
-    config = TrainConfig.model_validate(loop_config["config"])
+    config = CaptionerTrainConfig.model_validate(loop_config["config"])
     vocab = Vocabulary.from_json(loop_config["vocab"])
     features = FeatureSettings.model_validate(loop_config["features"])
     torch.manual_seed(config.seed)
@@ -308,7 +310,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
 
 
 def evaluate_dev(
-    captioner: Captioner, vocab: Vocabulary, eval_set: SplitImages, config: TrainConfig
+    captioner: Captioner, vocab: Vocabulary, eval_set: SplitImages, config: CaptionerTrainConfig
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The dev images' beam-search captions scored against all their references (the
     metrics that cannot run here, METEOR without Java, are left out), and the captions."""
@@ -321,7 +323,7 @@ def evaluate_dev(
 
 RECIPE = training.Recipe(
     job="train_captioner",
-    config=TrainConfig,
+    config=CaptionerTrainConfig,
     select_by=SELECT_BY,
     model_name=lambda config: model_name(config.language),
     variant=variant,

@@ -61,7 +61,7 @@ from conceptual import registry
 from conceptual.config import Config
 from conceptual.metrics import KS, recall_at_k
 from conceptual.models.losses import RetrievalLoss, margin_at
-from conceptual.models.retriever import DualEncoder, RetrieverConfig, RetrieverSettings
+from conceptual.models.retriever import DualEncoder, Modality, RetrieverConfig, RetrieverSettings
 from conceptual.models.saving import (
     LANGUAGE_MODEL,
     FeatureSettings,
@@ -80,7 +80,6 @@ from conceptual.pipelines.features_data import (
     train_captions,
 )
 from conceptual.pipelines.retrieval_data import (
-    Modality,
     PhotoAugmentConfig,
     eval_set,
     photo_crops,

@@ -172,7 +172,7 @@ class Prepared:
 class Recipe:
     """A model family as the platform trains, registers and compares it."""
 
-    job: str  # the job that trains it, its runs' `stage` tag: train_captioner
+    job: str  # the job that trains it, its runs' `job` tag: train_captioner
     config: type[TrainingConfig]
     select_by: str  # the dev metric that picks the best checkpoint and the champion
     model_name: Callable[[Any], str]  # config -> the registered model it joins by default
@@ -296,8 +296,8 @@ def train(recipe: Recipe, config: TrainingConfig, *data: Any) -> dict[str, Any]:
     prepared = recipe.prepare(config, *data)
     config = resolved(config, prepared.data)
     label = recipe.variant(config)
-    tags = {"stage": recipe.job, "variant": label}
-    with tracking.start_run(config.experiment, tags=tags) as active:
+    tags = {"variant": label}
+    with tracking.start_run(config.experiment, job=recipe.job, tags=tags) as active:
         run_id = active.info.run_id
         tracking.log_config(config, skip=recipe.unused_keys(config))
         tracking.log_params(prepared.params)

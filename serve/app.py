@@ -1,7 +1,7 @@
 """The captioning service on Ray Serve: a FastAPI ingress (`Api`) in front of the model
 deployments: a champion captioner per caption language (conceptual.serve.captioner_deployment;
 English by default, more opt-in with `ServeConfig.languages`) and, opt-in
-(`ServeConfig.retrievers`: the family registry's search keys), the champion retrievers with
+(`ServeConfig.retrievers`: the family table's search keys), the champion retrievers with
 their indexes (conceptual.serve.retriever_deployment).
 
     serve run serve/config.yaml                  # import_path conceptual.serve.app:build_app
@@ -25,7 +25,7 @@ from ray.serve import Application
 
 from conceptual.runtime import init_ray
 from conceptual.serve.captioner_deployment import DEPLOYMENT_NAMES as CAPTIONER_NAMES
-from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
 from conceptual.serve.config import API_MAX_ONGOING_REQUESTS, ServeConfig
 from conceptual.serve.retriever_deployment import (
     RetrievalSettings,
@@ -37,7 +37,7 @@ from conceptual.tracking import tracking_uri
 
 APP_NAME = "captioning"
 
-S = TypeVar("S", CaptionerSettings, RetrievalSettings)
+S = TypeVar("S", CaptioningSettings, RetrievalSettings)
 
 
 @serve.deployment(

@@ -34,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from mlflow.entities.model_registry import ModelVersion
 from PIL import Image
@@ -45,7 +44,7 @@ from conceptual import registry
 from conceptual.config import Config
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import CONFIG
-from conceptual.models.variants import model_name
+from conceptual.models.variants import Language, model_name
 from conceptual.serve.champion import (
     MAX_QUEUED_REQUESTS,
     MODEL_AUTOSCALING,
@@ -66,12 +65,11 @@ from conceptual.vision.decoding import probe
 logger = logging.getLogger("ray.serve")
 
 TASK = "captioning"
-Language = Literal["en", "zh"]  # conceptual.models.variants.LANGUAGES
 # Each language's deployment, as serve/config.yaml sizes it.
 DEPLOYMENT_NAMES: dict[str, str] = {"en": "Captioner", "zh": "CaptionerZh"}
 
 
-class CaptionerSettings(Config):
+class CaptioningSettings(Config):
     # The registered model whose champion is served; None: the language's (captioner,
     # captioner-zh: conceptual.models.variants.model_name).
     model_name: str | None = None
@@ -232,7 +230,7 @@ class CaptionerDeployment:
     """Captions in `language` with the champion of its registered model; `caption` is what
     the ingress calls."""
 
-    async def __init__(self, settings: CaptionerSettings, language: Language = "en"):
+    async def __init__(self, settings: CaptioningSettings, language: Language = "en"):
         if settings.tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
         self._caption_batch.set_max_batch_size(settings.max_batch_size)

@@ -6,7 +6,8 @@ from pydantic import Field, model_validator
 
 from conceptual.config import Config
 from conceptual.limits import IMAGE_BYTES
-from conceptual.serve.captioner_deployment import CaptionerSettings, Language
+from conceptual.models.variants import Language
+from conceptual.serve.captioner_deployment import CaptioningSettings
 from conceptual.serve.retriever_deployment import RetrievalSettings, searches
 
 # The ingress's request slots: above max_in_flight, so health checks always find one free.
@@ -22,8 +23,8 @@ class ServeConfig(Config):
     # English, and get 501 not_enabled there.
     languages: list[Language] = Field(["en"], min_length=1)
     # Each language's captioner (the `captioners` mapping reads them by language).
-    captioner: CaptionerSettings = CaptionerSettings()  # English: models:/captioner@champion
-    captioner_zh: CaptionerSettings = CaptionerSettings()  # models:/captioner-zh@champion
+    captioner: CaptioningSettings = CaptioningSettings()  # English: models:/captioner@champion
+    captioner_zh: CaptioningSettings = CaptioningSettings()  # models:/captioner-zh@champion
     max_beam: int = Field(8, ge=1)  # beam_size may go up to this
     # A request without beam_size decodes at this; None: at the beam the served model was
     # evaluated at (its saved `decoding.beam`), so a served caption is the caption scored.
@@ -41,7 +42,7 @@ class ServeConfig(Config):
     # Show /readyz and /v1/models in full (run ids, tags, metrics, why a model is not
     # loaded, which can name the service's paths): only where strangers cannot reach it.
     admin_details: bool = False
-    # Opt-in search: the retrievers to run, by the search keys of the family registry
+    # Opt-in search: the retrievers to run, by the search keys of the family table
     # (conceptual.families: text, speech...). Each needs a champion with an index to be
     # ready; requests choose among them with ?retriever=.
     retrievers: list[str] = []
@@ -67,6 +68,6 @@ class ServeConfig(Config):
         return self
 
     @property
-    def captioners(self) -> dict[str, CaptionerSettings]:
+    def captioners(self) -> dict[str, CaptioningSettings]:
         """Every caption language's settings, served or not."""
         return {"en": self.captioner, "zh": self.captioner_zh}

@@ -1,4 +1,4 @@
-"""The retrieval deployments: one per search key of the family registry
+"""The retrieval deployments: one per search key of the family table
 (conceptual.families: each family's `search` entries) that ServeConfig.retrievers lists, each
 serving the champion of the entry's registered model (`retriever-text`...) with the index its
 version's `index` tag names (the build_index job sets it), following both as they move. What
@@ -68,6 +68,7 @@ from conceptual import families, registry, storage
 from conceptual.config import Config
 from conceptual.families import Search
 from conceptual.models.inference import ImageError, read_image
+from conceptual.models.retriever import Modality
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
@@ -94,7 +95,6 @@ from conceptual.vision.cnn import CnnConfig, FeatureExtractor, to_pixels
 
 logger = logging.getLogger("ray.serve")
 
-Modality = Literal["text", "speech"]
 
 T = TypeVar("T")
 

@@ -21,13 +21,43 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+# Keys renamed in this release, by shipped config: old -> new. The old name is still read
+# for one release, with a line saying so (check_keys and the config class both read this).
+RENAMED: dict[str, dict[str, str]] = {"pipeline.yaml": {"stages": "steps"}}
 
 
 class Config(BaseModel):
-    """Base for every config section: strict about keys, validated on assignment."""
+    """Base for every config section: strict about keys, validated on assignment. A class
+    whose keys were renamed names its shipped file in `renamed_in` (RENAMED)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    renamed_in: typing.ClassVar[str | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_names(cls, data: Any) -> Any:
+        if cls.renamed_in is None or not isinstance(data, dict):
+            return data
+        return renamed(data, RENAMED[cls.renamed_in])
+
+
+def renamed(data: dict[str, Any], names: dict[str, str], say: bool = True) -> dict[str, Any]:
+    """`data` with each old key of `names` under its new name, saying so on the terminal
+    (`say`); an old and a new key together are a ConfigError (which one was meant?)."""
+    from conceptual.logs import note
+
+    data = dict(data)
+    for old, new in names.items():
+        if old not in data:
+            continue
+        if new in data:
+            raise ConfigError(f"{old} and {new} are one key ({old} is its old name): give {new}")
+        if say:
+            note(f"`{old}` is now `{new}`: read as {new} for this release, write {new}")
+        data[new] = data.pop(old)
+    return data
 
 
 class ConfigError(ValueError):
@@ -183,7 +213,7 @@ def check_keys(shipped: str, overrides: Sequence[str], path: str | Path | None =
         given = read_config(path) if path is not None else {}
     except ConfigError:
         return
-    given = merge(given, parse_overrides(overrides))
+    given = renamed(merge(given, parse_overrides(overrides)), RENAMED.get(shipped, {}), say=False)
     keys: list[str] = []
 
     def all_keys(node: dict[str, Any], prefix: str) -> None:

@@ -1,5 +1,6 @@
-"""Every model family the platform trains, declared once (as torchtune's recipe registry: one
-explicit list drives the command line and the configs).
+"""Every model family the platform trains, declared once in the family table FAMILIES (as
+torchtune's recipe registry: one explicit list drives the command line and the configs;
+"registry" alone is MLflow's model registry, conceptual.registry).
 
 A family is its recipe (pipelines/training.py's Recipe: config, data, training loop, the
 metric that picks the champion), the saved form its models take, its config file, its jobs

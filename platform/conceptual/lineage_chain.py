@@ -21,7 +21,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from conceptual import lineage, registry, storage
-from conceptual.tracking import configure
+from conceptual.tracking import configure, job_of
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 REPORT_FILES = {kind: name for name, kind in lineage.REPORTS.items()} | {"harvest": "stats.json"}
@@ -100,7 +100,7 @@ class Tracer:
         node: dict[str, Any] = {
             "run_id": run_id,
             "name": run.info.run_name,
-            "stage": run.data.tags.get("stage"),
+            "job": job_of(run),
             "experiment": self.experiment(run.info.experiment_id),
             "status": run.info.status,
         }
@@ -210,9 +210,9 @@ def printable(text: str) -> str:
 
 def _run_lines(run: dict[str, Any], depth: int, lines: list[str], label: str) -> None:
     pad = "  " * depth
-    stage = f"{run['stage']} " if run.get("stage") else ""
+    job = f"{run['job']} " if run.get("job") else ""
     lines.append(
-        f"{pad}{label} run {run['run_id']}  {stage}({run.get('name')}, experiment "
+        f"{pad}{label} run {run['run_id']}  {job}({run.get('name')}, experiment "
         f"{run.get('experiment')!r}, {str(run.get('status', '')).lower()})"
     )
     if run.get("shown_above"):

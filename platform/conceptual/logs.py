@@ -72,6 +72,12 @@ def error(message: object) -> None:
     print(f"error: {message}", file=stderr(), flush=True)
 
 
+def note(message: object) -> None:
+    """A line a person should read that stops nothing (an old key still read): `note:
+    MESSAGE` on the terminal, without credentials."""
+    print(f"note: {message}", file=stderr(), flush=True)
+
+
 def _redacted_record_factory(make: Callable[..., logging.LogRecord]) -> Callable[..., Any]:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make(*args, **kwargs)

@@ -419,7 +419,7 @@ def publish(data_uri: str, output: str, config: PublishConfig) -> dict[str, Any]
     # A previous run's marker goes first: from here on, the output is visibly incomplete.
     storage.delete(storage.join(output, storage.SUCCESS))
     storage.delete(storage.join(output, CARD))
-    with tracking.start_run(config.experiment, tags={"stage": "publish_dataset"}) as active:
+    with tracking.start_run(config.experiment, job="publish_dataset") as active:
         tracking.log_config(config)
         lineage.log_read(curated)
         published = write(curated, output, config)

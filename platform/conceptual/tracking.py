@@ -28,6 +28,9 @@ from conceptual.uris import redact, redact_text
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 PARENT_TAG = "mlflow.parentRunId"  # how MLflow nests runs
+# The tag naming the job that logged a run (`curate`, `train_captioner`: search
+# `tags.job = 'curate'`); runs logged before this release carry it as OLD_JOB_TAG.
+JOB_TAG, OLD_JOB_TAG = "job", "stage"
 
 
 def tracking_uri() -> str:
@@ -227,15 +230,22 @@ def children_of(run_id: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def start_run(
-    experiment: str, run_name: str | None = None, tags: Mapping[str, str] | None = None
+    experiment: str,
+    run_name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    job: str | None = None,
 ) -> Iterator[mlflow.ActiveRun]:
-    """A run in `experiment` (a child of the pipeline's run inside children_of), named
-    `run_name`, by default after its stage tag and the time ("train_captioner 2026-11-25
-    17:02:11"), not MLflow's random "sassy-mule-971": runs are told apart in the UI."""
+    """A run in `experiment` (a child of the pipeline's run inside children_of) of `job`
+    (JOB_TAG), named `run_name`, by default after its job and the time ("train_captioner
+    2026-11-25 17:02:11"), not MLflow's random "sassy-mule-971": runs are told apart in the UI."""
     experiment_id = ensure_experiment(experiment)
     parent = _parent_run.get()
-    tags = {**({PARENT_TAG: parent} if parent else {}), **(tags or {})}
-    run_name = run_name or timed_name(tags.get("stage", experiment))
+    tags = {
+        **({PARENT_TAG: parent} if parent else {}),
+        **({JOB_TAG: job} if job else {}),
+        **(tags or {}),
+    }
+    run_name = run_name or timed_name(tags.get(JOB_TAG, experiment))
     with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
         try:
             yield run
@@ -244,6 +254,12 @@ def start_run(
             with impatient(), contextlib.suppress(Exception):
                 mlflow.end_run("FAILED")
             raise
+
+
+def job_of(run: Any) -> str | None:
+    """The job that logged `run` (an MLflow Run): its JOB_TAG, or the tag that runs logged
+    before that name carry."""
+    return run.data.tags.get(JOB_TAG) or run.data.tags.get(OLD_JOB_TAG)
 
 
 def timed_name(what: str) -> str:

@@ -12,7 +12,7 @@ autocast), `decode-copy` the Transformers' as the caption job and serving decode
 (the bf16 copy, eager and compiled: issue 50's < 20 ms an image at batch 1 and < 0.2 ms at
 batch 256 for beam 4), `profile-decode` profiles beam-4 decoding;
 `train:<variant>:<batch>[:key=value ...]` runs the benchmark at the spec's sizes
-(TrainConfig's keys, and steps=N).
+(CaptionerTrainConfig's keys, and steps=N).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from test_captioner_speed import decode_latency, vocabulary  # noqa: E402
 from conceptual.config import load  # noqa: E402
 from conceptual.models.variants import VARIANTS  # noqa: E402
 from conceptual.pipelines.benchmark_training import benchmark  # noqa: E402
-from conceptual.pipelines.train_captioner import TrainConfig  # noqa: E402
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig  # noqa: E402
 
 STEPS = int(os.environ.get("CONCEPTUAL_BENCH_STEPS", 20))
 
@@ -66,7 +66,7 @@ def decoding_copy() -> list[dict]:
 
 
 def training(variant: str, batch: str, *keys: str) -> list[dict]:
-    """`keys`: TrainConfig's key=value, and steps=N."""
+    """`keys`: CaptionerTrainConfig's key=value, and steps=N."""
     architecture, _, feature_map = variant.partition("-")
     steps = int(dict(k.split("=") for k in keys).get("steps", STEPS))
     keys = [
@@ -75,7 +75,7 @@ def training(variant: str, batch: str, *keys: str) -> list[dict]:
         f"batch_size={batch}",
         *(k for k in keys if not k.startswith("steps=")),
     ]
-    return benchmark(load(TrainConfig, None, keys), steps=steps, warmup=3)
+    return benchmark(load(CaptionerTrainConfig, None, keys), steps=steps, warmup=3)
 
 
 def profiled_decoding() -> list[dict]:

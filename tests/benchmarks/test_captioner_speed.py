@@ -29,7 +29,7 @@ from conceptual.models.decoding import beam_search, greedy
 from conceptual.models.losses import CaptionLoss
 from conceptual.models.variants import VARIANTS
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import TrainConfig, captioner_config
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig, captioner_config
 from conceptual.pipelines.training import make_optimizer, train_epoch
 
 CHANNELS, CELLS = 1280, 8
@@ -56,10 +56,12 @@ def batch(rng: np.random.Generator, vocab: Vocabulary, size: int, kind: str) -> 
     }
 
 
-def model_for(name: str, vocab: Vocabulary, device: torch.device) -> tuple[Captioner, TrainConfig]:
+def model_for(
+    name: str, vocab: Vocabulary, device: torch.device
+) -> tuple[Captioner, CaptionerTrainConfig]:
     architecture, _, feature_map = name.partition("-")
     model = {"architecture": architecture, "feature_map": feature_map}
-    config = TrainConfig(model=model, batch_size=BATCH)
+    config = CaptionerTrainConfig(model=model, batch_size=BATCH)
     torch.manual_seed(0)
     return Captioner(captioner_config(config, len(vocab), CHANNELS)).to(device), config
 

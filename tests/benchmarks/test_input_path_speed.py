@@ -29,7 +29,7 @@ def test_input_path_against_the_batch_buffer(
     ray_local, platform_home, feature_map, batch_size, record
 ):
     from conceptual.pipelines.benchmark_training import input_only
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     paths = {
         "batch_buffer": ["data.shuffle=batch_buffer"],
@@ -40,7 +40,7 @@ def test_input_path_against_the_batch_buffer(
     for name, keys in paths.items():
         overrides = [f"model.feature_map={feature_map}", f"batch_size={batch_size}", *keys]
         row = input_only(
-            load(TrainConfig, None, overrides), batches=ROWS // batch_size, epochs=EPOCHS
+            load(CaptionerTrainConfig, None, overrides), batches=ROWS // batch_size, epochs=EPOCHS
         )
         rows[name] = {"path": name, **row}
     baseline = rows["batch_buffer"]["samples_per_s"]

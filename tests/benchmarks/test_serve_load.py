@@ -56,7 +56,7 @@ from conceptual.models.inference import ImageCaptioner, read_image
 from conceptual.models.saving import save_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.serve.app import APP_NAME, ServeConfig, start
-from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptionerSettings
+from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.tracking import start_run
 from conceptual_demo.images import good_jpeg
@@ -163,7 +163,7 @@ def in_process(model_dir, photos: list[bytes]) -> dict:
 
 def deploy(port: int, max_batch_size: int, captioner_options: dict) -> str:
     """The application's URL once its champion is loaded (/readyz 200)."""
-    settings = CaptionerSettings(
+    settings = CaptioningSettings(
         model_name=MODEL_NAME, max_batch_size=max_batch_size, poll_seconds=1
     )
     url = start(ServeConfig(captioner=settings), port=port, captioner_options=captioner_options)

@@ -32,11 +32,11 @@ VARIANTS = ["transformer-8x8", "rnn-1x1", "rnn-8x8"]
 @pytest.mark.parametrize("name", VARIANTS)
 def test_training_benchmark_meets_its_targets(ray_local, platform_home, name, record):
     from conceptual.pipelines.benchmark_training import benchmark
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     architecture, _, feature_map = name.partition("-")
     overrides = [f"model.architecture={architecture}", f"model.feature_map={feature_map}"]
-    config = load(TrainConfig, None, [*overrides, *SIZES, f"batch_size={BATCH}"])
+    config = load(CaptionerTrainConfig, None, [*overrides, *SIZES, f"batch_size={BATCH}"])
     on_device, input_path = benchmark(config, steps=STEPS)
     record(
         f"training_efficiency_{name}_{'cuda' if GPU else 'cpu'}", {"rows": [on_device, input_path]}

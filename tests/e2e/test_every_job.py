@@ -67,7 +67,7 @@ FLUENCY = (  # splits of the 32 labelled photos (the default 10% leaves a split 
 )
 ZH_CAPTIONER = " ".join(f"train.{key}" for key in CAPTIONER.split())
 PIPELINE = (
-    "stages=[curate,features,train,register,evaluate] model_name=every-job-pipeline "
+    "steps=[curate,features,train,register,evaluate] model_name=every-job-pipeline "
     "curate.resources.nlp_actors=1 curate.resources.vision_actors=1 features.actors=1 "
     + " ".join(f"train.{key}" for key in CAPTIONER.split() if not key.startswith("optimizer"))
     + " evaluate.metrics=[CIDEr] evaluate.beam=2"

@@ -31,7 +31,7 @@ from conceptual import tracking
 from conceptual.pipelines.training_metrics import epoch_metrics, log_outcome
 
 for variant, curve in (("rnn-1x1", [5.1, 7.306, 7.027]), ("transformer-1x1", [4.0, 6.2, 7.1])):
-    tags = {"stage": "train_captioner", "variant": variant}
+    tags = {"job": "train_captioner", "variant": variant}
     with tracking.start_run("captioner", run_name=variant, tags=tags) as run:
         tracking.log_params({"model.architecture": variant.split("-")[0]})
         for epoch, cider in enumerate(curve, 1):

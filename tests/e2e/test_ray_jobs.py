@@ -1,4 +1,4 @@
-"""`ray job submit` against `ray start --head`, exactly as a user runs the stages."""
+"""`ray job submit` against `ray start --head`, exactly as a user runs the jobs."""
 
 from __future__ import annotations
 

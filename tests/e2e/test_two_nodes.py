@@ -250,11 +250,11 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
     assert any(f.endswith("model/model.safetensors") for f in stored)
 
 
-def test_the_pipeline_job_runs_on_the_cluster_and_a_resubmission_skips_every_stage(
+def test_the_pipeline_job_runs_on_the_cluster_and_a_resubmission_skips_every_step(
     cluster, curated, tracking_server
 ):
-    """The captioner's stages as one submitted job, from S3 to S3, training on both nodes;
-    submitted again, every stage's manifest matches and nothing runs."""
+    """The captioner's steps as one submitted job, from S3 to S3, training on both nodes;
+    submitted again, every step's manifest matches and nothing runs."""
     import mlflow
 
     _, _, source, fetching = curated
@@ -268,24 +268,24 @@ def test_the_pipeline_job_runs_on_the_cluster_and_a_resubmission_skips_every_sta
         "evaluate.metrics=[CIDEr]", "evaluate.beam=2",
     ]  # fmt: skip
 
-    def stages() -> dict:
+    def steps() -> dict:
         result = run(cluster, "conceptual.jobs.pipeline", *settings)
         assert result.returncode == 0, output_of(result)
         out = result.stdout
         return json.loads(out[out.rindex("\n{\n") + 1 : out.rindex("}") + 1])
 
-    first = stages()
-    assert [stage for stage, r in first.items() if r["skipped"]] == []
+    first = steps()
+    assert [step for step, r in first.items() if r["skipped"]] == []
     assert str(first["register"]["result"]["version"]) == "1"
-    again = stages()
+    again = steps()
     assert all(r["skipped"] for r in again.values()), again
     client = mlflow.MlflowClient(tracking_server)
     experiment = client.get_experiment_by_name("cluster-pipeline")
-    parents = client.search_runs([experiment.experiment_id], "tags.stage = 'pipeline'")
+    parents = client.search_runs([experiment.experiment_id], "tags.job = 'pipeline'")
     children = client.search_runs(
         [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parents[-1].info.run_id}'"
     )
-    assert {r.data.tags["stage"] for r in children} >= {"curate", "train_captioner"}
+    assert {r.data.tags["job"] for r in children} >= {"curate", "train_captioner"}
 
 
 # ---------------------------------------------------------------- faults

@@ -76,7 +76,7 @@ def test_two_curations_trained_and_scored_on_the_same_held_out_photos(
     client = mlflow.MlflowClient()
     experiment = client.get_experiment_by_name("test-ablate").experiment_id
     parent = client.search_runs(
-        [experiment], "tags.stage = 'ablate' and attributes.run_name = 'comparison'"
+        [experiment], "tags.job = 'ablate' and attributes.run_name = 'comparison'"
     )
     assert len(parent) == 1
     assert {"comparison.json", "comparison.md", "comparison.png"} <= {
@@ -93,7 +93,7 @@ def test_two_curations_trained_and_scored_on_the_same_held_out_photos(
         assert tracking.metric_key("mean_R@10") in run.data.metrics
         funnel = mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/funnel.json")
         assert funnel["kept"] == by_name[name]["kept"]
-        below = {r.data.tags.get("stage") for r in children(run.info.run_id)}
+        below = {r.data.tags.get("job") for r in children(run.info.run_id)}
         assert below == {"pipeline", "train_contrastive", "evaluate_retriever"}
 
     # A rerun curates and extracts nothing again: the pipeline's fingerprints match.

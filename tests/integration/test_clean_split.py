@@ -121,7 +121,7 @@ def test_the_test_split_keeps_captions_rated_good_by_two_or_more(rated):
 
     run_id = re.search(r"mlflow:\s+run ([0-9a-f]{32}) ", out).group(1)
     logged = mlflow.MlflowClient().get_run(run_id)
-    assert logged.data.tags["stage"] == "clean_split"
+    assert logged.data.tags["job"] == "clean_split"
     assert logged.data.metrics["rejected.clean_split.not_rated"] == list(reasons.values()).count(
         "not_rated"
     )

@@ -25,9 +25,9 @@ def train_loop(loop_config: dict) -> None:
     from conceptual.models.captioner import Captioner, CaptionerConfig
     from conceptual.models.losses import CaptionLoss
     from conceptual.pipelines import training
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
-    config = TrainConfig.model_validate(loop_config["config"])
+    config = CaptionerTrainConfig.model_validate(loop_config["config"])
     rank = ray.train.get_context().get_world_rank()
     torch.manual_seed(0)  # the same weights on both workers, as DDP also broadcasts them
     model = Captioner(
@@ -60,12 +60,12 @@ def step_losses(storage, compiled: bool) -> dict:
     import ray.train
     import ray.train.torch
 
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     out = Path(storage) / f"losses-{compiled}.json"
     # the workers cannot import a test module: the loop travels by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    config = TrainConfig(
+    config = CaptionerTrainConfig(
         optimizer="adamw", lr=0.01, batch_size=BATCH, grad_accumulation=ACCUMULATION,
         workers=2, compile=compiled, compile_mode="reduce-overhead", experiment="test",
     )  # fmt: skip

@@ -180,10 +180,10 @@ def test_the_pipeline_job_harvests_a_web_archive_input(crawl, capsys):
     from conceptual.pipelines import pipeline
 
     tmp = crawl["tmp"]
-    overrides = [f"input={tmp / 'crawl.warc.gz'}", f"output={tmp / 'walk'}", "stages=[curate]"]
+    overrides = [f"input={tmp / 'crawl.warc.gz'}", f"output={tmp / 'walk'}", "steps=[curate]"]
     overrides += ["curate.with_images=false", "curate.entity_frequency.enabled=false"]
     result = pipeline.run(load(pipeline.PipelineConfig, overrides=overrides))
-    assert result["stages"]["curate"]["result"]["input"] == len(crawl["captioned"])
+    assert result["steps"]["curate"]["result"]["input"] == len(crawl["captioned"])
     out = capsys.readouterr().out
     assert out.index("candidates harvested") < out.index("kept ")
     assert storage.exists(str(tmp / "walk" / "curated" / "harvest" / "candidates"))
@@ -204,7 +204,7 @@ def test_the_readme_crawl_path_keeps_candidates_in_one_run(crawl, harvested, rep
         str(repo / "examples" / "pipeline_crawl.yaml"),
         f"input={tmp / 'from-warc' / 'candidates'}",
         f"output={tmp / 'crawl-walk'}",
-        "stages=[curate]",
+        "steps=[curate]",
     ]
     assert pipeline_job.main(argv) == 0
     out = capsys.readouterr().out

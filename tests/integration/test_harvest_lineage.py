@@ -72,7 +72,7 @@ def test_lineage_goes_back_to_the_harvest_s_funnel(crawl, ray_local, capsys):
     curation.run([str(warc)], direct, config)
     hf = tmp / "hf"
     assert publish_dataset.main(["--data", cur, "--output", str(hf)]) == 0
-    with tracking.start_run("captioning", tags={"stage": "train_captioner"}) as trained:
+    with tracking.start_run("captioning", job="train_captioner") as trained:
         lineage.log_read(cur)
     capsys.readouterr()
 
@@ -83,7 +83,7 @@ def test_lineage_goes_back_to_the_harvest_s_funnel(crawl, ray_local, capsys):
     (source,) = read["written_by"]["reads"]
     assert source["path"] == str(tmp / "harvest" / "candidates")
     assert source["origin"]["kind"] == "harvest"
-    assert source["written_by"]["stage"] == "harvest"
+    assert source["written_by"]["job"] == "harvest"
     assert f"curation funnel: 4 in, {stats['kept']} kept" in text and HARVEST_LINE in text
     # The curated data, and the training run that read it.
     for target in (["--data", cur], ["--model", trained.info.run_id]):

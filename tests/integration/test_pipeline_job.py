@@ -1,6 +1,6 @@
-"""The pipeline job: the captioner's stages, then the retriever's (speech, train_retriever,
+"""The pipeline job: the captioner's steps, then the retriever's (speech, train_retriever,
 index), each in order, then a rerun that skips what is done, and a changed key that reruns
-its stage and those that read it."""
+its step and those that read it."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def run_job(capsys, args: list[str]) -> dict:
     return json.loads(Path(summary).read_text())
 
 
-def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
+def test_steps_run_once_and_a_changed_key_reruns_from_its_step(
     ray_local, platform_home, candidates, tmp_path, capsys
 ):
     paths = (candidates, str(tmp_path / "out"))
@@ -81,8 +81,8 @@ def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
     assert [s for s, r in changed.items() if not r["skipped"]] == ["train", "register", "evaluate"]
     assert str(changed["register"]["result"]["version"]) == "2"
 
-    # Every stage's run is a child of its pipeline's run, in the pipeline's experiment.
-    assert stages_under_first_pipeline_run("test-pipeline") == {
+    # Every step's run is a child of its pipeline's run, in the pipeline's experiment.
+    assert steps_under_first_pipeline_run("test-pipeline") == {
         "curate",
         "features",
         "train_captioner",
@@ -90,23 +90,23 @@ def test_stages_run_once_and_a_changed_key_reruns_from_its_stage(
     }
 
 
-def stages_under_first_pipeline_run(experiment_name: str) -> set[str]:
-    """The stages of the runs under the experiment's first pipeline run."""
+def steps_under_first_pipeline_run(experiment_name: str) -> set[str]:
+    """The steps of the runs under the experiment's first pipeline run."""
     import mlflow
 
     client = mlflow.MlflowClient()
     experiment = client.get_experiment_by_name(experiment_name)
-    pipelines = client.search_runs([experiment.experiment_id], "tags.stage = 'pipeline'")
+    pipelines = client.search_runs([experiment.experiment_id], "tags.job = 'pipeline'")
     first_run = min(pipelines, key=lambda r: r.info.start_time)
     children = client.search_runs(
         [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{first_run.info.run_id}'"
     )
-    return {r.data.tags["stage"] for r in children}
+    return {r.data.tags["job"] for r in children}
 
 
 # A speech retriever as small as it gets, one epoch (test_train_retriever.py's settings).
 RETRIEVER = [
-    "stages=[curate,features,speech,train_retriever,index]",
+    "steps=[curate,features,speech,train_retriever,index]",
     "train_retriever.model.embed_dim=16",
     "train_retriever.model.image_hidden=16",
     "train_retriever.model.speech_channels=[8,16]",
@@ -123,16 +123,16 @@ RETRIEVER = [
 ]
 
 
-def run_retriever_stages(capsys, paths, name: str, *extra: str) -> dict:
-    """The retriever's stages in experiment `name`, registering versions of `name`; the
+def run_retriever_steps(capsys, paths, name: str, *extra: str) -> dict:
+    """The retriever's steps in experiment `name`, registering versions of `name`; the
     first run of an output runs them all."""
     return run_job(
         capsys, settings(paths, *RETRIEVER, f"retriever_name={name}", f"experiment={name}", *extra)
     )
 
 
-@pytest.mark.slow  # the pipeline's second path (93 s): the default run keeps the captioner's stages
-def test_the_retriever_stages_run_once_and_an_index_key_reruns_only_the_index(
+@pytest.mark.slow  # the pipeline's second path (93 s): the default run keeps the captioner's steps
+def test_the_retriever_steps_run_once_and_an_index_key_reruns_only_the_index(
     ray_local, platform_home, candidates, tmp_path, capsys
 ):
     import mlflow
@@ -141,7 +141,7 @@ def test_the_retriever_stages_run_once_and_an_index_key_reruns_only_the_index(
 
     out, name = tmp_path / "out", "retriever-pipeline-test"
     paths = (candidates, str(out))
-    first = run_retriever_stages(capsys, paths, name)
+    first = run_retriever_steps(capsys, paths, name)
     assert list(first) == ["curate", "features", "speech", "train_retriever", "index"]
     assert [s for s, r in first.items() if r["skipped"]] == []
     assert first["speech"]["result"]["clips"] == first["curate"]["result"]["kept"]
@@ -156,14 +156,14 @@ def test_the_retriever_stages_run_once_and_an_index_key_reruns_only_the_index(
     # each retriever's own index folder: a text retriever's beside it would not overwrite it
     assert client.get_model_version(name, "1").tags[INDEX_TAG] == str(out / "index" / name)
 
-    again = run_retriever_stages(capsys, paths, name)
+    again = run_retriever_steps(capsys, paths, name)
     assert all(r["skipped"] for r in again.values())
 
-    changed = run_retriever_stages(capsys, paths, name, "index.splits=[test]")
+    changed = run_retriever_steps(capsys, paths, name, "index.splits=[test]")
     assert [s for s, r in changed.items() if not r["skipped"]] == ["index"]
     assert changed["index"]["result"]["counts"]["images"] < index["counts"]["images"]
 
-    assert stages_under_first_pipeline_run(name) == {
+    assert steps_under_first_pipeline_run(name) == {
         "curate",
         "features",
         "synthesize_speech",
@@ -178,32 +178,32 @@ def test_a_changed_retriever_key_reruns_it_and_the_index_only(
 ):
     name = "retriever-pipeline-slow-test"
     paths = (candidates, str(tmp_path / "out"))
-    first = run_retriever_stages(capsys, paths, name)
+    first = run_retriever_steps(capsys, paths, name)
     assert [s for s, r in first.items() if r["skipped"]] == []
 
-    changed = run_retriever_stages(capsys, paths, name, "train_retriever.epochs=2")
+    changed = run_retriever_steps(capsys, paths, name, "train_retriever.epochs=2")
     assert [s for s, r in changed.items() if not r["skipped"]] == ["train_retriever", "index"]
     assert str(changed["train_retriever"]["result"]["registered"]["version"]) == "2"
     assert changed["index"]["result"]["registered"] == {"name": name, "version": "2"}
 
 
 @pytest.mark.parametrize(
-    "stages, message",
+    "steps, message",
     [
-        ("[curate,train]", "stage train reads the output of features: add it to stages="),
-        ("[features,curate]", "stages must be in pipeline order, each once: [curate,features]"),
-        ("[curate,features,train_retriever]", "stage train_retriever reads the output of speech"),
+        ("[curate,train]", "step train reads the output of features: add it to steps="),
+        ("[features,curate]", "steps must be in pipeline order, each once: [curate,features]"),
+        ("[curate,features,train_retriever]", "step train_retriever reads the output of speech"),
     ],
 )
-def test_a_stage_list_missing_a_prerequisite_or_out_of_order_is_refused(
-    candidates, tmp_path, capsys, stages, message
+def test_a_step_list_missing_a_prerequisite_or_out_of_order_is_refused(
+    candidates, tmp_path, capsys, steps, message
 ):
     from conceptual.jobs import pipeline
 
-    args = settings((candidates, str(tmp_path / "out")), f"stages={stages}")
+    args = settings((candidates, str(tmp_path / "out")), f"steps={steps}")
     assert pipeline.main(args) == 2
     assert message in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()  # refused before any stage ran
+    assert not (tmp_path / "out").exists()  # refused before any step ran
 
 
 def readme_pipeline_example(repo) -> list[str]:
@@ -242,13 +242,13 @@ def test_the_readme_example_keeps_captions_and_shows_the_funnel(
     assert re.search(rf"^curated:\s+\S+/curated/curated\s+\({kept} records\)", out, re.M)
 
 
-def test_a_text_only_curation_before_the_stages_that_read_photos_is_refused(
+def test_a_text_only_curation_before_the_steps_that_read_photos_is_refused(
     candidates, tmp_path, capsys
 ):
     from conceptual.jobs import pipeline
 
     args = settings((candidates, str(tmp_path / "out")), "curate.with_images=false")
-    assert pipeline.main(args) == 2  # the default stages: features reads photos
+    assert pipeline.main(args) == 2  # the default steps: features reads photos
     assert "curate.with_images=false curates text only" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -265,7 +265,7 @@ def test_nothing_kept_stops_the_pipeline_with_the_hint_and_its_run_failed(
         (candidates, str(tmp_path / "out")),
         "curate.with_images=false",  # text alone: the quickest curation that keeps nothing
         "curate.entity_frequency.more_than=100000",
-        "stages=[curate,speech]",
+        "steps=[curate,speech]",
         f"experiment={experiment}",
     )
     assert pipeline.main(args) == 1
@@ -275,20 +275,20 @@ def test_nothing_kept_stops_the_pipeline_with_the_hint_and_its_run_failed(
 
     client = MlflowClient()
     runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
-    parent = next(r for r in runs if r.data.tags["stage"] == "pipeline")
+    parent = next(r for r in runs if r.data.tags["job"] == "pipeline")
     assert parent.info.status == "FAILED"
     assert parent.info.run_name.startswith("pipeline candidates [curate,speech] 20")
-    curate_run = next(r for r in runs if r.data.tags["stage"] == "curate")
-    assert curate_run.info.run_name.startswith("curate 20")  # its stage and time
+    curate_run = next(r for r in runs if r.data.tags["job"] == "curate")
+    assert curate_run.info.run_name.startswith("curate 20")  # its step and time
 
 
-@pytest.mark.slow  # every stage of both systems, then a second captioner: minutes
+@pytest.mark.slow  # every step of both systems, then a second captioner: minutes
 @pytest.mark.timeout(2400)  # 15 min on 2 busy cores; 900 s was reached at the second training
-def test_the_readme_getting_started_runs_every_stage_then_a_comparison_run(
+def test_the_readme_getting_started_runs_every_step_then_a_comparison_run(
     ray_local, platform_home, repo, tmp_path, monkeypatch, capsys
 ):
     """The README's getting-started path as written: the example folder, its import, the
-    pipeline job with examples/pipeline_small.yaml (every stage, a champion of each
+    pipeline job with examples/pipeline_small.yaml (every step, a champion of each
     system), then "Compare two runs": a second captioner beside the first, both in the
     `pipeline` experiment with the registered checkpoint's `best.CIDEr`."""
     import yaml
@@ -314,8 +314,8 @@ def test_the_readme_getting_started_runs_every_stage_then_a_comparison_run(
         summaries.append(found and json.loads(Path(found.group(1)).read_text()))
     first = outputs[2]
     summary, again = summaries[2], summaries[3]
-    stages = yaml.safe_load((repo / "examples" / "pipeline_small.yaml").read_text())["stages"]
-    assert list(summary) == stages == [s for s in JOB_STEPS if s in stages]
+    steps = yaml.safe_load((repo / "examples" / "pipeline_small.yaml").read_text())["steps"]
+    assert list(summary) == steps == [s for s in JOB_STEPS if s in steps]
     assert summary["register"]["result"]["promoted"]
     assert summary["train_retriever"]["result"]["registered"]["promoted"]
     cell = r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]"  # a score and its 95% interval
@@ -327,6 +327,6 @@ def test_the_readme_getting_started_runs_every_stage_then_a_comparison_run(
     assert not again["train"]["skipped"] and not again["evaluate"]["skipped"]
     client = MlflowClient()
     experiment = client.get_experiment_by_name("pipeline").experiment_id
-    runs = client.search_runs([experiment], "tags.stage = 'train_captioner'")
+    runs = client.search_runs([experiment], "tags.job = 'train_captioner'")
     assert sorted(r.data.tags["variant"] for r in runs) == ["rnn-1x1", "rnn-8x8"]
     assert all("best.CIDEr" in r.data.metrics for r in runs)

@@ -44,7 +44,7 @@ from conceptual.records import CLIP, image_id
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve import retriever_deployment
 from conceptual.serve.app import ServeConfig, start
-from conceptual.serve.captioner_deployment import CaptionerSettings
+from conceptual.serve.captioner_deployment import CaptioningSettings
 from conceptual.serve.retriever_deployment import (
     RetrievalSettings,
     RetrieverDeployment,
@@ -164,7 +164,7 @@ def models(platform_home, tiny_captioner, log_captioner) -> dict[str, str]:
 def client(ray_local, models, free_port):
     names = models["names"]
     config = ServeConfig(
-        captioner=CaptionerSettings(model_name=names["captioner"], poll_seconds=0.5),
+        captioner=CaptioningSettings(model_name=names["captioner"], poll_seconds=0.5),
         retrievers=["text", "speech"],
         admin_details=True,  # the models' problems and index tags, which the tests follow
         retrieval=RetrievalSettings(

@@ -165,13 +165,13 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
     assert "comparison run" in out
 
     runs = experiment_runs(EXPERIMENT)
-    [parent] = [r for r in runs if r.data.tags.get("stage") == "compare_retrievers"]
+    [parent] = [r for r in runs if r.data.tags.get("job") == "compare_retrievers"]
     children = [r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
-    trained = [r for r in children if r.data.tags.get("stage") == "train_retriever"]
+    trained = [r for r in children if r.data.tags.get("job") == "train_retriever"]
     assert sorted(r.data.tags["variant"] for r in trained) == ["text-mms", "text-triplet"]
     assert all(r.info.status == "FINISHED" for r in trained)
     assert {r.data.params["loss"] for r in trained} == {"mms", "triplet"}
-    evaluated = [r for r in children if r.data.tags.get("stage") == "evaluate_retriever"]
+    evaluated = [r for r in children if r.data.tags.get("job") == "evaluate_retriever"]
     assert len(evaluated) == 2  # each variant scored on the held-out split, also a child
 
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)}
@@ -207,8 +207,8 @@ def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retrie
     out = capsys.readouterr().out
     assert "models:/contrastive/1" in out
 
-    [trained] = [r for r in experiment_runs(experiment) if r.data.tags.get("stage")]
-    assert trained.data.tags["stage"] == "train_contrastive"
+    [trained] = [r for r in experiment_runs(experiment) if r.data.tags.get("job")]
+    assert trained.data.tags["job"] == "train_contrastive"
     assert trained.data.tags["variant"] == "text-infonce"
     assert trained.data.params["loss"] == "infonce"
     assert "margin.start" not in trained.data.params  # InfoNCE has no margin

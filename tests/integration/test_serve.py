@@ -44,7 +44,7 @@ from conceptual.serve.app import APP_NAME, Api, ServeConfig, build, start
 from conceptual.serve.captioner_deployment import (
     DEPLOYMENT_NAMES,
     CaptionerDeployment,
-    CaptionerSettings,
+    CaptioningSettings,
 )
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.serve.uploads import MAX_FORM_PARTS
@@ -98,7 +98,7 @@ def service(ray_local, name, free_port):
         body_timeout_s=BODY_TIMEOUT_S,
         # The tiny models answer in milliseconds and requests are decoded one at a time: a
         # wait longer than the default lets concurrent requests meet in a batch.
-        captioner=CaptionerSettings(model_name=name, poll_seconds=0.5, batch_wait_timeout_s=0.05),
+        captioner=CaptioningSettings(model_name=name, poll_seconds=0.5, batch_wait_timeout_s=0.05),
     )
     yield start(config, port=free_port())
     serve.shutdown()
@@ -326,7 +326,7 @@ def test_credentials_in_the_tracking_uri_are_never_shown(ready, name, free_port)
     """A tracking server named with a password that refuses connections: /readyz and
     /v1/models say what failed, without the password."""
     secret = "hunter2-secret"
-    settings = CaptionerSettings(
+    settings = CaptioningSettings(
         model_name=name,
         tracking_uri=f"http://user:{secret}@127.0.0.1:{free_port()}/",
         poll_seconds=3600,
@@ -449,8 +449,8 @@ class TestChinese:
     def multi(self, ready, name, zh_versions):
         config = ServeConfig(
             languages=["en", "zh"],
-            captioner=CaptionerSettings(model_name=name, poll_seconds=0.5),
-            captioner_zh=CaptionerSettings(model_name=f"{name}-zh", poll_seconds=0.5),
+            captioner=CaptioningSettings(model_name=name, poll_seconds=0.5),
+            captioner_zh=CaptioningSettings(model_name=f"{name}-zh", poll_seconds=0.5),
             admin_details=True,  # problems, runs, tags and metrics shown
         )
         small = {"ray_actor_options": {"num_cpus": 0.1}}  # beside the module's replicas

@@ -186,10 +186,10 @@ def test_the_pipeline_job_reads_a_glob_of_shards(inputs):
     from conceptual.config import load
     from conceptual.pipelines import pipeline
 
-    overrides = [f"input={BASE}/in/*.tar", f"output={BASE}/walk", "stages=[curate]"]
+    overrides = [f"input={BASE}/in/*.tar", f"output={BASE}/walk", "steps=[curate]"]
     overrides += ["curate.with_images=false", "curate.entity_frequency.enabled=false"]
     result = pipeline.run(load(pipeline.PipelineConfig, overrides=overrides))
-    assert result["stages"]["curate"]["result"]["input"] == inputs["in_shards"]
+    assert result["steps"]["curate"]["result"]["input"] == inputs["in_shards"]
     stats = storage.read_json(f"{BASE}/walk/curated/stats.json")
     assert stats["rejected"]["read"] == {"missing_caption": 1, "malformed_row": 1}
 

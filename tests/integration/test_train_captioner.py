@@ -93,7 +93,7 @@ def features_uri(tmp_path_factory) -> str:
 
 def tiny_config(model=None, **overrides):
     """A config for a tiny model; `model` updates its model.* keys."""
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
     tiny = {"d_model": 32, "layers": 1, "heads": 2, "ffn": 64, "dropout": 0.0}
     settings = {
@@ -111,7 +111,7 @@ def tiny_config(model=None, **overrides):
         "max_failures": 1,
         "experiment": "test-captioning",
     }
-    return TrainConfig(**{**settings, **overrides})
+    return CaptionerTrainConfig(**{**settings, **overrides})
 
 
 def logged_table(run_id: str, artifact: str):
@@ -431,7 +431,7 @@ def test_evaluate_job_scores_the_champion_beside_the_baseline(
     assert result["version"] == str(version.version)
     assert float(version.tags[score_tag(result["eval_set"])]) == result["scores"]["CIDEr"]
     run = client.get_run(result["run_id"])
-    assert run.data.tags["stage"] == "evaluate_captioner"
+    assert run.data.tags["job"] == "evaluate_captioner"
     assert run.data.metrics["baseline.CIDEr"] == result["baseline"]["CIDEr"]
     assert run.data.metrics["CIDEr.ci95_low"] == result["scores"]["CIDEr.ci95_low"]
     assert "baseline.CIDEr.ci95_high" in run.data.metrics
@@ -444,7 +444,7 @@ def test_evaluate_job_scores_the_champion_beside_the_baseline(
     [
         (["--model", "models:/no-such-model@champion", "--split", "val"], "cannot resolve"),
         (["--model", f"models:/{JOB_MODEL}@champion", "--split", "test"], "no 'test' rows"),
-        (["--model", f"models:/{JOB_MODEL}/1", "beam=zero"], "invalid EvalConfig"),
+        (["--model", f"models:/{JOB_MODEL}/1", "beam=zero"], "invalid CaptionerEvalConfig"),
     ],
 )
 def test_evaluate_job_refuses_clearly(train_job_output, features_uri, capsys, argv, message):
@@ -473,7 +473,7 @@ def test_compare_job_trains_variants_as_children_of_one_comparison_run(
 
     client = mlflow.MlflowClient()
     experiment = client.get_experiment_by_name("test-comparison")
-    [parent] = client.search_runs([experiment.experiment_id], "tags.stage = 'compare_captioners'")
+    [parent] = client.search_runs([experiment.experiment_id], "tags.job = 'compare_captioners'")
     children = client.search_runs(
         [experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
     )
@@ -522,7 +522,7 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     import mlflow
 
     from conceptual.models.saving import load
-    from conceptual.pipelines.evaluate_captioner import EvalConfig, evaluate
+    from conceptual.pipelines.evaluate_captioner import CaptionerEvalConfig, evaluate
     from conceptual.pipelines.train_captioner import RECIPE
     from conceptual.pipelines.training import publish, train
     from conceptual.registry import resolve
@@ -544,7 +544,7 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     scores = evaluate(
         "models:/captioner-zh@champion",
         chinese,
-        EvalConfig(
+        CaptionerEvalConfig(
             split="val", metrics=["CIDEr", "BLEU-4", "METEOR"], samples=2, fluency_model=fluency
         ),
     )
@@ -556,7 +556,7 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     assert {"CIDEr", "char.CIDEr", "fluency"} <= set(scores["baseline"])
 
     with pytest.raises(ValueError, match=r"writing 'zh' scored on captions in \['en'\]"):
-        evaluate("models:/captioner-zh@champion", features_uri, EvalConfig(split="val"))
+        evaluate("models:/captioner-zh@champion", features_uri, CaptionerEvalConfig(split="val"))
     with pytest.raises(ValueError, match=r"captions are in \['en'\], not language=zh"):
         train(RECIPE, tiny_config(language="zh"), features_uri)
     unscored = write_features(tmp_path / "unscored", KINDS_ZH, "zh")
@@ -656,13 +656,15 @@ def test_the_fluency_papers_recipe_trains_a_chinese_captioner(
     from conceptual.config import load
     from conceptual.models.saving import SavedCaptioner
     from conceptual.models.saving import load as load_model
-    from conceptual.pipelines.train_captioner import RECIPE, TrainConfig
+    from conceptual.pipelines.train_captioner import RECIPE, CaptionerTrainConfig
     from conceptual.pipelines.training import train
 
     chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
     small = ["model.d_model=32", "min_count=1", "min_eval_size=1", "epochs=2", "beam=2"]
     small += ["eval_metrics=[CIDEr]", "cpus_per_worker=0.5", "experiment=test-captioning"]
-    config = load(TrainConfig, repo / "configs" / "recipes" / "fluency_captioner.yaml", small)
+    config = load(
+        CaptionerTrainConfig, repo / "configs" / "recipes" / "fluency_captioner.yaml", small
+    )
     result = train(RECIPE, config, chinese)
     run = mlflow.MlflowClient().get_run(result["run_id"])
     assert run.data.params["model.image_input"] == "first_step"

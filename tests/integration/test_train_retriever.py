@@ -122,7 +122,7 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
 
     from conceptual import registry
     from conceptual.models.saving import FeatureSettings, load
-    from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
+    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig, evaluate
     from conceptual.pipelines.train_retriever import RECIPE, model_name
     from conceptual.pipelines.training import publish, train
 
@@ -154,7 +154,7 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
     assert decision["promoted"] and decision["reason"] == "first_champion"
     champion = f"models:/{model_name('text')}@{registry.CHAMPION}"
     evaluated = evaluate(
-        champion, features_uri, EvalConfig(split="val", experiment="test-retrieval")
+        champion, features_uri, RetrieverEvalConfig(split="val", experiment="test-retrieval")
     )
     # The same model on the same set as its dev scoring: the same numbers, chance beside.
     assert evaluated["metrics"]["mean_R@10"] == pytest.approx(result["best"]["mean_R@10"])
@@ -282,7 +282,7 @@ def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
     from conceptual.models.retriever import DualEncoder
     from conceptual.models.saving import load
     from conceptual.pipelines.build_index import BuildIndexConfig, build
-    from conceptual.pipelines.evaluate_retriever import EvalConfig, evaluate
+    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig, evaluate
     from conceptual.pipelines.train_retriever import RECIPE
     from conceptual.pipelines.training import train
     from conceptual.retrieval_index import RetrievalIndex
@@ -302,7 +302,9 @@ def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
 
     # Evaluation embeds the val photos as the dev scoring did: the same numbers.
     evaluated = evaluate(
-        result["model_dir"], photo_features, EvalConfig(split="val", experiment="test-retrieval")
+        result["model_dir"],
+        photo_features,
+        RetrieverEvalConfig(split="val", experiment="test-retrieval"),
     )
     assert evaluated["images"] == 3
     assert evaluated["metrics"]["mean_R@10"] == pytest.approx(result["best"]["mean_R@10"])

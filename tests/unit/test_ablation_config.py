@@ -62,7 +62,7 @@ def test_a_variant_curates_and_extracts_features_in_a_folder_of_its_own(planned)
     plan = planned()
     config = plan.pipeline_config("no-overlap")
     assert (config.input, config.output) == ("/data/candidates", "/out/variants/no-overlap")
-    assert config.stages == ["curate", "features"]
+    assert config.steps == ["curate", "features"]
     assert config.curate.overlap.enabled is False
     assert config.experiment == "ablation"
     assert plan.pipeline_config("labels").curate.overlap.enabled is True

@@ -7,13 +7,13 @@ import torch
 
 from conceptual.config import load
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.pipelines.train_captioner import TrainConfig
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 from conceptual.pipelines.training import epoch_learning_rate
 
 
 @pytest.fixture
-def recipe(repo) -> TrainConfig:
-    return load(TrainConfig, repo / "configs" / "recipes" / "fluency_captioner.yaml")
+def recipe(repo) -> CaptionerTrainConfig:
+    return load(CaptionerTrainConfig, repo / "configs" / "recipes" / "fluency_captioner.yaml")
 
 
 def test_the_recipe_is_the_papers_captioner(recipe):

@@ -11,11 +11,11 @@ import pytest
 from conceptual.config import Config, ConfigError
 from conceptual.pipelines.compare_captioners import NAMED
 from conceptual.pipelines.comparison import Variant, check_variants, parse_variant, to_register
-from conceptual.pipelines.train_captioner import TrainConfig
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
 
 def test_a_captioner_variant_is_its_name_or_its_overrides():
-    shared = TrainConfig(epochs=3, experiment="shared")
+    shared = CaptionerTrainConfig(epochs=3, experiment="shared")
     name, config = parse_variant("rnn-8x8", shared, NAMED)
     assert name == "rnn-8x8"
     assert (config.model.architecture, config.model.feature_map) == ("rnn", "8x8")
@@ -27,7 +27,7 @@ def test_a_captioner_variant_is_its_name_or_its_overrides():
 
 def test_an_unknown_captioner_variant_names_the_known_ones():
     with pytest.raises(ConfigError, match="unknown variant 'cnn-4x4'; the variants are rnn-1x1"):
-        parse_variant("cnn-4x4", TrainConfig(experiment="x"), NAMED)
+        parse_variant("cnn-4x4", CaptionerTrainConfig(experiment="x"), NAMED)
 
 
 def test_the_best_all_or_no_variant_is_registered():
@@ -124,7 +124,9 @@ def test_variants_train_on_their_own_data_share_a_model_or_train_nothing(
 
 def test_a_variant_scored_on_a_model_names_an_earlier_one_that_trains():
     with pytest.raises(ConfigError, match="model_of='a' names no earlier variant"):
-        check_variants([Variant("b", model_of="a"), Variant("a", TrainConfig(experiment="x"))])
+        check_variants(
+            [Variant("b", model_of="a"), Variant("a", CaptionerTrainConfig(experiment="x"))]
+        )
     with pytest.raises(ConfigError, match="two variants are named 'a'"):
         check_variants([Variant("a"), Variant("a")])
 
@@ -140,7 +142,7 @@ def test_a_variant_that_prepares_its_data_has_a_run_its_training_and_scoring_run
     from conceptual.pipelines import comparison
 
     def train(recipe, config, *data):
-        with tracking.start_run("test-comparison", tags={"stage": "train"}) as run:
+        with tracking.start_run("test-comparison", job="train") as run:
             pass
         return {"run_id": run.info.run_id, "best": {"m": 0.0}, "data": list(data)}
 
@@ -180,6 +182,6 @@ def test_a_variant_that_prepares_its_data_has_a_run_its_training_and_scoring_run
         children = client.search_runs(
             [own.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{own.info.run_id}'"
         )
-        assert len(children) == 1 and children[0].data.tags["stage"] == "train"
+        assert len(children) == 1 and children[0].data.tags["job"] == "train"
         assert own.data.metrics["m"] == pytest.approx(row["m"])
     assert client.get_run(prepared["low"]).data.metrics["m.p_vs_best"] < 0.05

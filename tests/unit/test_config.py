@@ -68,12 +68,12 @@ def test_flatten_and_yaml_round_trip(tmp_path):
 
 @pytest.mark.parametrize("tag", ["zh", "zh-CN", "ZH", "zh_Hans", " zh-cn "])
 def test_any_tag_of_chinese_is_zh(tag):
-    from conceptual.pipelines.train_captioner import TrainConfig
+    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
 
-    assert load(TrainConfig, None, [f"language={tag}"]).language == "zh"
-    assert load(TrainConfig, None, ["language=en-US"]).language == "en"
+    assert load(CaptionerTrainConfig, None, [f"language={tag}"]).language == "zh"
+    assert load(CaptionerTrainConfig, None, ["language=en-US"]).language == "en"
     with pytest.raises(ConfigError, match="'en' or 'zh'"):
-        load(TrainConfig, None, ["language=fr"])
+        load(CaptionerTrainConfig, None, ["language=fr"])
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import torch
 from conceptual.models.captioner import CaptionerSettings
 from conceptual.models.losses import sample_weights
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import TrainConfig, _examples
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig, _examples
 
 SCORES = torch.tensor([0.9, 0.51, 0.5, 0.3, 0.05, 0.0])
 
@@ -79,5 +79,5 @@ def test_rows_for_each_strategy(strategy, rows, reads_fluency):
 
 def test_a_fluency_strategy_needs_translated_captions():
     with pytest.raises(ValueError, match="set language"):
-        TrainConfig(fluency="rejection")
-    assert TrainConfig(language="zh", fluency="rejection").fluency == "rejection"
+        CaptionerTrainConfig(fluency="rejection")
+    assert CaptionerTrainConfig(language="zh", fluency="rejection").fluency == "rejection"

@@ -6,7 +6,7 @@ import pytest
 
 from conceptual.metrics import token_f1
 from conceptual.text.hypernymize import RULE_NAMES, RULES, HypernymConfig, Hypernymizer, hooks
-from conceptual.text.hypernymize.registry import Step
+from conceptual.text.hypernymize.registry import RuleStep
 
 
 @pytest.fixture(scope="module")
@@ -626,7 +626,7 @@ def test_each_rule_does_what_its_example_shows(hypernymizer, rule):
 def test_the_registry_lists_each_rule_once_with_real_settings():
     assert len(set(RULE_NAMES)) == len(RULES) == len(RULE_NAMES)
     steps = [step for hook in hooks.HOOKS for step in hook]
-    assert all(isinstance(step, Step) and step.rules for step in steps)
+    assert all(isinstance(step, RuleStep) and step.rules for step in steps)
     assert all(set(rule.config) <= set(HypernymConfig.model_fields) for rule in RULES)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from conceptual.jobs import family_job
+from conceptual.jobs import registry_job
 
 SPEECH_OPTIONS = ("--speech", "--teacher-speech", "--eval-speech")
 
 
 def help_of(job: str, capsys) -> str:
     with pytest.raises(SystemExit) as exited:
-        family_job(job)(["--help"])
+        registry_job(job)(["--help"])
     assert exited.value.code == 0
     return capsys.readouterr().out
 

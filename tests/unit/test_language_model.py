@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 
 from conceptual.config import load
-from conceptual.pipelines.evaluate_retriever import EvalConfig
+from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig
 from conceptual.speech.audio import decode_16k
 from conceptual.speech.language_model import BEGIN, END, UNKNOWN, arpa
 from conceptual.speech.recognizer import Recognizer, word_error_rate, words
@@ -65,9 +65,9 @@ def test_an_empty_corpus_is_refused():
 
 
 def test_asr_true_still_reads_as_enabled_with_the_caption_model():
-    config = load(EvalConfig, None, ["asr=true"])
+    config = load(RetrieverEvalConfig, None, ["asr=true"])
     assert config.asr.enabled and config.asr.lm == "captions"
-    general = load(EvalConfig, None, ["asr.enabled=true", "asr.lm=general"])
+    general = load(RetrieverEvalConfig, None, ["asr.enabled=true", "asr.lm=general"])
     assert general.asr.language_model(None) is None
 
 

@@ -31,7 +31,7 @@ def curation(tmp_path, name="cur", **report) -> tuple[str, str]:
     stats.json. (the output, the run id)"""
     cur = tmp_path / name
     write_curation(cur, curated_rows())
-    with tracking.start_run("curation", tags={"stage": "curate"}) as run:
+    with tracking.start_run("curation", job="curate") as run:
         lineage.log_written(str(cur))
     stats = json.loads((cur / "stats.json").read_text())
     stats.update({"mlflow_run_id": run.info.run_id, **report})
@@ -40,7 +40,7 @@ def curation(tmp_path, name="cur", **report) -> tuple[str, str]:
 
 
 def trained_on(data: str) -> str:
-    with tracking.start_run("captioning", tags={"stage": "train_captioner"}) as run:
+    with tracking.start_run("captioning", job="train_captioner") as run:
         lineage.log_read(data)
     return run.info.run_id
 
@@ -70,7 +70,7 @@ def test_changed_data_is_not_attributed_to_the_run_its_stats_json_names(tmp_path
 def test_a_run_from_before_lineage_tags_is_taken_at_its_report_s_word(tmp_path, home, capsys):
     cur = tmp_path / "cur"
     write_curation(cur, curated_rows())
-    with tracking.start_run("curation", tags={"stage": "curate"}) as run:
+    with tracking.start_run("curation", job="curate") as run:
         pass  # it logged no lineage.wrote tags
     stats = {**json.loads((cur / "stats.json").read_text()), "mlflow_run_id": run.info.run_id}
     (cur / "stats.json").write_text(json.dumps(stats))
@@ -150,7 +150,7 @@ def test_a_harvest_is_its_own_kind_with_its_funnel_above_the_curation_s(tmp_path
     goes back to the harvest's funnel (it was labelled a curation, and raised KeyError)."""
     harvested = harvest_output(tmp_path / "harvest")
     cur, _ = curation(tmp_path)
-    with tracking.start_run("curation", tags={"stage": "curate"}) as run:
+    with tracking.start_run("curation", job="curate") as run:
         lineage.log_read(f"{harvested}/candidates", context="source")
         lineage.log_written(cur)
     stats = {**json.loads((tmp_path / "cur" / "stats.json").read_text()), "mlflow_run_id": run.info.run_id}  # fmt: skip
@@ -186,10 +186,10 @@ def test_features_beside_the_curated_records_are_named_by_their_own_path(tmp_pat
 
     cur, curated_by = curation(tmp_path)
     write_features(tmp_path / "cur", curated_rows())
-    with tracking.start_run("features", tags={"stage": "features"}) as features_run:
+    with tracking.start_run("features", job="features") as features_run:
         lineage.log_read(cur)
         lineage.log_written(cur, part="features")  # as pipelines/features.py does
-    with tracking.start_run("captioning", tags={"stage": "train_captioner"}) as run:
+    with tracking.start_run("captioning", job="train_captioner") as run:
         lineage.log_read(cur, part="features")
     chain, text = lineage_of(capsys, "--model", run.info.run_id)
     (features,) = chain["run"]["reads"]

@@ -1,4 +1,4 @@
-"""What makes the pipeline job run a stage again: the tracking store for the stages whose
+"""What makes the pipeline job run a step again: the tracking store for the steps whose
 result lives there, and the input's bytes, not only its names, sizes and times."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from conceptual.pipelines.pipeline import PipelineConfig, fingerprints, input_fi
 from conceptual.pipelines.training import TrainingConfig, small_eval_warning
 
 
-def test_another_tracking_store_reruns_only_the_stages_kept_there(monkeypatch):
+def test_another_tracking_store_reruns_only_the_steps_kept_there(monkeypatch):
     config = PipelineConfig(input="in", output="out")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///a.db")
     first = fingerprints(config, "input")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://user:secret@other:5000")
     second = fingerprints(config, "input")
-    changed = [stage for stage in config.stages if first[stage] != second[stage]]
+    changed = [step for step in config.steps if first[step] != second[step]]
     assert changed == ["train", "register", "evaluate"]  # curate, features: folders
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://user:other-secret@other:5000")
     assert fingerprints(config, "input") == second  # credentials are no part of it

@@ -281,10 +281,10 @@ def test_a_registered_model_traces_back_to_its_import_and_a_changed_dataset_says
 ):
     rows = pq.read_table(f"{imported}/curated").to_pylist()
     feat = write_features(tmp_path / "feat", rows)
-    with tracking.start_run("features", tags={"stage": "features"}):
+    with tracking.start_run("features", job="features"):
         lineage.log_read(imported)
         lineage.log_written(feat)
-    with tracking.start_run("captioning", tags={"stage": "train_captioner"}) as run:
+    with tracking.start_run("captioning", job="train_captioner") as run:
         lineage.log_read(feat, splits=["train", "val"], part="features")
         mlflow.log_text("weights", "model/model.txt")
     version = registry.register(run.info.run_id, {"variant": "rnn-1x1"}, name="test-captioner")
@@ -293,14 +293,14 @@ def test_a_registered_model_traces_back_to_its_import_and_a_changed_dataset_says
     chain = trace(capsys, "--model", "models:/test-captioner@champion")
     assert (
         chain["model"]["version"] == str(version.version)
-        and chain["run"]["stage"] == "train_captioner"
+        and chain["run"]["job"] == "train_captioner"
     )
     (features,) = chain["run"]["reads"]
     assert features["uri"] == feat and features["status"] == "unchanged"
     assert features["read"] == {"train": "training", "val": "validation"}
     assert features["splits"] == {"test": 2, "train": 8, "val": 2}
     writer = features["written_by"]
-    assert writer["stage"] == "features"
+    assert writer["job"] == "features"
     (curated,) = writer["reads"]
     assert curated["uri"] == imported and curated["status"] == "unchanged"
     assert curated["origin"]["kind"] == "import" and curated["origin"]["captions"] == 12
@@ -352,7 +352,7 @@ def test_the_card_says_only_what_the_run_did(tmp_path, home):
 
     # harvest, then curate --input out/harvest/candidates: the harvest found by the run.
     harvested = harvest_output(tmp_path / "harvest")
-    with tracking.start_run("curation", tags={"stage": "curate"}) as run:
+    with tracking.start_run("curation", job="curate") as run:
         lineage.log_read(f"{harvested}/candidates", context="source")
     del stats["harvest"]
     (cur / "stats.json").write_text(json.dumps({**stats, "mlflow_run_id": run.info.run_id}))

@@ -37,7 +37,7 @@ def captions_run(tmp_path) -> str:
             {"image_id": "img07", "answers": ["a photo number 7"], "top": top},
         ],
     }
-    with tracking.start_run("retrieval", tags={"stage": "evaluate_retriever"}) as run:
+    with tracking.start_run("retrieval", job="evaluate_retriever") as run:
         mlflow.log_param("features_uri", features)
         mlflow.log_dict(rankings, "rankings.json")
         mlflow.log_metrics({"image_to_text.R_1": 0.5, "image_to_text.R_5": 1.0})
@@ -72,7 +72,7 @@ def test_a_direction_is_for_retrieval_and_must_be_logged(tmp_path, platform_home
     assert rating_tasks.main([*argv, "--direction", "image_to_query"]) == 2
     assert "error:" in capsys.readouterr().err
     features = features_of(tmp_path / "r", [english(0)])
-    with tracking.start_run("retrieval", tags={"stage": "evaluate_retriever"}) as run:
+    with tracking.start_run("retrieval", job="evaluate_retriever") as run:
         mlflow.log_param("features_uri", features)
         mlflow.log_dict({"query_to_image": []}, "rankings.json")  # an older run
     argv = ["--kind", "retrieval", "--run", run.info.run_id, "--output", str(tmp_path / "u")]

@@ -103,7 +103,7 @@ def retriever_run(tmp_path) -> str:
             {"query": "a photo number 7", "answer": "img07", "top": top},  # not in the top 5
         ]
     }
-    tags = {"stage": "evaluate_retriever", "modality": "text"}
+    tags = {"stage": "evaluate_retriever", "modality": "text"}  # as runs were tagged before `job`
     with tracking.start_run("retrieval", tags=tags) as run:
         mlflow.log_param("features_uri", str(features))
         mlflow.log_dict(rankings, "rankings.json")
@@ -179,7 +179,7 @@ def test_captions_of_an_evaluation_and_of_the_fluency_comparison(tmp_path, platf
         "baseline": [f"nearest caption {n}" for n in range(6)],
         "references": ["a reference"] * 6,
     }
-    with tracking.start_run("captioning", tags={"stage": "evaluate_captioner"}) as run:
+    with tracking.start_run("captioning", job="evaluate_captioner") as run:
         mlflow.log_param("features_uri", features)
         mlflow.log_table(samples, "samples.json")
     out = tmp_path / "tasks"
@@ -200,7 +200,7 @@ def test_captions_of_an_evaluation_and_of_the_fluency_comparison(tmp_path, platf
         "weighted loss": {f"img{n:02d}": "一个 男人 在 跑步" for n in range(6)},
         "late translation": {f"img{n:02d}": "一个 人" for n in range(6)},
     }
-    with tracking.start_run("fluency", tags={"stage": "compare_fluency"}) as run:
+    with tracking.start_run("fluency", job="compare_fluency") as run:
         mlflow.log_params({"features_uri": str(tmp_path / "zh-f"), "references.human": features})
         mlflow.log_dict(captions, "captions.json")
     argv = ["--kind", "zh_caption", "--run", run.info.run_id, "--output", str(tmp_path / "zh")]

@@ -28,7 +28,7 @@ from conceptual.config import ConfigError
 from conceptual.pipelines import readers, retrieval_data
 from conceptual.pipelines.compare_retrievers import markdown_table
 from conceptual.pipelines.comparison import parse_variant
-from conceptual.pipelines.evaluate_retriever import EvalConfig
+from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig
 from conceptual.pipelines.features_data import feature_files, split_images
 from conceptual.pipelines.retrieval_data import (
     PhotoAugmentConfig,
@@ -539,7 +539,7 @@ def test_every_variant_trains_on_the_teaching_clips_too(monkeypatch):
     monkeypatch.setattr(compare_retrievers, "run_comparison", comparison)
     config = RetrieverTrainConfig(modality="speech", teacher="TEXT")
     compare_retrievers.compare(
-        "F", "S", "EF", "ES", config, ["a:"], EvalConfig(), teacher_speech=["CC", "F8R"]
+        "F", "S", "EF", "ES", config, ["a:"], RetrieverEvalConfig(), teacher_speech=["CC", "F8R"]
     )
     assert trained_on["data"] == [["F", "S", ["CC", "F8R"]]]
     assert trained_on["params"]["teacher_speech"] == "CC F8R"

@@ -1,4 +1,4 @@
-"""The service's retrievers are the family registry's search keys (conceptual.families): a
+"""The service's retrievers are the family table's search keys (conceptual.families): a
 family added with a `Search` entry is served with no edit to serve/, and requests choose it
 with ?retriever=. The routes run here over fake deployment handles: no Ray."""
 
@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from conceptual import families
 from conceptual.families import Search
 from conceptual.serve.app import ServeConfig, build
-from conceptual.serve.captioner_deployment import CaptionerSettings
+from conceptual.serve.captioner_deployment import CaptioningSettings
 from conceptual.serve.retriever_deployment import (
     CaptionSearchResponse,
     ImageSearchResponse,
@@ -38,7 +38,7 @@ def contrastive(monkeypatch) -> Search:
 def test_a_familys_search_entry_is_a_retriever_the_service_runs(contrastive):
     tracking = "sqlite:///nowhere.db"  # resolved by build() otherwise
     config = ServeConfig(
-        captioner=CaptionerSettings(tracking_uri=tracking),
+        captioner=CaptioningSettings(tracking_uri=tracking),
         retrievers=["clip", "text"],
         retrieval=RetrievalSettings(tracking_uri=tracking),
     )

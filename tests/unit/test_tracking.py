@@ -77,6 +77,27 @@ def test_experiments_are_model_development_ones_so_mlflow_opens_them_on_runs(pla
     assert kind("kind-chosen") == "genai_development"  # a user's choice stands
 
 
+def test_a_run_names_its_job_in_the_job_tag_and_old_stage_tagged_runs_still_read(platform_home):
+    """`job=` tags the run and names it; a run logged before the tag was `job` (`stage`)
+    still says its job through job_of, so lineage and rating tasks read old runs."""
+    from mlflow import MlflowClient
+
+    from conceptual import tracking
+
+    tracking.configure()
+    with tracking.start_run("job-tag", job="curate") as new:
+        pass
+    with tracking.start_run("job-tag", tags={tracking.OLD_JOB_TAG: "train_captioner"}) as old:
+        pass
+    client = MlflowClient()
+    new_run, old_run = (client.get_run(r.info.run_id) for r in (new, old))
+    assert new_run.data.tags[tracking.JOB_TAG] == "curate"
+    assert new_run.info.run_name.startswith("curate 20")
+    assert [tracking.job_of(r) for r in (new_run, old_run)] == ["curate", "train_captioner"]
+    [found] = client.search_runs([new_run.info.experiment_id], "tags.job = 'curate'")
+    assert found.info.run_id == new_run.info.run_id
+
+
 def test_jobs_starting_together_on_a_fresh_home_share_one_new_database(tmp_path):
     """Jobs submitted side by side to a fresh home each create the local database on their
     first run: each must find the tables made, never fail on one the other just made

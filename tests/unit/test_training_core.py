@@ -12,7 +12,7 @@ from torch import nn
 from conceptual.models.captioner import features_tensor
 from conceptual.models.vocab import PAD, Vocabulary
 from conceptual.pipelines import training, training_metrics
-from conceptual.pipelines.train_captioner import TrainConfig, _examples
+from conceptual.pipelines.train_captioner import CaptionerTrainConfig, _examples
 from conceptual.records import FEATURES
 
 
@@ -38,7 +38,7 @@ def batches(count, size=4):
 
 
 def config(**changes):
-    return TrainConfig(**{"optimizer": "adamw", "lr": 0.1, "grad_clip": 0, **changes})
+    return CaptionerTrainConfig(**{"optimizer": "adamw", "lr": 0.1, "grad_clip": 0, **changes})
 
 
 def epoch_losses_by_term(model, data, **changes):
@@ -191,7 +191,7 @@ def test_examples_are_the_train_rows_features_and_padded_tokens():
         schema=pa.schema([FEATURES.field(n) for n in ("split", "caption", "pooled", "grid")]),
     )
     vocab = Vocabulary.build(["a dog on the grass"], min_count=1)
-    model = TrainConfig().model.model_copy(update={"max_tokens": 5})
+    model = CaptionerTrainConfig().model.model_copy(update={"max_tokens": 5})
     examples = _examples(rows, vocab, model, (64, 5), np.float16)
 
     train = [0, 2]

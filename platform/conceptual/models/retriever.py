@@ -92,10 +92,14 @@ class RetrieverSettings(Config):
         return self
 
 
+# What a retriever's queries are: spoken or written captions.
+Modality = Literal["speech", "text"]
+
+
 class RetrieverConfig(RetrieverSettings):
     """The settings and what the data decides: the query modality and the input sizes."""
 
-    modality: Literal["speech", "text"]
+    modality: Modality
     image_dim: int  # the pooled CNN vector's size (1280 for EfficientNet-Lite0, finetune too)
     n_mfcc: int = 128  # speech: MFCC rows
     frames: int = 351  # speech: MFCC columns, 1 + seconds * 100

@@ -30,30 +30,30 @@ class Rule:
     labels: tuple[str, ...] = ()
     config: tuple[str, ...] = ()  # the HypernymConfig keys it reads
 
-    def step(self, run: Callable) -> Step:
+    def step(self, run: Callable) -> RuleStep:
         """Registers a function as this rule's step."""
-        return Step((self,), run)
+        return RuleStep((self,), run)
 
 
 @dataclass(frozen=True)
-class Step:
+class RuleStep:
     """A rule's part at one hook: `run` runs when every one of `rules` is on."""
 
     rules: tuple[Rule, ...]
     run: Callable
 
 
-def steps_of(*rules: Rule) -> Callable[[Callable], Step]:
+def steps_of(*rules: Rule) -> Callable[[Callable], RuleStep]:
     """Registers a function as a step of several rules, run only when all are on."""
-    return lambda run: Step(rules, run)
+    return lambda run: RuleStep(rules, run)
 
 
-def rules_of(hooks: Iterable[Iterable[Step]]) -> tuple[Rule, ...]:
+def rules_of(hooks: Iterable[Iterable[RuleStep]]) -> tuple[Rule, ...]:
     """The rules the hooks' steps belong to, each once, in the order they first run."""
     return tuple(dict.fromkeys(rule for hook in hooks for step in hook for rule in step.rules))
 
 
-def running(steps: Iterable[Step], disabled: Iterable[str]) -> list[Callable]:
+def running(steps: Iterable[RuleStep], disabled: Iterable[str]) -> list[Callable]:
     """The functions of the steps whose rules are all on, in their order."""
     off = set(disabled)
     return [step.run for step in steps if not any(rule.name in off for rule in step.rules)]
