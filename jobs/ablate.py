@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.writes_output()
     add_config(parser, "AblateConfig", "input=URI eval_features=URI output=URI train.epochs=5")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.ablation import AblateConfig, Planned, run
+    from conceptual.pipelines.curation.ablation import AblateConfig, Planned, run
 
     def show(result: dict, config: AblateConfig) -> None:
         print(f"\n{result['table']}")

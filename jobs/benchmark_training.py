@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from conceptual import tracking
     from conceptual.config import load
-    from conceptual.pipelines.benchmark_training import benchmark, input_only
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.training.benchmark_training import benchmark, input_only
 
     with job_run("benchmark_training", args.verbose):
         config = load(CaptionerTrainConfig, args.config, args.overrides)

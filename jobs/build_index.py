@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual import storage
     from conceptual.config import load
     from conceptual.errors import TooManyErrors
-    from conceptual.pipelines.build_index import BuildIndexConfig, run
+    from conceptual.pipelines.retrieval.build_index import BuildIndexConfig, run
     from conceptual.storage import StorageError
 
     with job_run("build_index", args.verbose, output=args.output) as log:  # unknown model, bad data

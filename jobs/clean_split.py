@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from mlflow.exceptions import MlflowException
 
     from conceptual import funnel, storage
-    from conceptual.pipelines.clean_split import run
+    from conceptual.pipelines.rating.clean_split import run
     from conceptual.storage import StorageError
 
     # no data or tasks, a task set that cannot clean it, a bad CSV

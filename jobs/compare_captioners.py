@@ -45,8 +45,8 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     variants = [v.strip() for v in named.split(",") if v.strip()] + args.variant
     from conceptual.config import load
     from conceptual.intervals import BootstrapConfig
-    from conceptual.pipelines.compare_captioners import compare, markdown_table
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.compare_captioners import compare, markdown_table
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
     train_keys, bootstrap_keys = prefixed(args.overrides, "bootstrap.")
     with job_run(name, args.verbose) as log:  # ValueError: e.g. no dev split

@@ -9,7 +9,7 @@ score_fluency, features); EN: features of the same photos' English captions (for
 translation baselines); each reference set: features whose test split holds the test photos
 with Chinese references (human translations, native captions); DIR: the Flickr8k-CN folder,
 whose provided translations are the offline translator. Keys of FluencyComparisonConfig
-(pipelines/compare_fluency.py): train.* (the captioners' CaptionerTrainConfig, e.g. train.epochs=10),
+(pipelines/families/fluency/compare_fluency.py): train.* (the captioners' CaptionerTrainConfig, e.g. train.epochs=10),
 strategies, late_translation, rerank, translator, fluency_model, split, beam, registered,
 bootstrap.samples and bootstrap.seed (the resamples of the 95% intervals and of the paired
 p-values against each column's best; the table marks differences inside the noise `~`).
@@ -73,7 +73,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     from conceptual.config import ConfigError, load
     from conceptual.fluency.translation import ProvidedTranslations
     from conceptual.importers import ImportSourceError
-    from conceptual.pipelines.compare_fluency import (
+    from conceptual.pipelines.families.fluency.compare_fluency import (
         FluencyComparisonConfig,
         compare,
         markdown_table,
@@ -116,7 +116,7 @@ def with_train_config(config, path: str | None, overrides: list[str]):
     if path is None:
         return config
     from conceptual.config import load
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
     own = [o.removeprefix("train.") for o in overrides if o.startswith("train.")]
     return config.model_copy(update={"train": load(CaptionerTrainConfig, path, own)})

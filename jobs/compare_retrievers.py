@@ -42,8 +42,8 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     from conceptual.config import load
-    from conceptual.pipelines.compare_retrievers import compare, markdown_table
-    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig
+    from conceptual.pipelines.families.retriever.compare_retrievers import compare, markdown_table
+    from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
 
     recipe = family.resolve_recipe()
     train_keys, eval_keys = prefixed(args.overrides, "eval.")

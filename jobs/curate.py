@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import funnel
     from conceptual.candidates import CandidateFormatError
-    from conceptual.pipelines.curation import run, where_it_went
-    from conceptual.pipelines.curation_config import CurationConfig
+    from conceptual.pipelines.curation.curation import run, where_it_went
+    from conceptual.pipelines.curation.curation_config import CurationConfig
 
     def show(stats: dict, config: CurationConfig) -> None:
         if "harvest" in stats:  # web archives were harvested first: the top of the funnel

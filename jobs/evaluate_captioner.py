@@ -47,7 +47,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.evaluate_captioner import (
+    from conceptual.pipelines.families.captioner.evaluate_captioner import (
         CaptionerEvalConfig,
         evaluate,
         held_out_table,

@@ -34,7 +34,10 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     add_evaluation_arguments(parser, "max_images=500 seconds=8")
     parser.add_argument("--speech", type=location, help="clips of the split's captions")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig, evaluate
+    from conceptual.pipelines.families.retriever.evaluate_retriever import (
+        RetrieverEvalConfig,
+        evaluate,
+    )
 
     def show(result: dict) -> None:
         del result["resampled"]  # arrays for paired comparisons (compare_retrievers)

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     add_config(parser, "FeaturesConfig", "crops=4 cnn.precision=bf16")
     args = parser.parse_args(argv)
     from conceptual import storage
-    from conceptual.pipelines.features import FeaturesConfig, described, run
+    from conceptual.pipelines.features.features import FeaturesConfig, described, run
 
     def show(summary: dict, config: FeaturesConfig) -> None:
         print(described(summary))

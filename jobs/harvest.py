@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual import storage
     from conceptual.harvest.crawls import crawl_files
     from conceptual.harvest.stats import render
-    from conceptual.pipelines.harvest import CANDIDATES, HarvestConfig, archive_files, run
+    from conceptual.pipelines.curation.harvest import CANDIDATES, HarvestConfig, archive_files, run
 
     if args.crawl:  # the crawl's own list: its files are not looked up one by one
         run = functools.partial(run, listed=True)

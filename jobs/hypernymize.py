@@ -18,7 +18,7 @@ from typing import TextIO
 from conceptual.config import ConfigError, load
 from conceptual.jobs.arguments import JobParser, add_common, location
 from conceptual.jobs.runner import job_main, job_run
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual.text.curate import TextCurator
 
 CHUNK = 512  # lines per spaCy batch; output is flushed after each chunk

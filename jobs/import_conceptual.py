@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import funnel
     from conceptual.candidates import CandidateFormatError
-    from conceptual.pipelines.curation import run, where_it_went
-    from conceptual.pipelines.curation_config import ImportConceptualConfig
-    from conceptual.pipelines.released import ReleasedInputError, check_input, summary
+    from conceptual.pipelines.curation.curation import run, where_it_went
+    from conceptual.pipelines.curation.curation_config import ImportConceptualConfig
+    from conceptual.pipelines.curation.released import ReleasedInputError, check_input, summary
 
     def checked(source: str, config: ImportConceptualConfig) -> ImportConceptualConfig:
         """The input's splits and labels, before Ray starts."""

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from mlflow.exceptions import MlflowException
 
-    from conceptual.pipelines.rating_results import ratings, results, text_table
+    from conceptual.pipelines.rating.rating_results import ratings, results, text_table
     from conceptual.rating.tasks import read_task_set
     from conceptual.storage import StorageError
 

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     add_verbose(parser)
     args = parser.parse_args(argv)
-    from conceptual.pipelines.rating_tasks import build, sampled
+    from conceptual.pipelines.rating.rating_tasks import build, sampled
     from conceptual.storage import StorageError
 
     # no such run, data or photos

@@ -12,7 +12,7 @@ min_score=X. OUTPUT gets curated/*.parquet (the records, each with `caption_sour
 synthetic, and `alignment_score`), rejected/*.parquet (web captions dropped as
 low_alignment, records that raised), choices/*.parquet (per image: the synthetic caption,
 its score, the best web caption's, what was kept), recaption.json and _SUCCESS.
-Keys: pipelines/recaption.py RecaptionConfig (configs/recaption.yaml).
+Keys: pipelines/curation/recaption.py RecaptionConfig (configs/recaption.yaml).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     add_config(parser, "RecaptionConfig", "scorer=models:/contrastive/2 min_score=0.25")
     args = parser.parse_args(argv)
     from conceptual import storage
-    from conceptual.pipelines.recaption import RecaptionConfig, run
+    from conceptual.pipelines.curation.recaption import RecaptionConfig, run
 
     def recaption(data: str, out: str, config: RecaptionConfig):
         return run(data, out, config, args.model)

@@ -240,7 +240,7 @@ def run_training_job(
     MLflow run. Refused (exit code 2): a bad key, missing data, no dev split."""
     from conceptual import registry
     from conceptual.config import load
-    from conceptual.pipelines import training
+    from conceptual.pipelines.training import training
 
     with job_run(recipe.job, args.verbose) as log:
         config = load(recipe.config, args.config, args.overrides)

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     add_config(parser, "ScoreConfig", "actors=2 batch_size=256")
     args = parser.parse_args(argv)
     from conceptual import storage
-    from conceptual.pipelines.score_fluency import ScoreConfig, run
+    from conceptual.pipelines.features.score_fluency import ScoreConfig, run
 
     def show(summary: dict, config: ScoreConfig) -> None:
         print(json.dumps(summary, indent=2))

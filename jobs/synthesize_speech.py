@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here, so that --help and argument errors answer at once.
     from conceptual import funnel, storage
     from conceptual.candidates import CandidateFormatError
-    from conceptual.pipelines.speech import SpeechConfig, example_clips, run
+    from conceptual.pipelines.features.speech import SpeechConfig, example_clips, run
 
     def show(stats: dict, config: SpeechConfig) -> None:
         print(funnel.render(stats))

@@ -11,7 +11,7 @@ a version of the registered model `captioner`, tagged with its variant, and the 
 `champion` moves to it only when its dev CIDEr beats the champion's on the same dev set.
 Chinese: language=zh on features of Chinese captions registers `captioner-zh`, and
 fluency=only|rejection|weighted lets the translations' fluency scores steer training
-(pipelines/train_captioner.py says how).
+(pipelines/families/captioner/train_captioner.py says how).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and make it the champion if it beats the current one on the same dev labels.
 DIR is the Flickr8k-CN folder: the labels are Baidu's and Google's translations of the test
 captions judged against the human translations (flickr8kzhmtest; chrF >= threshold, see
 conceptual.fluency.labels), split by photo into train, dev and test. Overrides use the
-config's keys (pipelines/train_fluency.py), e.g. epochs=4 threshold=0.45 model.hidden=256.
+config's keys (pipelines/families/fluency/train_fluency.py), e.g. epochs=4 threshold=0.45 model.hidden=256.
 The run lands in MLflow (experiment `fluency`) with the held-out precision and recall of
 the four-view score, of each view alone, of the paper's baselines (a coin; the English or
 the Chinese sentence shorter than the mean fluent length) and of a tuned length rule; the best checkpoint by dev
@@ -45,7 +45,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels:
         args.overrides = [*args.overrides, f"labels={args.labels}"]
-    from conceptual.pipelines.evaluate_fluency import held_out_markdown
+    from conceptual.pipelines.families.fluency.evaluate_fluency import held_out_markdown
 
     def show(result: dict) -> None:
         print(held_out_markdown(result["held_out"]))

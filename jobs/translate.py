@@ -11,7 +11,7 @@ source), rejected/*.parquet (no translation, or its translation raised), transla
 _SUCCESS. The translator: translator=baidu (default) or google, Flickr8k-CN's provided
 translations, nearest English sentence for one they lack (offline; --cn DIR), or
 translator=service service.url=URL, a LibreTranslate-compatible service whose key is in
-$CONCEPTUAL_TRANSLATE_KEY (service.key_env). Keys: pipelines/translate.py TranslateConfig.
+$CONCEPTUAL_TRANSLATE_KEY (service.key_env). Keys: pipelines/features/translate.py TranslateConfig.
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     add_config(parser, "TranslateConfig", "translator=google batch_size=256")
     args = parser.parse_args(argv)
     from conceptual import storage
-    from conceptual.pipelines.translate import TranslateConfig, run
+    from conceptual.pipelines.features.translate import TranslateConfig, run
     from conceptual.services import ServiceDown
 
     def translate(data: str, out: str, config: TranslateConfig):
         return run(data, out, config, args.cn, args.to)
 
     def check(data: str, config: TranslateConfig) -> TranslateConfig:
-        from conceptual.pipelines.translate import make_translator
+        from conceptual.pipelines.features.translate import make_translator
 
         if config.translator == "service":  # a provided one loads its files on the actors
             make_translator(config, args.cn, args.to)

@@ -61,21 +61,22 @@ from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.families import FAMILIES
 from conceptual.harvest import stats as harvest_stats
-from conceptual.pipelines import (
-    build_index,
-    curation,
-    features,
-    speech,
-    train_captioner,
-    training,
+from conceptual.pipelines.curation import curation
+from conceptual.pipelines.curation.curation import where_it_went
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.families.captioner import train_captioner
+from conceptual.pipelines.families.captioner.evaluate_captioner import (
+    CaptionerEvalConfig,
+    evaluate,
+    held_out_table,
 )
-from conceptual.pipelines.build_index import BuildIndexConfig
-from conceptual.pipelines.curation import where_it_went
-from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.evaluate_captioner import CaptionerEvalConfig, evaluate, held_out_table
-from conceptual.pipelines.features import FeaturesConfig
-from conceptual.pipelines.speech import SpeechConfig
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
+from conceptual.pipelines.features import features, speech
+from conceptual.pipelines.features.features import FeaturesConfig
+from conceptual.pipelines.features.speech import SpeechConfig
+from conceptual.pipelines.retrieval import build_index
+from conceptual.pipelines.retrieval.build_index import BuildIndexConfig
+from conceptual.pipelines.training import training
 from conceptual.storage import SUCCESS
 
 

@@ -1,5 +1,5 @@
 """Copies of a photo as the web makes them, for the near-duplicate tests and benchmark
-(pipelines/near_duplicates.py): re-encoded at three JPEG qualities, resized, cropped 10%,
+(pipelines/curation/near_duplicates.py): re-encoded at three JPEG qualities, resized, cropped 10%,
 mirrored. Each is new bytes, so the exact deduplication sees a new image."""
 
 from __future__ import annotations

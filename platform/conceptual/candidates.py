@@ -8,7 +8,7 @@ Formats (by `fmt`, or by the file's name and first line when fmt is "auto"):
   KEY.json captions, as img2dataset writes them (conceptual.shard_candidates).
 Each of these but `cc_tsv` may also carry a `split` column: a row's own split (train, val or
 test; empty: the hash decides) is kept instead of its image's hash (conceptual.splits).
-(Parquet is read by Ray Data directly; see conceptual.pipelines.readers.)
+(Parquet is read by Ray Data directly; see conceptual.pipelines.dataflow.readers.)
 
 A row that cannot be read is not dropped: it becomes a candidate rejected at stage `read`
 with a reason (`malformed_row`, `invalid_utf8`, `invalid_json`, `missing_image_url`,

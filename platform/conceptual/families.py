@@ -2,7 +2,7 @@
 torchtune's recipe registry: one explicit list drives the command line and the configs;
 "registry" alone is MLflow's model registry, conceptual.registry).
 
-A family is its recipe (pipelines/training.py's Recipe: config, data, training loop, the
+A family is its recipe (pipelines/training/training.py's Recipe: config, data, training loop, the
 metric that picks the champion), the saved form its models take, its config file, its jobs
 and how it is served. What used to be listed family by family is read from FAMILIES:
 
@@ -89,7 +89,7 @@ FAMILIES: dict[str, Family] = {
             name="captioner",
             kind="captioner",
             saved="conceptual.models.saving:SavedCaptioner",
-            recipe="conceptual.pipelines.train_captioner:RECIPE",
+            recipe="conceptual.pipelines.families.captioner.train_captioner:RECIPE",
             config_file="train_captioner.yaml",
             registers="captioner, captioner-zh for language=zh",
             example="model.architecture=rnn epochs=20",
@@ -99,7 +99,7 @@ FAMILIES: dict[str, Family] = {
             name="retriever",
             kind="retriever",
             saved="conceptual.models.saving:SavedRetriever",
-            recipe="conceptual.pipelines.train_retriever:RECIPE",
+            recipe="conceptual.pipelines.families.retriever.train_retriever:RECIPE",
             config_file="train_retriever.yaml",
             registers="retriever-<modality>",
             example="modality=text loss=triplet epochs=4",
@@ -114,7 +114,7 @@ FAMILIES: dict[str, Family] = {
             name="fluency",
             kind="fluency",
             saved="conceptual.fluency.saved:SavedFluency",
-            recipe="conceptual.pipelines.train_fluency:RECIPE",
+            recipe="conceptual.pipelines.families.fluency.train_fluency:RECIPE",
             config_file="train_fluency.yaml",
             registers="fluency-zh",
             example="epochs=4 threshold=0.45",
@@ -124,7 +124,7 @@ FAMILIES: dict[str, Family] = {
             name="contrastive",
             kind="retriever",  # a dual encoder: evaluated, indexed and served as one
             saved="conceptual.models.saving:SavedRetriever",
-            recipe="conceptual.pipelines.train_contrastive:RECIPE",
+            recipe="conceptual.pipelines.families.contrastive.train_contrastive:RECIPE",
             config_file="train_contrastive.yaml",
             registers="contrastive",
             example="batch_size=128 epochs=10 model.embed_dim=256",

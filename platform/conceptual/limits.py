@@ -6,7 +6,7 @@ reason, never read, fetched or decoded whole. Where it is enforced:
 
 | step | what is bounded | over it |
 |---|---|---|
-| reading (pipelines/readers.py) | a line of a candidates file, or a CSV record over several, plain or compressed, as it streams (at most `min(row_bytes, LINE_BYTES)`) | `too_long` (read) |
+| reading (pipelines/dataflow/readers.py) | a line of a candidates file, or a CSV record over several, plain or compressed, as it streams (at most `min(row_bytes, LINE_BYTES)`) | `too_long` (read) |
 | fetching (vision/fetch.py) | an image's body, `fetch.max_bytes` (at most row_bytes) | `too_large` (fetch) |
 | decoding (vision/decoding.py) | an image's pixels, `image.max_pixels` x 4 bytes (at most row_bytes) | `too_many_pixels` (image) |
 | decoding (speech/audio.py) | a clip's samples, 4 bytes each (at most row_bytes) | `too_long` |

@@ -28,7 +28,7 @@ REPORT_FILES = {kind: name for name, kind in lineage.REPORTS.items()} | {"harves
 # What the chain shows of the report beside a dataset: its counts, not its samples.
 REPORT_KEYS = {
     # `harvest`: the funnel of web archives given to curate itself, harvested first
-    # near_duplicates and decontaminate: what the evaluation jobs check (pipelines/evaluation.py)
+    # near_duplicates and decontaminate: what the evaluation jobs check (pipelines/evaluation/evaluation.py)
     "curation": (
         "input",
         "kept",

@@ -25,7 +25,7 @@ class Rejection:
 
 @dataclass(frozen=True)
 class Stage:
-    """A row of a job's funnel (curation's: pipelines/curation.py; the speech and
+    """A row of a job's funnel (curation's: pipelines/curation/curation.py; the speech and
     fluency-scoring jobs' too)."""
 
     name: str  # what a row it rejects carries in `stage`
@@ -93,10 +93,10 @@ HARVESTED = pa.schema(
 )
 
 # An imported candidate (conceptual.importers): with the split its source states, which a
-# curation keeps (pipelines/readers.py); null where the source states none.
+# curation keeps (pipelines/dataflow/readers.py); null where the source states none.
 IMPORTED = CANDIDATE.append(pa.field("split", pa.string()))
 
-# A candidate on its way through curation (pipelines/readers.py reads it): the input fields
+# A candidate on its way through curation (pipelines/dataflow/readers.py reads it): the input fields
 # and, once something rejects it, the stage, reason and detail (null while it is still in
 # the running); `position`, where it stood in the input (its read unit and row there), the
 # one key that tells two identical input rows apart, which a resumed run skips by; `split`
@@ -110,7 +110,7 @@ IN_FLIGHT = (
     .append(pa.field("labels", pa.list_(LABEL)))
 )
 
-# ...and from the first stage on (pipelines/rows.py): what the stages add, filled as they
+# ...and from the first stage on (pipelines/dataflow/rows.py): what the stages add, filled as they
 # run; a rejected row keeps its nulls and loses its image and embeddings. `embedding` (and
 # `mirrored_embedding`, its mirror image's) is the image's CNN vector, the features job's
 # pooled one, for the rules that compare images; [] when no rule asks for it, and never
@@ -153,7 +153,7 @@ CURATED = pa.schema(
 # The language of a curated caption and where its words came from, for captions that are not
 # the English of the curation pipeline (conceptual.fluency.flickr8k_cn: Chinese,
 # machine-translated or written by people). A separate schema, not nullable columns of CURATED: the curation
-# pipeline writes exactly CURATED's columns (pipelines/rows.py, to_curated), and every reader
+# pipeline writes exactly CURATED's columns (pipelines/dataflow/rows.py, to_curated), and every reader
 # of curated records reads the columns it names, so English records stay as they are and a
 # reader takes a record without `language` as English. Nullable: a native caption has no
 # English original.
@@ -221,7 +221,7 @@ FEATURES = pa.schema(
 )
 
 
-# A retrieval index's tables (pipelines/build_index.py writes them beside their vectors,
+# A retrieval index's tables (pipelines/retrieval/build_index.py writes them beside their vectors,
 # conceptual.retrieval_index reads them): row i of a table is row i of its <target>.npy.
 INDEX_IMAGES = pa.schema(
     [

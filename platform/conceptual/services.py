@@ -26,7 +26,7 @@ _TLS = ssl.create_default_context()
 
 class ServiceDown(RuntimeError):
     """A service did not answer in time, or could not be reached: the system's fault, never
-    a row's (pipelines/steps.py `isolated` does not run a batch that raised it again row by
+    a row's (pipelines/dataflow/steps.py `isolated` does not run a batch that raised it again row by
     row, each row waiting out the deadline again)."""
 
 

@@ -6,7 +6,7 @@ last part, its extension the rest (`000000012.jpg`, `000000012.txt`, `000000012.
 sample's members come one after another. This is what img2dataset writes
 (`output_format=webdataset`: KEY.jpg, KEY.txt, KEY.json with url, caption, status, key,
 width, height...), what the Hugging Face `*-wds` mirrors hold and what the curation's own
-shards hold (pipelines/shards.py: KEY.jpg, KEY.txt, KEY.json with image_url, alt_text,
+shards hold (pipelines/curation/shards.py: KEY.jpg, KEY.txt, KEY.json with image_url, alt_text,
 split...).
 
 Each sample is one candidate, with its image bytes when it has one (`jpg`, `jpeg`, `png` or

@@ -33,8 +33,8 @@ from test_captioner_speed import decode_latency, vocabulary  # noqa: E402
 
 from conceptual.config import load  # noqa: E402
 from conceptual.models.variants import VARIANTS  # noqa: E402
-from conceptual.pipelines.benchmark_training import benchmark  # noqa: E402
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig  # noqa: E402
+from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig  # noqa: E402
+from conceptual.pipelines.training.benchmark_training import benchmark  # noqa: E402
 
 STEPS = int(os.environ.get("CONCEPTUAL_BENCH_STEPS", 20))
 

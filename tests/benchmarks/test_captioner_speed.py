@@ -2,7 +2,7 @@
 over EfficientNet-lite0 features (1280 channels, 8x8 grid) and 15-word captions:
 
 - training throughput (samples/s) of each variant: the training core's step
-  (pipelines/training.py: forward, loss, backward, clip, Adagrad) over batches already in
+  (pipelines/training/training.py: forward, loss, backward, clip, Adagrad) over batches already in
   memory, on one process, CPU float32, and on CUDA with bf16 autocast when torch sees a
   GPU (the input path and MFU: tests/benchmarks/test_training_efficiency.py);
 - decoding latency: greedy and beam search (beam 4) per image at batch 1 and in a batch of
@@ -29,8 +29,11 @@ from conceptual.models.decoding import beam_search, greedy
 from conceptual.models.losses import CaptionLoss
 from conceptual.models.variants import VARIANTS
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig, captioner_config
-from conceptual.pipelines.training import make_optimizer, train_epoch
+from conceptual.pipelines.families.captioner.train_captioner import (
+    CaptionerTrainConfig,
+    captioner_config,
+)
+from conceptual.pipelines.training.training import make_optimizer, train_epoch
 
 CHANNELS, CELLS = 1280, 8
 VOCAB_WORDS = 5000  # about Flickr8k's at min count 1; the output layer's cost scales with it

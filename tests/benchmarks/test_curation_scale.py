@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from conceptual.pipelines.curation import curate
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation.curation import curate
+from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual.runtime import init_ray
 from conceptual_demo.corpus import generate_candidates, write_candidates
 

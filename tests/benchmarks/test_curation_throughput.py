@@ -31,8 +31,8 @@ import ray
 
 from conceptual.assets import load_spacy
 from conceptual.candidates import parse
-from conceptual.pipelines.curation import curate
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation.curation import curate
+from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual.runtime import init_ray
 from conceptual.text.filters import TextFilters
 from conceptual_demo.corpus import generate_candidates, write_candidates

@@ -28,8 +28,8 @@ EPOCHS = 3
 def test_input_path_against_the_batch_buffer(
     ray_local, platform_home, feature_map, batch_size, record
 ):
-    from conceptual.pipelines.benchmark_training import input_only
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.training.benchmark_training import input_only
 
     paths = {
         "batch_buffer": ["data.shuffle=batch_buffer"],

@@ -1,4 +1,4 @@
-"""Near-duplicate images (issue 59, 2; pipelines/near_duplicates.py) on the shared photos:
+"""Near-duplicate images (issue 59, 2; pipelines/curation/near_duplicates.py) on the shared photos:
 NEAR_DUP_SOURCES of them (flickr8k_mini and coco_mini, drawn with a fixed seed; 100) each
 copied six ways (tests/photo_copies.py: re-encoded at JPEG qualities 90, 70 and 50, resized
 to 60%, cropped 10%, mirrored), mixed in shuffled order with NEAR_DUP_DISTINCT others (400)
@@ -27,7 +27,7 @@ from photo_copies import KINDS, copies
 from PIL import Image
 
 from conceptual.paths import state_dir
-from conceptual.pipelines.near_duplicates import (
+from conceptual.pipelines.curation.near_duplicates import (
     EMBEDDED,
     NearDedupConfig,
     close_pairs,

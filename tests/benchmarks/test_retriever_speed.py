@@ -2,7 +2,7 @@
 512, image MLP 1280 -> 1024 -> 512, speech convs 32/64/128/256 over 128 MFCCs x 351 frames,
 text a 2-layer Transformer of width 256 over 32 tokens), batch 48, Adam:
 
-- training steps/s and samples/s of the training core's step (pipelines/training.py's
+- training steps/s and samples/s of the training core's step (pipelines/training/training.py's
   train_epoch: forward through both towers, the loss, backward, clipping, Adam) over
   batches already in memory, after a warm-up step, for the masked margin softmax (MMS) and,
   side by side in the same process, its baseline: the same step with the triplet loss
@@ -21,7 +21,7 @@ text a 2-layer Transformer of width 256 over 32 tokens), batch 48, Adam:
   retriever (MMS), training samples/s of the same step at 64, 128 and 224 px, against its
   baseline, the features mode (the MLP over 1280-d pooled vectors), side by side on one
   core in alternating rounds (the order reversed each round), the median round kept; and
-  the input path that feeds it (pipelines/retrieval_data.py's photo_pixels as a training
+  the input path that feeds it (pipelines/families/retriever/retrieval_data.py's photo_pixels as a training
   task calls it, 48 photos a call: decode scaled down toward the size, a random crop of at
   least 67% of the photo, mirroring, resizing, brightness and saturation) in photos per
   CPU-second at each size, on real photos (coco_mini's 640 x 480 JPEGs, ~150 KB, like the
@@ -57,13 +57,13 @@ from threadpoolctl import threadpool_limits
 from conceptual.models.losses import match_mask, mms_loss, triplet_loss
 from conceptual.models.retriever import DualEncoder
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.retrieval_data import PhotoAugmentConfig, photo_pixels
-from conceptual.pipelines.train_retriever import (
+from conceptual.pipelines.families.retriever.retrieval_data import PhotoAugmentConfig, photo_pixels
+from conceptual.pipelines.families.retriever.train_retriever import (
     RetrieverTrainConfig,
     retrieval_loss,
     retriever_config,
 )
-from conceptual.pipelines.training import make_optimizer, train_epoch
+from conceptual.pipelines.training.training import make_optimizer, train_epoch
 from conceptual.speech.audio import SAMPLE_RATE, encode_flac
 from conceptual.speech.features import AudioFeatureConfig, clip_features
 from conceptual_demo.images import good_jpeg

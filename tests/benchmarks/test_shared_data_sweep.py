@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from ablation_inputs import scorer  # tests/ablation_inputs.py
 
-from conceptual.pipelines.near_duplicates import NearDedupConfig, close_pairs, unit_vectors
+from conceptual.pipelines.curation.near_duplicates import NearDedupConfig, close_pairs, unit_vectors
 from conceptual.vision.alignment import load_scorer
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.realdata]

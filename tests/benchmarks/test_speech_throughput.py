@@ -22,7 +22,7 @@ import ray
 from test_curation_throughput import on_cores
 from threadpoolctl import threadpool_limits
 
-from conceptual.pipelines.speech import SpeechConfig, speak, synthesize
+from conceptual.pipelines.features.speech import SpeechConfig, speak, synthesize
 from conceptual.runtime import init_ray
 from conceptual.speech.audio import decode_16k, encode_flac, resample
 from conceptual.speech.features import AudioFeatureConfig, clip_features, mfcc

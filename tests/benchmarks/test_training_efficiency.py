@@ -31,8 +31,8 @@ VARIANTS = ["transformer-8x8", "rnn-1x1", "rnn-8x8"]
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_training_benchmark_meets_its_targets(ray_local, platform_home, name, record):
-    from conceptual.pipelines.benchmark_training import benchmark
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.training.benchmark_training import benchmark
 
     architecture, _, feature_map = name.partition("-")
     overrides = [f"model.architecture={architecture}", f"model.feature_map={feature_map}"]

@@ -28,7 +28,7 @@ pytestmark = [
 # so its last epoch's CIDEr is below the second run's and its best is above.
 TWO_RUNS = """
 from conceptual import tracking
-from conceptual.pipelines.training_metrics import epoch_metrics, log_outcome
+from conceptual.pipelines.training.training_metrics import epoch_metrics, log_outcome
 
 for variant, curve in (("rnn-1x1", [5.1, 7.306, 7.027]), ("transformer-1x1", [4.0, 6.2, 7.1])):
     tags = {"job": "train_captioner", "variant": variant}

@@ -159,7 +159,7 @@ def test_local_outputs_are_refused_on_two_nodes(cluster, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-# The NLP stage runs inside the row guard (pipelines/steps.py), whose class Ray names;
+# The NLP stage runs inside the row guard (pipelines/dataflow/steps.py), whose class Ray names;
 # in a text-only curation it is the only actor.
 NLP_ACTOR = "MapWorker(MapBatches(GuardedActor))"
 TRAIN_WORKER = "RayTrainWorker"
@@ -220,7 +220,7 @@ def test_training_puts_a_worker_on_each_node_and_resumes_from_s3_when_one_dies(
     import mlflow
 
     from conceptual import storage
-    from conceptual.pipelines.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV
+    from conceptual.pipelines.training.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV
 
     features = f"{BUCKET}/photos/features"
     result = run(cluster, "conceptual.jobs.features", "--data", curated[0], "--output", features)

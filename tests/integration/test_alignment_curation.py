@@ -25,8 +25,8 @@ pytestmark = pytest.mark.integration
 @pytest.mark.slow  # a curation with images: the CNN over 5 photos, the NLP stage over 10 pairs
 def test_a_curation_keeps_the_best_aligned_half(ray_local, tmp_path):
     from conceptual.config import load
-    from conceptual.pipelines.curation import curate
-    from conceptual.pipelines.curation_config import CurationConfig
+    from conceptual.pipelines.curation.curation import curate
+    from conceptual.pipelines.curation.curation_config import CurationConfig
 
     photos = {photo.name: jpeg(load_photo(photo), 92) for photo in PHOTOS}
     captions = {photo.name: photo.captions()[0] for photo in PHOTOS}

@@ -24,8 +24,8 @@ def train_loop(loop_config: dict) -> None:
 
     from conceptual.models.captioner import Captioner, CaptionerConfig
     from conceptual.models.losses import CaptionLoss
-    from conceptual.pipelines import training
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.training import training
 
     config = CaptionerTrainConfig.model_validate(loop_config["config"])
     rank = ray.train.get_context().get_world_rank()
@@ -60,7 +60,7 @@ def step_losses(storage, compiled: bool) -> dict:
     import ray.train
     import ray.train.torch
 
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
     out = Path(storage) / f"losses-{compiled}.json"
     # the workers cannot import a test module: the loop travels by value

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import ray
 
-from conceptual.pipelines import curation
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation import curation
+from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual_demo.corpus import generate_candidates, write_candidates
 
 pytestmark = pytest.mark.integration

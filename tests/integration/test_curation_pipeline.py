@@ -14,8 +14,8 @@ import pytest
 
 from conceptual import storage
 from conceptual.candidates import CandidateFormatError
-from conceptual.pipelines.curation import curate, run
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation.curation import curate, run
+from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual.records import candidate_id
 from conceptual.storage import SUCCESS
 from conceptual_demo.corpus import generate_candidates, write_candidates

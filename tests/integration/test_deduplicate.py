@@ -1,4 +1,4 @@
-"""Exact duplicates over a whole run (pipelines/rows.py, find_duplicates): past
+"""Exact duplicates over a whole run (pipelines/dataflow/rows.py, find_duplicates): past
 dedup.keys_per_partition the keys are hash-partitioned across the cluster, by URL and then
 by image, and that finds what comparing them all in one table finds; each batch then reads
 only the blocks of found positions its rows fall in."""
@@ -12,9 +12,9 @@ import ray.data
 from curated_rows import outputs
 
 from conceptual.config import load
-from conceptual.pipelines.curation import curate
-from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.rows import (
+from conceptual.pipelines.curation.curation import curate
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.dataflow.rows import (
     Positions,
     duplicate_keys,
     duplicates,

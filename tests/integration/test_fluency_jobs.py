@@ -142,7 +142,7 @@ def test_score_job_scores_every_record_and_features_reads_the_output(
     from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, import_flickr8k_cn
     from conceptual.fluency.scorer import FluencyScorer
     from conceptual.jobs import score_fluency
-    from conceptual.pipelines.features import FeaturesConfig, extract
+    from conceptual.pipelines.features.features import FeaturesConfig, extract
     from conceptual.records import CURATED_LANGUAGE
     from conceptual.registry import resolve
 

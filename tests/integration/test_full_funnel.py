@@ -15,10 +15,10 @@ from PIL import Image
 from conceptual import lineage_chain, storage
 from conceptual.config import load
 from conceptual.importers import csv_pairs, write_import
-from conceptual.pipelines.curation import STAGES, run
-from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.features import FeaturesConfig
-from conceptual.pipelines.features import run as features_job
+from conceptual.pipelines.curation.curation import STAGES, run
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.features.features import FeaturesConfig
+from conceptual.pipelines.features.features import run as features_job
 from conceptual.storage import SUCCESS
 from conceptual_demo.corpus import write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides

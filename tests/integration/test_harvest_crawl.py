@@ -19,9 +19,9 @@ from web_archives import write_wat  # tests/web_archives.py
 
 from conceptual import storage
 from conceptual.config import load
-from conceptual.pipelines import curation
-from conceptual.pipelines import harvest as harvesting
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation import curation
+from conceptual.pipelines.curation import harvest as harvesting
+from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual_demo.server import serve_directory
 
 pytestmark = [pytest.mark.integration, pytest.mark.realdata]

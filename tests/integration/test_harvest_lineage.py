@@ -16,9 +16,9 @@ from conceptual import lineage, tracking
 from conceptual.config import load
 from conceptual.jobs import lineage as lineage_job
 from conceptual.jobs import publish_dataset
-from conceptual.pipelines import curation
-from conceptual.pipelines import harvest as harvesting
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation import curation
+from conceptual.pipelines.curation import harvest as harvesting
+from conceptual.pipelines.curation.curation_config import CurationConfig
 
 pytestmark = [pytest.mark.integration]
 

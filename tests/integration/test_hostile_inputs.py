@@ -12,7 +12,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from conceptual.pipelines.readers import read_candidates
+from conceptual.pipelines.dataflow.readers import read_candidates
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_no_record_ends_a_harvest(ray_local, tmp_path):
     from fastwarc.warc import WarcRecordType
     from web_archives import claiming, quadratic, response, warc_record, wat_page, write_archive
 
-    from conceptual.pipelines.harvest import HarvestConfig, harvest
+    from conceptual.pipelines.curation.harvest import HarvestConfig, harvest
 
     def good(name: str) -> bytes:
         return response(f"http://a.example/{name}", f'<img src="{name}.jpg" alt="{name}">'.encode())

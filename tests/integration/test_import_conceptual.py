@@ -138,8 +138,8 @@ def test_published_as_the_released_tsv_it_imports_back_unchanged(gz_tsv, release
 
 
 def test_the_features_job_takes_the_import(gz_tsv, tmp_path):
-    from conceptual.pipelines.features import FeaturesConfig, extract
-    from conceptual.pipelines.features_data import feature_files, split_images
+    from conceptual.pipelines.features.features import FeaturesConfig, extract
+    from conceptual.pipelines.features.features_data import feature_files, split_images
 
     summary = extract(str(gz_tsv["out"]), str(tmp_path / "f"), FeaturesConfig(crops=0))
     assert summary["images"] == PHOTOS
@@ -218,8 +218,8 @@ def test_labeled_overlap_uses_the_dataset_s_labels(labeled, release):
 def test_the_reader_gives_each_file_s_rows_its_split(ray_local, release):
     """A folder holding both splits: the rows of each file carry its split (the import
     passes `splits` to the reader when no one split holds for the whole input)."""
-    from conceptual.pipelines.curation_config import ResourcesConfig
-    from conceptual.pipelines.readers import read_candidates
+    from conceptual.pipelines.curation.curation_config import ResourcesConfig
+    from conceptual.pipelines.dataflow.readers import read_candidates
 
     rows, base, tmp = release
     folder = tmp / "mixed"

@@ -1,4 +1,4 @@
-"""The training input path over a Ray dataset (pipelines/input_path.py): each way of
+"""The training input path over a Ray dataset (pipelines/training/input_path.py): each way of
 shuffling gives every row once an epoch, its columns together, in a new order every epoch;
 the default keeps the first epoch's rows, and later epochs do not read the dataset; the
 window shuffle's order, split among workers as Ray Train splits it, follows the seed."""
@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from conceptual.pipelines.input_path import (
+from conceptual.pipelines.training.input_path import (
     Batches,
     DataSettings,
     data_config,
     prepared,
     trainer_data,
 )
-from conceptual.pipelines.training import TrainingConfig
+from conceptual.pipelines.training.training import TrainingConfig
 
 pytestmark = pytest.mark.integration
 

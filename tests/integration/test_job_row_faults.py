@@ -1,4 +1,4 @@
-"""No single row ends a job after curation (issue 30; pipelines/set_aside.py): in the
+"""No single row ends a job after curation (issue 30; pipelines/dataflow/set_aside.py): in the
 features, speech, fluency scoring and index jobs, one chosen record is made to raise (the
 job's real operator runs, with one part patched inside the Ray worker, or the whole
 operator raising when its batch holds the record); the job completes, that record is an
@@ -29,7 +29,8 @@ from conceptual.fluency.saved import save_fluency
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines import build_index, features, score_fluency, speech
+from conceptual.pipelines.features import features, score_fluency, speech
+from conceptual.pipelines.retrieval import build_index
 from conceptual.records import CLIP, CURATED_LANGUAGE, FEATURES
 from conceptual.speech.audio import encode_flac
 from conceptual_demo.images import good_jpeg

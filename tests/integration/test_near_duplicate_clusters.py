@@ -1,7 +1,7 @@
 """The rules that compare images (issue 59, 2) on a local Ray: near-duplicates found cluster
-by cluster (pipelines/near_duplicates.py: k-means centroids, each row compared within its
+by cluster (pipelines/curation/near_duplicates.py: k-means centroids, each row compared within its
 nearest ones, one Ray Data group at a time) find what comparing every row at once finds;
-decontamination (pipelines/decontamination.py) against a folder of three photos rejects the
+decontamination (pipelines/curation/decontamination.py) against a folder of three photos rejects the
 candidate that is a re-encode of one of them; and a small curation with dedup.near on keeps
 each of the demo's photos once among its copies."""
 
@@ -19,19 +19,19 @@ from photo_copies import KINDS, copies, jpeg
 from PIL import Image
 
 from conceptual import storage
-from conceptual.pipelines.decontamination import (
+from conceptual.pipelines.curation.decontamination import (
     DecontaminateConfig,
     check,
     eval_images,
     find_in_eval_set,
 )
-from conceptual.pipelines.near_duplicates import (
+from conceptual.pipelines.curation.near_duplicates import (
     NearDedupConfig,
     embedding_rows,
     find_near_duplicates,
     mark_found,
 )
-from conceptual.pipelines.rows import table
+from conceptual.pipelines.dataflow.rows import table
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual_demo.images import PHOTOS, PHOTOS_BY_NAME, load_photo
 
@@ -145,8 +145,8 @@ def test_an_imported_dataset_gives_the_images_of_its_split(tmp_path, photo_bytes
 @pytest.mark.slow  # a curation with images: the CNN over 17 images, twice each
 def test_a_curation_with_near_dedup_keeps_each_photo_once(ray_local, tmp_path, photo_bytes):
     from conceptual.config import load
-    from conceptual.pipelines.curation import curate
-    from conceptual.pipelines.curation_config import CurationConfig
+    from conceptual.pipelines.curation.curation import curate
+    from conceptual.pipelines.curation.curation_config import CurationConfig
 
     copied = ("coffee", "rocket")
     rows = []

@@ -72,7 +72,7 @@ def recaption(curated, models, out, min_score, capsys) -> tuple[list[dict], list
 def test_recaption_keeps_web_synthetic_or_both_per_image_and_loses_no_image(
     curated, models, tmp_path, ray_local, platform_home, capsys
 ):
-    from conceptual.pipelines.recaption import RECAPTIONED
+    from conceptual.pipelines.curation.recaption import RECAPTIONED
     from conceptual.records import image_id
 
     # An import's records carry no image_id: the job gives each its image's.

@@ -1,4 +1,4 @@
-"""A killed curation resumes where it stopped (pipelines/journal.py): what the journal holds
+"""A killed curation resumes where it stopped (pipelines/dataflow/journal.py): what the journal holds
 is neither parsed nor fetched again, and the output, ids and funnel equal an uninterrupted
 run's. Here an attempt is stopped by cutting its journal back to what a kill would have
 left (some finished batches, a half-written file); test_resume_kill.py kills a real
@@ -12,9 +12,9 @@ from curated_rows import outputs, own_files, scores_rounded
 
 from conceptual import storage
 from conceptual.config import load
-from conceptual.pipelines import journal as journaling
-from conceptual.pipelines.curation import curate
-from conceptual.pipelines.curation_config import CurationConfig
+from conceptual.pipelines.curation.curation import curate
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.dataflow import journal as journaling
 from conceptual_demo.corpus import generate_candidates, write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
 from conceptual_demo.server import serve_directory

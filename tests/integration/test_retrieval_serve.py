@@ -38,8 +38,8 @@ from conceptual.jobs import build_index as build_index_job
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.build_index import BuildIndexConfig, run
-from conceptual.pipelines.features import FeatureOperator, FeaturesConfig
+from conceptual.pipelines.features.features import FeatureOperator, FeaturesConfig
+from conceptual.pipelines.retrieval.build_index import BuildIndexConfig, run
 from conceptual.records import CLIP, image_id
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve import retriever_deployment

@@ -193,7 +193,7 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
 def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retriever(
     ray_local, platform_home, features_uri, capsys
 ):
-    """The sixth family (pipelines/train_contrastive.py), run by the jobs the registry builds
+    """The sixth family (pipelines/families/contrastive/train_contrastive.py), run by the jobs the registry builds
     for it: InfoNCE with a learned temperature, registered as `contrastive`, then scored by
     evaluate_contrastive on the held-out split with the retriever's R@k keys."""
     import mlflow

@@ -18,10 +18,10 @@ from fault_injection import Faulty, ship
 from conceptual import storage
 from conceptual.config import load
 from conceptual.errors import INTERNAL_ERROR, TooManyErrors
-from conceptual.pipelines import curation
-from conceptual.pipelines.curation import curate, run
-from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.image_operators import fetch_images
+from conceptual.pipelines.curation import curation
+from conceptual.pipelines.curation.curation import curate, run
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.curation.image_operators import fetch_images
 from conceptual_demo.corpus import generate_candidates, write_candidates
 from conceptual_demo.images import build_images, demo_candidates, fetch_overrides
 from conceptual_demo.server import serve_directory

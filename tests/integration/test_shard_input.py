@@ -101,7 +101,7 @@ def inputs(ray_local, tmp_path_factory):
 def test_the_folder_reads_as_candidates_with_their_images(inputs):
     """What the readers make of the folder, before any stage: each sample and Parquet row
     once, the sidecar metadata not at all, the images in the rows."""
-    from conceptual.pipelines.readers import read_candidates
+    from conceptual.pipelines.dataflow.readers import read_candidates
 
     rows = read_candidates(f"{BASE}/in", "auto", 1 << 20).take_all()
     assert len(rows) == inputs["samples"]
@@ -113,7 +113,7 @@ def test_the_folder_reads_as_candidates_with_their_images(inputs):
 
 
 def test_a_glob_of_shards_reads_only_what_it_matches(inputs):
-    from conceptual.pipelines.readers import read_candidates
+    from conceptual.pipelines.dataflow.readers import read_candidates
 
     rows = read_candidates(f"{BASE}/in/0000[01].tar", "auto", 1 << 20).take_all()
     assert len(rows) == inputs["in_shards"] - 2  # 00002.tar: its sample and its rejection
@@ -159,8 +159,8 @@ def test_the_curations_shards_read_with_webdataset_and_curate_again_from_a_glob(
     import webdataset
 
     from conceptual.config import load
-    from conceptual.pipelines.curation import run
-    from conceptual.pipelines.curation_config import CurationConfig
+    from conceptual.pipelines.curation.curation import run
+    from conceptual.pipelines.curation.curation_config import CurationConfig
 
     local = []
     for n, path in enumerate(storage.list_files(f"{BASE}/out/shards/*/*.tar")):

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 import ray.data
 
-from conceptual.pipelines.shards import WebDatasetConfig, write_shards
+from conceptual.pipelines.curation.shards import WebDatasetConfig, write_shards
 from conceptual.records import CURATED
 
 pytestmark = pytest.mark.integration

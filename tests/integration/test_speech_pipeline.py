@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptual import storage
-from conceptual.pipelines.speech import SpeechConfig, records_uri, run, synthesize
+from conceptual.pipelines.features.speech import SpeechConfig, records_uri, run, synthesize
 from conceptual.records import image_id
 from conceptual.storage import IncompleteOutputError
 

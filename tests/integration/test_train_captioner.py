@@ -93,7 +93,7 @@ def features_uri(tmp_path_factory) -> str:
 
 def tiny_config(model=None, **overrides):
     """A config for a tiny model; `model` updates its model.* keys."""
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
     tiny = {"d_model": 32, "layers": 1, "heads": 2, "ffn": 64, "dropout": 0.0}
     settings = {
@@ -134,8 +134,8 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
 
     from conceptual.metrics import find_java
     from conceptual.models.saving import load
-    from conceptual.pipelines.train_captioner import EVAL_METRICS, RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.captioner.train_captioner import EVAL_METRICS, RECIPE
+    from conceptual.pipelines.training.training import train
 
     handler = signal.getsignal(signal.SIGINT)
     result = train(RECIPE, tiny_config(eval_metrics=EVAL_METRICS), features_uri)
@@ -178,8 +178,8 @@ def test_one_worker_trains_logs_and_saves_the_best_model(ray_local, platform_hom
 def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri):
     import mlflow
 
-    from conceptual.pipelines.train_captioner import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE
+    from conceptual.pipelines.training.training import train
 
     config = tiny_config({"architecture": "rnn"}, workers=2, epochs=1, grad_accumulation=2)
     result = train(RECIPE, config, features_uri)
@@ -199,8 +199,8 @@ def test_two_workers_train_data_parallel(ray_local, platform_home, features_uri)
 def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     ray_local, platform_home, features_uri, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines.train_captioner import RECIPE
-    from conceptual.pipelines.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV, train
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE
+    from conceptual.pipelines.training.training import FAIL_AT_EPOCH_ENV, FAIL_MARKER_ENV, train
 
     marker = tmp_path / "failed-once"
     monkeypatch.setenv(FAIL_AT_EPOCH_ENV, "3")
@@ -229,9 +229,9 @@ def test_train_fraction_trains_on_a_seeded_draw_of_the_train_images(
     retriever's (splits.drawn_subset over the sorted ids, by seed)."""
     from mlflow import MlflowClient
 
-    from conceptual.pipelines.features_data import drawn_train, feature_files
-    from conceptual.pipelines.train_captioner import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE
+    from conceptual.pipelines.features.features_data import drawn_train, feature_files
+    from conceptual.pipelines.training.training import train
     from conceptual.splits import drawn_subset
 
     config = tiny_config({"feature_map": "1x1"}, epochs=1, train_fraction=0.5)
@@ -297,8 +297,8 @@ def test_a_tracking_server_down_during_training_costs_no_metric_and_no_model(
 ):
     from mlflow import MlflowClient
 
-    from conceptual.pipelines.train_captioner import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE
+    from conceptual.pipelines.training.training import train
 
     epochs, storage = 6, tmp_path / "train"
     config = tiny_config({"feature_map": "1x1"}, epochs=epochs, storage=str(storage))
@@ -321,8 +321,8 @@ def test_a_tracking_server_down_during_training_costs_no_metric_and_no_model(
 def test_a_tracking_server_that_stays_down_fails_the_run_with_the_model_saved(
     ray_local, platform_home, features_uri, tracking_server, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines.train_captioner import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE
+    from conceptual.pipelines.training.training import train
     from conceptual.storage import TrackingUnreachable
     from conceptual.tracking import WAIT_ENV
 
@@ -522,9 +522,12 @@ def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     import mlflow
 
     from conceptual.models.saving import load
-    from conceptual.pipelines.evaluate_captioner import CaptionerEvalConfig, evaluate
-    from conceptual.pipelines.train_captioner import RECIPE
-    from conceptual.pipelines.training import publish, train
+    from conceptual.pipelines.families.captioner.evaluate_captioner import (
+        CaptionerEvalConfig,
+        evaluate,
+    )
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE
+    from conceptual.pipelines.training.training import publish, train
     from conceptual.registry import resolve
 
     chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
@@ -577,7 +580,10 @@ def test_compare_fluency_scores_six_approaches_in_one_experiment(
     import mlflow
 
     from conceptual.fluency.translation import ProvidedTranslations
-    from conceptual.pipelines.compare_fluency import FluencyComparisonConfig, compare
+    from conceptual.pipelines.families.fluency.compare_fluency import (
+        FluencyComparisonConfig,
+        compare,
+    )
 
     chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
     references = write_features(tmp_path / "refs", KINDS_ZH, "zh", held_out="test")
@@ -656,8 +662,8 @@ def test_the_fluency_papers_recipe_trains_a_chinese_captioner(
     from conceptual.config import load
     from conceptual.models.saving import SavedCaptioner
     from conceptual.models.saving import load as load_model
-    from conceptual.pipelines.train_captioner import RECIPE, CaptionerTrainConfig
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.captioner.train_captioner import RECIPE, CaptionerTrainConfig
+    from conceptual.pipelines.training.training import train
 
     chinese = write_features(tmp_path / "zh", KINDS_ZH, "zh", FLUENCY_ZH)
     small = ["model.d_model=32", "min_count=1", "min_eval_size=1", "epochs=2", "beam=2"]

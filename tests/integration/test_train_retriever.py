@@ -90,7 +90,7 @@ def data(tmp_path_factory) -> tuple[str, str]:
 
 def tiny_config(model: dict | None = None, **overrides):
     """A config for tiny models; `model` overrides some of its model.* keys."""
-    from conceptual.pipelines.train_retriever import RetrieverTrainConfig
+    from conceptual.pipelines.families.retriever.train_retriever import RetrieverTrainConfig
 
     settings = {
         "model": {
@@ -122,9 +122,12 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
 
     from conceptual import registry
     from conceptual.models.saving import FeatureSettings, load
-    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig, evaluate
-    from conceptual.pipelines.train_retriever import RECIPE, model_name
-    from conceptual.pipelines.training import publish, train
+    from conceptual.pipelines.families.retriever.evaluate_retriever import (
+        RetrieverEvalConfig,
+        evaluate,
+    )
+    from conceptual.pipelines.families.retriever.train_retriever import RECIPE, model_name
+    from conceptual.pipelines.training.training import publish, train
 
     features_uri, _ = data
     config = tiny_config(modality="text", loss="mms")
@@ -173,9 +176,9 @@ def test_text_retriever_trains_registers_and_evaluates(ray_local, platform_home,
 def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
     ray_local, platform_home, data, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines import training
-    from conceptual.pipelines.train_retriever import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.retriever.train_retriever import RECIPE
+    from conceptual.pipelines.training import training
+    from conceptual.pipelines.training.training import train
 
     features_uri, speech_uri = data
     marker = tmp_path / "failed-once"
@@ -192,8 +195,8 @@ def test_two_speech_workers_share_negatives_and_resume_after_a_worker_dies(
 
 
 def test_speech_without_clips_is_refused(data):
-    from conceptual.pipelines.train_retriever import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.retriever.train_retriever import RECIPE
+    from conceptual.pipelines.training.training import train
 
     features_uri, _ = data
     with pytest.raises(ValueError, match="--speech"):
@@ -203,7 +206,7 @@ def test_speech_without_clips_is_refused(data):
 @pytest.mark.slow  # the seeded draw is unit-tested (test_retrieval_data.py), as the captioner's
 @pytest.mark.parametrize("modality", ["speech", "text"])
 def test_train_fraction_trains_on_a_seeded_draw_of_the_train_images(ray_local, data, modality):
-    from conceptual.pipelines.train_retriever import prepare
+    from conceptual.pipelines.families.retriever.train_retriever import prepare
 
     features_uri, speech_uri = data
     config = tiny_config(modality=modality, train_fraction=0.5, seed=5)
@@ -281,10 +284,13 @@ def test_a_text_retriever_fine_tunes_the_cnn_and_embeds_photos_everywhere(
 ):
     from conceptual.models.retriever import DualEncoder
     from conceptual.models.saving import load
-    from conceptual.pipelines.build_index import BuildIndexConfig, build
-    from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig, evaluate
-    from conceptual.pipelines.train_retriever import RECIPE
-    from conceptual.pipelines.training import train
+    from conceptual.pipelines.families.retriever.evaluate_retriever import (
+        RetrieverEvalConfig,
+        evaluate,
+    )
+    from conceptual.pipelines.families.retriever.train_retriever import RECIPE
+    from conceptual.pipelines.retrieval.build_index import BuildIndexConfig, build
+    from conceptual.pipelines.training.training import train
     from conceptual.retrieval_index import RetrievalIndex
     from conceptual.serve.retriever_deployment import Searcher
 

@@ -1,4 +1,4 @@
-"""The ablation (pipelines/ablation.py) before anything runs: its config file and example,
+"""The ablation (pipelines/curation/ablation.py) before anything runs: its config file and example,
 every variant checked (an unknown curation key is said at once, naming the variant and the
 key meant), each variant's pipeline config, and the table and plot from its rows."""
 
@@ -9,7 +9,7 @@ import pytest
 from alignment_scorers import saved_scorer  # tests/alignment_scorers.py
 
 from conceptual.config import ConfigError, load
-from conceptual.pipelines.ablation import AblateConfig, Planned, markdown_table, plot
+from conceptual.pipelines.curation.ablation import AblateConfig, Planned, markdown_table, plot
 from conceptual.vision.alignment import ScorerError
 from conceptual.vision.cnn import FEATURE_CHANNELS
 

@@ -9,14 +9,14 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from conceptual.pipelines.alignment_rule import (
+from conceptual.pipelines.curation.alignment_rule import (
     alignment_threshold,
     mark_low_alignment,
     score_tally,
 )
-from conceptual.pipelines.curation import global_steps, stages
-from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.rows import table
+from conceptual.pipelines.curation.curation import global_steps, stages
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.dataflow.rows import table
 from conceptual.records import IN_FLIGHT, Rejection
 from conceptual.vision.alignment import AlignmentConfig, combined
 

@@ -1,4 +1,4 @@
-"""The vision step with an alignment scorer (pipelines/image_operators.py): every pair whose
+"""The vision step with an alignment scorer (pipelines/curation/image_operators.py): every pair whose
 image passes the filters gets its `alignment_score`, the scorer's cosine over the image's
 CNN embedding; with alignment.min_score the pairs under it are rejected there,
 low_alignment, and keep their score."""
@@ -13,8 +13,8 @@ from alignment_scorers import saved_scorer
 from photo_copies import jpeg
 from PIL import Image
 
-from conceptual.pipelines.image_operators import VisionOperator
-from conceptual.pipelines.rows import table
+from conceptual.pipelines.curation.image_operators import VisionOperator
+from conceptual.pipelines.dataflow.rows import table
 from conceptual.records import IN_FLIGHT
 from conceptual.vision.alignment import AlignmentConfig, load_scorer
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor

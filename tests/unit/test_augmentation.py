@@ -11,7 +11,7 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from conceptual.pipelines.features import FeaturesConfig
+from conceptual.pipelines.features.features import FeaturesConfig
 from conceptual.vision.cnn import (
     AUGMENTATIONS,
     FeatureExtractor,

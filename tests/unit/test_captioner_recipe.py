@@ -7,8 +7,8 @@ import torch
 
 from conceptual.config import load
 from conceptual.models.captioner import Captioner, CaptionerConfig
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig
-from conceptual.pipelines.training import epoch_learning_rate
+from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
+from conceptual.pipelines.training.training import epoch_learning_rate
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_the_recipe_is_the_papers_captioner(recipe):
 
 
 def test_the_recipes_optimizer_is_plain_sgd(recipe):
-    from conceptual.pipelines.training import make_optimizer
+    from conceptual.pipelines.training.training import make_optimizer
 
     optimizer = make_optimizer(recipe, tiny(), torch.device("cpu"))
     assert type(optimizer) is torch.optim.SGD
@@ -78,7 +78,7 @@ def test_old_saved_configs_load_with_the_previous_behaviour():
 
 def test_compare_fluency_trains_every_captioner_with_the_recipe(repo):
     from conceptual.jobs.compare_fluency import with_train_config
-    from conceptual.pipelines.compare_fluency import FluencyComparisonConfig
+    from conceptual.pipelines.families.fluency.compare_fluency import FluencyComparisonConfig
 
     path = str(repo / "configs" / "recipes" / "fluency_captioner.yaml")
     overrides = ["train.epochs=3", "rerank=2"]

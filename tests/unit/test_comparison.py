@@ -9,9 +9,14 @@ import numpy as np
 import pytest
 
 from conceptual.config import Config, ConfigError
-from conceptual.pipelines.compare_captioners import NAMED
-from conceptual.pipelines.comparison import Variant, check_variants, parse_variant, to_register
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+from conceptual.pipelines.evaluation.comparison import (
+    Variant,
+    check_variants,
+    parse_variant,
+    to_register,
+)
+from conceptual.pipelines.families.captioner.compare_captioners import NAMED
+from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
 
 def test_a_captioner_variant_is_its_name_or_its_overrides():
@@ -52,7 +57,7 @@ def test_variants_train_on_their_own_data_share_a_model_or_train_nothing(
     and the registered variant is the best by its dev metric."""
     import mlflow
 
-    from conceptual.pipelines import comparison
+    from conceptual.pipelines.evaluation import comparison
 
     trained_on, published = [], []
 
@@ -139,7 +144,7 @@ def test_a_variant_that_prepares_its_data_has_a_run_its_training_and_scoring_run
     import mlflow
 
     from conceptual import tracking
-    from conceptual.pipelines import comparison
+    from conceptual.pipelines.evaluation import comparison
 
     def train(recipe, config, *data):
         with tracking.start_run("test-comparison", job="train") as run:

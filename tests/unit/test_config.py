@@ -68,7 +68,7 @@ def test_flatten_and_yaml_round_trip(tmp_path):
 
 @pytest.mark.parametrize("tag", ["zh", "zh-CN", "ZH", "zh_Hans", " zh-cn "])
 def test_any_tag_of_chinese_is_zh(tag):
-    from conceptual.pipelines.train_captioner import CaptionerTrainConfig
+    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
     assert load(CaptionerTrainConfig, None, [f"language={tag}"]).language == "zh"
     assert load(CaptionerTrainConfig, None, ["language=en-US"]).language == "en"

@@ -14,7 +14,7 @@ from stand_in_services import StandIn, hang  # tests/stand_in_services.py
 
 from conceptual import logs, tracking
 from conceptual.fluency.translation import ServiceTranslator
-from conceptual.pipelines.translate import ServiceConfig, TranslateConfig
+from conceptual.pipelines.features.translate import ServiceConfig, TranslateConfig
 from conceptual.uris import redact_text
 
 SECRET = "SECRET-pw-57"

@@ -12,17 +12,17 @@ from conceptual.families import FAMILIES, resolve
 # one config's import error fails only its file's test): the families' from the registry,
 # their recipes' configs.
 CONFIG_FILES = {
-    "ablate.yaml": "conceptual.pipelines.ablation:AblateConfig",
-    "build_index.yaml": "conceptual.pipelines.build_index:BuildIndexConfig",
-    "harvest.yaml": "conceptual.pipelines.harvest:HarvestConfig",
-    "curation.yaml": "conceptual.pipelines.curation_config:CurationConfig",
-    "features.yaml": "conceptual.pipelines.features:FeaturesConfig",
-    "import_conceptual.yaml": "conceptual.pipelines.curation_config:ImportConceptualConfig",
+    "ablate.yaml": "conceptual.pipelines.curation.ablation:AblateConfig",
+    "build_index.yaml": "conceptual.pipelines.retrieval.build_index:BuildIndexConfig",
+    "harvest.yaml": "conceptual.pipelines.curation.harvest:HarvestConfig",
+    "curation.yaml": "conceptual.pipelines.curation.curation_config:CurationConfig",
+    "features.yaml": "conceptual.pipelines.features.features:FeaturesConfig",
+    "import_conceptual.yaml": "conceptual.pipelines.curation.curation_config:ImportConceptualConfig",
     "pipeline.yaml": "conceptual.pipelines.pipeline:PipelineConfig",
     "publish_dataset.yaml": "conceptual.publishing:PublishConfig",
-    "speech.yaml": "conceptual.pipelines.speech:SpeechConfig",
-    "translate.yaml": "conceptual.pipelines.translate:TranslateConfig",
-    "recaption.yaml": "conceptual.pipelines.recaption:RecaptionConfig",
+    "speech.yaml": "conceptual.pipelines.features.speech:SpeechConfig",
+    "translate.yaml": "conceptual.pipelines.features.translate:TranslateConfig",
+    "recaption.yaml": "conceptual.pipelines.curation.recaption:RecaptionConfig",
     **{family.config_file: family.recipe for family in FAMILIES.values()},
 }
 
@@ -77,7 +77,7 @@ def test_the_crawl_examples_curate_alike(repo):
     """The README's crawl path: `curate --config examples/curation_crawl.yaml` keeps what the
     pipeline's curate stage keeps with examples/pipeline_crawl.yaml, and both let a server
     on this machine be fetched at any port (a crawl kept 0, refused_port, without it)."""
-    from conceptual.pipelines.curation_config import CurationConfig
+    from conceptual.pipelines.curation.curation_config import CurationConfig
     from conceptual.pipelines.pipeline import PipelineConfig
 
     curation = load(CurationConfig, repo / "examples" / "curation_crawl.yaml")

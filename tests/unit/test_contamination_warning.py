@@ -1,4 +1,4 @@
-"""The evaluation jobs' warning (pipelines/evaluation.py, contamination_warning): a model
+"""The evaluation jobs' warning (pipelines/evaluation/evaluation.py, contamination_warning): a model
 whose training data no curation decontaminated against the scored set is warned of, read
 from the lineage chain's curation reports (lineage_chain.trace's shape)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from conceptual.pipelines.evaluation import (
+from conceptual.pipelines.evaluation.evaluation import (
     contaminated,
     curation_reports,
     folder,

@@ -13,12 +13,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conceptual.pipelines import curation_report, executors
-from conceptual.pipelines.curation import per_candidate_steps, steps
-from conceptual.pipelines.curation_config import CurationConfig
-from conceptual.pipelines.readers import most_blocks
-from conceptual.pipelines.rows import write_outcomes
-from conceptual.pipelines.steps import Step, fitted
+from conceptual.pipelines.curation import curation_report
+from conceptual.pipelines.curation.curation import per_candidate_steps, steps
+from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.dataflow import executors
+from conceptual.pipelines.dataflow.readers import most_blocks
+from conceptual.pipelines.dataflow.rows import write_outcomes
+from conceptual.pipelines.dataflow.steps import Step, fitted
 from conceptual.records import PROCESSED
 from conceptual.splits import SplitConfig
 
@@ -126,11 +127,11 @@ def test_samples_are_the_ones_a_read_of_the_output_would_give(tmp_path, monkeypa
 
 
 def test_the_stage_workers_import_no_torch():
-    """A worker that runs a step's tasks imports pipelines/steps.py (its guard), and its
+    """A worker that runs a step's tasks imports pipelines/dataflow/steps.py (its guard), and its
     executors once imported the CNN's module, so torch, in every such worker (1.7 CPU-s)."""
     code = (
-        "import sys; import conceptual.pipelines.steps, conceptual.pipelines.rows,"
-        " conceptual.pipelines.readers; print('torch' in sys.modules)"
+        "import sys; import conceptual.pipelines.dataflow.steps, conceptual.pipelines.dataflow.rows,"
+        " conceptual.pipelines.dataflow.readers; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from conceptual.pipelines.features_data import (
+from conceptual.pipelines.features.features_data import (
     feature_files,
     source_images,
     split_images,

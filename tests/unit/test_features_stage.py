@@ -9,7 +9,7 @@ import pyarrow as pa
 import skimage.data
 from PIL import Image
 
-from conceptual.pipelines.features import FeatureOperator, FeaturesConfig
+from conceptual.pipelines.features.features import FeatureOperator, FeaturesConfig
 from conceptual.records import image_id
 
 

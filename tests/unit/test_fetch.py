@@ -922,11 +922,11 @@ def test_a_busy_host_does_not_hold_up_the_pool(counting):
     assert most["127.0.0.1"] == 1
 
 
-# --- the fetch step's journal (pipelines/journal.py) ---------------------------------------
+# --- the fetch step's journal (pipelines/dataflow/journal.py) ---------------------------------------
 
 
 def fetch_batch(server: str, paths: list[str]):
-    from conceptual.pipelines.rows import table
+    from conceptual.pipelines.dataflow.rows import table
 
     return table(
         [
@@ -937,7 +937,7 @@ def fetch_batch(server: str, paths: list[str]):
 
 
 def journal_of(tmp_path):
-    from conceptual.pipelines.journal import Journal
+    from conceptual.pipelines.dataflow.journal import Journal
 
     return Journal.open(str(tmp_path / "out"), {"input": "x"}, steps=1)
 
@@ -945,8 +945,8 @@ def journal_of(tmp_path):
 def test_each_fetched_row_is_journaled_as_it_comes_and_the_batch_once_done(
     server, tmp_path, monkeypatch
 ):
-    from conceptual.pipelines import image_operators
-    from conceptual.pipelines.journal import ONE_ROW, write_batch
+    from conceptual.pipelines.curation import image_operators
+    from conceptual.pipelines.dataflow.journal import ONE_ROW, write_batch
 
     batch = fetch_batch(server, ["/image.jpg?a", "/missing", "/image.png?b", "/image.jpg?c"])
     settings = FetchConfig(allow_hosts=["127.0.0.1"], backoff_s=0.01, threads=1)

@@ -1,5 +1,5 @@
 """The fluency paper's baselines (conceptual.fluency.baselines) and their rows in the
-held-out table of train_fluency (pipelines/evaluate_fluency.py)."""
+held-out table of train_fluency (pipelines/families/fluency/evaluate_fluency.py)."""
 
 import numpy as np
 
@@ -27,7 +27,7 @@ def test_without_a_fluent_training_sentence_nothing_is_called_fluent():
 
 
 def test_the_held_out_table_has_the_papers_three_baselines():
-    from conceptual.pipelines.evaluate_fluency import paper_baselines
+    from conceptual.pipelines.families.fluency.evaluate_fluency import paper_baselines
 
     # lengths per view (zh_words, zh_pos, en_words, en_pos), <bos> and <eos> included.
     def labelled(zh, en, labels):

@@ -99,7 +99,7 @@ def test_a_missing_file_is_an_import_source_error(cn_dir):
 
 
 def test_a_photos_pairs_are_all_in_one_split(cn_dir):
-    from conceptual.pipelines.train_fluency import split_pairs
+    from conceptual.pipelines.families.fluency.train_fluency import split_pairs
 
     pairs = labelled_pairs(cn_dir) * 3
     split = split_pairs(pairs, SplitConfig(train=0.5, val=0.25, test=0.25))

@@ -1,5 +1,5 @@
 """The four-view fluency classifier on tiny inputs (conceptual.fluency.model), its saved form,
-the in-process scorer, and the held-out scoring helpers of pipelines/evaluate_fluency.py."""
+the in-process scorer, and the held-out scoring helpers of pipelines/families/fluency/evaluate_fluency.py."""
 
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ def test_the_scorer_scores_sentences_with_and_without_a_source(tmp_path):
 
 def test_held_out_scores_and_the_length_rule():
     from conceptual.metrics import auc, binary_scores
-    from conceptual.pipelines.evaluate_fluency import length_rule
+    from conceptual.pipelines.families.fluency.evaluate_fluency import length_rule
 
     labels = np.array([True, True, False, False, False])
     assert binary_scores(np.array([True, False, True, False, False]), labels) == {

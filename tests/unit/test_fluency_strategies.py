@@ -11,7 +11,7 @@ import torch
 from conceptual.models.captioner import CaptionerSettings
 from conceptual.models.losses import sample_weights
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig, _examples
+from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig, _examples
 
 SCORES = torch.tensor([0.9, 0.51, 0.5, 0.3, 0.05, 0.0])
 

@@ -65,7 +65,7 @@ def test_table_3_per_split_from_the_caption_tallies():
     mean/std/median, from the tallies of two batches (partial counts, summed)."""
     import pyarrow as pa
 
-    from conceptual.pipelines.rows import caption_tally
+    from conceptual.pipelines.dataflow.rows import caption_tally
 
     first = pa.table({"caption": ["a dog runs", "a cat"], "split": ["train", "test"]})
     second = pa.table({"caption": ["dog on a sofa", "a cat sits"], "split": ["train", "test"]})

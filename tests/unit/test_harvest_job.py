@@ -9,7 +9,7 @@ import sys
 import pytest
 from web_archives import response, write_archive  # tests/web_archives.py
 
-from conceptual.pipelines.harvest import archive_files, is_archive_input
+from conceptual.pipelines.curation.harvest import archive_files, is_archive_input
 from conceptual.storage import StorageError
 
 
@@ -71,7 +71,7 @@ def test_a_task_counts_a_file_it_cannot_open_and_writes_the_others(tmp_path):
     import pyarrow.parquet as pq
 
     from conceptual.harvest import HarvestRules
-    from conceptual.pipelines.harvest import _harvest_files
+    from conceptual.pipelines.curation.harvest import _harvest_files
     from conceptual.records import HARVESTED
 
     page = "".join(f'<img src="{i}.jpg" alt="photo {i}">' for i in range(25)).encode()
@@ -108,7 +108,7 @@ def test_a_file_whose_reading_raises_is_counted_and_the_others_written(tmp_path,
     import pyarrow as pa
 
     from conceptual.harvest import HarvestRules
-    from conceptual.pipelines import harvest as harvesting
+    from conceptual.pipelines.curation import harvest as harvesting
 
     page = b'<img src="a.jpg" alt="a photo">'
     files = [write_archive(tmp_path / f"{name}.warc.gz", [response("http://a.example/", page)]) for name in ("bad", "good")]  # fmt: skip

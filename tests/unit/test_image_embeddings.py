@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from conceptual.pipelines import image_operators
-from conceptual.pipelines.rows import table, to_curated, to_rejected
+from conceptual.pipelines.curation import image_operators
+from conceptual.pipelines.dataflow.rows import table, to_curated, to_rejected
 from conceptual.records import CURATED, IN_FLIGHT, REJECTED
 from conceptual.vision.cnn import CnnConfig, FeatureExtractor
 from conceptual.vision.images import ImageFilterConfig

@@ -15,7 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptual.candidates import CandidateFormatError
-from conceptual.pipelines.readers import _read_ranges, check_parquet, plan_ranges, read_line_range
+from conceptual.pipelines.dataflow.readers import (
+    _read_ranges,
+    check_parquet,
+    plan_ranges,
+    read_line_range,
+)
 
 
 def cut_all(data: bytes, step: int) -> list[bytes]:

@@ -1,9 +1,9 @@
-"""The window shuffle of the training input path (pipelines/input_path.py), on plain arrays:
+"""The window shuffle of the training input path (pipelines/training/input_path.py), on plain arrays:
 every row once, its columns kept together, a different order for another seed."""
 
 import numpy as np
 
-from conceptual.pipelines.input_path import windows
+from conceptual.pipelines.training.input_path import windows
 
 
 def blocks(rows: int, block: int):
@@ -44,7 +44,7 @@ def test_blocks_larger_than_a_window_and_empty_ones():
 def test_an_array_is_handed_out_again_only_when_no_batch_uses_it():
     import torch
 
-    from conceptual.pipelines.input_path import Reused
+    from conceptual.pipelines.training.input_path import Reused
 
     arrays = Reused(limit=2)
     first = arrays.array((4, 3), np.float32)

@@ -145,7 +145,10 @@ def test_recall_is_resampled_by_image_with_all_its_queries():
     image 0 is found from its side, image 1 is not. R@1 over a resample is the share of
     the drawn images' queries that found theirs."""
     from conceptual.metrics import recall_at_k
-    from conceptual.pipelines.evaluate_retriever import SELECT_BY, resampled_recall
+    from conceptual.pipelines.families.retriever.evaluate_retriever import (
+        SELECT_BY,
+        resampled_recall,
+    )
 
     query_image = np.array([0, 1, 1, 1])
     relevant = np.eye(2, dtype=bool)[query_image]

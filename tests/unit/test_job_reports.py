@@ -3,8 +3,8 @@ job's, and the pipeline's compact table of held-out scores, not raw JSON."""
 
 from __future__ import annotations
 
-from conceptual.pipelines.evaluate_captioner import held_out_table
-from conceptual.pipelines.features import described
+from conceptual.pipelines.families.captioner.evaluate_captioner import held_out_table
+from conceptual.pipelines.features.features import described
 
 SUMMARY = {
     "curated": "/tmp/cur",

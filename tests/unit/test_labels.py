@@ -186,8 +186,8 @@ def test_the_nouns_cover_the_alt_text_and_its_hypernymized_caption(matcher, hype
 def test_the_vision_stage_matches_the_nouns_the_nlp_stage_found(monkeypatch, hypernymize):
     """The NLP stage's columns (caption, entities, types) reach the overlap rule: a verb is
     rejected, a noun kept."""
-    from conceptual.pipelines import image_operators
-    from conceptual.pipelines.rows import table
+    from conceptual.pipelines.curation import image_operators
+    from conceptual.pipelines.dataflow.rows import table
     from conceptual.records import IN_FLIGHT, image_id
     from conceptual.vision.cnn import CnnConfig
     from conceptual.vision.images import ImageFilterConfig

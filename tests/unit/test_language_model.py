@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 
 from conceptual.config import load
-from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig
+from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
 from conceptual.speech.audio import decode_16k
 from conceptual.speech.language_model import BEGIN, END, UNKNOWN, arpa
 from conceptual.speech.recognizer import Recognizer, word_error_rate, words

@@ -137,7 +137,7 @@ HARVEST_STATS = {
 
 
 def harvest_output(folder) -> str:
-    """A harvest's output as pipelines/harvest.py writes it: candidates/ and its stats.json."""
+    """A harvest's output as pipelines/curation/harvest.py writes it: candidates/ and its stats.json."""
     (folder / "candidates").mkdir(parents=True)
     candidates = pa.table({"id": ["a", "b", "c"], "alt_text": ["x", "y", "z"]})
     pq.write_table(candidates, folder / "candidates" / "part-00000.parquet")
@@ -188,7 +188,7 @@ def test_features_beside_the_curated_records_are_named_by_their_own_path(tmp_pat
     write_features(tmp_path / "cur", curated_rows())
     with tracking.start_run("features", job="features") as features_run:
         lineage.log_read(cur)
-        lineage.log_written(cur, part="features")  # as pipelines/features.py does
+        lineage.log_written(cur, part="features")  # as pipelines/features/features.py does
     with tracking.start_run("captioning", job="train_captioner") as run:
         lineage.log_read(cur, part="features")
     chain, text = lineage_of(capsys, "--model", run.info.run_id)

@@ -1,4 +1,4 @@
-"""Near-duplicate pairs and groups (pipelines/near_duplicates.py) on synthetic embeddings: a
+"""Near-duplicate pairs and groups (pipelines/curation/near_duplicates.py) on synthetic embeddings: a
 photo's copies are its vector plus a little noise, its mirror image another vector (here
 the reversed one), distinct photos are random vectors apart from each other."""
 
@@ -8,14 +8,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from conceptual.pipelines.near_duplicates import (
+from conceptual.pipelines.curation.near_duplicates import (
     EMBEDDED,
     close_pairs,
     embedding_rows,
     grouped,
     kept_of,
 )
-from conceptual.pipelines.rows import table
+from conceptual.pipelines.dataflow.rows import table
 
 D = 64
 

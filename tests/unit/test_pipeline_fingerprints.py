@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from conceptual.pipelines.pipeline import PipelineConfig, fingerprints, input_fingerprint
-from conceptual.pipelines.training import TrainingConfig, small_eval_warning
+from conceptual.pipelines.training.training import TrainingConfig, small_eval_warning
 
 
 def test_another_tracking_store_reruns_only_the_steps_kept_there(monkeypatch):

@@ -1,4 +1,4 @@
-"""No row ends a job (conceptual.errors, pipelines/steps.py `isolate`): a row whose
+"""No row ends a job (conceptual.errors, pipelines/dataflow/steps.py `isolate`): a row whose
 processing raises is rejected as internal_error and every other row comes out as it would
 have; past the error budget the job fails with one line. No Ray here."""
 
@@ -9,8 +9,8 @@ import pytest
 
 from conceptual import errors
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, TooManyErrors, failing_as
-from conceptual.pipelines.rows import pending, quarantine, reject, table
-from conceptual.pipelines.steps import guarded, isolate
+from conceptual.pipelines.dataflow.rows import pending, quarantine, reject, table
+from conceptual.pipelines.dataflow.steps import guarded, isolate
 from conceptual.records import IN_FLIGHT, Rejection
 
 

@@ -16,7 +16,7 @@ from test_rating_tasks import curated_dataset, english, features_of
 
 from conceptual import tracking
 from conceptual.jobs import rating_tasks
-from conceptual.pipelines.evaluate_retriever import rankings
+from conceptual.pipelines.families.retriever.evaluate_retriever import rankings
 from conceptual.rating.page import form_token, rating_app
 from conceptual.rating.store import RatingStore
 from conceptual.rating.tasks import new_task_set, read_task_set

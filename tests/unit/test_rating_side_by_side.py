@@ -15,7 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from conceptual import storage
-from conceptual.pipelines.rating_tasks import side_by_side
+from conceptual.pipelines.rating.rating_tasks import side_by_side
 from conceptual.rating.page import form_token, rating_app
 from conceptual.rating.store import RatingStore
 from conceptual.rating.tables import human_tables

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from conceptual.jobs import rating_page
-from conceptual.pipelines.rating_results import ratings
+from conceptual.pipelines.rating.rating_results import ratings
 from conceptual.rating.store import RatingStore, Refused
 from conceptual.rating.tables import human_tables
 from conceptual.rating.tasks import new_task_set

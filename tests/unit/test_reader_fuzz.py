@@ -26,7 +26,7 @@ from conceptual.candidates import (
     CandidateFormatError,
     compression_of,
 )
-from conceptual.pipelines.readers import (
+from conceptual.pipelines.dataflow.readers import (
     _parquet_candidates,
     _read_ranges,
     check_parquet,

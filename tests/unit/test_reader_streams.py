@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from conceptual import storage
-from conceptual.pipelines import readers
+from conceptual.pipelines.dataflow import readers
 
 
 def read_all(path, monkeypatch, stream_bytes: int, **options) -> list[pa.Table]:
@@ -74,7 +74,7 @@ LONG_LINE_CHILD = """
 import sys
 import pyarrow as pa
 from conceptual import storage
-from conceptual.pipelines import readers
+from conceptual.pipelines.dataflow import readers
 fs, _ = storage.resolve(sys.argv[1])
 ranges = readers.plan_ranges(fs, [sys.argv[1]], "auto", 1 << 20)
 rows = pa.concat_tables(readers._read_ranges(pa.Table.from_pylist(ranges), fs)).to_pylist()

@@ -1,4 +1,4 @@
-"""Recaptioning's rule (pipelines/recaption.py `choose`, CapFilt's filter): every caption of
+"""Recaptioning's rule (pipelines/curation/recaption.py `choose`, CapFilt's filter): every caption of
 an image scoring min_score or more is kept, web or synthetic; an image none of whose
 captions reaches it keeps its best one, so that no image is lost."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conceptual.pipelines.recaption import Choice, choose
+from conceptual.pipelines.curation.recaption import Choice, choose
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The released Conceptual Captions as data, without Ray: the released-captions step, the
 split a file says it holds, the `labeled` config's labels and the overlap rule on them,
-resizing, the import's settings and input checks (pipelines/released.py, candidates.py,
+resizing, the import's settings and input checks (pipelines/curation/released.py, candidates.py,
 readers.py, vision/labels.py, vision/resize.py, jobs/import_conceptual.py)."""
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import pytest
 from PIL import Image
 
 from conceptual.candidates import candidate, dataset_labels, split_of_name
-from conceptual.pipelines.curation import per_candidate_steps, stages, steps
-from conceptual.pipelines.curation_config import CurationConfig, ImportConceptualConfig
-from conceptual.pipelines.readers import _parquet_candidates, _read_ranges, plan_ranges
-from conceptual.pipelines.released import (
+from conceptual.pipelines.curation.curation import per_candidate_steps, stages, steps
+from conceptual.pipelines.curation.curation_config import CurationConfig, ImportConceptualConfig
+from conceptual.pipelines.curation.released import (
     CAPTION_REASONS,
     ReleasedInputError,
     check_input,
@@ -28,6 +27,7 @@ from conceptual.pipelines.released import (
     resize_images,
     summary,
 )
+from conceptual.pipelines.dataflow.readers import _parquet_candidates, _read_ranges, plan_ranges
 from conceptual.records import IN_FLIGHT, PROCESSED
 from conceptual.splits import split_names
 from conceptual.text.bounds import TEXT_STAGE
@@ -215,7 +215,7 @@ def test_dataset_labels_match_by_name_and_wordnet_terms():
 
 
 def test_vision_stage_with_dataset_labels_loads_no_classifier():
-    from conceptual.pipelines.image_operators import VisionOperator
+    from conceptual.pipelines.curation.image_operators import VisionOperator
     from conceptual.vision.cnn import CnnConfig
     from conceptual.vision.images import ImageFilterConfig
     from conceptual.vision.labels import LabelSourceConfig, OverlapConfig

@@ -1,7 +1,7 @@
-"""The retrievers' data (pipelines/retrieval_data.py): a features output's images and
+"""The retrievers' data (pipelines/families/retriever/retrieval_data.py): a features output's images and
 captions, the clips that speak them, evaluation sets and training examples, the photos a
 fine-tuned CNN reads and their distortion; and the comparison's variants and table
-(pipelines/compare_retrievers.py). No Ray cluster: the Ray calls of a training example
+(pipelines/families/retriever/compare_retrievers.py). No Ray cluster: the Ray calls of a training example
 (`ray.put` and `ray.get` of the shared images) are stood in for.
 
 The made-up features output: three train images (two records of `img-a`, one of `img-b`
@@ -25,12 +25,12 @@ import ray
 from PIL import Image
 
 from conceptual.config import ConfigError
-from conceptual.pipelines import readers, retrieval_data
-from conceptual.pipelines.compare_retrievers import markdown_table
-from conceptual.pipelines.comparison import parse_variant
-from conceptual.pipelines.evaluate_retriever import RetrieverEvalConfig
-from conceptual.pipelines.features_data import feature_files, split_images
-from conceptual.pipelines.retrieval_data import (
+from conceptual.pipelines.dataflow import readers
+from conceptual.pipelines.evaluation.comparison import parse_variant
+from conceptual.pipelines.families.retriever import retrieval_data
+from conceptual.pipelines.families.retriever.compare_retrievers import markdown_table
+from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
+from conceptual.pipelines.families.retriever.retrieval_data import (
     PhotoAugmentConfig,
     _examples,
     clips_of,
@@ -44,7 +44,8 @@ from conceptual.pipelines.retrieval_data import (
     relevance,
     train_examples,
 )
-from conceptual.pipelines.train_retriever import RetrieverTrainConfig
+from conceptual.pipelines.families.retriever.train_retriever import RetrieverTrainConfig
+from conceptual.pipelines.features.features_data import feature_files, split_images
 from conceptual.records import CLIP, FEATURES
 from conceptual.splits import drawn_subset
 from conceptual.vision.cnn import centre_crop, jitter_colours, random_crop, to_pixels
@@ -528,7 +529,7 @@ def test_a_variant_with_an_unknown_key_or_bad_value_names_the_variant(text):
 
 def test_every_variant_trains_on_the_teaching_clips_too(monkeypatch):
     """--teacher-speech reaches each variant's training as train_retriever's third input."""
-    from conceptual.pipelines import compare_retrievers
+    from conceptual.pipelines.families.retriever import compare_retrievers
 
     trained_on = {}
 

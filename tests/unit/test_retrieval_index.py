@@ -17,7 +17,7 @@ from conceptual import retrieval_index, storage
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.build_index import BuildIndexConfig, build
+from conceptual.pipelines.retrieval.build_index import BuildIndexConfig, build
 from conceptual.records import CLIP, FEATURES
 from conceptual.retrieval_index import (
     ApproximateSettings,

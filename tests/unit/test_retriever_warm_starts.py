@@ -15,7 +15,7 @@ from conceptual.models.losses import distillation_loss
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.saving import save_retriever
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.train_retriever import (
+from conceptual.pipelines.families.retriever.train_retriever import (
     MarginConfig,
     RetrieverTrainConfig,
     Teacher,

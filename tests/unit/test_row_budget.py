@@ -8,7 +8,7 @@ import pytest
 
 from conceptual.config import ConfigError, load
 from conceptual.limits import LINE_BYTES, ROW_BYTES
-from conceptual.pipelines.curation_config import CurationConfig, ImportConceptualConfig
+from conceptual.pipelines.curation.curation_config import CurationConfig, ImportConceptualConfig
 
 
 def test_the_shipped_limits_fit_the_budget():

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from conceptual.pipelines.rows import (
+from conceptual.pipelines.dataflow.rows import (
     assign_splits,
     concept_tally,
     duplicate_keys,

@@ -17,8 +17,8 @@ from stand_in_services import StandIn, answer, hang, trickle  # tests/stand_in_s
 
 from conceptual import tracking
 from conceptual.fluency.translation import ServiceTranslator
-from conceptual.pipelines.set_aside import Guarded
-from conceptual.pipelines.translate import (
+from conceptual.pipelines.dataflow.set_aside import Guarded
+from conceptual.pipelines.features.translate import (
     ServiceConfig,
     TranslateConfig,
     TranslateOperator,

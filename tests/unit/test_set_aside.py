@@ -1,4 +1,4 @@
-"""pipelines/set_aside.py without Ray: a batch that raises is run again row by row, the rows
+"""pipelines/dataflow/set_aside.py without Ray: a batch that raises is run again row by row, the rows
 that raise alone are rejected with their columns, and the others run again together."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptual.errors import INTERNAL_ERROR, ErrorsConfig, TooManyErrors
-from conceptual.pipelines import set_aside
-from conceptual.pipelines.steps import isolated
+from conceptual.pipelines.dataflow import set_aside
+from conceptual.pipelines.dataflow.steps import isolated
 from conceptual.records import REJECTED, REJECTION, rejected_records
 
 BATCH = pa.table({"id": ["a", "b", "c", "d"], "text": ["fine", "bad", "fine", "fine"]})

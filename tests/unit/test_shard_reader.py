@@ -14,7 +14,7 @@ import pytest
 
 from conceptual import storage
 from conceptual.candidates import CandidateFormatError, detect_format
-from conceptual.pipelines.readers import beside_shards, candidate_files
+from conceptual.pipelines.dataflow.readers import beside_shards, candidate_files
 from conceptual.records import candidate_id
 from conceptual.shard_candidates import check_shard, shard_rows
 
@@ -65,7 +65,7 @@ def test_img2dataset_samples_are_candidates_with_their_images():
 
 def test_the_json_caption_serves_without_txt_and_the_curations_own_shards_read_back():
     """A sample with .json alone (img2dataset's caption_col, no save_caption) and a sample of
-    the curation's shards (pipelines/shards.py: image_url, alt_text, split)."""
+    the curation's shards (pipelines/curation/shards.py: image_url, alt_text, split)."""
     no_txt = sample(0)
     del no_txt["txt"]
     ours = {"__key__": "4f1c", "jpg": JPEG, "txt": "dog runs on grass",
@@ -168,7 +168,7 @@ def test_a_glob_names_the_files_it_matches(tmp_path):
 def test_a_curation_that_kept_nothing_writes_no_shards(tmp_path):
     """webdataset.enabled with no curated record (a shard re-curated to nothing): no shards,
     counted as none, not a crash on the missing records."""
-    from conceptual.pipelines.shards import WebDatasetConfig, write_shards
+    from conceptual.pipelines.curation.shards import WebDatasetConfig, write_shards
 
     counts = write_shards(None, str(tmp_path / "shards"), WebDatasetConfig(enabled=True))
     assert counts == {"shards": 0, "samples": 0, "duplicates": 0}

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from conceptual.pipelines.train_retriever import _mfccs
+from conceptual.pipelines.families.retriever.train_retriever import _mfccs
 from conceptual.speech.audio import SAMPLE_RATE, encode_flac
 from conceptual.speech.augment import (
     SpeechAugmentConfig,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conceptual.config import ConfigError
-from conceptual.pipelines.speech import SpeechConfig, speak, tar_bytes
+from conceptual.pipelines.features.speech import SpeechConfig, speak, tar_bytes
 from conceptual.records import Rejection
 from conceptual.speech.audio import SAMPLE_RATE, decode
 from conceptual.speech.engines import ENGINES, SynthesisError

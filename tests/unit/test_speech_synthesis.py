@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conceptual.pipelines.speech import SYNTHESIZE, SpeechConfig, speak
+from conceptual.pipelines.features.speech import SYNTHESIZE, SpeechConfig, speak
 from conceptual.records import Rejection
 from conceptual.speech.audio import SAMPLE_RATE, decode
 from conceptual.speech.synthesis import (

@@ -1,4 +1,4 @@
-"""The curation pipeline as a list of steps (pipelines/steps.py, pipelines/curation.py):
+"""The curation pipeline as a list of steps (pipelines/dataflow/steps.py, pipelines/curation/curation.py):
 the funnel's order, what each stage declares, and the rows the steps hand on (no Ray)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 
 from conceptual.candidates import READ_REASONS
 from conceptual.config import load
-from conceptual.pipelines import curation
-from conceptual.pipelines.curation import READ_COLUMNS, STAGES, nothing_kept_hint, steps
-from conceptual.pipelines.curation_config import CurationConfig, ImportConceptualConfig
-from conceptual.pipelines.rows import table
-from conceptual.pipelines.steps import GlobalStep, checked, per_candidate
+from conceptual.pipelines.curation import curation
+from conceptual.pipelines.curation.curation import READ_COLUMNS, STAGES, nothing_kept_hint, steps
+from conceptual.pipelines.curation.curation_config import CurationConfig, ImportConceptualConfig
+from conceptual.pipelines.dataflow.rows import table
+from conceptual.pipelines.dataflow.steps import GlobalStep, checked, per_candidate
 from conceptual.records import IN_FLIGHT, PROCESSED
 from conceptual.text import hypernymize
 from conceptual.text.filters import FILTER_NAMES

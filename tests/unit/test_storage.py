@@ -61,7 +61,7 @@ def test_a_folder_of_files_without_parts_needs_its_own_marker(tmp_path):
 
 
 def test_features_job_refuses_an_unfinished_curation_and_keeps_its_last_output(tmp_path):
-    from conceptual.pipelines.features import FeaturesConfig, extract
+    from conceptual.pipelines.features.features import FeaturesConfig, extract
 
     (tmp_path / "curation" / "curated").mkdir(parents=True)  # a crashed run: no _SUCCESS
     (tmp_path / "features").mkdir()

@@ -1,4 +1,4 @@
-"""The training core's step loop and schedule (pipelines/training.py), and the captioner's
+"""The training core's step loop and schedule (pipelines/training/training.py), and the captioner's
 examples as the input path hands them to it; no Ray cluster."""
 
 import math
@@ -11,8 +11,8 @@ from torch import nn
 
 from conceptual.models.captioner import features_tensor
 from conceptual.models.vocab import PAD, Vocabulary
-from conceptual.pipelines import training, training_metrics
-from conceptual.pipelines.train_captioner import CaptionerTrainConfig, _examples
+from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig, _examples
+from conceptual.pipelines.training import training, training_metrics
 from conceptual.records import FEATURES
 
 

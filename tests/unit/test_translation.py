@@ -137,7 +137,11 @@ def service() -> Iterator[str]:
 
 
 def test_the_service_translator_sends_the_libretranslate_request(service, monkeypatch):
-    from conceptual.pipelines.translate import ServiceConfig, TranslateConfig, make_translator
+    from conceptual.pipelines.features.translate import (
+        ServiceConfig,
+        TranslateConfig,
+        make_translator,
+    )
 
     monkeypatch.setenv("MY_TRANSLATE_KEY", "k-123")
     for proxy in ("http_proxy", "HTTP_PROXY"):  # straight to the stand-in on loopback

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from conceptual.harvest.urls import Resolver, document_base
-from conceptual.pipelines.rows import duplicate_keys, duplicates
+from conceptual.pipelines.dataflow.rows import duplicate_keys, duplicates
 from conceptual.records import PROCESSED
 from conceptual.vision.http_client import redirect_url
 from conceptual.vision.url_safety import Failure

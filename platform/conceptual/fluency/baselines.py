@@ -7,7 +7,7 @@
 The length rule runs on the English source's length and on the Chinese translation's:
 a sentence is fluent when it is shorter than the mean length of the fluent sentences of
 the training labels. It is fixed by the paper, not tuned: the tuned rule (its direction
-and threshold set on the dev labels) is pipelines/train_fluency.length_rule, reported
+and threshold set on the dev labels) is pipelines/families/fluency/train_fluency.length_rule, reported
 beside these.
 """
 

@@ -2,7 +2,7 @@
 records read as they stream (archives.py, with fastwarc), HTML pages parsed as a browser
 parses them (html.py, with resiliparse) under a budget of memory and time (budget.py), WAT
 link lists read as Common Crawl writes them (wat.py), and the rules that make an `<img>` a
-candidate, with the reasons that count the rest (pages.py). pipelines/harvest.py runs it over
+candidate, with the reasons that count the rest (pages.py). pipelines/curation/harvest.py runs it over
 many files on Ray Data."""
 
 from importlib import import_module

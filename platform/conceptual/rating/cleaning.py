@@ -27,7 +27,7 @@ NOT_RATED = "not_rated"
 ANOTHER_CAPTION = "rated_another_caption"
 FEWER_GOOD = "fewer_good_than_min"
 REASONS = (NOT_RATED, ANOTHER_CAPTION, FEWER_GOOD)
-# What rating_tasks --data names the dataset's captions (pipelines/rating_tasks.py).
+# What rating_tasks --data names the dataset's captions (pipelines/rating/rating_tasks.py).
 CURATED_APPROACH = "curated"
 
 

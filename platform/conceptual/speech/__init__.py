@@ -6,5 +6,5 @@
     human.py      a folder's recorded clips (speech_gtts/IMAGE_STEM.mp3) as clip records
     features.py   MFCCs, crop/pad and SpecAugment for the audio tower
 
-The Ray Data composition is conceptual.pipelines.speech.
+The Ray Data composition is conceptual.pipelines.features.speech.
 """

@@ -30,7 +30,7 @@ from conceptual.speech.audio import AudioRefused, decode_checked
 from conceptual.speech.clips import imported_clip
 
 SPEECH_FOLDER = "speech_gtts"
-MAX_SECONDS = 30.0  # as synthesized clips (pipelines/speech.py's max_seconds)
+MAX_SECONDS = 30.0  # as synthesized clips (pipelines/features/speech.py's max_seconds)
 
 
 def imported_records(output_uri: str) -> Iterator[dict[str, Any]]:

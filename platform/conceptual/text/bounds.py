@@ -1,6 +1,6 @@
 """The two rejections every caption check gives first, under the same reasons wherever a
 caption is judged (the text filters, text/filters.py; a released caption,
-pipelines/released.py; the speech job's caption, pipelines/speech.py): `empty` and
+pipelines/curation/released.py; the speech job's caption, pipelines/features/speech.py): `empty` and
 `too_long`. They bound what the other checks see. `control_characters` is the check for
 captions kept as they came (released ones), which no cleaning passes over. Nothing heavy is
 imported here: the released captions and the speech job check bounds without loading the

@@ -1,0 +1,1 @@
+"""One package per model family: the code that trains, evaluates and compares it."""

@@ -1,0 +1,1 @@
+"""The contrastive family: the retriever's code under a CLIP-style objective."""

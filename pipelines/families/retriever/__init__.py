@@ -1,0 +1,1 @@
+"""The dual-encoder family: its data, its recipe, its evaluation, its comparison."""

@@ -1,0 +1,1 @@
+"""People in the loop: rating task sets, their human tables, and splits cleaned by raters."""

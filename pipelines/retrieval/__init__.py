@@ -1,0 +1,1 @@
+"""The retrieval index of a trained dual encoder."""
