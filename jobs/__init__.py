@@ -1,19 +1,15 @@
 """One thin entry point per job: `python -m conceptual.jobs.<job> --help`.
 
 A model family's jobs (train_*, evaluate_*, compare_*) are declared in the family table
-(conceptual.families): a job that has a file here is that file, whose `main` is its factory
-applied to its family; one that has none (a family that reuses another's jobs, as the
-contrastive family runs the retriever's) is built from the registry as it is imported, so
-that `python -m conceptual.jobs.train_contrastive` and `ray job submit -- python -m ...`
-find it like any other.
+(conceptual.families). Each has a file here: the family's own code (a factory applied to its
+family), or, for a family that runs another's code (the contrastive family runs the
+retriever's), a thin alias built by `registry_job`. `train`, `evaluate` and `compare`
+(`--family NAME`) run any family's job of that verb, by the same table.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 
 def registry_job(job: str) -> Callable[[list[str] | None], int]:
@@ -25,32 +21,34 @@ def registry_job(job: str) -> Callable[[list[str] | None], int]:
     return resolve(factory)(family, job)
 
 
-class _FamilyJobs(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
-    """Finds `conceptual.jobs.<job>` for a registry job without a file. Last on sys.meta_path:
-    a file always wins. Its source is two lines, so runpy (`python -m`) can run it."""
+def family_verb(verb: str) -> Callable[[list[str] | None], int]:
+    """The `main` of the generic job `verb` (train, evaluate, compare): `--family NAME`, then
+    that family's `verb` job with the rest of the command line."""
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        package, _, job = fullname.rpartition(".")
-        if package != __name__:
-            return None
-        from conceptual.families import job_factories
+    def main(argv: list[str] | None = None) -> int:
+        import argparse
 
-        if job not in job_factories():
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self, origin="conceptual.families")
+        from conceptual.families import FAMILIES, job_factories
 
-    def get_source(self, fullname: str) -> str:
-        job = fullname.rpartition(".")[2]
-        return (
-            f"import sys\nfrom {__name__} import registry_job\nmain = registry_job({job!r})\n"
-            "if __name__ == '__main__':\n    sys.exit(main())\n"
+        jobs = {family.name: job for job, (family, _) in job_factories().items()
+                if job.startswith(f"{verb}_")}  # fmt: skip
+        parser = argparse.ArgumentParser(
+            prog=f"python -m conceptual.jobs.{verb}",
+            description=f"A model family's {verb} job: --family NAME, then that job's own "
+            f"arguments (--family NAME --help lists them).",
+            add_help=False,
         )
+        parser.add_argument("--family", choices=sorted(jobs), help="the model family")
+        parser.add_argument("-h", "--help", action="store_true")
+        args, rest = parser.parse_known_args(argv)
+        if args.family is None:
+            if args.help:
+                parser.print_help()
+                return 0
+            without = sorted(set(FAMILIES) - set(jobs))
+            none = f" ({', '.join(without)} {'has' if len(without) == 1 else 'have'} none)"
+            parser.error(f"--family is required: one of {', '.join(sorted(jobs))}"
+                         f"{none if without else ''}")  # fmt: skip
+        return registry_job(jobs[args.family])([*rest, *(["--help"] if args.help else [])])
 
-    def is_package(self, fullname: str) -> bool:
-        return False
-
-
-if not any(isinstance(finder, _FamilyJobs) for finder in sys.meta_path):
-    sys.meta_path.append(_FamilyJobs())
+    return main

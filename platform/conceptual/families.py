@@ -45,8 +45,9 @@ class Search:
 @dataclass(frozen=True)
 class Family:
     name: str  # "captioner": the family's word in docs and messages
-    kind: str  # the saved model's kind (its config.json says it; saving.load reads it)
-    saved: str  # "module:Class", the models.saving.Saved class that loads that kind
+    # "module:Class", the models.saving.Saved class its models load as; that class declares
+    # the kind their config.json says (saving.load reads it)
+    saved: str
     recipe: str  # "module:RECIPE", its pipelines.training.Recipe
     config_file: str  # configs/<config_file>: every key of the recipe's config, its default
     registers: str  # the registered model(s) its versions join, as its jobs' help says
@@ -61,6 +62,11 @@ class Family:
 
     def resolve_recipe(self) -> Any:
         return resolve(self.recipe)
+
+    @property
+    def kind(self) -> str:
+        """The kind its saved models are, as their Saved class declares it."""
+        return resolve(self.saved).kind
 
     @property
     def hears_speech(self) -> bool:
@@ -87,7 +93,6 @@ FAMILIES: dict[str, Family] = {
     for family in (
         Family(
             name="captioner",
-            kind="captioner",
             saved="conceptual.models.saving:SavedCaptioner",
             recipe="conceptual.pipelines.families.captioner.train_captioner:RECIPE",
             config_file="train_captioner.yaml",
@@ -97,7 +102,6 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="retriever",
-            kind="retriever",
             saved="conceptual.models.saving:SavedRetriever",
             recipe="conceptual.pipelines.families.retriever.train_retriever:RECIPE",
             config_file="train_retriever.yaml",
@@ -112,7 +116,6 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="fluency",
-            kind="fluency",
             saved="conceptual.fluency.saved:SavedFluency",
             recipe="conceptual.pipelines.families.fluency.train_fluency:RECIPE",
             config_file="train_fluency.yaml",
@@ -122,7 +125,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="contrastive",
-            kind="retriever",  # a dual encoder: evaluated, indexed and served as one
+            # a dual encoder: saved, evaluated, indexed and served as one
             saved="conceptual.models.saving:SavedRetriever",
             recipe="conceptual.pipelines.families.contrastive.train_contrastive:RECIPE",
             config_file="train_contrastive.yaml",

@@ -186,6 +186,11 @@ CHAINS: dict[str, list] = {
             f"--model {CONTRASTIVE_1} --features {{t}}/features --split test",
             says="text_to_image.R@1",
         ),
+        Step(  # any family's job by its verb: the same job
+            "evaluate",
+            f"--family contrastive --model {CONTRASTIVE_1} --features {{t}}/features --split test",
+            says="text_to_image.R@1",
+        ),
         "{t}/captions.json",  # the captioning chain's captioner is registered
         Step(
             "recaption",
@@ -200,6 +205,19 @@ CHAINS: dict[str, list] = {
             "--split test --variant 'fast: lr=0.003' --register none "
             f"{RETRIEVER} experiment=every-job",
             says="| fast |",
+        ),
+        Step(
+            "compare",
+            "--family contrastive --features {t}/features --eval-features {t}/features "
+            "--split test --variant 'slow: lr=0.0003' --register none "
+            f"{RETRIEVER} experiment=every-job",
+            says="| slow |",
+        ),
+        Step(
+            "train",
+            "--family contrastive --features {t}/features --model-name every-job-contrastive-2 "
+            f"{RETRIEVER}",
+            says="registered: models:/every-job-contrastive-2/1",
         ),
         Step(
             "synthesize_speech",
@@ -304,7 +322,7 @@ CHAINS: dict[str, list] = {
 
 def every_job() -> set[str]:
     """The jobs of `conceptual.jobs`: each module that defines a `main` (not its helpers,
-    such as arguments and runner), and the family jobs the registry builds without a file.
+    such as arguments and runner), and every job of the family table.
     Read from the sources, not imported: a job that cannot be imported is still a job."""
     import conceptual.jobs as jobs
     from conceptual.families import job_factories

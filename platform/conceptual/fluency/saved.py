@@ -22,7 +22,7 @@ from conceptual.models.vocab import Vocabulary
 def save_fluency(model: FluencyModel, vocabs: dict[str, Vocabulary], directory: str | Path) -> Path:
     for view in VIEWS:
         check_vocabulary(model.config.vocab_sizes[view], vocabs[view])
-    directory = save(model, "fluency", {}, None, directory)
+    directory = save(model, SavedFluency.kind, {}, None, directory)
     for view in VIEWS:
         (directory / f"vocab.{view}.json").write_text(vocabs[view].to_json())
     return directory

@@ -91,7 +91,7 @@ def save_model(
     scores were decoded at, so that whoever captions with it decodes as it was judged."""
     check_vocabulary(model.config.vocab_size, vocab)
     extra = {**_features_entry(features), "decoding": {"beam": beam}}
-    return save(model, "captioner", extra, vocab, directory)
+    return save(model, SavedCaptioner.kind, extra, vocab, directory)
 
 
 def save_retriever(
@@ -111,7 +111,7 @@ def save_retriever(
     elif vocab is not None:
         raise ValueError("a speech retriever has no vocabulary to save")
     extra = {"audio": audio, **_features_entry(features)}
-    return save(model, "retriever", extra, vocab, directory)
+    return save(model, SavedRetriever.kind, extra, vocab, directory)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,9 @@
+"""The contrastive family's compare job, `conceptual.jobs.compare --family contrastive`: the
+retriever's code run for it by the family table (conceptual.families)."""
+
+from conceptual.jobs import registry_job
+
+main = registry_job("compare_contrastive")
+
+if __name__ == "__main__":
+    raise SystemExit(main())
