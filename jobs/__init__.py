@@ -1,24 +1,56 @@
 """One thin entry point per job: `python -m conceptual.jobs.<job> --help`.
 
-A model family's jobs (train_*, evaluate_*, compare_*) are declared in the family table
-(conceptual.families). Each has a file here: the family's own code (a factory applied to its
-family), or, for a family that runs another's code (the contrastive family runs the
-retriever's), a thin alias built by `registry_job`. `train`, `evaluate` and `compare`
-(`--family NAME`) run any family's job of that verb, by the same table.
+A model family's jobs (train_*, evaluate_*, compare_*) are `family_jobs`: each names its
+family (conceptual.families) and the factory of its code. Each has a file here, whose `main`
+is that factory applied to its family, or, for a family that runs another's code (the
+contrastive family runs the retriever's), a thin alias built by `registry_job`. `train`,
+`evaluate` and `compare` (`--family NAME`) run any family's job of that verb.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conceptual.families import Family
+
+
+def family_jobs() -> dict[str, tuple[Family, Callable]]:
+    """Every family job's name -> (its family, the factory whose `factory(family, name)` is
+    the job's `main`, runner.family_job). A family that runs another's code takes that one's
+    factories (the contrastive family, the retriever's)."""
+    from conceptual.families import FAMILIES
+    from conceptual.jobs import (
+        compare_captioners,
+        compare_fluency,
+        compare_retrievers,
+        evaluate_captioner,
+        evaluate_retriever,
+        train_captioner,
+        train_fluency,
+        train_retriever,
+    )
+
+    return {
+        "train_captioner": (FAMILIES["captioner"], train_captioner.job),
+        "evaluate_captioner": (FAMILIES["captioner"], evaluate_captioner.job),
+        "compare_captioners": (FAMILIES["captioner"], compare_captioners.job),
+        "train_retriever": (FAMILIES["retriever"], train_retriever.job),
+        "evaluate_retriever": (FAMILIES["retriever"], evaluate_retriever.job),
+        "compare_retrievers": (FAMILIES["retriever"], compare_retrievers.job),
+        "train_contrastive": (FAMILIES["contrastive"], train_retriever.job),
+        "evaluate_contrastive": (FAMILIES["contrastive"], evaluate_retriever.job),
+        "compare_contrastive": (FAMILIES["contrastive"], compare_retrievers.job),
+        "train_fluency": (FAMILIES["fluency"], train_fluency.job),
+        "compare_fluency": (FAMILIES["fluency"], compare_fluency.job),
+    }
 
 
 def registry_job(job: str) -> Callable[[list[str] | None], int]:
-    """The `main` of a family's job: its factory (conceptual.families) applied to its family
-    and name."""
-    from conceptual.families import job_factories, resolve
-
-    family, factory = job_factories()[job]
-    return resolve(factory)(family, job)
+    """The `main` of a family's job, from family_jobs."""
+    family, factory = family_jobs()[job]
+    return factory(family, job)
 
 
 def family_verb(verb: str) -> Callable[[list[str] | None], int]:
@@ -28,9 +60,9 @@ def family_verb(verb: str) -> Callable[[list[str] | None], int]:
     def main(argv: list[str] | None = None) -> int:
         import argparse
 
-        from conceptual.families import FAMILIES, job_factories
+        from conceptual.families import FAMILIES
 
-        jobs = {family.name: job for job, (family, _) in job_factories().items()
+        jobs = {family.name: job for job, (family, _) in family_jobs().items()
                 if job.startswith(f"{verb}_")}  # fmt: skip
         parser = argparse.ArgumentParser(
             prog=f"python -m conceptual.jobs.{verb}",

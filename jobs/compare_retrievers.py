@@ -42,10 +42,11 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     from conceptual.config import load
+    from conceptual.pipelines.families.recipes import recipe
     from conceptual.pipelines.families.retriever.compare_retrievers import compare, markdown_table
     from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
 
-    recipe = family.resolve_recipe()
+    recipe = recipe(family)
     train_keys, eval_keys = prefixed(args.overrides, "eval.")
     with job_run(name, args.verbose) as log:
         config = load(recipe.config, args.config, train_keys)

@@ -32,7 +32,9 @@ def add_data(parser: JobParser) -> None:
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
     args = training_parser(family, name, __doc__, add_data).parse_args(argv)
-    return run_training_job(args, family.resolve_recipe(), args.features)
+    from conceptual.pipelines.families.recipes import recipe
+
+    return run_training_job(args, recipe(family), args.features)
 
 
 main = job(FAMILIES["captioner"], "train_captioner")

@@ -50,7 +50,9 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     def show(result: dict) -> None:
         print(held_out_markdown(result["held_out"]))
 
-    return run_training_job(args, family.resolve_recipe(), args.cn, show=show)
+    from conceptual.pipelines.families.recipes import recipe
+
+    return run_training_job(args, recipe(family), args.cn, show=show)
 
 
 main = job(FAMILIES["fluency"], "train_fluency")

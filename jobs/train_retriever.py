@@ -51,9 +51,9 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.families)."""
     parser = training_parser(family, name, __doc__, lambda parser: add_data(parser, family))
     args = parser.parse_args(argv)
-    return run_training_job(
-        args, family.resolve_recipe(), args.features, args.speech, args.teacher_speech
-    )
+    from conceptual.pipelines.families.recipes import recipe
+
+    return run_training_job(args, recipe(family), args.features, args.speech, args.teacher_speech)
 
 
 main = job(FAMILIES["retriever"], "train_retriever")

@@ -64,6 +64,7 @@ from conceptual.harvest import stats as harvest_stats
 from conceptual.pipelines.curation import curation
 from conceptual.pipelines.curation.curation import where_it_went
 from conceptual.pipelines.curation.curation_config import CurationConfig
+from conceptual.pipelines.families import recipes
 from conceptual.pipelines.families.captioner import train_captioner
 from conceptual.pipelines.families.captioner.evaluate_captioner import (
     CaptionerEvalConfig,
@@ -151,7 +152,7 @@ def _trained(step: str) -> Callable[[Context], dict[str, Any]]:
     job does."""
 
     def run(c: Context) -> dict[str, Any]:
-        recipe = STEP_FAMILIES[step].resolve_recipe()
+        recipe = recipes.recipe(STEP_FAMILIES[step])
         result = training.train(recipe, c.section(step), c.folder("features"), c.clips(step))
         name = getattr(c.config, NAME_KEYS[step]) if step in NAME_KEYS else None
         registered = training.publish(recipe, result, getattr(c.config, step), name)
@@ -296,7 +297,7 @@ class _Pipeline(Config):
 
 def _sections() -> dict[str, Any]:
     """A section per family step, named after it, of its recipe's config."""
-    configs = {step: family.resolve_recipe().config for step, family in STEP_FAMILIES.items()}
+    configs = {step: recipes.recipe(family).config for step, family in STEP_FAMILIES.items()}
     return {step: (config, config()) for step, config in configs.items()}
 
 

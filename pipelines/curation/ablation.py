@@ -42,6 +42,7 @@ from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual.pipelines.evaluation.comparison import Comparison, Trained, Variant, parse_variant
 from conceptual.pipelines.evaluation.comparison import compare as run_comparison
 from conceptual.pipelines.evaluation.comparison import markdown_table as comparison_markdown
+from conceptual.pipelines.families import recipes
 from conceptual.pipelines.families.retriever.compare_retrievers import (
     cell,
     comparison_row,
@@ -108,7 +109,7 @@ class Planned:
                 f"{', '.join(map(repr, bad))}"
             )
         self.config = config
-        self.recipe = FAMILIES[config.family].resolve_recipe()
+        self.recipe = recipes.recipe(FAMILIES[config.family])
         train = validated(
             self.recipe.config, merge(config.train or {}, {"experiment": config.experiment})
         )

@@ -36,9 +36,8 @@ import pyarrow.parquet as pq
 from conceptual import registry, storage
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.model import FLUENT_ABOVE
-from conceptual.fluency.saved import SavedFluency
 from conceptual.fluency.scorer import FluencyScorer
-from conceptual.models.saving import load
+from conceptual.models.saving import SavedFluency, load
 from conceptual.pipelines.dataflow import set_aside
 from conceptual.pipelines.dataflow.readers import read_row_groups
 from conceptual.records import CURATED_LANGUAGE, Stage

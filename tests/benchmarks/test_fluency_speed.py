@@ -48,9 +48,9 @@ from threadpoolctl import threadpool_limits
 
 from conceptual.fluency.flickr8k_cn import ENGLISH, SOURCES, read_lines
 from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel, encode, predict, scores
-from conceptual.fluency.saved import save_fluency
 from conceptual.fluency.scorer import FluencyScorer
 from conceptual.fluency.views import sentence_views
+from conceptual.models.saving import save_fluency
 from conceptual.models.vocab import Vocabulary
 
 SENTENCES = int(os.environ.get("CONCEPTUAL_BENCH_SENTENCES", 1000))  # per timed call

@@ -325,7 +325,7 @@ def every_job() -> set[str]:
     such as arguments and runner), and every job of the family table.
     Read from the sources, not imported: a job that cannot be imported is still a job."""
     import conceptual.jobs as jobs
-    from conceptual.families import job_factories
+    from conceptual.jobs import family_jobs
 
     def defines_main(path: Path) -> bool:
         for node in ast.parse(path.read_text()).body:
@@ -338,7 +338,7 @@ def every_job() -> set[str]:
 
     folder = Path(jobs.__file__).parent
     modules = {m.name for m in pkgutil.iter_modules([str(folder)])}
-    return {m for m in modules if defines_main(folder / f"{m}.py")} | set(job_factories())
+    return {m for m in modules if defines_main(folder / f"{m}.py")} | set(family_jobs())
 
 
 def test_every_job_is_in_the_table_and_the_docs():

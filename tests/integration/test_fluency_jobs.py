@@ -104,8 +104,7 @@ def trained(ray_local, platform_home, data) -> tuple[int, str]:
 def test_train_job_logs_the_held_out_table_and_registers_the_model(trained):
     import mlflow
 
-    from conceptual.fluency.saved import SavedFluency
-    from conceptual.models.saving import load
+    from conceptual.models.saving import SavedFluency, load
     from conceptual.registry import resolve
 
     code, out = trained

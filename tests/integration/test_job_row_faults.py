@@ -25,9 +25,8 @@ from PIL import Image
 
 from conceptual.errors import INTERNAL_ERROR
 from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
-from conceptual.fluency.saved import save_fluency
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
-from conceptual.models.saving import save_retriever
+from conceptual.models.saving import save_fluency, save_retriever
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.features import features, score_fluency, speech
 from conceptual.pipelines.retrieval import build_index

@@ -504,7 +504,7 @@ def test_compare_job_refuses_an_unknown_variant_before_training(features_uri, ca
 def tiny_fluency_model(directory):
     """An untrained fluency classifier, saved: its scores are numbers in [0, 1]."""
     from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
-    from conceptual.fluency.saved import save_fluency
+    from conceptual.models.saving import save_fluency
     from conceptual.models.vocab import Vocabulary
 
     words = Vocabulary.build(["一只 狗 在 草地 上", "dog grass"], min_count=1)

@@ -4,7 +4,9 @@ read (a function's budget is its own: code is split by what it does, not moved b
 to fit a file's cap).
 
 Imports are read from the source (`ast`), at module level and inside functions alike (a
-lazy import is a dependency too, only a later one), `if TYPE_CHECKING:` ones included.
+lazy import is a dependency too, only a later one), `if TYPE_CHECKING:` ones included, and
+so is a string that names a module's attribute ("conceptual.x.y:attr", what importlib
+would resolve): a table that names code by strings depends on that code all the same.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def source_files() -> dict[str, Path]:
 
 
 MODULES = source_files()
+# A string that names code, as an importlib lookup reads it: "module.path:attribute".
+REFERENCE = re.compile(r"(conceptual(?:\.\w+)+):\w+")
 
 
 def imported(module: str, path: Path) -> set[str]:
@@ -52,6 +56,9 @@ def imported(module: str, path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = REFERENCE.fullmatch(node.value)
+            names = [named[1]] if named and named[1] in MODULES else []
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -140,6 +147,15 @@ def test_the_graph_sees_every_package():
 def test_cycles_are_found():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
     assert cycles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_a_string_naming_code_is_an_import(tmp_path):
+    source = tmp_path / "table.py"
+    source.write_text('RECIPE = "conceptual.pipelines.pipeline:TABLE"\nNOTE = "a: b"\n')
+    assert imported("conceptual.table", source) == {
+        "conceptual.pipelines",
+        "conceptual.pipelines.pipeline",
+    }
 
 
 def test_no_import_cycles():

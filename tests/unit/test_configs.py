@@ -2,11 +2,14 @@
 their `extends` are resolved: a key added to a config without its file (or left in the file
 after leaving the config) fails."""
 
+import importlib
+
 import pytest
 import yaml
 
 from conceptual.config import EXTENDS, flatten, load, read_config
-from conceptual.families import FAMILIES, resolve
+from conceptual.families import FAMILIES
+from conceptual.pipelines.families.recipes import RECIPES
 
 # Each shipped file and the config it lists, as "module:Class" (imported in the test, so that
 # one config's import error fails only its file's test): the families' from the registry,
@@ -23,13 +26,16 @@ CONFIG_FILES = {
     "speech.yaml": "conceptual.pipelines.features.speech:SpeechConfig",
     "translate.yaml": "conceptual.pipelines.features.translate:TranslateConfig",
     "recaption.yaml": "conceptual.pipelines.curation.recaption:RecaptionConfig",
-    **{family.config_file: family.recipe for family in FAMILIES.values()},
+    **{family.config_file: RECIPES[family.name] for family in FAMILIES.values()},
 }
 
 
 def config_class(name: str) -> type:
     """The config class a shipped file lists (a family's recipe names its config)."""
-    found = resolve(CONFIG_FILES[name])
+    found = CONFIG_FILES[name]
+    if isinstance(found, str):
+        module, _, attr = found.partition(":")
+        found = getattr(importlib.import_module(module), attr)
     return getattr(found, "config", found)
 
 

@@ -111,8 +111,7 @@ def test_config_needs_a_vocabulary_per_view():
 
 
 def test_saved_model_loads_with_its_vocabularies_and_scores_the_same(tmp_path):
-    from conceptual.fluency.saved import SavedFluency, save_fluency
-    from conceptual.models.saving import SavedCaptioner, load
+    from conceptual.models.saving import SavedCaptioner, SavedFluency, load, save_fluency
 
     model, vocabs = tiny()
     save_fluency(model, vocabs, tmp_path / "fluency")
@@ -133,8 +132,8 @@ def test_saved_model_loads_with_its_vocabularies_and_scores_the_same(tmp_path):
 
 
 def test_the_scorer_scores_sentences_with_and_without_a_source(tmp_path):
-    from conceptual.fluency.saved import save_fluency
     from conceptual.fluency.scorer import FluencyScorer
+    from conceptual.models.saving import save_fluency
 
     model, vocabs = tiny()
     save_fluency(model, vocabs, tmp_path / "fluency")

@@ -176,9 +176,9 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
 def test_every_family_job_is_the_registry_s():
     """A family's jobs are the family table's (conceptual.families): each one imports, as a file
     of its own or built from its factory, and every job file with a factory is listed."""
-    from conceptual.families import job_factories
+    from conceptual.jobs import family_jobs
 
-    jobs = job_factories()
+    jobs = family_jobs()
     for job in jobs:
         module = importlib.import_module(f"conceptual.jobs.{job}")
         assert callable(module.main), job

@@ -47,11 +47,10 @@ from conceptual.fluency.model import (
     predict,
     scores,
 )
-from conceptual.fluency.saved import SavedFluency, save_fluency
 from conceptual.fluency.views import sentence_views
 from conceptual.metrics import classifier_scores
 from conceptual.models.losses import FluencyLoss
-from conceptual.models.saving import load
+from conceptual.models.saving import SavedFluency, load, save_fluency
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.evaluation import evaluation
 from conceptual.pipelines.families.fluency.evaluate_fluency import TEST_SPLIT, held_out_evaluation

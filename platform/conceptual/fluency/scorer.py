@@ -13,13 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from conceptual.fluency.model import encode, predict, scores
-from conceptual.fluency.saved import SavedFluency
 from conceptual.fluency.views import sentence_views
-from conceptual.models.saving import load
+from conceptual.models.saving import SavedFluency, load
 
 
 class FluencyScorer:
-    """Fluency scores from a saved classifier (fluency.saved.SavedFluency), in this process:
+    """Fluency scores from a saved classifier (models.saving.SavedFluency), in this process:
     for translations with their English sources, and for Chinese sentences without one
     (native or generated captions, scored on the Chinese views)."""
 

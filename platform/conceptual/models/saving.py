@@ -27,7 +27,7 @@ vocab.<view>.json   a fluency classifier's vocabulary of each view (zh_words, zh
 
 save_model(model, vocab, "out/model", features, beam=4)   # FeatureSettings, from features.json
 save_retriever(model, "out/retriever", audio=features_config.model_dump(), features=features)
-save_fluency(model, vocabs, "out/fluency")   # conceptual.fluency.saved, on `save` and `Saved`
+save_fluency(model, vocabs, "out/fluency")   # a fluency classifier: a vocabulary per view
 saved = load("out/model")   # whatever kind: saved.model in eval mode, with its preprocessing
 saved = load("out/retriever", kind=SavedRetriever)   # ValueError when it holds another kind
 """
@@ -45,7 +45,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from conceptual.config import Config
-from conceptual.families import saved_kinds
+from conceptual.fluency.model import VIEWS, FluencyConfig, FluencyModel
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.retriever import DualEncoder, RetrieverConfig
 from conceptual.models.vocab import Vocabulary
@@ -203,6 +203,29 @@ class SavedRetriever(Saved):
         return path if path.is_file() else None
 
 
+@dataclass(frozen=True)
+class SavedFluency(Saved):
+    """The fluency classifier (conceptual.fluency.model) and a vocabulary per view."""
+
+    kind: ClassVar[str] = "fluency"
+    model: FluencyModel
+    vocabs: dict[str, Vocabulary]  # view -> its vocabulary
+
+    @classmethod
+    def read(
+        cls, directory: Path, settings: dict[str, Any], device: str | torch.device
+    ) -> SavedFluency:
+        model = FluencyModel(FluencyConfig.model_validate(settings["config"]))
+        vocabs = {
+            view: Vocabulary.from_json((directory / f"vocab.{view}.json").read_text())
+            for view in VIEWS
+        }
+        return cls(load_weights(model, directory, device), directory, settings, vocabs)
+
+
+# Every kind a saved directory may be (its config.json's "kind"), by the class that reads it.
+KINDS: dict[str, type[Saved]] = {c.kind: c for c in (SavedCaptioner, SavedRetriever, SavedFluency)}
+
 S = TypeVar("S", bound=Saved)
 
 
@@ -212,7 +235,7 @@ def load(directory: str | Path, device: str | torch.device = "cpu", kind: type[S
     directory = Path(directory)
     settings = _read(directory)
     saved_kind = settings.get("kind", "captioner")  # captioners were saved before kinds
-    found = saved_kinds().get(saved_kind)
+    found = KINDS.get(saved_kind)
     if found is None or not issubclass(found, kind):
         wanted = "" if kind is Saved else f", not a {kind.kind}"
         raise ValueError(f"{directory} holds a {saved_kind}{wanted}")
@@ -226,6 +249,16 @@ def _features_entry(features: FeatureSettings | None) -> dict[str, Any]:
 def check_vocabulary(vocab_size: int, vocab: Vocabulary) -> None:
     if vocab_size != len(vocab):
         raise ValueError(f"the model has {vocab_size} words, the vocabulary {len(vocab)}")
+
+
+def save_fluency(model: FluencyModel, vocabs: dict[str, Vocabulary], directory: str | Path) -> Path:
+    """A fluency classifier, with the vocabulary of each view (vocab.<view>.json)."""
+    for view in VIEWS:
+        check_vocabulary(model.config.vocab_sizes[view], vocabs[view])
+    directory = save(model, SavedFluency.kind, {}, None, directory)
+    for view in VIEWS:
+        (directory / f"vocab.{view}.json").write_text(vocabs[view].to_json())
+    return directory
 
 
 def save(
