@@ -275,7 +275,8 @@ TABLE: dict[str, JobStep] = {
 JOB_STEPS = tuple(TABLE)
 DEFAULT_JOB_STEPS = JOB_STEPS[:5]  # the captioner's; the retriever's when listed
 SUMMARY = "summary.json"  # OUTPUT/summary.json: every step's result, numbers rounded
-MANIFESTS = "steps"  # OUTPUT/steps/<step>.json: what each finished step did
+# OUTPUT/steps/<step>.json: what each finished step did (OUTPUT/stages/ before this release).
+MANIFESTS, OLD_MANIFESTS = "steps", "stages"
 
 
 class _Pipeline(Config):
@@ -404,7 +405,7 @@ def _run_steps(config: PipelineConfig, pipeline_run: str) -> dict[str, Any]:
     with tracking.children_of(pipeline_run):
         for step in config.steps:
             fingerprint = fingerprint_of[step]
-            manifest_uri = storage.join(config.output, MANIFESTS, f"{step}.json")
+            manifest_uri = _manifest(config.output, step)
             folder = TABLE[step].folder and context.folder(step)
             manifest = _finished(step, config.output, fingerprint, folder)
             skipped = manifest is not None
@@ -453,15 +454,16 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _manifest(output: str, step: str, folder: str = MANIFESTS) -> str:
+    return storage.join(output, folder, f"{step}.json")
+
+
 def _finished(step: str, output: str, fingerprint: str, folder: str | None) -> dict | None:
     """The step's manifest when it finished with this fingerprint (and its folder is still
     complete); None when it must run. A manifest where the last release wrote it
     (OUTPUT/stages/) still counts."""
-    found = [
-        uri
-        for uri in (storage.join(output, d, f"{step}.json") for d in (MANIFESTS, "stages"))
-        if storage.exists(uri)
-    ]
+    uris = (_manifest(output, step, folder) for folder in (MANIFESTS, OLD_MANIFESTS))
+    found = [uri for uri in uris if storage.exists(uri)]
     if not found:
         return None
     manifest = storage.read_json(found[0])

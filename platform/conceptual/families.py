@@ -9,14 +9,14 @@ and from the two tables beside it in the outer layers, each importing its code d
 
 - `saving.load` loads every `kind` (models/saving.py's KINDS, the Saved class that reads it);
 - each family's recipe: conceptual.pipelines.families.recipes (RECIPES, by family name);
-- each family's jobs: conceptual.jobs (FAMILY_JOBS; `train|evaluate|compare --family NAME`);
+- each family's jobs: conceptual.jobs.family_jobs (and `train|evaluate|compare --family NAME`);
 - tests/unit/test_configs.py checks each family's `config_file` against its recipe's config;
 - the serving app runs the `search` entries' retrievers (ServeConfig.retrievers, chosen per
   request with `?retriever=`: conceptual/serve/retriever_deployment.py, routes.py).
 
 This table names no code: every job's command line reads it before torch or Ray load.
 A new family is a model (or a variant of one), a recipe, a config file and an entry here,
-in RECIPES and in FAMILY_JOBS: docs/architecture.md counts the files the contrastive family
+in RECIPES and in family_jobs: docs/architecture.md counts the files the contrastive family
 took.
 """
 
