@@ -53,6 +53,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps --require-hashes -r requirements/assets.txt
     echo "$want" > "$stamp"
 fi
+# The harvest's compiled inner loop (setup.py: platform/conceptual/harvest/_links.c), built
+# in place beside its source, as the editable install reads the source tree; again whenever
+# the source changes. Without it the harvest judges images in Python, at twice the time.
+ext_stamp="$VENV/.conceptual-ext"
+ext_want=$(cat setup.py platform/conceptual/harvest/*.c | sha256sum | cut -c1-16)
+if [ "$(cat "$ext_stamp" 2>/dev/null)" != "$ext_want" ] || ! compgen -G "platform/conceptual/harvest/_links.*.so" >/dev/null; then
+    say "building the harvest's compiled loop"
+    "$VENV/bin/python" -c 'import setuptools' 2>/dev/null \
+        || "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "setuptools>=69"
+    "$VENV/bin/python" setup.py -q build_ext --inplace >"$VENV/.conceptual-ext.log" 2>&1 \
+        || { cat "$VENV/.conceptual-ext.log" >&2; exit 1; }
+    echo "$ext_want" > "$ext_stamp"
+fi
 # spaCy's and thinc's wheels for Python < 3.12 are compiled with Cython's profiling hooks,
 # and since Cython 3.1 each hook in a nogil function takes and releases the GIL on every
 # call: millions of times a second in the parser's and entity recognizer's loops, a quarter

@@ -17,14 +17,16 @@ its reason (stable strings: they are metric names):
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from conceptual.candidates import MAX_STORED_CHARS
 from conceptual.config import Config
-from conceptual.harvest.urls import ASCII_WHITESPACE, Resolver, document_base
+from conceptual.harvest.urls import Resolver, document_base, strip_url
 from conceptual.records import candidate_id
+from conceptual.weburl import web_url
 
 IMAGE_REASONS = (
     "opted_out",
@@ -122,15 +124,35 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     if rules.respect_opt_out and page.robots and opt_outs(page.robots, rules.opt_out_directives):
         counts["opted_out"] += len(images)
         return []
-    resolve = Resolver.of_document(document_base(page.url, page.base))
+    base = document_base(page.url, page.base)
     lang = (collapse(page.lang).lower() or None) if page.lang else None
-    page_url = page.url
+    if _links is None:
+        candidates, rejected = judge_images(images, base, page.url, lang, provenance)
+    else:
+        candidates, rejected = _links.candidates(
+            images, base, web_url, page.url, lang, provenance, MAX_STORED_CHARS
+        )
+    if rejected:
+        counts.update(rejected)
+    return candidates
+
+
+def judge_images(
+    images: list[tuple[str | None, str | None]],
+    base: str | None,
+    page_url: str,
+    lang: str | None,
+    provenance: dict[str, Any],
+) -> tuple[list[dict], list[str]]:
+    """(the candidates, the other images' reasons in order) of a page's images, against its
+    document_base(). The harvest's inner loop, every image of a crawl: this is its definition,
+    and harvest/_links.c its compiled form, which `judge` calls where it is built (`make
+    setup`, any install of the package): the same answers in about a fifth of the time
+    (tests/unit/test_harvest_links.py holds the two to the same rows; BENCHMARKS.md, issue
+    60, 2)."""
+    resolve = Resolver.of_document(base)
     seen: set[tuple[str, str]] = set()
-    candidates = []
-    # The harvest's inner loop, every image of a crawl, written out in one function (no call,
-    # tuple or dict per image but the candidate's own; rejections counted after it): it is
-    # 40% of a WAT's harvest (BENCHMARKS.md, issue 60, 2).
-    rejected = []
+    candidates, rejected = [], []
     for alt, raw in images:
         if alt is None:
             rejected.append("no_alt")
@@ -139,7 +161,7 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
         if not alt:
             rejected.append("empty_alt")
             continue
-        raw = raw.strip(ASCII_WHITESPACE) if raw else ""  # strip_url()
+        raw = strip_url(raw)
         if not raw:
             rejected.append("no_url")
             continue
@@ -162,6 +184,14 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
                     **provenance,
                 }
             )
-    if rejected:
-        counts.update(rejected)
-    return candidates
+    return candidates, rejected
+
+
+try:
+    from conceptual.harvest import _links
+except ImportError:  # not built (a source tree without `make setup`): the same answers, slower
+    _links = None
+    logging.getLogger(__name__).warning(
+        "conceptual.harvest._links is not built (`make setup` builds it): the harvest judges "
+        "images in Python, about twice the time a page"
+    )

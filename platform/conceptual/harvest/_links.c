@@ -1,0 +1,409 @@
+/* The harvest's inner loop compiled: a page's images to its candidates, the same answers as
+ * conceptual/harvest/pages.py's judge_images() (its definition, in Python), one call a page.
+ *
+ * Each step is the Python one written out: collapse() (a whitespace run as one space, none at
+ * either end: " ".join(text.split())), strip_url(), harvest/urls.py's Resolver fast path (the
+ * regex _FAST, matched by hand) with web_url() called back for every other URL, the length
+ * cap, the in-page duplicate set, records.candidate_id() (SHA-1 of "url\talt" in UTF-8,
+ * surrogatepass, its first 20 hex digits) and the candidate dict, keys in the same order.
+ * tests/unit/test_harvest_links.py holds the two to the same candidates and reasons on the
+ * web-platform-tests' URLs, generated pages and real alt-texts.
+ *
+ * Built by `make setup` (scripts/setup.sh) and by any install of the package (setup.py). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* SHA-1 (FIPS 180-4) ------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t h[5];
+    uint64_t length;  /* bytes hashed */
+    unsigned char block[64];
+    size_t used;
+} sha1_state;
+
+#define ROL(x, n) (((x) << (n)) | ((x) >> (32 - (n))))
+
+static void sha1_compress(uint32_t h[5], const unsigned char *p) {
+    uint32_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (int i = 16; i < 80; i++) w[i] = ROL(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k;
+        if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999;
+        else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1;
+        else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
+        else f = b ^ c ^ d, k = 0xCA62C1D6;
+        uint32_t t = ROL(a, 5) + f + e + k + w[i];
+        e = d, d = c, c = ROL(b, 30), b = a, a = t;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+}
+
+static void sha1_init(sha1_state *s) {
+    static const uint32_t start[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+    memcpy(s->h, start, sizeof start);
+    s->length = 0, s->used = 0;
+}
+
+static void sha1_update(sha1_state *s, const char *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    s->length += n;
+    while (n) {
+        size_t take = 64 - s->used < n ? 64 - s->used : n;
+        memcpy(s->block + s->used, p, take);
+        s->used += take, p += take, n -= take;
+        if (s->used == 64) sha1_compress(s->h, s->block), s->used = 0;
+    }
+}
+
+static void sha1_digest(sha1_state *s, unsigned char out[20]) {
+    uint64_t bits = s->length * 8;
+    unsigned char pad = 0x80, zero = 0, size[8];
+    sha1_update(s, (const char *)&pad, 1);
+    while (s->used != 56) sha1_update(s, (const char *)&zero, 1);
+    for (int i = 0; i < 8; i++) size[i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha1_update(s, (const char *)size, 8);
+    for (int i = 0; i < 20; i++) out[i] = (unsigned char)(s->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+/* Text --------------------------------------------------------------------------------- */
+
+/* A string's UTF-8 as records.candidate_id encodes it (surrogatepass): a new bytes object,
+ * or NULL with an exception set. */
+static PyObject *utf8_surrogatepass(PyObject *text) {
+    return PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass");
+}
+
+/* candidate_id(url, alt): the first 20 hex digits of SHA-1("url\talt"). */
+static PyObject *candidate_id(PyObject *url, PyObject *alt) {
+    PyObject *texts[2] = {url, alt};
+    sha1_state s;
+    sha1_init(&s);
+    for (int i = 0; i < 2; i++) {
+        Py_ssize_t n;
+        const char *bytes = PyUnicode_AsUTF8AndSize(texts[i], &n);
+        if (bytes != NULL) {
+            sha1_update(&s, bytes, (size_t)n);
+        } else {  /* a lone surrogate, which strict UTF-8 refuses */
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+            PyErr_Clear();
+            PyObject *encoded = utf8_surrogatepass(texts[i]);
+            if (encoded == NULL) return NULL;
+            sha1_update(&s, PyBytes_AS_STRING(encoded), (size_t)PyBytes_GET_SIZE(encoded));
+            Py_DECREF(encoded);
+        }
+        if (i == 0) sha1_update(&s, "\t", 1);
+    }
+    unsigned char digest[20];
+    char hex[20];
+    sha1_digest(&s, digest);
+    for (int i = 0; i < 10; i++) {
+        hex[2 * i] = "0123456789abcdef"[digest[i] >> 4];
+        hex[2 * i + 1] = "0123456789abcdef"[digest[i] & 15];
+    }
+    return PyUnicode_FromStringAndSize(hex, 20);
+}
+
+/* collapse(text): " ".join(text.split()), the text itself (a new reference) when that is it. */
+static PyObject *collapse(PyObject *text) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISSPACE(c) &&
+            (c != ' ' || i == 0 || i == n - 1 || PyUnicode_READ(kind, data, i + 1) == ' ')) {
+            PyObject *words = PyUnicode_Split(text, NULL, -1);
+            if (words == NULL) return NULL;
+            PyObject *space = PyUnicode_FromString(" ");
+            PyObject *joined = space == NULL ? NULL : PyUnicode_Join(space, words);
+            Py_XDECREF(space);
+            Py_DECREF(words);
+            return joined;
+        }
+    }
+    return Py_NewRef(text);
+}
+
+static int is_ascii_whitespace(Py_UCS4 c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+/* strip_url(text): ASCII whitespace off both ends (a new reference). */
+static PyObject *strip_url(PyObject *text) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t start = 0, end = PyUnicode_GET_LENGTH(text);
+    while (start < end && is_ascii_whitespace(PyUnicode_READ(kind, data, start))) start++;
+    while (end > start && is_ascii_whitespace(PyUnicode_READ(kind, data, end - 1))) end--;
+    if (start == 0 && end == PyUnicode_GET_LENGTH(text)) return Py_NewRef(text);
+    return PyUnicode_Substring(text, start, end);
+}
+
+/* The fast path: harvest/urls.py's _FAST, by hand --------------------------------------- */
+
+enum form { NO_MATCH, SCHEME, PROTOCOL_RELATIVE, ROOT, RELATIVE };
+
+/* _CHARS: the characters the standard writes as they are, anywhere in a reference. */
+static int is_plain(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("-._~!$&()*+,;=@%[]", c) != NULL);
+}
+
+static int is_label_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+/* (?:LABEL\.)*(?!xn--)[a-z][a-z0-9-]*\.? with LABEL (?!xn--)[a-z0-9-]+, on s[0:n]: the text
+ * between "//" and the next "/" (no punycode label, which the parser checks; the last label
+ * starts with a letter, as one ending in a number is an IPv4 address). */
+static int is_plain_host(const char *s, Py_ssize_t n) {
+    if (n && s[n - 1] == '.') n--;  /* one dot may end it */
+    if (n == 0) return 0;
+    Py_ssize_t label = 0;  /* where the label being read starts */
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '.') {
+            if (!is_label_char((unsigned char)s[i])) return 0;
+            continue;
+        }
+        if (i == label || (i - label >= 4 && memcmp(s + label, "xn--", 4) == 0)) return 0;
+        if (i == n && !(s[label] >= 'a' && s[label] <= 'z')) return 0;
+        label = i + 1;
+    }
+    return 1;
+}
+
+/* Which of _FAST's forms `url` (ASCII, s[0:n]) is, or NO_MATCH. */
+static enum form fast_form(const char *s, Py_ssize_t n) {
+    /* (?!.*(?:\./|%2[eE]|\.\?|\.\Z)): no dot segment, nor what could be one */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '.' && (i == n - 1 || s[i + 1] == '/' || s[i + 1] == '?')) return NO_MATCH;
+        if (s[i] == '%' && i + 2 < n && s[i + 1] == '2' && (s[i + 2] == 'e' || s[i + 2] == 'E'))
+            return NO_MATCH;
+    }
+    enum form form;
+    Py_ssize_t rest;  /* where [_CHARS/?:]*\Z starts */
+    Py_ssize_t scheme = n >= 6 && memcmp(s, "https:", 6) == 0 ? 6
+                        : n >= 5 && memcmp(s, "http:", 5) == 0 ? 5 : 0;
+    if (n - scheme >= 2 && s[scheme] == '/' && s[scheme + 1] == '/') {
+        Py_ssize_t host = scheme + 2, end = host;
+        while (end < n && s[end] != '/') end++;
+        if (end == n || !is_plain_host(s + host, end - host)) return NO_MATCH;
+        form = scheme ? SCHEME : PROTOCOL_RELATIVE;
+        rest = end + 1;
+    } else if (scheme) {  /* "http:" without "//": its first segment holds a colon */
+        return NO_MATCH;
+    } else if (n >= 1 && s[0] == '/') {
+        form = ROOT, rest = 1;  /* "//" went the first way */
+    } else {
+        Py_ssize_t i = 0;
+        while (i < n && is_plain((unsigned char)s[i])) i++;
+        if (i == 0 || (i < n && s[i] != '/' && s[i] != '?')) return NO_MATCH;
+        form = RELATIVE, rest = i;
+    }
+    for (Py_ssize_t i = rest; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!is_plain(c) && c != '/' && c != '?' && c != ':') return NO_MATCH;
+    }
+    return form;
+}
+
+/* A page's base (document_base()'s answer), as harvest/urls.py's Resolver reads it: its
+ * origin when of the plain form (_ORIGIN: http(s)://, a host of [a-z0-9.-], then "/"), and
+ * the directory of its path (up to its last "/" before a query or fragment). */
+typedef struct {
+    PyObject *origin;    /* "http://host", or NULL: every URL goes to web_url() */
+    PyObject *in_directory;  /* origin + directory: a relative reference's prefix */
+    PyObject *scheme;    /* "http:" or "https:": a protocol-relative reference's */
+} base_parts;
+
+static int read_base(PyObject *base, base_parts *parts) {
+    parts->origin = parts->in_directory = parts->scheme = NULL;
+    if (base == Py_None) return 0;
+    if (!PyUnicode_Check(base)) {
+        PyErr_SetString(PyExc_TypeError, "base must be a str or None");
+        return -1;
+    }
+    int kind = PyUnicode_KIND(base);
+    const void *data = PyUnicode_DATA(base);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(base), p = 0;
+    static const char http[] = "http";
+    for (; p < 4; p++)
+        if (p >= n || PyUnicode_READ(kind, data, p) != (Py_UCS4)http[p]) return 0;
+    if (p < n && PyUnicode_READ(kind, data, p) == 's') p++;
+    if (p >= n || PyUnicode_READ(kind, data, p) != ':') return 0;
+    Py_ssize_t scheme_end = ++p;
+    if (p + 1 >= n || PyUnicode_READ(kind, data, p) != '/' || PyUnicode_READ(kind, data, p + 1) != '/')
+        return 0;
+    Py_ssize_t host = p += 2;
+    while (p < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, p);
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) break;
+        p++;
+    }
+    if (p == host || p >= n || PyUnicode_READ(kind, data, p) != '/') return 0;
+    Py_ssize_t slash = p;  /* the path's last "/" before a query or fragment */
+    for (Py_ssize_t i = p; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '?' || c == '#') break;
+        if (c == '/') slash = i;
+    }
+    parts->origin = PyUnicode_Substring(base, 0, p);
+    parts->in_directory = PyUnicode_Substring(base, 0, slash + 1);
+    parts->scheme = PyUnicode_Substring(base, 0, scheme_end);
+    if (parts->origin && parts->in_directory && parts->scheme) return 0;
+    Py_CLEAR(parts->origin);
+    Py_CLEAR(parts->in_directory);
+    Py_CLEAR(parts->scheme);
+    return -1;
+}
+
+/* Resolver(base)(url): the fast path's join, else web_url(url, base). A new reference: a
+ * str, or None. */
+static PyObject *resolve(PyObject *url, PyObject *base, const base_parts *parts, PyObject *web_url) {
+    if (parts->origin != NULL && PyUnicode_IS_ASCII(url)) {
+        const char *s = (const char *)PyUnicode_DATA(url);
+        switch (fast_form(s, PyUnicode_GET_LENGTH(url))) {
+            case SCHEME: return Py_NewRef(url);
+            case PROTOCOL_RELATIVE: return PyUnicode_Concat(parts->scheme, url);
+            case ROOT: return PyUnicode_Concat(parts->origin, url);
+            case RELATIVE: return PyUnicode_Concat(parts->in_directory, url);
+            case NO_MATCH: break;
+        }
+    }
+    return PyObject_CallFunctionObjArgs(web_url, url, base, NULL);
+}
+
+/* The reasons (pages.py's IMAGE_REASONS) and the candidate's keys, interned once. */
+static PyObject *NO_ALT, *EMPTY_ALT, *NO_URL, *NOT_HTTP, *TOO_LONG, *DUPLICATE_IN_PAGE;
+static PyObject *ID, *IMAGE_URL, *PAGE_URL, *ALT_TEXT, *LANG;
+
+static PyObject *candidate(PyObject *url, PyObject *alt, PyObject *page_url, PyObject *lang,
+                           PyObject *provenance) {
+    PyObject *row = PyDict_New(), *id = candidate_id(url, alt);
+    if (row == NULL || id == NULL || PyDict_SetItem(row, ID, id) < 0 ||
+        PyDict_SetItem(row, IMAGE_URL, url) < 0 || PyDict_SetItem(row, PAGE_URL, page_url) < 0 ||
+        PyDict_SetItem(row, ALT_TEXT, alt) < 0 || PyDict_SetItem(row, LANG, lang) < 0 ||
+        PyDict_Update(row, provenance) < 0) {
+        Py_XDECREF(row), Py_XDECREF(id);
+        return NULL;
+    }
+    Py_DECREF(id);
+    return row;
+}
+
+/* One image's reason (a borrowed, interned str), or NULL with its candidate added to
+ * `candidates` (or an exception set: *failed). */
+static PyObject *judge_image(PyObject *image, PyObject *base, const base_parts *parts,
+                             PyObject *web_url, PyObject *page_url, PyObject *lang,
+                             PyObject *provenance, Py_ssize_t max_chars, PyObject *seen,
+                             PyObject *candidates, int *failed) {
+    PyObject *reason = NULL, *alt = NULL, *raw = NULL, *url = NULL, *key = NULL, *row = NULL;
+    *failed = 1;
+    if (!PyTuple_Check(image) || PyTuple_GET_SIZE(image) != 2) {
+        PyErr_SetString(PyExc_TypeError, "an image is an (alt, url) tuple");
+        return NULL;
+    }
+    PyObject *alt_given = PyTuple_GET_ITEM(image, 0), *url_given = PyTuple_GET_ITEM(image, 1);
+    if (alt_given == Py_None) {
+        reason = NO_ALT;
+        goto judged;
+    }
+    if (!PyUnicode_Check(alt_given) || (url_given != Py_None && !PyUnicode_Check(url_given))) {
+        PyErr_SetString(PyExc_TypeError, "an image's alt and url are str or None");
+        return NULL;
+    }
+    if ((alt = collapse(alt_given)) == NULL) goto done;
+    if (PyUnicode_GET_LENGTH(alt) == 0) {
+        reason = EMPTY_ALT;
+        goto judged;
+    }
+    if (url_given == Py_None || PyUnicode_GET_LENGTH(url_given) == 0) {
+        reason = NO_URL;
+        goto judged;
+    }
+    if ((raw = strip_url(url_given)) == NULL) goto done;
+    if (PyUnicode_GET_LENGTH(raw) == 0) {
+        reason = NO_URL;
+        goto judged;
+    }
+    if ((url = resolve(raw, base, parts, web_url)) == NULL) goto done;
+    if (url == Py_None) {
+        reason = NOT_HTTP;
+        goto judged;
+    }
+    if (!PyUnicode_Check(url)) {
+        PyErr_SetString(PyExc_TypeError, "web_url gave no str");
+        goto done;
+    }
+    if (PyUnicode_GET_LENGTH(alt) > max_chars || PyUnicode_GET_LENGTH(url) > max_chars) {
+        reason = TOO_LONG;
+        goto judged;
+    }
+    if ((key = PyTuple_Pack(2, alt, url)) == NULL) goto done;
+    int found = PySet_Contains(seen, key);
+    if (found < 0) goto done;
+    if (found) {
+        reason = DUPLICATE_IN_PAGE;
+        goto judged;
+    }
+    if (PySet_Add(seen, key) < 0) goto done;
+    if ((row = candidate(url, alt, page_url, lang, provenance)) == NULL) goto done;
+    if (PyList_Append(candidates, row) < 0) goto done;
+judged:
+    *failed = 0;
+done:
+    Py_XDECREF(alt), Py_XDECREF(raw), Py_XDECREF(url), Py_XDECREF(key), Py_XDECREF(row);
+    return reason;
+}
+
+static PyObject *page_candidates(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *images, *base, *web_url, *page_url, *lang, *provenance;
+    Py_ssize_t max_chars;
+    if (!PyArg_ParseTuple(args, "O!OOUOO!n:candidates", &PyList_Type, &images, &base, &web_url,
+                          &page_url, &lang, &PyDict_Type, &provenance, &max_chars))
+        return NULL;
+    base_parts parts;
+    if (read_base(base, &parts) < 0) return NULL;
+    PyObject *seen = PySet_New(NULL), *candidates = PyList_New(0), *rejected = PyList_New(0);
+    PyObject *result = NULL;
+    if (seen == NULL || candidates == NULL || rejected == NULL) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(images); i++) {
+        int failed;
+        PyObject *reason = judge_image(PyList_GET_ITEM(images, i), base, &parts, web_url,
+                                       page_url, lang, provenance, max_chars, seen, candidates,
+                                       &failed);
+        if (failed || (reason != NULL && PyList_Append(rejected, reason) < 0)) goto done;
+    }
+    result = PyTuple_Pack(2, candidates, rejected);
+done:
+    Py_XDECREF(seen), Py_XDECREF(candidates), Py_XDECREF(rejected);
+    Py_XDECREF(parts.origin), Py_XDECREF(parts.in_directory), Py_XDECREF(parts.scheme);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"candidates", page_candidates, METH_VARARGS,
+     "candidates(images, base, web_url, page_url, lang, provenance, max_chars) -> "
+     "(candidates, reasons): pages.judge_images(), compiled."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_links", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__links(void) {
+    struct { PyObject **name; const char *text; } names[] = {
+        {&NO_ALT, "no_alt"}, {&EMPTY_ALT, "empty_alt"}, {&NO_URL, "no_url"},
+        {&NOT_HTTP, "not_http"}, {&TOO_LONG, "too_long"}, {&DUPLICATE_IN_PAGE, "duplicate_in_page"},
+        {&ID, "id"}, {&IMAGE_URL, "image_url"}, {&PAGE_URL, "page_url"}, {&ALT_TEXT, "alt_text"},
+        {&LANG, "lang"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
+    return PyModule_Create(&module);
+}
