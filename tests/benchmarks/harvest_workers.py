@@ -1,5 +1,5 @@
 """The measures of tests/benchmarks/test_harvest_speed.py, each run in a process of its own
-(`python harvest_workers.py KIND ARCHIVE PAIRS_OUT`), printing one JSON line: pages,
+(`python harvest_workers.py KIND ARCHIVE PAIRS_OUT`, PAIRS_OUT `-` to write none), printing one JSON line: pages,
 candidates, seconds, the CPU-seconds of its start-up (the interpreter and the imports,
 before the first record) and peak resident memory (VmHWM; the harvest's adds its HTML parser's
 process, and its CPU seconds). Imports only the standard library at the top, so that the
@@ -7,6 +7,7 @@ baseline's own virtual environment (cc2dataset, or warcio + BeautifulSoup) runs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,17 @@ def _peak_kb(process: str = "self") -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+@contextlib.contextmanager
+def _pairs(pairs_out: str):
+    """write(alt, url, page_url): a JSON line each into `pairs_out`, or, for "-", nothing:
+    the tool's own rate, without the harness's encoding (about 10 us a page, both alike)."""
+    if pairs_out == "-":
+        yield lambda alt, url, page_url: None
+        return
+    with open(pairs_out, "w") as out:
+        yield lambda alt, url, page_url: out.write(json.dumps([alt, url, page_url]) + "\n")
 
 
 def _ours(path: str, pairs_out: str) -> dict:
@@ -35,9 +47,9 @@ def _ours(path: str, pairs_out: str) -> dict:
         return stream
 
     started, cpu = time.perf_counter(), time.process_time()
-    with open(pairs_out, "w") as out:  # streamed out: the worker's memory is the harvest's
+    with _pairs(pairs_out) as write:  # streamed out: the worker's memory is the harvest's
         for row in harvest_archive(open_at, path, HarvestRules(), counts):
-            out.write(json.dumps([row["alt_text"], row["image_url"], row["page_url"]]) + "\n")
+            write(row["alt_text"], row["image_url"], row["page_url"])
             counts["candidates"] += 1
     seconds = time.perf_counter() - started
     # The HTML parser's process (harvest/budget.py) is the harvest's too: its peak memory,
@@ -57,9 +69,9 @@ def _cc2dataset(path: str, pairs_out: str) -> dict:
 
     startup = time.process_time()  # the interpreter and cc2dataset's imports
     started, cpu, found = time.perf_counter(), time.process_time(), 0
-    with open(pairs_out, "w") as out:
+    with _pairs(pairs_out) as write:
         for _uid, url, alt, _file, page_url in process_wat(path, "image"):
-            out.write(json.dumps([alt, url, page_url]) + "\n")
+            write(alt, url, page_url)
             found += 1
     seconds = time.perf_counter() - started
     cpu_seconds = time.process_time() - cpu  # the per-core rate, whatever else runs
@@ -74,7 +86,7 @@ def _warcio_bs4(path: str, pairs_out: str) -> dict:
     from warcio.archiveiterator import ArchiveIterator
 
     started, cpu, found, pages = time.perf_counter(), time.process_time(), 0, 0
-    with open(path, "rb") as stream, open(pairs_out, "w") as out:
+    with open(path, "rb") as stream, _pairs(pairs_out) as write:
         for record in ArchiveIterator(stream):
             if record.rec_type != "response":
                 continue
@@ -87,7 +99,7 @@ def _warcio_bs4(path: str, pairs_out: str) -> dict:
                 alt = " ".join((img.get("alt") or "").split())
                 url = urljoin(base_url, img["src"])
                 if alt and url.startswith(("http://", "https://")):
-                    out.write(json.dumps([alt, url, page_url]) + "\n")
+                    write(alt, url, page_url)
                     found += 1
     seconds = time.perf_counter() - started
     cpu_seconds = time.process_time() - cpu  # the per-core rate, whatever else runs

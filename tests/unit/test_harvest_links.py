@@ -12,6 +12,7 @@ import csv
 import json
 import random
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,26 +27,29 @@ WPT = Path(__file__).resolve().parents[1] / "data" / "wpt" / "urltestdata.json"
 CASES = [case for case in json.loads(WPT.read_text(encoding="utf-8")) if isinstance(case, dict)]
 PAGE = "http://example.com/dir/page.html"
 PROVENANCE = {"source": "s3://crawl/a.warc.gz", "record_offset": 12}
-# Bases as document_base() writes them, and some it never gives (the loop takes any str)
-BASES = [
+# Page URLs of every form (the page's base is its URL, or its <base href>)
+PAGES = [
     PAGE,
-    "https://example.com/dir/page.html?q=1",
-    "http://example.com/",
+    "https://example.com/dir/page.html?q=1#top",
+    "http://example.com",
     "http://example.com/a/b/",
     "http://example.com/a/b?x=/c/d",
     "http://example.com:8080/a/b/",
     "http://127.0.0.1/dir/",
+    "http://0x7f.1/dir/",
     "http://[::1]/x/",
     "https://xn--nxasmq6b.example/p/q",
-    "http://h.example/d/%C3%A9/f",
+    "https://ünicode.example/p/q",
     "http://h.example/d/é/f",
     "http://EXAMPLE.com/a/",
     "http:/example.com/a/",
+    "https://user:pw@example.com/a/",
     "file:///tmp/",
     "data:text/plain,x",
     "",
-    None,
+    "not a URL",
 ]
+BASE_HREFS = [None, None, None, "/base/", "//cdn.example/x/", "https://o.example", "../up/", "javascript:x", ""]
 
 
 def compiled():
@@ -54,13 +58,22 @@ def compiled():
     return _links.candidates
 
 
-def both(images, base, lang="en", provenance=PROVENANCE, page_url=PAGE):
-    """The compiled loop's answer, asserted to be its definition's."""
-    got = compiled()(images, base, web_url, page_url, lang, provenance, MAX_STORED_CHARS)
-    want = judge_images(images, base, page_url, lang, provenance)
-    assert [list(row.items()) for row in got[0]] == [list(row.items()) for row in want[0]], base
-    assert got[1] == want[1], base
-    return got
+def call(images, page_url=PAGE, parser=web_url, counts=None):
+    """The compiled loop on a page with no <base href>, no language and no provenance."""
+    counts = Counter() if counts is None else counts
+    return compiled()(images, page_url, None, None, {}, counts, MAX_STORED_CHARS, document_base, parser)
+
+
+def both(images, page_url=PAGE, base_href=None, lang="en", provenance=PROVENANCE):
+    """The compiled loop's candidates, asserted to be its definition's, and its counts."""
+    counts, want_counts = Counter({"images_seen": 1}), Counter({"images_seen": 1})
+    got = compiled()(
+        images, page_url, base_href, lang, provenance, counts, MAX_STORED_CHARS, document_base, web_url
+    )
+    want = judge_images(images, page_url, base_href, lang, provenance, want_counts)
+    assert [list(row.items()) for row in got] == [list(row.items()) for row in want], page_url
+    assert list(counts.items()) == list(want_counts.items()), page_url
+    return got, counts
 
 
 def test_the_compiled_loop_is_built_and_judge_calls_it():
@@ -68,16 +81,18 @@ def test_the_compiled_loop_is_built_and_judge_calls_it():
     assert pages._links.candidates is compiled()
 
 
-def test_every_wpt_input_against_bases_of_every_form():
+def test_every_wpt_input_against_pages_and_bases_of_every_form():
     inputs = [case["input"] for case in CASES]
     images = [(f"image {i}", url) for i, url in enumerate(inputs)]
-    for base in [*BASES, *(document_base(c["base"], None) for c in CASES if c.get("base"))]:
-        rows, reasons = both(images, base)
-        assert len(rows) + len(reasons) == len(inputs)
-        if base is None or document_base(base, None) == base:  # a base as the harvest gives it
-            for row in rows:  # each candidate's URL is the parser's own
-                raw = inputs[int(row["alt_text"].split()[1])]
-                assert row["image_url"] == web_url(strip_url(raw), base), (raw, base)
+    pages = [(page, None) for page in PAGES] + [(PAGE, href) for href in BASE_HREFS]
+    pages += [(c["base"], None) for c in CASES if c.get("base")]
+    for page_url, base_href in pages:
+        rows, counts = both(images, page_url, base_href)
+        assert len(rows) + sum(counts.values()) - 1 == len(inputs)
+        base = document_base(page_url, base_href)
+        for row in rows:  # each candidate's URL is the parser's own
+            raw = inputs[int(row["alt_text"].split()[1])]
+            assert row["image_url"] == web_url(strip_url(raw), base), (raw, page_url, base_href)
     rows, _ = both(images, PAGE)
     assert len(rows) > 300  # of the suite's inputs, most of those of an http(s) URL
 
@@ -109,17 +124,18 @@ def test_generated_pages():
             alt = "".join(rng.choice(ALT_PIECES) for _ in range(rng.randint(0, 4)))
             images.append((rng.choice([alt, alt, alt, None]), rng.choice([url, url, url, None])))
         images += rng.sample(images, min(2, len(images)))  # an image twice in the page
-        both(images, rng.choice(BASES), lang=rng.choice(["en", None, "zh-cn"]))
+        page_url, base_href = rng.choice(PAGES), rng.choice(BASE_HREFS)
+        both(images, page_url, base_href, lang=rng.choice(["en", None, "zh-cn"]))
 
 
 def test_the_length_cap_and_the_candidate_row():
     long, url = "x" * MAX_STORED_CHARS, "http://e.example/"
     url += "x" * (MAX_STORED_CHARS - len(url))
     images = [(long, "a.jpg"), (long + "x", "a.jpg"), ("a", url), ("a", url + "x")]
-    rows, reasons = both(images, PAGE)
-    assert len(rows) == 2 and reasons == ["too_long", "too_long"]
+    rows, counts = both(images)
+    assert len(rows) == 2 and counts["too_long"] == 2
     # provenance's keys come after the candidate's own, and win as a dict display's do
-    rows, _ = both([("a", "b.jpg")], PAGE, provenance={"lang": "xx", "record_offset": 3})
+    rows, _ = both([("a", "b.jpg")], provenance={"lang": "xx", "record_offset": 3})
     assert list(rows[0]) == ["id", "image_url", "page_url", "alt_text", "lang", "record_offset"]
     assert rows[0]["lang"] == "xx"
 
@@ -127,17 +143,21 @@ def test_the_length_cap_and_the_candidate_row():
 def test_a_malformed_image_raises_and_the_record_is_quarantined():
     for bad in [("a",), ("a", "b", "c"), ["a", "b.jpg"], (1, "b.jpg"), ("a", 1)]:
         with pytest.raises(TypeError):
-            compiled()([bad], PAGE, web_url, PAGE, None, {}, MAX_STORED_CHARS)
+            call([bad])
     with pytest.raises(ZeroDivisionError):  # web_url's own error passes through
-        compiled()([("a", "A:b")], PAGE, lambda *_: 1 / 0, PAGE, None, {}, MAX_STORED_CHARS)
+        call([("a", "A:b")], parser=lambda *_: 1 / 0)
 
 
 def test_no_reference_is_leaked():
     images = [("a dog", "img/a.jpg"), ("a  cat", "HTTP://X/b"), (None, "c"), ("d", None)]
-    before = [sys.getrefcount(o) for o in (PAGE, *images[0], *images[1])]
+    counts = Counter()
+    objects = (PAGE, *images[0], *images[1], "http://o.example/")
+    before = [sys.getrefcount(o) for o in objects]
     for _ in range(1000):
-        compiled()(images, PAGE, web_url, PAGE, "en", PROVENANCE, MAX_STORED_CHARS)
-    assert [sys.getrefcount(o) for o in (PAGE, *images[0], *images[1])] == before
+        call(images, counts=counts)
+        call(images, page_url="http://o.example/", counts=counts)
+    assert [sys.getrefcount(o) for o in objects] == before
+    assert counts["no_alt"] == counts["no_url"] == 2000
 
 
 def test_every_caption_of_the_shared_data(real_data):
@@ -150,8 +170,8 @@ def test_every_caption_of_the_shared_data(real_data):
     assert len(texts) > 10_000
     for start in range(0, len(texts), 500):
         chunk = texts[start : start + 500]
-        both([(text, f"img/{i}.jpg") for i, text in enumerate(chunk)], PAGE)
-        both([(f"alt {i}", text) for i, text in enumerate(chunk)], PAGE)
+        both([(text, f"img/{i}.jpg") for i, text in enumerate(chunk)])
+        both([(f"alt {i}", text) for i, text in enumerate(chunk)])
 
 
 def test_the_plain_forms_are_joined_without_the_parser():
@@ -163,7 +183,5 @@ def test_the_plain_forms_are_joined_without_the_parser():
 
     plain = ["img/a.jpg", "/b.jpg", "//cdn.example/c.jpg", "https://s.example/d.jpg", "e.jpg?"]
     odd = ["HTTP://x.example/a", "//xn--nxasmq6b/a", "//h.example.1/a", "../a.jpg", "a b.jpg"]
-    rows, _ = compiled()(
-        [("a", url) for url in plain + odd], PAGE, parser, PAGE, None, {}, MAX_STORED_CHARS
-    )
+    rows = call([("a", url) for url in plain + odd], parser=parser)
     assert called == odd and len(rows) >= len(plain)

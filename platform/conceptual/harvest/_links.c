@@ -1,10 +1,10 @@
 /* The harvest's inner loop compiled: a page's images to its candidates, the same answers as
  * conceptual/harvest/pages.py's judge_images() (its definition, in Python), one call a page.
  *
- * Each step is the Python one written out: collapse() (a whitespace run as one space, none at
+ * Each step is the Python one written out: the page's document_base(), collapse() (a whitespace run as one space, none at
  * either end: " ".join(text.split())), strip_url(), harvest/urls.py's Resolver fast path (the
  * regex _FAST, matched by hand) with web_url() called back for every other URL, the length
- * cap, the in-page duplicate set, records.candidate_id() (SHA-1 of "url\talt" in UTF-8,
+ * cap, the in-page duplicate set, each other image counted under its reason, records.candidate_id() (SHA-1 of "url\talt" in UTF-8,
  * surrogatepass, its first 20 hex digits) and the candidate dict, keys in the same order.
  * tests/unit/test_harvest_links.py holds the two to the same candidates and reasons on the
  * web-platform-tests' URLs, generated pages and real alt-texts.
@@ -298,7 +298,7 @@ static PyObject *candidate(PyObject *url, PyObject *alt, PyObject *page_url, PyO
 }
 
 /* One image's reason (a borrowed, interned str), or NULL with its candidate added to
- * `candidates` (or an exception set: *failed). */
+ * `candidates` (or, *failed, an exception set). */
 static PyObject *judge_image(PyObject *image, PyObject *base, const base_parts *parts,
                              PyObject *web_url, PyObject *page_url, PyObject *lang,
                              PyObject *provenance, Py_ssize_t max_chars, PyObject *seen,
@@ -362,35 +362,60 @@ done:
     return reason;
 }
 
+/* counts[reason] += 1, on a Counter (a dict) as Counter.update() counts. */
+static int count(PyObject *counts, PyObject *reason) {
+    PyObject *n = PyDict_GetItemWithError(counts, reason);
+    if (n == NULL && PyErr_Occurred()) return -1;
+    PyObject *one = PyLong_FromLong(1), *more = n == NULL ? Py_NewRef(one) : PyNumber_Add(n, one);
+    int failed = more == NULL || PyDict_SetItem(counts, reason, more) < 0;
+    Py_XDECREF(one), Py_XDECREF(more);
+    return failed ? -1 : 0;
+}
+
+/* document_base(page_url, base_href), without the call for a page of a plain absolute URL
+ * and no <base href> (most pages): the standard writes that URL as it is (urls.py's _href).
+ * A new reference. */
+static PyObject *page_base(PyObject *page_url, PyObject *base_href, PyObject *document_base) {
+    if (base_href == Py_None && PyUnicode_IS_ASCII(page_url) &&
+        fast_form((const char *)PyUnicode_DATA(page_url), PyUnicode_GET_LENGTH(page_url)) == SCHEME)
+        return Py_NewRef(page_url);
+    return PyObject_CallFunctionObjArgs(document_base, page_url, base_href, NULL);
+}
+
 static PyObject *page_candidates(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *images, *base, *web_url, *page_url, *lang, *provenance;
+    PyObject *images, *page_url, *base_href, *lang, *provenance, *counts, *document_base, *web_url;
     Py_ssize_t max_chars;
-    if (!PyArg_ParseTuple(args, "O!OOUOO!n:candidates", &PyList_Type, &images, &base, &web_url,
-                          &page_url, &lang, &PyDict_Type, &provenance, &max_chars))
+    if (!PyArg_ParseTuple(args, "O!UOOO!O!nOO:candidates", &PyList_Type, &images, &page_url,
+                          &base_href, &lang, &PyDict_Type, &provenance, &PyDict_Type, &counts,
+                          &max_chars, &document_base, &web_url))
         return NULL;
+    PyObject *base = page_base(page_url, base_href, document_base);
+    if (base == NULL) return NULL;
     base_parts parts;
-    if (read_base(base, &parts) < 0) return NULL;
-    PyObject *seen = PySet_New(NULL), *candidates = PyList_New(0), *rejected = PyList_New(0);
-    PyObject *result = NULL;
-    if (seen == NULL || candidates == NULL || rejected == NULL) goto done;
+    if (read_base(base, &parts) < 0) {
+        Py_DECREF(base);
+        return NULL;
+    }
+    PyObject *seen = PySet_New(NULL), *candidates = PyList_New(0), *result = NULL;
+    if (seen == NULL || candidates == NULL) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(images); i++) {
         int failed;
         PyObject *reason = judge_image(PyList_GET_ITEM(images, i), base, &parts, web_url,
                                        page_url, lang, provenance, max_chars, seen, candidates,
                                        &failed);
-        if (failed || (reason != NULL && PyList_Append(rejected, reason) < 0)) goto done;
+        if (failed || (reason != NULL && count(counts, reason) < 0)) goto done;
     }
-    result = PyTuple_Pack(2, candidates, rejected);
+    result = Py_NewRef(candidates);
 done:
-    Py_XDECREF(seen), Py_XDECREF(candidates), Py_XDECREF(rejected);
+    Py_XDECREF(seen), Py_XDECREF(candidates), Py_DECREF(base);
     Py_XDECREF(parts.origin), Py_XDECREF(parts.in_directory), Py_XDECREF(parts.scheme);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"candidates", page_candidates, METH_VARARGS,
-     "candidates(images, base, web_url, page_url, lang, provenance, max_chars) -> "
-     "(candidates, reasons): pages.judge_images(), compiled."},
+     "candidates(images, page_url, base_href, lang, provenance, counts, max_chars, "
+     "document_base, web_url) -> candidates: pages.judge_images(), compiled."},
     {NULL, NULL, 0, NULL},
 };
 

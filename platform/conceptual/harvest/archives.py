@@ -29,7 +29,7 @@ from resiliparse.parse.encoding import detect_mime
 
 from conceptual.harvest.budget import PageTooComplex, page_from_html
 from conceptual.harvest.pages import HarvestRules, Page, judge
-from conceptual.harvest.wat import UnreadableRecord, is_html_type, page_from_wat
+from conceptual.harvest.wat import UnreadableRecord, describes_no_response, is_html_type, page_from_wat
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +93,19 @@ def harvest_archive(
         if record is None:  # a corrupt stretch, counted
             continue
         counts["records"] += 1
-        wat = _is_wat(record)
+        metadata = record.record_type == WarcRecordType.metadata
         if kind is None and record.record_type != WarcRecordType.warcinfo:
-            kind = "wat" if wat else "warc"
+            kind = "wat" if metadata and _is_json(record) else "warc"
         try:
-            reason, page = page_from_wat(body) if wat else _page(record, body, rules)
+            if metadata and describes_no_response(body):
+                # Two of a WAT's three records (a request's description, the crawler's
+                # metadata): no page whichever way the record is read (_page: a metadata
+                # record is no response), so its Content-Type is not looked up (8% of a WAT).
+                reason, page = "not_response", None
+            elif metadata and _is_json(record):
+                reason, page = page_from_wat(body)
+            else:
+                reason, page = _page(record, body, rules)
         except UnreadableRecord as exc:
             log.debug("%s at %d: %s", source, record.stream_pos, exc)
             reason, page = "unreadable_record", None
@@ -214,13 +222,11 @@ def _next_record(open_at: Opener, offset: int, magic: bytes) -> int | None:
             window, offset, at = window[keep:], offset + keep, 0
 
 
-def _is_wat(record: WarcRecord) -> bool:
-    """A WAT record: metadata of JSON (whose body _records read up to max_record_bytes). The
-    header is looked up by fastwarc's own key and as bytes: a third of the time of a lookup
-    by its name as a string, which took 8% of a WAT's harvest."""
-    return record.record_type == WarcRecordType.metadata and (
-        record.headers.get_bytes(WarcHeader.CONTENT_TYPE) or b""
-    ).startswith(b"application/json")
+def _is_json(record: WarcRecord) -> bool:
+    """Whether a metadata record is of JSON, a WAT record (whose body _records read up to
+    max_record_bytes). The header is looked up by fastwarc's own key and as bytes: a third
+    of the time of a lookup by its name as a string."""
+    return (record.headers.get_bytes(WarcHeader.CONTENT_TYPE) or b"").startswith(b"application/json")
 
 
 def _page(record: WarcRecord, body: bytes, rules: HarvestRules) -> tuple[str | None, Page | None]:

@@ -124,33 +124,29 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     if rules.respect_opt_out and page.robots and opt_outs(page.robots, rules.opt_out_directives):
         counts["opted_out"] += len(images)
         return []
-    base = document_base(page.url, page.base)
     lang = (collapse(page.lang).lower() or None) if page.lang else None
     if _links is None:
-        candidates, rejected = judge_images(images, base, page.url, lang, provenance)
-    else:
-        candidates, rejected = _links.candidates(
-            images, base, web_url, page.url, lang, provenance, MAX_STORED_CHARS
-        )
-    if rejected:
-        counts.update(rejected)
-    return candidates
+        return judge_images(images, page.url, page.base, lang, provenance, counts)
+    return _links.candidates(
+        images, page.url, page.base, lang, provenance, counts, MAX_STORED_CHARS, document_base, web_url
+    )
 
 
 def judge_images(
     images: list[tuple[str | None, str | None]],
-    base: str | None,
     page_url: str,
+    base_href: str | None,
     lang: str | None,
     provenance: dict[str, Any],
-) -> tuple[list[dict], list[str]]:
-    """(the candidates, the other images' reasons in order) of a page's images, against its
-    document_base(). The harvest's inner loop, every image of a crawl: this is its definition,
-    and harvest/_links.c its compiled form, which `judge` calls where it is built (`make
-    setup`, any install of the package): the same answers in about a fifth of the time
-    (tests/unit/test_harvest_links.py holds the two to the same rows; BENCHMARKS.md, issue
-    60, 2)."""
-    resolve = Resolver.of_document(base)
+    counts: Counter,
+) -> list[dict]:
+    """The candidates of a page's images (its URL, <base href> and language given), each
+    other image counted in `counts` under its reason. The harvest's inner loop, every image
+    of a crawl: this is its definition, and harvest/_links.c its compiled form, which `judge`
+    calls where it is built (`make setup`, any install of the package): the same answers in
+    a fraction of the time (tests/unit/test_harvest_links.py holds the two to the same rows
+    and counts; BENCHMARKS.md, issue 60, 2)."""
+    resolve = Resolver.of_document(document_base(page_url, base_href))
     seen: set[tuple[str, str]] = set()
     candidates, rejected = [], []
     for alt, raw in images:
@@ -184,7 +180,9 @@ def judge_images(
                     **provenance,
                 }
             )
-    return candidates, rejected
+    if rejected:
+        counts.update(rejected)
+    return candidates
 
 
 try:

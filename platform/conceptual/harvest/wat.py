@@ -41,8 +41,7 @@ class UnreadableRecord(ValueError):
 def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
     """(why it is no page, None) or (None, the page) from a WAT record's JSON;
     UnreadableRecord when it is not the JSON of a WAT record."""
-    described = _DESCRIBED_TYPE.search(payload, 0, 2048)
-    if described is not None and described.group(1) != b"response":
+    if describes_no_response(payload):
         return "not_response", None
     if not payload.isascii():  # bytes that are no UTF-8: the general way says unreadable
         try:
@@ -70,6 +69,12 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
         # msgspec decodes only Unicode text: no lone surrogate to look for
         check_unicode=False,
     )
+
+
+def describes_no_response(payload: bytes) -> bool:
+    """Whether a WAT record's first bytes say that the record it describes is no response."""
+    described = _DESCRIBED_TYPE.search(payload, 0, 2048)
+    return described is not None and described.group(1) != b"response"
 
 
 def _page_from_json(payload: bytes) -> tuple[str | None, Page | None]:
