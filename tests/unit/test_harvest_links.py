@@ -49,7 +49,17 @@ PAGES = [
     "",
     "not a URL",
 ]
-BASE_HREFS = [None, None, None, "/base/", "//cdn.example/x/", "https://o.example", "../up/", "javascript:x", ""]
+BASE_HREFS = [
+    None,
+    None,
+    None,
+    "/base/",
+    "//cdn.example/x/",
+    "https://o.example",
+    "../up/",
+    "javascript:x",
+    "",
+]
 
 
 def compiled():
@@ -61,14 +71,24 @@ def compiled():
 def call(images, page_url=PAGE, parser=web_url, counts=None):
     """The compiled loop on a page with no <base href>, no language and no provenance."""
     counts = Counter() if counts is None else counts
-    return compiled()(images, page_url, None, None, {}, counts, MAX_STORED_CHARS, document_base, parser)
+    return compiled()(
+        images, page_url, None, None, {}, counts, MAX_STORED_CHARS, document_base, parser
+    )
 
 
 def both(images, page_url=PAGE, base_href=None, lang="en", provenance=PROVENANCE):
     """The compiled loop's candidates, asserted to be its definition's, and its counts."""
     counts, want_counts = Counter({"images_seen": 1}), Counter({"images_seen": 1})
     got = compiled()(
-        images, page_url, base_href, lang, provenance, counts, MAX_STORED_CHARS, document_base, web_url
+        images,
+        page_url,
+        base_href,
+        lang,
+        provenance,
+        counts,
+        MAX_STORED_CHARS,
+        document_base,
+        web_url,
     )
     want = judge_images(images, page_url, base_href, lang, provenance, want_counts)
     assert [list(row.items()) for row in got] == [list(row.items()) for row in want], page_url
@@ -161,7 +181,9 @@ def test_no_reference_is_leaked():
 
 
 def test_every_caption_of_the_shared_data(real_data):
-    texts = [line.split("\t")[0] for line in open(real_data / "cc_val_captions.tsv", encoding="utf-8")]
+    texts = [
+        line.split("\t")[0] for line in open(real_data / "cc_val_captions.tsv", encoding="utf-8")
+    ]
     for path in sorted(real_data.rglob("*.csv")):
         with open(path, encoding="utf-8", newline="") as f:
             texts += [value for row in csv.reader(f) for value in row]

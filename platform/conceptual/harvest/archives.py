@@ -29,7 +29,12 @@ from resiliparse.parse.encoding import detect_mime
 
 from conceptual.harvest.budget import PageTooComplex, page_from_html
 from conceptual.harvest.pages import HarvestRules, Page, judge
-from conceptual.harvest.wat import UnreadableRecord, describes_no_response, is_html_type, page_from_wat
+from conceptual.harvest.wat import (
+    UnreadableRecord,
+    describes_no_response,
+    is_html_type,
+    page_from_wat,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +231,9 @@ def _is_json(record: WarcRecord) -> bool:
     """Whether a metadata record is of JSON, a WAT record (whose body _records read up to
     max_record_bytes). The header is looked up by fastwarc's own key and as bytes: a third
     of the time of a lookup by its name as a string."""
-    return (record.headers.get_bytes(WarcHeader.CONTENT_TYPE) or b"").startswith(b"application/json")
+    return (record.headers.get_bytes(WarcHeader.CONTENT_TYPE) or b"").startswith(
+        b"application/json"
+    )
 
 
 def _page(record: WarcRecord, body: bytes, rules: HarvestRules) -> tuple[str | None, Page | None]:

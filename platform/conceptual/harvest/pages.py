@@ -128,7 +128,15 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
     if _links is None:
         return judge_images(images, page.url, page.base, lang, provenance, counts)
     return _links.candidates(
-        images, page.url, page.base, lang, provenance, counts, MAX_STORED_CHARS, document_base, web_url
+        images,
+        page.url,
+        page.base,
+        lang,
+        provenance,
+        counts,
+        MAX_STORED_CHARS,
+        document_base,
+        web_url,
     )
 
 
