@@ -8,6 +8,7 @@ setup(
         Extension(
             "conceptual.harvest._links",
             ["platform/conceptual/harvest/_links.c"],
+            libraries=["crypto"],  # OpenSSL's SHA-1 (libssl-dev)
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers"],
         )
     ]
