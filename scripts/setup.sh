@@ -55,7 +55,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 # The harvest's compiled inner loop (setup.py: platform/conceptual/harvest/_links.c), built
 # in place beside its source, as the editable install reads the source tree; again whenever
-# the source changes. Without it the harvest judges images in Python, at twice the time.
+# the source changes. Without it the harvest judges images in Python, 2.5 times as long.
 ext_stamp="$VENV/.conceptual-ext"
 ext_want=$(cat setup.py platform/conceptual/harvest/*.c | sha256sum | cut -c1-16)
 if [ "$(cat "$ext_stamp" 2>/dev/null)" != "$ext_want" ] || ! compgen -G "platform/conceptual/harvest/_links.*.so" >/dev/null; then

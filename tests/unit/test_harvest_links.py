@@ -207,3 +207,16 @@ def test_the_plain_forms_are_joined_without_the_parser():
     odd = ["HTTP://x.example/a", "//xn--nxasmq6b/a", "//h.example.1/a", "../a.jpg", "a b.jpg"]
     rows = call([("a", url) for url in plain + odd], parser=parser)
     assert called == odd and len(rows) >= len(plain)
+
+
+def test_judge_without_the_extension_gives_the_same(monkeypatch):
+    """A source tree without `make setup`: judge() takes the Python loop, same answers."""
+    from conceptual.harvest import HarvestRules, Page, judge
+
+    page = Page(url=PAGE, images=[("a  dog", "img/a.jpg"), ("", "b.jpg"), ("c", "HTTP://X/c")])
+    answers = []
+    for built in (pages._links, None):
+        monkeypatch.setattr(pages, "_links", built)
+        counts = Counter()
+        answers.append((judge(page, HarvestRules(), counts, source="s", record_offset=1), counts))
+    assert answers[0] == answers[1] and len(answers[0][0]) == 2

@@ -152,7 +152,7 @@ def judge_images(
     other image counted in `counts` under its reason. The harvest's inner loop, every image
     of a crawl: this is its definition, and harvest/_links.c its compiled form, which `judge`
     calls where it is built (`make setup`, any install of the package): the same answers in
-    a fraction of the time (tests/unit/test_harvest_links.py holds the two to the same rows
+    two fifths of the time (tests/unit/test_harvest_links.py holds the two to the same rows
     and counts; BENCHMARKS.md, issue 60, 2)."""
     resolve = Resolver.of_document(document_base(page_url, base_href))
     seen: set[tuple[str, str]] = set()
@@ -199,5 +199,5 @@ except ImportError:  # not built (a source tree without `make setup`): the same 
     _links = None
     logging.getLogger(__name__).warning(
         "conceptual.harvest._links is not built (`make setup` builds it): the harvest judges "
-        "images in Python, about twice the time a page"
+        "images in Python, 2.5 times as long"
     )
