@@ -62,34 +62,20 @@ BASE_HREFS = [
 ]
 
 
-def compiled():
-    from conceptual.harvest import _links
-
-    return _links.candidates
-
-
 def call(images, page_url=PAGE, parser=web_url, counts=None):
     """The compiled loop on a page with no <base href>, no language and no provenance."""
+    from conceptual.harvest import _links
+
     counts = Counter() if counts is None else counts
-    return compiled()(
-        images, page_url, None, None, {}, counts, MAX_STORED_CHARS, document_base, parser
+    return _links.candidates(
+        MAX_STORED_CHARS, document_base, parser, images, page_url, None, None, {}, counts
     )
 
 
 def both(images, page_url=PAGE, base_href=None, lang="en", provenance=PROVENANCE):
     """The compiled loop's candidates, asserted to be its definition's, and its counts."""
     counts, want_counts = Counter({"images_seen": 1}), Counter({"images_seen": 1})
-    got = compiled()(
-        images,
-        page_url,
-        base_href,
-        lang,
-        provenance,
-        counts,
-        MAX_STORED_CHARS,
-        document_base,
-        web_url,
-    )
+    got = pages.compiled_judge_images(images, page_url, base_href, lang, provenance, counts)
     want = judge_images(images, page_url, base_href, lang, provenance, want_counts)
     assert [list(row.items()) for row in got] == [list(row.items()) for row in want], page_url
     assert list(counts.items()) == list(want_counts.items()), page_url
@@ -98,7 +84,7 @@ def both(images, page_url=PAGE, base_href=None, lang="en", provenance=PROVENANCE
 
 def test_the_compiled_loop_is_built_and_judge_calls_it():
     assert pages._links is not None, "make setup builds conceptual/harvest/_links.c"
-    assert pages._links.candidates is compiled()
+    assert pages.compiled_judge_images.func is pages._links.candidates
 
 
 def test_every_wpt_input_against_pages_and_bases_of_every_form():
@@ -215,8 +201,8 @@ def test_judge_without_the_extension_gives_the_same(monkeypatch):
 
     page = Page(url=PAGE, images=[("a  dog", "img/a.jpg"), ("", "b.jpg"), ("c", "HTTP://X/c")])
     answers = []
-    for built in (pages._links, None):
-        monkeypatch.setattr(pages, "_links", built)
+    for loop in (pages.compiled_judge_images, judge_images):
+        monkeypatch.setattr(pages, "compiled_judge_images", loop)
         counts = Counter()
         answers.append((judge(page, HarvestRules(), counts, source="s", record_offset=1), counts))
     assert answers[0] == answers[1] and len(answers[0][0]) == 2

@@ -331,9 +331,9 @@ static PyObject *page_base(PyObject *page_url, PyObject *base_href, PyObject *do
 static PyObject *page_candidates(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *images, *page_url, *base_href, *lang, *provenance, *counts, *document_base, *web_url;
     Py_ssize_t max_chars;
-    if (!PyArg_ParseTuple(args, "O!UOOO!O!nOO:candidates", &PyList_Type, &images, &page_url,
-                          &base_href, &lang, &PyDict_Type, &provenance, &PyDict_Type, &counts,
-                          &max_chars, &document_base, &web_url))
+    if (!PyArg_ParseTuple(args, "nOOO!UOOO!O!:candidates", &max_chars, &document_base, &web_url,
+                          &PyList_Type, &images, &page_url, &base_href, &lang, &PyDict_Type,
+                          &provenance, &PyDict_Type, &counts))
         return NULL;
     PyObject *base = page_base(page_url, base_href, document_base);
     if (base == NULL) return NULL;
@@ -360,8 +360,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"candidates", page_candidates, METH_VARARGS,
-     "candidates(images, page_url, base_href, lang, provenance, counts, max_chars, "
-     "document_base, web_url) -> candidates: pages.judge_images(), compiled."},
+     "candidates(max_chars, document_base, web_url, images, page_url, base_href, lang, "
+     "provenance, counts) -> candidates: pages.judge_images(), compiled."},
     {NULL, NULL, 0, NULL},
 };
 

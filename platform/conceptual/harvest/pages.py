@@ -17,6 +17,7 @@ its reason (stable strings: they are metric names):
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -125,19 +126,7 @@ def judge(page: Page, rules: HarvestRules, counts: Counter, **provenance: Any) -
         counts["opted_out"] += len(images)
         return []
     lang = (collapse(page.lang).lower() or None) if page.lang else None
-    if _links is None:
-        return judge_images(images, page.url, page.base, lang, provenance, counts)
-    return _links.candidates(
-        images,
-        page.url,
-        page.base,
-        lang,
-        provenance,
-        counts,
-        MAX_STORED_CHARS,
-        document_base,
-        web_url,
-    )
+    return compiled_judge_images(images, page.url, page.base, lang, provenance, counts)
 
 
 def judge_images(
@@ -201,3 +190,9 @@ except ImportError:  # not built (a source tree without `make setup`): the same 
         "conceptual.harvest._links is not built (`make setup` builds it): the harvest judges "
         "images in Python, 2.5 times as long"
     )
+# judge_images, compiled where it is built: the call judge makes for every page
+compiled_judge_images = (
+    judge_images
+    if _links is None
+    else functools.partial(_links.candidates, MAX_STORED_CHARS, document_base, web_url)
+)
