@@ -1,9 +1,10 @@
 """The measures of tests/benchmarks/test_harvest_speed.py, each run in a process of its own
-(`python harvest_workers.py KIND ARCHIVE PAIRS_OUT`, PAIRS_OUT `-` to write none), printing one JSON line: pages,
-candidates, seconds, the CPU-seconds of its start-up (the interpreter and the imports,
-before the first record) and peak resident memory (VmHWM; the harvest's adds its HTML parser's
-process, and its CPU seconds). Imports only the standard library at the top, so that the
-baseline's own virtual environment (cc2dataset, or warcio + BeautifulSoup) runs it too."""
+(`python harvest_workers.py KIND ARCHIVE PAIRS_OUT`, PAIRS_OUT `-` to write none), printing
+one JSON line: pages, candidates, seconds, the CPU-seconds of its start-up (the interpreter
+and the imports, before the first record) and peak resident memory (VmHWM; the harvest's
+adds its HTML parser's process, and its CPU seconds). Imports only the standard library at
+the top, so that the baseline's own virtual environment (cc2dataset, or warcio +
+BeautifulSoup) runs it too."""
 
 from __future__ import annotations
 

@@ -17,8 +17,6 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-/* Text --------------------------------------------------------------------------------- */
-
 /* SHA-1 by OpenSSL's libcrypto (the one Python's hashlib and ssl use): its SHA extensions
  * where the CPU has them, six times a portable C loop's speed. One context, reused under the
  * GIL (nothing here releases it). */
@@ -54,6 +52,8 @@ static PyObject *candidate_id(PyObject *url, PyObject *alt) {
     }
     return PyUnicode_FromStringAndSize(hex, 20);
 }
+
+/* Text --------------------------------------------------------------------------------- */
 
 /* collapse(text): " ".join(text.split()), the text itself (a new reference) when that is it. */
 static PyObject *collapse(PyObject *text) {

@@ -33,7 +33,7 @@ from conceptual.harvest.wat import (
     UnreadableRecord,
     describes_no_response,
     is_html_type,
-    page_from_wat,
+    page_described,
 )
 
 log = logging.getLogger(__name__)
@@ -105,10 +105,10 @@ def harvest_archive(
             if metadata and describes_no_response(body):
                 # Two of a WAT's three records (a request's description, the crawler's
                 # metadata): no page whichever way the record is read (_page: a metadata
-                # record is no response), so its Content-Type is not looked up (8% of a WAT).
+                # record is no response), so its Content-Type is not looked up.
                 reason, page = "not_response", None
             elif metadata and _is_json(record):
-                reason, page = page_from_wat(body)
+                reason, page = page_described(body)
             else:
                 reason, page = _page(record, body, rules)
         except UnreadableRecord as exc:

@@ -43,6 +43,12 @@ def page_from_wat(payload: bytes) -> tuple[str | None, Page | None]:
     UnreadableRecord when it is not the JSON of a WAT record."""
     if describes_no_response(payload):
         return "not_response", None
+    return page_described(payload)
+
+
+def page_described(payload: bytes) -> tuple[str | None, Page | None]:
+    """page_from_wat for a record whose first bytes do not say that it describes no
+    response (harvest_archive asks describes_no_response first, once a record)."""
     if not payload.isascii():  # bytes that are no UTF-8: the general way says unreadable
         try:
             payload.decode("utf-8", "surrogatepass")  # json.loads's reading of UTF-8
