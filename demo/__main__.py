@@ -219,7 +219,7 @@ def serve_demo(trained: str, photo: Path, port: int) -> None:
             f"this run's version {trained} did not beat it on the same dev set (above)"
         )
     print("demo: Ray Serve, autoscaled replicas, on 127.0.0.1")
-    config = ServeConfig(captioner=CaptioningSettings(model_name=MODEL_NAME))
+    config = ServeConfig(captioning=CaptioningSettings(models={"en": MODEL_NAME}))
     url = start(config, port=port)
     curl = (
         f"curl -s --data-binary @{photo} -H 'Content-Type: image/jpeg' "

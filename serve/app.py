@@ -1,6 +1,6 @@
 """The captioning service on Ray Serve: a FastAPI ingress (`Api`) in front of the model
-deployments: a champion captioner per caption language (conceptual.serve.captioner_deployment;
-English by default, more opt-in with `ServeConfig.languages`) and, opt-in
+deployments: the champion captioners (`ServeConfig.captioners`: the family table's
+captioning keys, English by default; conceptual.serve.captioner_deployment) and, opt-in
 (`ServeConfig.retrievers`: the family table's search keys), the champion retrievers with
 their indexes (conceptual.serve.retriever_deployment).
 
@@ -21,17 +21,13 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI
 from ray import serve
-from ray.serve import Application
+from ray.serve import Application, Deployment
 
+from conceptual.families import Served, captionings, searches
 from conceptual.runtime import init_ray
-from conceptual.serve.captioner_deployment import DEPLOYMENT_NAMES as CAPTIONER_NAMES
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
 from conceptual.serve.config import API_MAX_ONGOING_REQUESTS, ServeConfig
-from conceptual.serve.retriever_deployment import (
-    RetrievalSettings,
-    RetrieverDeployment,
-    searches,
-)
+from conceptual.serve.retriever_deployment import RetrievalSettings, RetrieverDeployment
 from conceptual.serve.routes import Handles, make_api
 from conceptual.tracking import tracking_uri
 
@@ -64,6 +60,21 @@ def tracked(settings: S) -> S:
     return settings.model_copy(update={"tracking_uri": tracking_uri()})
 
 
+def bound(
+    deployment: Deployment,
+    table: Mapping[str, Served],
+    keys: list[str],
+    settings: S,
+    options: Mapping[str, Any] | None,
+) -> dict[str, Application]:
+    """A `deployment` per key, named by its entry in the family `table`, given `settings`."""
+    settings = tracked(settings)
+    return {
+        key: deployment.options(name=table[key].deployment, **(options or {})).bind(settings, key)
+        for key in keys
+    }
+
+
 def build(
     config: ServeConfig,
     captioner_options: Mapping[str, Any] | None = None,
@@ -72,19 +83,12 @@ def build(
     """The application; `captioner_options` and `retriever_options` are Serve deployment
     options for every captioner and retriever (autoscaling_config, num_replicas,
     ray_actor_options...) over their defaults."""
-    captioners = {
-        language: CaptionerDeployment.options(
-            name=CAPTIONER_NAMES[language], **(captioner_options or {})
-        ).bind(tracked(config.captioners[language]), language)
-        for language in config.languages
-    }
-    search = tracked(config.retrieval)
-    retrievers = {
-        key: RetrieverDeployment.options(
-            name=searches()[key].deployment, **(retriever_options or {})
-        ).bind(search, key)
-        for key in config.retrievers
-    }
+    captioners = bound(
+        CaptionerDeployment, captionings(), config.captioners, config.captioning, captioner_options
+    )
+    retrievers = bound(
+        RetrieverDeployment, searches(), config.retrievers, config.retrieval, retriever_options
+    )
     return Api.bind(config, Handles(captioners=captioners, retrievers=retrievers))
 
 

@@ -1,10 +1,12 @@
 """The captioning model deployment: the registry's champion captioner behind Serve's dynamic
 batching, following the alias as it moves (conceptual.serve.champion).
 
-One deployment per caption language (ServeConfig.languages), each following the champion of
-that language's registered model (`captioner` for English, `captioner-zh` for Chinese) and
-named in DEPLOYMENT_NAMES. A version whose saved config says it writes another language is
-not served: the replica stays not ready (or keeps the version it had) and its status says why.
+One deployment per captioning key served (ServeConfig.captioners: the family table's
+`captioning` entries, conceptual.families), each named and following the champion of the
+registered model its entry names (`en`: Captioner, `captioner`; `zh`: CaptionerZh,
+`captioner-zh`). A version whose saved config says it writes another language than its
+entry's is not served: the replica stays not ready (or keeps the version it had) and its
+status says why.
 A Chinese caption comes back as the model writes it, words joined by spaces ("一只 狗 在 跑"),
 and as a reader writes it (`display`: "一只狗在跑").
 
@@ -34,17 +36,20 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mlflow.entities.model_registry import ModelVersion
 from PIL import Image
-from pydantic import Field
+from pydantic import Field, model_validator
 from ray import serve
 
 from conceptual import registry
 from conceptual.config import Config
+from conceptual.families import captionings
+from conceptual.logs import note
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import CONFIG
-from conceptual.models.variants import Language, model_name
+from conceptual.models.variants import model_name
 from conceptual.serve.champion import (
     MAX_QUEUED_REQUESTS,
     MODEL_AUTOSCALING,
@@ -65,14 +70,16 @@ from conceptual.vision.decoding import probe
 logger = logging.getLogger("ray.serve")
 
 TASK = "captioning"
-# Each language's deployment, as serve/config.yaml sizes it.
-DEPLOYMENT_NAMES: dict[str, str] = {"en": "Captioner", "zh": "CaptionerZh"}
 
 
 class CaptioningSettings(Config):
-    # The registered model whose champion is served; None: the language's (captioner,
-    # captioner-zh: conceptual.models.variants.model_name).
-    model_name: str | None = None
+    """The captioners' settings (ServeConfig.captioning), each served captioner's; which
+    captioners run is ServeConfig.captioners."""
+
+    # The registered model whose champion each captioner serves, by key, where it is not the
+    # family table's (Captioning.model_name: captioner, captioner-zh). `model_name: NAME`,
+    # the English captioner's before captioners had keys, reads as models' en.
+    models: dict[str, str] = {}
     # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
     tracking_uri: str | None = None
     poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks the alias
@@ -90,8 +97,26 @@ class CaptioningSettings(Config):
     # search is otherwise launch-bound (BENCHMARKS.md, issue 50).
     compile_decoding: bool = False
 
-    def registered_model(self, language: str) -> str:
-        return self.model_name or model_name(language)
+    @model_validator(mode="before")
+    @classmethod
+    def _read_model_name(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "model_name" not in data:
+            return data
+        data = dict(data)
+        note("captioning's `model_name` is now `models: {en: NAME}`: read so for this release")
+        data["models"] = {"en": data.pop("model_name"), **(data.get("models") or {})}
+        return data
+
+    @model_validator(mode="after")
+    def _models_are_captioning_keys(self) -> CaptioningSettings:
+        known = captionings()
+        if unknown := sorted(set(self.models) - set(known)):
+            raise ValueError(f"models: {unknown} are not captioning keys ({', '.join(known)})")
+        return self
+
+    def model_name(self, key: str) -> str:
+        """The registered model whose champion captioner `key` serves."""
+        return self.models.get(key) or captionings()[key].model_name
 
 
 def saved_language(model_dir: Path) -> str:
@@ -215,7 +240,7 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
 
 
 @serve.deployment(
-    name="Captioner",  # bound under DEPLOYMENT_NAMES[language]
+    name="Captioner",  # bound under its captioning entry's deployment name
     ray_actor_options={"num_cpus": 0.5},  # fractional: two replicas and the ingress fit 2 cores
     # One batch running (max_batch_size); the next waits at its caller, which holds at most
     # max_queued_requests: the wait a request can meet stays a few batches long.
@@ -227,10 +252,10 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
     health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
 )
 class CaptionerDeployment:
-    """Captions in `language` with the champion of its registered model; `caption` is what
-    the ingress calls."""
+    """Captions with the champion of captioning key `key`'s registered model, in its
+    language; `caption` is what the ingress calls."""
 
-    async def __init__(self, settings: CaptioningSettings, language: Language = "en"):
+    async def __init__(self, settings: CaptioningSettings, key: str = "en"):
         if settings.tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = settings.tracking_uri  # registry calls read it
         self._caption_batch.set_max_batch_size(settings.max_batch_size)
@@ -242,11 +267,11 @@ class CaptionerDeployment:
         # One thread runs the model: torch keeps a compiled step's CUDA graphs per thread
         # (compile_decoding), and a batch on another thread would record them all again.
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="caption")
-        self.language = language
+        self.key, self.language = key, captionings()[key].language
         self.champion = Champion(
-            settings.registered_model(language),
+            settings.model_name(key),
             load=lambda path, version: load_captioner(
-                path, version, language, settings.compile_decoding
+                path, version, self.language, settings.compile_decoding
             ),
         )
         # The first load happens before Serve routes requests here, so a replica added by
@@ -260,6 +285,7 @@ class CaptionerDeployment:
         served = self.champion.served
         return ModelStatus(
             task=TASK,
+            captioner=self.key,
             language=self.language,
             ready=served is not None,
             model=None if served is None else served.info,
@@ -319,6 +345,7 @@ class CaptionerDeployment:
                     captions=answer,
                     display=[display(caption, self.language) for caption in answer],
                     language=self.language,
+                    captioner=self.key,
                     model=model,
                     beam_size=request.beam,
                 ),

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
-from conceptual.config import Config
+from conceptual.config import Config, ConfigError, renamed
+from conceptual.families import captionings, searches
 from conceptual.limits import IMAGE_BYTES
-from conceptual.models.variants import Language
+from conceptual.logs import note
+from conceptual.models.variants import language_code
 from conceptual.serve.captioner_deployment import CaptioningSettings
-from conceptual.serve.retriever_deployment import RetrievalSettings, searches
+from conceptual.serve.retriever_deployment import RetrievalSettings
 
 # The ingress's request slots: above max_in_flight, so health checks always find one free.
 API_MAX_ONGOING_REQUESTS = 128
@@ -17,14 +21,15 @@ API_MAX_ONGOING_REQUESTS = 128
 class ServeConfig(Config):
     """The application's arguments (`args:` in serve/config.yaml)."""
 
-    # The caption languages served, each by a CaptionerDeployment of its own (Captioner,
-    # CaptionerZh) following its registered model's champion; /readyz waits for each. English
-    # may be left out (a Chinese-only service): requests that name no language ask for
-    # English, and get 501 not_enabled there.
-    languages: list[Language] = Field(["en"], min_length=1)
-    # Each language's captioner (the `captioners` mapping reads them by language).
-    captioner: CaptioningSettings = CaptioningSettings()  # English: models:/captioner@champion
-    captioner_zh: CaptioningSettings = CaptioningSettings()  # models:/captioner-zh@champion
+    # The captioners to run, by the captioning keys of the family table (conceptual.families:
+    # en, zh, and those of any family added there), each a CaptionerDeployment of its own
+    # following its registered model's champion; /readyz waits for each. Requests choose
+    # with ?captioner=, or ?language= (the first listed that writes it; default en). English
+    # may be left out (a Chinese-only service): requests that name neither get 501
+    # not_enabled. (`languages`, its name before captioners had keys, is read for a release.)
+    captioners: list[str] = Field(["en"], min_length=1)
+    # Every captioner's settings (models: which registered model each follows, by key).
+    captioning: CaptioningSettings = CaptioningSettings()
     max_beam: int = Field(8, ge=1)  # beam_size may go up to this
     # A request without beam_size decodes at this; None: at the beam the served model was
     # evaluated at (its saved `decoding.beam`), so a served caption is the caption scored.
@@ -48,17 +53,43 @@ class ServeConfig(Config):
     retrievers: list[str] = []
     retrieval: RetrievalSettings = RetrievalSettings()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_names(cls, data: Any) -> Any:
+        """Before captioners had keys, `languages` listed them, `captioner` held their
+        settings and `captioner_zh` the Chinese one's model: read so for this release."""
+        if not isinstance(data, dict):
+            return data
+        if isinstance(data.get("languages"), list):  # language tags: zh-CN is zh's key
+            data = {**data, "languages": [language_code(tag) for tag in data["languages"]]}
+        data = renamed(data, {"languages": "captioners", "captioner": "captioning"})
+        if (chinese := data.pop("captioner_zh", None)) is None:
+            return data
+        if not isinstance(chinese, dict):
+            raise ConfigError(f"captioner_zh: {chinese!r} is not a mapping")
+        if shared := sorted(set(chinese) - {"model_name"}):
+            raise ConfigError(
+                f"captioner_zh: {shared} are now captioning's, shared by every captioner; "
+                "give them there, and the Chinese model as captioning.models.zh"
+            )
+        note("`captioner_zh.model_name` is now `captioning.models.zh`: read so for this release")
+        captioning = dict(data.get("captioning") or {})
+        if "model_name" in chinese:
+            captioning["models"] = {"zh": chinese["model_name"], **(captioning.get("models") or {})}
+        return {**data, "captioning": captioning}
+
     @model_validator(mode="after")
     def _default_beam_is_allowed(self) -> ServeConfig:
         if self.default_beam is not None and self.default_beam > self.max_beam:
             raise ValueError(f"default_beam {self.default_beam} > max_beam {self.max_beam}")
-        unknown = [key for key in self.retrievers if key not in searches()]
-        if unknown:
-            raise ValueError(f"retrievers: {unknown} are not search keys ({', '.join(searches())})")
-        if len(set(self.retrievers)) != len(self.retrievers):
-            raise ValueError(f"retrievers {self.retrievers} names one twice")
-        if len(set(self.languages)) != len(self.languages):
-            raise ValueError(f"languages {self.languages} names one twice")
+        for name, keys, kind, known in (
+            ("captioners", self.captioners, "captioning", captionings()),
+            ("retrievers", self.retrievers, "search", searches()),
+        ):
+            if unknown := [key for key in keys if key not in known]:
+                raise ValueError(f"{name}: {unknown} are not {kind} keys ({', '.join(known)})")
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"{name} {keys} names one twice")
         if self.max_concurrent_uploads >= self.max_in_flight:
             raise ValueError(
                 f"max_concurrent_uploads {self.max_concurrent_uploads} >= max_in_flight "
@@ -66,8 +97,3 @@ class ServeConfig(Config):
                 "must leave slots for the requests already received"
             )
         return self
-
-    @property
-    def captioners(self) -> dict[str, CaptioningSettings]:
-        """Every caption language's settings, served or not."""
-        return {"en": self.captioner, "zh": self.captioner_zh}

@@ -64,9 +64,9 @@ from PIL import Image
 from pydantic import BaseModel, Field, model_validator
 from ray import serve
 
-from conceptual import families, registry, storage
+from conceptual import registry, storage
 from conceptual.config import Config
-from conceptual.families import Search
+from conceptual.families import searches
 from conceptual.models.inference import ImageError, read_image
 from conceptual.models.retriever import Modality
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load
@@ -97,12 +97,6 @@ logger = logging.getLogger("ray.serve")
 
 
 T = TypeVar("T")
-
-
-def searches() -> dict[str, Search]:
-    """Every search key the registry declares (conceptual.families), with its entry: the
-    retrievers a service may run. Read when asked: a family added is served."""
-    return {s.key: s for family in families.FAMILIES.values() for s in family.search}
 
 
 class RetrievalSettings(Config):

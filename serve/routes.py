@@ -1,8 +1,9 @@
 """The HTTP API of the captioning service: every route in one table (ROUTES), built into the
 ingress's FastAPI app by `make_api`.
 
-- POST /v1/captions (`captions`): an image's captions, by the captioner of ?language= (en,
-  zh; default en).
+- POST /v1/captions (`captions`): an image's captions, by the captioner ?captioner= names
+  (a captioning key the service runs, ServeConfig.captioners, from the family table), or the
+  first that writes ?language= (en, zh; default en).
 - POST /v1/search/images (`search_images`): the top ?k= images for a text query, as JSON
   {"text": ..., "k": ...}, or a spoken one, as the raw body (audio/wav, audio/flac,
   audio/mpeg) or the form field `audio`.
@@ -50,13 +51,10 @@ from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from conceptual.families import captionings, searches
 from conceptual.models.variants import Language
 from conceptual.serve.config import ServeConfig
-from conceptual.serve.retriever_deployment import (
-    CaptionSearchResponse,
-    ImageSearchResponse,
-    searches,
-)
+from conceptual.serve.retriever_deployment import CaptionSearchResponse, ImageSearchResponse
 from conceptual.serve.schema import (
     ApiError,
     CaptionResponse,
@@ -90,8 +88,8 @@ Endpoint = Callable[..., Awaitable[Any]]
 
 @dataclass(frozen=True)
 class Handles:
-    """The model deployments the ingress calls: a captioner per language served
-    (ServeConfig.languages), a retriever per search key served (ServeConfig.retrievers)."""
+    """The model deployments the ingress calls: a captioner per captioning key served
+    (ServeConfig.captioners), a retriever per search key served (ServeConfig.retrievers)."""
 
     captioners: Mapping[str, DeploymentHandle]
     retrievers: Mapping[str, DeploymentHandle] = field(default_factory=dict)
@@ -108,16 +106,37 @@ class Service:
         # Every search key's query modality, which a request's retriever must take.
         self.modalities = {key: search.modality for key, search in searches().items()}
 
-    def captioner(self, language: str) -> DeploymentHandle:
-        captioners = self.handles.captioners
-        if language not in captioners:
+    def captioner(self, key: str | None, language: str | None) -> DeploymentHandle:
+        """The captioner `key` names, or without one the first served writing `language`
+        (None: English)."""
+        entries, served = captionings(), self.handles.captioners
+        if key is None:
+            language = language or "en"
+            writing = [k for k in served if entries[k].language == language]
+            if not writing:
+                languages = sorted({entries[k].language for k in served})
+                raise ApiError(
+                    501,
+                    "not_enabled",
+                    f"captions in {language!r} are not enabled on this service; it writes "
+                    f"{', '.join(map(repr, languages))}",
+                )
+            return served[writing[0]]
+        if key not in entries:
             raise ApiError(
-                501,
-                "not_enabled",
-                f"captions in {language!r} are not enabled on this service; it writes "
-                f"{', '.join(map(repr, captioners))}",
+                422,
+                "bad_parameter",
+                f"captioner: {echo(key)} is not a captioning key ({', '.join(entries)})",
             )
-        return captioners[language]
+        if language is not None and entries[key].language != language:
+            raise ApiError(
+                422,
+                "bad_parameter",
+                f"captioner {key!r} writes {entries[key].language!r}, not {language!r}",
+            )
+        if key not in served:
+            raise ApiError(501, "not_enabled", f"the captioner {key!r} is not enabled here")
+        return served[key]
 
     def retriever(self, key: str | None, query: str) -> DeploymentHandle:
         """The retriever `key` names for a `query` ("text", "image" or "speech"); None: the
@@ -214,12 +233,19 @@ def captions(service: Service) -> Endpoint:
         num_captions: Annotated[
             int, Query(ge=1, le=config.max_beam, description="how many, at most beam_size")
         ] = 1,
+        captioner: Annotated[
+            str | None,
+            Query(
+                description="the captioner that answers, by key (enabled: "
+                f"{', '.join(config.captioners)}); default the first that writes `language`"
+            ),
+        ] = None,
         language: Annotated[
-            Language,
-            Query(description=f"the captions' language (enabled: {', '.join(config.languages)})"),
-        ] = "en",
+            Language | None,
+            Query(description="the captions' language: en, zh (default the captioner's, or en)"),
+        ] = None,
     ) -> CaptionResponse:
-        """Captions for one image in one language, best first, naming the model version that
+        """Captions for one image by one captioner, best first, naming the model version that
         made them."""
         if beam_size is not None and num_captions > beam_size:
             raise ApiError(
@@ -228,7 +254,7 @@ def captions(service: Service) -> Endpoint:
                 f"num_captions {num_captions} > beam_size {beam_size}: "
                 "a beam search keeps at most beam_size captions",
             )
-        handle = service.captioner(language)  # refused before the body is received
+        handle = service.captioner(captioner, language)  # refused before the body arrives
         async with admitted(service.in_flight, AT_CAPACITY):
             started = time.perf_counter()
             data = await service.image(request)
@@ -437,9 +463,9 @@ def make_api(config: ServeConfig, handles: Handles) -> FastAPI:
     api = FastAPI(
         title="conceptual captioning",
         version="1",
-        description="Captions for images from the registry's champion captioner of each "
-        "language served, and (when enabled) image and caption search with the champion "
-        "retrievers.",
+        description="Captions for images from the registry's champion captioners served "
+        "(`?captioner=`, or `?language=`), and (when enabled) image and caption search with "
+        "the champion retrievers (`?retriever=`).",
     )
     add_error_handlers(api)
     service = Service(config, handles)

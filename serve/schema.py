@@ -13,8 +13,8 @@ Error codes are stable (clients and dashboards key on them):
 | 413 | too_large | the body is over `max_body_bytes` (Content-Length, then counted) |
 | 415 | not_an_image | bytes that no image decoder recognizes |
 | 422 | truncated, corrupt, too_many_pixels, ... | an image that cannot be decoded safely (any code of the decoder's ImageError) |
-| 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers; a language the service does not know |
-| 501 | not_enabled | a caption language (or a search) this service does not run (ServeConfig.languages, .retrievers) |
+| 422 | bad_parameter | beam_size or num_captions missing their bounds, or not integers; a language or captioner the service does not know, or a captioner that writes another language than the one asked |
+| 501 | not_enabled | a captioner, a caption language (or a search) this service does not run (ServeConfig.captioners, .retrievers) |
 | 503 | busy | `max_concurrent_uploads` bodies are being received already; retry |
 | 503 | not_ready, model_unavailable | no model loaded yet; the model deployment did not answer (its replica died mid-request, or Serve has none up) |
 | 500 | model_error, internal_error | a bug: the model or the service failed on a valid request |
@@ -171,6 +171,9 @@ class ModelStatus(BaseModel):
     """One deployment's model, as the replica that answered holds it."""
 
     task: str = Field(description="what the model does: captioning")
+    captioner: str | None = Field(
+        None, description="a captioner's key, which `?captioner=` names: en, zh"
+    )
     language: str | None = Field(None, description="the language a captioner writes: en, zh")
     ready: bool
     model: RegisteredModel | ModelRef | None = Field(
@@ -201,6 +204,7 @@ class CaptionResponse(BaseModel):
         "between its words (一只狗在草地上跑); English as in `captions`"
     )
     language: str = Field(description="the captions' language: en, zh")
+    captioner: str = Field(description="the key of the captioner that wrote them: en, zh")
     model: ModelRef
     beam_size: int
 

@@ -11,8 +11,10 @@ and from the two tables beside it in the outer layers, each importing its code d
 - each family's recipe: conceptual.pipelines.families.recipes (RECIPES, by family name);
 - each family's jobs: conceptual.jobs.family_jobs (and `train|evaluate|compare --family NAME`);
 - tests/unit/test_configs.py checks each family's `config_file` against its recipe's config;
-- the serving app runs the `search` entries' retrievers (ServeConfig.retrievers, chosen per
-  request with `?retriever=`: conceptual/serve/retriever_deployment.py, routes.py).
+- the serving app runs the `captioning` entries' captioners (ServeConfig.captioners, chosen
+  per request with `?captioner=` or `?language=`: conceptual/serve/captioner_deployment.py)
+  and the `search` entries' retrievers (ServeConfig.retrievers, chosen with `?retriever=`:
+  conceptual/serve/retriever_deployment.py); `captionings()` and `searches()` list them.
 
 This table names no code: every job's command line reads it before torch or Ray load.
 A new family is a model (or a variant of one), a recipe, a config file and an entry here,
@@ -27,14 +29,31 @@ from typing import Literal
 
 
 @dataclass(frozen=True)
-class Search:
-    """A family's models served for search (serve/retriever_deployment.py): the deployment's
-    name, the registered model whose champion it follows, and the routes' query parameter
-    (`/v1/search/images?retriever=<key>`; the key is also ServeConfig.retrievers' entry)."""
+class Served:
+    """A family's models served by one deployment of the serving app: its key (what the
+    ServeConfig lists to run it, and the routes' query parameter names), the deployment's
+    name, and the registered model whose champion it follows."""
 
-    key: str  # "text": what ServeConfig.retrievers lists to run it
-    deployment: str  # "TextRetriever"
-    model_name: str  # "retriever-text": its champion is served
+    key: str  # "text", "zh"
+    deployment: str  # "TextRetriever", "CaptionerZh"
+    model_name: str  # "retriever-text", "captioner-zh": its champion is served
+
+
+@dataclass(frozen=True)
+class Captioning(Served):
+    """Served for captioning (serve/captioner_deployment.py): ServeConfig.captioners lists
+    the key, `/v1/captions?captioner=<key>` asks for it."""
+
+    # The language its models write (a saved config writing another is not served), which
+    # `?language=` asks for: the first captioner served that writes it answers.
+    language: Literal["en", "zh"] = "en"
+
+
+@dataclass(frozen=True)
+class Search(Served):
+    """Served for search (serve/retriever_deployment.py): ServeConfig.retrievers lists the
+    key, `/v1/search/images?retriever=<key>` asks for it."""
+
     # Its models' query tower (RetrieverConfig.modality), which the ingress must know before
     # a model is loaded: text queries (and images, for captions) or spoken ones.
     modality: Literal["text", "speech"] = "text"
@@ -47,6 +66,7 @@ class Family:
     config_file: str  # configs/<config_file>: every key of the recipe's config, its default
     registers: str  # the registered model(s) its versions join, as its jobs' help says
     example: str  # a few of its config's overrides, as its training job's help shows them
+    captioning: tuple[Captioning, ...] = ()  # its champions served for captioning, if any
     search: tuple[Search, ...] = ()  # its champions served for search, if any
     # The pipeline job's step that trains it on the features and registers it by the champion
     # rule (its config section has the step's name); None: not a generic step of the pipeline.
@@ -68,6 +88,10 @@ FAMILIES: dict[str, Family] = {
             config_file="train_captioner.yaml",
             registers="captioner, captioner-zh for language=zh",
             example="model.architecture=rnn epochs=20",
+            captioning=(
+                Captioning("en", "Captioner", "captioner"),
+                Captioning("zh", "CaptionerZh", "captioner-zh", language="zh"),
+            ),
         ),
         Family(
             name="retriever",
@@ -99,3 +123,15 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }
+
+
+def captionings() -> dict[str, Captioning]:
+    """Every captioning key the table declares, with its entry: the captioners a service may
+    run. Read when asked: a family added is served."""
+    return {c.key: c for family in FAMILIES.values() for c in family.captioning}
+
+
+def searches() -> dict[str, Search]:
+    """Every search key the table declares, with its entry: the retrievers a service may
+    run. Read when asked: a family added is served."""
+    return {s.key: s for family in FAMILIES.values() for s in family.search}

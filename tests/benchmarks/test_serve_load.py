@@ -164,9 +164,9 @@ def in_process(model_dir, photos: list[bytes]) -> dict:
 def deploy(port: int, max_batch_size: int, captioner_options: dict) -> str:
     """The application's URL once its champion is loaded (/readyz 200)."""
     settings = CaptioningSettings(
-        model_name=MODEL_NAME, max_batch_size=max_batch_size, poll_seconds=1
+        models={"en": MODEL_NAME}, max_batch_size=max_batch_size, poll_seconds=1
     )
-    url = start(ServeConfig(captioner=settings), port=port, captioner_options=captioner_options)
+    url = start(ServeConfig(captioning=settings), port=port, captioner_options=captioner_options)
     deadline = time.monotonic() + REQUEST_TIMEOUT_S
     while httpx.get(f"{url}/readyz", timeout=REQUEST_TIMEOUT_S).status_code != 200:
         assert time.monotonic() < deadline, "the champion did not load"

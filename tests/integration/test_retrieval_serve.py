@@ -164,7 +164,7 @@ def models(platform_home, tiny_captioner, log_captioner) -> dict[str, str]:
 def client(ray_local, models, free_port):
     names = models["names"]
     config = ServeConfig(
-        captioner=CaptioningSettings(model_name=names["captioner"], poll_seconds=0.5),
+        captioning=CaptioningSettings(models={"en": names["captioner"]}, poll_seconds=0.5),
         retrievers=["text", "speech"],
         admin_details=True,  # the models' problems and index tags, which the tests follow
         retrieval=RetrievalSettings(

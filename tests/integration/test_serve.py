@@ -17,7 +17,6 @@ import io
 import json
 import math
 import os
-import re
 import select
 import signal
 import socket
@@ -38,14 +37,11 @@ from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 from waiting import WAIT_S, wait_until  # tests/waiting.py
 
 from conceptual import registry
+from conceptual.families import captionings
 from conceptual.models.inference import max_decoded_pixels
 from conceptual.models.saving import LEGACY_FEATURES
 from conceptual.serve.app import APP_NAME, Api, ServeConfig, build, start
-from conceptual.serve.captioner_deployment import (
-    DEPLOYMENT_NAMES,
-    CaptionerDeployment,
-    CaptioningSettings,
-)
+from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig
 from conceptual.serve.uploads import MAX_FORM_PARTS
 from conceptual.tracking import start_run
@@ -98,7 +94,9 @@ def service(ray_local, name, free_port):
         body_timeout_s=BODY_TIMEOUT_S,
         # The tiny models answer in milliseconds and requests are decoded one at a time: a
         # wait longer than the default lets concurrent requests meet in a batch.
-        captioner=CaptioningSettings(model_name=name, poll_seconds=0.5, batch_wait_timeout_s=0.05),
+        captioning=CaptioningSettings(
+            models={"en": name}, poll_seconds=0.5, batch_wait_timeout_s=0.05
+        ),
     )
     yield start(config, port=free_port())
     serve.shutdown()
@@ -164,6 +162,7 @@ def test_a_raw_jpeg_gets_a_caption_naming_the_model(ready, versions, name, coffe
     }
     assert body["beam_size"] == EVALUATED_BEAM  # the beam the model was evaluated at
     assert body["language"] == "en" and body["display"] == body["captions"]
+    assert body["captioner"] == "en"  # the first (the only) captioner served writing English
     [caption] = body["captions"]
     assert set(caption.split()) <= words_of(versions[0])
     assert int(response.headers["x-batch-size"]) >= 1
@@ -249,6 +248,10 @@ def bad_requests() -> list:
                      id="n over beam"),
         pytest.param({"params": {"language": "fr"}}, 422, "bad_parameter", id="unknown language"),
         pytest.param({"params": {"language": "zh"}}, 501, "not_enabled", id="zh not enabled"),
+        pytest.param({"params": {"captioner": "zh"}}, 501, "not_enabled", id="zh not run"),
+        pytest.param({"params": {"captioner": "bogus"}}, 422, "bad_parameter", id="no such key"),
+        pytest.param({"params": {"captioner": "en", "language": "zh"}}, 422, "bad_parameter",
+                     id="captioner writes another language"),
     ]  # fmt: skip
 
 
@@ -327,14 +330,14 @@ def test_credentials_in_the_tracking_uri_are_never_shown(ready, name, free_port)
     /v1/models say what failed, without the password."""
     secret = "hunter2-secret"
     settings = CaptioningSettings(
-        model_name=name,
+        models={"en": name},
         tracking_uri=f"http://user:{secret}@127.0.0.1:{free_port()}/",
         poll_seconds=3600,
     )
     # MLflow retries a refused connection for minutes unless told not to.
     no_retries = {"env_vars": {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}}
     actor_options = {**CaptionerDeployment.ray_actor_options, "runtime_env": no_retries}
-    config = ServeConfig(captioner=settings, admin_details=True)  # problems shown
+    config = ServeConfig(captioning=settings, admin_details=True)  # problems shown
     application = build(config, {"ray_actor_options": actor_options})
     serve.run(application, name="leaky", route_prefix="/leaky")
     try:
@@ -394,14 +397,15 @@ def test_openapi_document_describes_the_api(ready):
     assert {"/v1/captions", "/v1/models", "/healthz", "/readyz"} <= set(spec["paths"])
     post = spec["paths"]["/v1/captions"]["post"]
     parameters = {p["name"]: p["schema"] for p in post["parameters"]}
-    assert set(parameters) == {"beam_size", "num_captions", "language"}
+    assert set(parameters) == {"beam_size", "num_captions", "captioner", "language"}
     # beam_size may be left out (the model's own beam): an integer in bounds, or null
     beam, null = parameters["beam_size"]["anyOf"]
     assert null == {"type": "null"} and "default" not in parameters["beam_size"]
     bounds = {name: (p.get("minimum"), p.get("maximum")) for name, p in parameters.items()}
     assert (beam["minimum"], beam["maximum"]) == bounds["num_captions"] == (1, 8)
-    assert parameters["language"]["enum"] == ["en", "zh"]
-    assert parameters["language"]["default"] == "en"
+    [language, null] = parameters["language"]["anyOf"]  # None: the captioner's, or en
+    assert language["enum"] == ["en", "zh"] and null == {"type": "null"}
+    assert "default" not in parameters["language"] and "default" not in parameters["captioner"]
     content = post["requestBody"]["content"]
     assert {"image/*", "application/octet-stream", "multipart/form-data"} <= set(content)
     assert content["multipart/form-data"]["schema"]["required"] == ["image"]
@@ -414,7 +418,7 @@ def test_openapi_document_describes_the_api(ready):
 
 # --- Chinese beside English: a second application on the same Serve ------------------------
 
-MULTI = "/multi"  # the route prefix of the application serving both languages
+MULTI = "/multi"  # the route prefix of the application serving both captioners
 
 
 @pytest.fixture(scope="module")
@@ -441,16 +445,17 @@ def status_of(client: httpx.Client, language: str, path: str = "/v1/models") -> 
 
 
 class TestChinese:
-    """languages [en, zh]: `Captioner` follows the module's English model, `CaptionerZh` the
+    """captioners [en, zh]: `Captioner` follows the module's English model, `CaptionerZh` the
     Chinese one. Deployed beside the module's application (Serve is up already: only the new
     replicas start), small, and deleted after these tests."""
 
     @pytest.fixture(scope="class")
     def multi(self, ready, name, zh_versions):
         config = ServeConfig(
-            languages=["en", "zh"],
-            captioner=CaptioningSettings(model_name=name, poll_seconds=0.5),
-            captioner_zh=CaptioningSettings(model_name=f"{name}-zh", poll_seconds=0.5),
+            captioners=["en", "zh"],
+            captioning=CaptioningSettings(
+                models={"en": name, "zh": f"{name}-zh"}, poll_seconds=0.5
+            ),
             admin_details=True,  # problems, runs, tags and metrics shown
         )
         small = {"ray_actor_options": {"num_cpus": 0.1}}  # beside the module's replicas
@@ -480,42 +485,47 @@ class TestChinese:
     def test_a_chinese_request_gets_chinese_words_from_the_chinese_champion(
         self, multi, name, zh_versions, coffee
     ):
-        response = multi.post(
-            MULTI + "/v1/captions",
-            params={"language": "zh", "beam_size": 3, "num_captions": 2},
-            content=coffee,
-        )
-        assert response.status_code == 200, response.text
-        body = response.json()
-        assert body["language"] == "zh"
-        assert body["model"] == {
-            "name": f"{name}-zh",
-            "version": str(zh_versions[1].version),
-            "alias": "champion",
-            "variant": "zh",
-        }
-        assert any(body["captions"]) and len(body["captions"]) == 2
-        for caption, shown in zip(body["captions"], body["display"], strict=True):
-            assert set(caption.split()) <= set(ZH_CAPTION.split())
-            assert shown == caption.replace(" ", "")  # Han characters: no spaces between words
+        for chosen in ({"language": "zh"}, {"captioner": "zh"}):
+            response = multi.post(
+                MULTI + "/v1/captions",
+                params={**chosen, "beam_size": 3, "num_captions": 2},
+                content=coffee,
+            )
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["language"] == "zh" and body["captioner"] == "zh"
+            assert body["model"] == {
+                "name": f"{name}-zh",
+                "version": str(zh_versions[1].version),
+                "alias": "champion",
+                "variant": "zh",
+            }
+            assert any(body["captions"]) and len(body["captions"]) == 2
+            for caption, shown in zip(body["captions"], body["display"], strict=True):
+                assert set(caption.split()) <= set(ZH_CAPTION.split())
+                assert shown == caption.replace(" ", "")  # Han: no spaces between words
 
     def test_english_is_still_the_default(self, multi, name, coffee):
-        for params in ({}, {"language": "en"}):
+        for params in ({}, {"language": "en"}, {"captioner": "en"}):
             response = multi.post(MULTI + "/v1/captions", params=params, content=coffee)
             assert response.status_code == 200, response.text
             body = response.json()
             assert body["language"] == "en" and body["model"]["name"] == name
+            assert body["captioner"] == "en"
             assert body["model"]["version"] == str(registry.champion_version(name).version)
             assert set(body["captions"][0].split()) <= set(" ".join(CAPTIONS.values()).split())
         unknown = multi.post(MULTI + "/v1/captions", params={"language": "fr"}, content=coffee)
         assert unknown.status_code == 422 and error_code(unknown) == "bad_parameter"
+        crossed = {"captioner": "zh", "language": "en"}
+        refused = multi.post(MULTI + "/v1/captions", params=crossed, content=coffee)
+        assert refused.status_code == 422 and "writes 'zh', not 'en'" in refused.text
 
     def test_models_and_readyz_list_every_language(self, multi, name, zh_versions):
         for path in ("/v1/models", "/readyz"):
             models = multi.get(MULTI + path).json()["models"]
-            assert {(s["language"], s["model"]["name"]) for s in models} == {
-                ("en", name),
-                ("zh", f"{name}-zh"),
+            assert {(s["captioner"], s["language"], s["model"]["name"]) for s in models} == {
+                ("en", "en", name),
+                ("zh", "zh", f"{name}-zh"),
             }
             assert all(s["ready"] and s["task"] == "captioning" for s in models)
         assert status_of(multi, "zh")["model"]["version"] == str(zh_versions[1].version)
@@ -576,7 +586,7 @@ def test_serve_config_file_matches_the_code(repo):
     args = ServeConfig.model_validate(application["args"])
     # The deployments' settings live in their decorators only: the file overrides nothing.
     assert "deployments" not in application
-    assert args.languages == ["en"] and DEPLOYMENT_NAMES["en"] == CaptionerDeployment.name
+    assert args.captioners == ["en"] and captionings()["en"].deployment == CaptionerDeployment.name
     # Slow uploads must leave ingress slots for health checks, with the file's limit too.
     assert Api.max_ongoing_requests > args.max_concurrent_uploads
     assert Api.max_ongoing_requests > ServeConfig().max_concurrent_uploads
@@ -588,28 +598,6 @@ def test_serve_config_file_matches_the_code(repo):
 def test_default_beam_must_be_allowed():
     with pytest.raises(ValueError, match="default_beam"):
         ServeConfig(max_beam=2, default_beam=3)
-
-
-def test_caption_languages_are_opt_in(repo):
-    config = ServeConfig()
-    assert config.languages == ["en"]
-    assert config.captioners["en"].registered_model("en") == "captioner"
-    assert config.captioners["zh"].registered_model("zh") == "captioner-zh"
-    with pytest.raises(ValueError, match="twice"):
-        ServeConfig(languages=["zh", "zh"])
-    with pytest.raises(ValueError):
-        ServeConfig(languages=[])
-    with pytest.raises(ValueError):
-        ServeConfig(languages=["fr"])
-    assert ServeConfig(languages=["zh"]).languages == ["zh"]  # English may be left out
-    # serve/config.yaml documents the settings commented out: uncommented, they are valid.
-    text = (repo / "serve" / "config.yaml").read_text()
-    text = re.sub(r"^      # (languages:|captioner_zh:)", r"      \1", text, flags=re.M)
-    [application] = yaml.safe_load(text)["applications"]
-    args = ServeConfig.model_validate(application["args"])
-    assert args.languages == ["en", "zh"]
-    assert args.captioners["zh"].registered_model("zh") == "captioner-zh"
-    assert DEPLOYMENT_NAMES == {"en": "Captioner", "zh": "CaptionerZh"}
 
 
 # --- behind the front door (nginx, conceptual.serve.front_door) ----------------------------
