@@ -17,23 +17,16 @@ from __future__ import annotations
 import sys
 
 from conceptual.fluency.flickr30k_cn import Flickr30kCnConfig, describe, import_flickr30k_cn
-from conceptual.jobs.arguments import JobParser, add_import_arguments, location
-from conceptual.jobs.runner import job_main, run_import
+from conceptual.jobs.runner import translations_import
 
-
-@job_main
-def main(argv: list[str] | None = None) -> int:
-    parser = JobParser("import_flickr30k_cn", __doc__)
-    parser.add_argument("--images", required=True, type=location, help="Flickr30k's photos")
-    parser.add_argument("--cn", required=True, type=location, help="the Flickr30k-CN folder")
-    add_import_arguments(parser, "ImportConfig keys (rows_per_part=...)")
-    args = parser.parse_args(argv)
-
-    def write(config: Flickr30kCnConfig) -> dict:
-        return import_flickr30k_cn(args.images, args.cn, args.output, config)
-
-    return run_import("import_flickr30k_cn", args, write, Flickr30kCnConfig, describe=describe)
-
+main = translations_import(
+    "import_flickr30k_cn",
+    __doc__,
+    import_flickr30k_cn,
+    Flickr30kCnConfig,
+    describe,
+    ("Flickr30k's photos", "the Flickr30k-CN folder", "ImportConfig keys (rows_per_part=...)"),
+)
 
 if __name__ == "__main__":
     sys.exit(main())

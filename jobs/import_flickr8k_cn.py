@@ -19,23 +19,16 @@ from __future__ import annotations
 import sys
 
 from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
-from conceptual.jobs.arguments import JobParser, add_import_arguments, location
-from conceptual.jobs.runner import job_main, run_import
+from conceptual.jobs.runner import translations_import
 
-
-@job_main
-def main(argv: list[str] | None = None) -> int:
-    parser = JobParser("import_flickr8k_cn", __doc__)
-    parser.add_argument("--images", required=True, type=location, help="a folder of photos")
-    parser.add_argument("--cn", required=True, type=location, help="the Flickr8k-CN folder")
-    add_import_arguments(parser, "source=..., split=..., ImportConfig keys")
-    args = parser.parse_args(argv)
-
-    def write(config: Flickr8kCnConfig) -> dict:
-        return import_flickr8k_cn(args.images, args.cn, args.output, config)
-
-    return run_import("import_flickr8k_cn", args, write, Flickr8kCnConfig, describe=describe)
-
+main = translations_import(
+    "import_flickr8k_cn",
+    __doc__,
+    import_flickr8k_cn,
+    Flickr8kCnConfig,
+    describe,
+    ("a folder of photos", "the Flickr8k-CN folder", "source=..., split=..., ImportConfig keys"),
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections.abc
 import importlib
+import inspect
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ import pytest
 
 from conceptual import logs, storage
 from conceptual.config import Config, ConfigError, check_keys, dotted_keys, flatten, load
+from conceptual.jobs import runner
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "SECRET-pw-31"
@@ -61,6 +63,7 @@ WRITERS = {
     "harvest": lambda i, o: ["--input", i, "--output", o],
     "import_coco": lambda i, o: ["--root", i, "--output", o],
     "import_flickr8k_cn": lambda i, o: ["--images", i, "--cn", i, "--output", o],
+    "import_flickr30k_cn": lambda i, o: ["--images", i, "--cn", i, "--output", o],
     "import_facc": lambda i, o: ["--folder", i, "--flickr8k", i, "--output", o],
     "pipeline": lambda i, o: [f"input={i}", f"output={o}"],
     "rating_tasks": lambda i, o: ["--kind", "caption_quality", "--data", i, "--output", o],
@@ -165,6 +168,11 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
         text = path.read_text()
         if re.search(r"^main = (registry_job|family_verb)\(", text, re.M):
             continue  # an alias of a family's job (or of any family's): that job is checked
+        if re.search(r"^main = translations_import\(", text, re.M):
+            assert path.stem in WRITERS, path.name  # runner's factory of that kind of job:
+            factory = inspect.getsource(runner.translations_import)  # guarded as any job
+            assert "JobParser(" in factory and "@job_main\n" in factory
+            continue
         assert "argparse.ArgumentParser(" not in text, path.name
         assert re.search(r"JobParser\(|training_parser\(", text), path.name
         assert re.search(r"@job_main\ndef main\(|@family_job\ndef job\(", text), path.name
