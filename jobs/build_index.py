@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise StorageError(f"no input data at {uri}")
         print(f"build_index: {args.model} over {args.data} -> {args.output}", flush=True)
         try:
-            result = run(args.model, args.data, args.output, config, args.speech)
+            result = run(args.model, args.data, args.output, config, speech_uri=args.speech)
         except TooManyErrors as exc:  # rows failed past errors.*: the system, not the data
             raise Stopped(f"{exc}. {args.output} holds no index.", code=1) from None
     print(json.dumps(result, indent=2))

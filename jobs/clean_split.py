@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             args.output,
             args.split,
             args.min_good,
-            args.ratings,
-            args.db,
-            args.experiment,
+            ratings_csv=args.ratings,
+            db=args.db,
+            experiment=args.experiment,
         )
     print(funnel.render(stats))
     copied = stats["clean_split"]["copied"]

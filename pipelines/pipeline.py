@@ -166,7 +166,11 @@ def _index(c: Context) -> dict[str, Any]:
     registered = c.done["train_retriever"]["registered"]
     model = f"models:/{registered['name']}/{registered['version']}"
     return build_index.run(
-        model, c.folder("features"), c.folder("index"), c.section("index"), c.clips("index")
+        model,
+        c.folder("features"),
+        c.folder("index"),
+        c.section("index"),
+        speech_uri=c.clips("index"),
     )
 
 

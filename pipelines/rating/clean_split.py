@@ -121,6 +121,7 @@ def clean(
     output_uri: str,
     split: str,
     min_good: int,
+    *,  # two optional sources of the ratings, both paths: named, never mixed up
     ratings_csv: str | None = None,
     db: str | None = None,
 ) -> dict[str, Any]:
@@ -201,13 +202,16 @@ def run(
     output_uri: str,
     split: str,
     min_good: int,
+    *,
     ratings_csv: str | None = None,
     db: str | None = None,
     experiment: str = "curation",
 ) -> tuple[dict[str, Any], str]:
     """The clean_split job: one MLflow run around `clean`. Returns (stats, run id)."""
     with tracking.start_run(experiment, job=STAGE, tags={"split": split}) as active:
-        stats = clean(data_uri, tasks_uri, output_uri, split, min_good, ratings_csv, db)
+        stats = clean(
+            data_uri, tasks_uri, output_uri, split, min_good, ratings_csv=ratings_csv, db=db
+        )
         stats["mlflow_run_id"] = active.info.run_id
         storage.write_json(storage.join(output_uri, STATS), funnel.without_samples(stats))
         storage.write_json(

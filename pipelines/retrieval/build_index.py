@@ -462,7 +462,8 @@ def build(
     features_uri: str,
     output_uri: str,
     config: BuildIndexConfig,
-    speech_uri: str | None = None,
+    *,
+    speech_uri: str | None = None,  # the clips of a speech retriever's index
 ) -> dict[str, Any]:
     """Write the index at `output_uri` and tag a registered model's version with it; returns
     the manifest (index.json) with `seconds`."""
@@ -538,6 +539,7 @@ def run(
     features_uri: str,
     output_uri: str,
     config: BuildIndexConfig,
+    *,
     speech_uri: str | None = None,
 ) -> dict[str, Any]:
     """The build_index job: one MLflow run around `build`. Returns the manifest's summary
@@ -548,7 +550,7 @@ def run(
         tracking.log_params(
             {"features_uri": features_uri, "output_uri": output_uri, "speech_uri": speech_uri}
         )
-        manifest = build(model_uri, features_uri, output_uri, config, speech_uri)
+        manifest = build(model_uri, features_uri, output_uri, config, speech_uri=speech_uri)
         lineage.log_read(features_uri, part="features")
         if speech_uri:
             lineage.log_read(speech_uri, part="clips")

@@ -388,6 +388,12 @@ def fit_keeping_sigint(trainer: ray.train.torch.TorchTrainer) -> ray.train.Resul
 # ---------------------------------------------------------------- the workers
 
 
+def dev_data(ref: ray.ObjectRef, elsewhere: Any = None) -> Any:
+    """What a train loop's dev evaluation reads, fetched by rank 0, which evaluates; the other
+    workers get `elsewhere`."""
+    return ray.get(ref) if ray.train.get_context().get_world_rank() == 0 else elsewhere
+
+
 def run(task: Task, config: TrainingConfig, loop_config: dict[str, Any]) -> None:
     """The per-worker loop of fit(), for any task (call it from the model's train loop)."""
     rank = ray.train.get_context().get_world_rank()

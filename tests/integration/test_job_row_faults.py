@@ -377,7 +377,7 @@ def test_a_row_that_raises_in_the_index_is_rejected_and_the_rest_are_unchanged(
     text, spoken = index_inputs["text"], index_inputs["spoken"]
     feats, clips = index_inputs["features"], index_inputs["speech"]
     build_index.build(text, feats, str(tmp_path / "text-clean"), config)
-    build_index.build(spoken, feats, str(tmp_path / "spoken-clean"), config, clips)
+    build_index.build(spoken, feats, str(tmp_path / "spoken-clean"), config, speech_uri=clips)
 
     caption = "1-1-1"  # image 1-1's second caption: the image keeps its row (1-1-0's)
     monkeypatch.setattr(Vocabulary, "encode_array", encoding_raising_on("sleeping two"))
@@ -403,7 +403,7 @@ def test_a_row_that_raises_in_the_index_is_rejected_and_the_rest_are_unchanged(
     assert faulty["captions"] == [clean["captions"][i] for i in kept]
     assert np.array_equal(faulty["captions.npy"], clean["captions.npy"][kept])
 
-    build_index.build(spoken, feats, str(tmp_path / "spoken-faulty"), config, clips)
+    build_index.build(spoken, feats, str(tmp_path / "spoken-faulty"), config, speech_uri=clips)
     row = the_rejection(tmp_path / "spoken-faulty", "build_index")
     assert (row["id"], row["audio"], row["caption_id"]) == (
         needle["id"], needle["audio"], needle["caption_id"]

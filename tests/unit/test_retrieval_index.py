@@ -340,7 +340,9 @@ def test_build_indexes_a_speech_models_images_and_clips(tmp_path, features):
     (speech / "_SUCCESS").write_text("{}")
 
     out = str(tmp_path / "index")
-    manifest = build(directory, features, out, BuildIndexConfig(device="cpu"), str(speech))
+    manifest = build(
+        directory, features, out, BuildIndexConfig(device="cpu"), speech_uri=str(speech)
+    )
     assert manifest["counts"] == {
         "images": 3, "captions": 4, "clips": 3, "clips_skipped": 1, "rejected": 0
     }  # fmt: skip
@@ -352,7 +354,13 @@ def test_build_indexes_a_speech_models_images_and_clips(tmp_path, features):
 
     with pytest.raises(ValueError, match="speech models"):
         text_directory, _, _ = text_model(tmp_path)
-        build(text_directory, features, str(tmp_path / "y"), BuildIndexConfig(), str(speech))
+        build(
+            text_directory,
+            features,
+            str(tmp_path / "y"),
+            BuildIndexConfig(),
+            speech_uri=str(speech),
+        )
 
 
 def test_build_refuses_features_of_another_size(tmp_path, features):

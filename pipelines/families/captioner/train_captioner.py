@@ -306,8 +306,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     features = FeatureSettings.model_validate(loop_config["features"])
     torch.manual_seed(config.seed)
     captioner = Captioner(CaptionerConfig.model_validate(loop_config["model"]))
-    rank = ray.train.get_context().get_world_rank()
-    eval_set = ray.get(loop_config["eval_set"]) if rank == 0 else None
+    eval_set = training.dev_data(loop_config["eval_set"])
     task = training.Task(
         model=captioner,
         loss=CaptionLoss(captioner, config.label_smoothing, config.fluency),

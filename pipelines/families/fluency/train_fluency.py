@@ -257,8 +257,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     vocabs = {view: Vocabulary.from_json(text) for view, text in loop_config["vocabs"].items()}
     torch.manual_seed(config.seed)
     model = FluencyModel(FluencyConfig.model_validate(loop_config["model"]))
-    rank = ray.train.get_context().get_world_rank()
-    dev = ray.get(loop_config["dev"]) if rank == 0 else None
+    dev = training.dev_data(loop_config["dev"])
     task = training.Task(
         model=model,
         loss=FluencyLoss(model),

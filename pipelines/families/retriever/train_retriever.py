@@ -495,8 +495,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
     if loop_config["init"] is not None:  # a resumed run then loads its checkpoint over it
         model.load_state_dict(ray.get(loop_config["init"]))
     loss = retrieval_loss(model, config)
-    rank = ray.train.get_context().get_world_rank()
-    dev, dev_inputs = ray.get(loop_config["dev"]) if rank == 0 else (None, None)
+    dev, dev_inputs = training.dev_data(loop_config["dev"], elsewhere=(None, None))
     audio = config.audio.model_dump() if config.modality == "speech" else None
     features = FeatureSettings.model_validate(loop_config["features"])
     dev_targets = loop_config.get("dev_targets")
