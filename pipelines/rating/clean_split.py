@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -115,33 +116,25 @@ def refuse_unrelated(folder: str, split: str, judged: dict[str, Judged], what: s
         )
 
 
-def clean(
-    data_uri: str,
-    tasks_uri: str,
-    output_uri: str,
-    split: str,
-    min_good: int,
-    *,  # two optional sources of the ratings, both paths: named, never mixed up
-    ratings_csv: str | None = None,
-    db: str | None = None,
-) -> dict[str, Any]:
-    """Write the cleaned dataset to `output_uri`; return stats.json's content and the
-    samples (`samples`). ValueError when the task set cannot clean the data (its kind, no
-    record of the split among its items)."""
-    started = time.monotonic()
-    storage.refuse_overlap({"the output": output_uri}, {"the data": data_uri, "tasks": tasks_uri})
-    folder = storage.output_part(data_uri, CURATED)
-    tasks = read_task_set(tasks_uri)
-    rows = ratings(tasks, ratings_csv, db)
-    judged = judgements(tasks, rows)
-    refuse_unrelated(folder, split, judged, f"{data_uri} and the task set {tasks.name}")
-    for part in (storage.SUCCESS, CURATED, REJECTED_PART, STATS):
-        storage.delete(storage.join(output_uri, part))
+@dataclass
+class Written:
+    """What write_judged wrote: the rejections' reasons, the records counted (the split's,
+    those kept, the other splits' rows copied), the kept captions' tallies, and samples."""
 
-    reasons: Counter[str] = Counter()
-    counts: Counter[str] = Counter()  # the split's records, those kept, the rows copied
-    tallies: list[pa.Table] = []
-    samples: dict[str, list[dict[str, Any]]] = {"kept": [], "rejected": []}
+    reasons: Counter[str] = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    tallies: list[pa.Table] = field(default_factory=list)
+    samples: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {"kept": [], "rejected": []}
+    )
+
+
+def write_judged(
+    folder: str, output_uri: str, split: str, judged: dict[str, Judged], min_good: int
+) -> Written:
+    """Each batch of the curated `folder` judged and written: what is kept to curated/
+    (the other splits' rows as they are), the split's records dropped to rejected/."""
+    written = Written()
     with ExitStack() as stack:
         curated = Writers(stack, storage.join(output_uri, CURATED))
         rejected = Writers(stack, storage.join(output_uri, REJECTED_PART))
@@ -149,44 +142,38 @@ def clean(
             kept, kept_in_split, dropped = judge(batch, split, judged, min_good)
             curated.write(name, kept)
             rejected.write(name, dropped)
-            reasons.update(dropped["reason"].to_pylist())
-            counts.update(
+            written.reasons.update(dropped["reason"].to_pylist())
+            written.counts.update(
                 input=kept_in_split.num_rows + dropped.num_rows,
                 kept=kept_in_split.num_rows,
                 copied=kept.num_rows - kept_in_split.num_rows,
             )
             # Per batch, then summed: a tally of every token of a large dataset stays small.
-            tallies.append(caption_tally(kept.select(["caption", "split"])))
-            tallies = [summed(tallies)] if len(tallies) > 64 else tallies
+            written.tallies.append(caption_tally(kept.select(["caption", "split"])))
+            if len(written.tallies) > 64:
+                written.tallies = [summed(written.tallies)]
             for part, table in (("kept", kept_in_split), ("rejected", dropped)):
-                room = SAMPLES - len(samples[part])
-                samples[part] += table.slice(0, max(room, 0)).to_pylist()
+                room = SAMPLES - len(written.samples[part])
+                written.samples[part] += table.slice(0, max(room, 0)).to_pylist()
+    return written
 
-    written = {
+
+def funnel_of(written: Written, output_uri: str) -> dict[str, Any]:
+    """The split's funnel and the kept captions' statistics, once the rows on disk are the
+    rows counted (funnel.AccountingError if not)."""
+    reasons, counts = written.reasons, written.counts
+    on_disk = {
         "curated": storage.written_rows(storage.join(output_uri, CURATED)),
         "rejected": storage.written_rows(storage.join(output_uri, REJECTED_PART)),
     }
     expected = {"curated": counts["kept"] + counts["copied"], "rejected": sum(reasons.values())}
-    if written != expected:
-        raise funnel.AccountingError(f"written {written}, expected {expected}")
+    if on_disk != expected:
+        raise funnel.AccountingError(f"written {on_disk}, expected {expected}")
     dropped_by_reason = {STAGE: dict(reasons)} if reasons else {}
     stats = funnel.build(counts["input"], counts["kept"], dropped_by_reason, (STAGE,))
-    counted = funnel.tally(summed(tallies))
+    counted = funnel.tally(summed(written.tallies))
     stats |= funnel.caption_statistics(counted)
     stats["splits"] = dict(sorted(counted.get("split", {}).items()))
-    stats[STAGE] = {
-        "split": split,
-        "min_good": min_good,
-        "copied": counts["copied"],  # the other splits' records, unchanged
-        "data": data_uri,
-        "tasks": tasks_uri,
-        "task_set": tasks.name,
-        "raters_per_item": tasks.raters,
-        "ratings": ratings_csv or db or "the rating page's database",
-        "ratings_read": len(rows),
-    }
-    stats["seconds_by_phase"] = {"clean": round(time.monotonic() - started, 2)}
-    stats["samples"] = samples
     return stats
 
 
@@ -202,16 +189,41 @@ def run(
     output_uri: str,
     split: str,
     min_good: int,
-    *,
+    *,  # two optional sources of the ratings, both paths: named, never mixed up
     ratings_csv: str | None = None,
     db: str | None = None,
     experiment: str = "curation",
 ) -> tuple[dict[str, Any], str]:
-    """The clean_split job: one MLflow run around `clean`. Returns (stats, run id)."""
+    """The clean_split job, in one MLflow run: the cleaned dataset written to `output_uri`.
+    Returns (stats.json's content and the samples, `samples`; the run's id). ValueError when
+    the task set cannot clean the data (its kind, no record of the split among its items)."""
     with tracking.start_run(experiment, job=STAGE, tags={"split": split}) as active:
-        stats = clean(
-            data_uri, tasks_uri, output_uri, split, min_good, ratings_csv=ratings_csv, db=db
+        started = time.monotonic()
+        storage.refuse_overlap(
+            {"the output": output_uri}, {"the data": data_uri, "tasks": tasks_uri}
         )
+        folder = storage.output_part(data_uri, CURATED)
+        tasks = read_task_set(tasks_uri)
+        rows = ratings(tasks, ratings_csv, db)
+        judged = judgements(tasks, rows)
+        refuse_unrelated(folder, split, judged, f"{data_uri} and the task set {tasks.name}")
+        for part in (storage.SUCCESS, CURATED, REJECTED_PART, STATS):
+            storage.delete(storage.join(output_uri, part))
+        written = write_judged(folder, output_uri, split, judged, min_good)
+        stats = funnel_of(written, output_uri)
+        stats[STAGE] = {
+            "split": split,
+            "min_good": min_good,
+            "copied": written.counts["copied"],  # the other splits' records, unchanged
+            "data": data_uri,
+            "tasks": tasks_uri,
+            "task_set": tasks.name,
+            "raters_per_item": tasks.raters,
+            "ratings": ratings_csv or db or "the rating page's database",
+            "ratings_read": len(rows),
+        }
+        stats["seconds_by_phase"] = {"clean": round(time.monotonic() - started, 2)}
+        stats["samples"] = written.samples
         stats["mlflow_run_id"] = active.info.run_id
         storage.write_json(storage.join(output_uri, STATS), funnel.without_samples(stats))
         storage.write_json(

@@ -182,7 +182,9 @@ def evaluate(
             "images": len(images.image_ids),
         },
         artifacts={RESULTS: results},
-        log_figures=lambda: log_samples(images, generated, features_uri, config.samples, nearest),
+        log_figures=lambda: log_samples(
+            images, generated, features_uri, shown=config.samples, baseline=nearest
+        ),
         score=("CIDEr", scores["CIDEr"]),
     )
     return record("evaluate_captioner", model_uri, features_uri, config, evaluation)
@@ -290,6 +292,7 @@ def log_samples(
     images: SplitImages,
     generated: Mapping[str, str],
     features_uri: str,
+    *,
     shown: int,
     baseline: Mapping[str, str] | None = None,
 ) -> None:

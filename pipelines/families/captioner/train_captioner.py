@@ -149,7 +149,7 @@ def prepare(config: CaptionerTrainConfig, features_uri: str) -> training.Prepare
 
     def log_best_samples(best_dir: Path) -> dict[str, Any]:
         generated = json.loads((best_dir / CAPTIONS).read_text())
-        log_samples(eval_set, generated, features_uri, config.samples)
+        log_samples(eval_set, generated, features_uri, shown=config.samples)
         return {}
 
     return training.Prepared(
