@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptual.families import Family
-from conceptual.jobs.runner import Stopped
+from conceptual.jobs.runner import Stopped, job_main, run_import
 from conceptual.paths import LocationError, user_path
 
 REGISTER = ("best", "all", "none")  # which variants of a comparison become registry versions
@@ -267,3 +267,31 @@ def prefixed(overrides: Sequence[str], prefix: str) -> tuple[list[str], list[str
         [o for o in overrides if not o.startswith(prefix)],
         [o.removeprefix(prefix) for o in overrides if o.startswith(prefix)],
     )
+
+
+def translations_import(
+    job: str,
+    doc: str | None,
+    importer: Callable[[str, str, str, Any], dict[str, Any]],
+    config_class: type,
+    describe: Callable[[dict[str, Any]], str],
+    helps: tuple[str, str, str],
+) -> Callable[[list[str] | None], int]:
+    """The `main` of an import job of a caption set in another language beside its photos:
+    `importer(images, cn, output, config)` over --images and --cn; `helps`: those two
+    arguments' help, then the keys the overrides take."""
+
+    @job_main
+    def main(argv: list[str] | None = None) -> int:
+        parser = JobParser(job, doc)
+        parser.add_argument("--images", required=True, type=location, help=helps[0])
+        parser.add_argument("--cn", required=True, type=location, help=helps[1])
+        add_import_arguments(parser, helps[2])
+        args = parser.parse_args(argv)
+
+        def write(config: Any) -> dict[str, Any]:
+            return importer(args.images, args.cn, args.output, config)
+
+        return run_import(job, args, write, config_class, describe=describe)
+
+    return main

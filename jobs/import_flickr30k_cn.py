@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from conceptual.fluency.flickr30k_cn import Flickr30kCnConfig, describe, import_flickr30k_cn
-from conceptual.jobs.runner import translations_import
+from conceptual.jobs.arguments import translations_import
 
 main = translations_import(
     "import_flickr30k_cn",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, describe, import_flickr8k_cn
-from conceptual.jobs.runner import translations_import
+from conceptual.jobs.arguments import translations_import
 
 main = translations_import(
     "import_flickr8k_cn",

@@ -308,35 +308,6 @@ def run_import(
     return 0
 
 
-def translations_import(
-    job: str,
-    doc: str | None,
-    importer: Callable[[str, str, str, Any], dict[str, Any]],
-    config_class: type,
-    describe: Callable[[dict[str, Any]], str],
-    helps: tuple[str, str, str],
-) -> Callable[[list[str] | None], int]:
-    """The `main` of an import job of a caption set in another language beside its photos:
-    `importer(images, cn, output, config)` over --images and --cn; `helps`: those two
-    arguments' help, then the keys the overrides take."""
-    from conceptual.jobs.arguments import JobParser, add_import_arguments, location
-
-    @job_main
-    def main(argv: list[str] | None = None) -> int:
-        parser = JobParser(job, doc)
-        parser.add_argument("--images", required=True, type=location, help=helps[0])
-        parser.add_argument("--cn", required=True, type=location, help=helps[1])
-        add_import_arguments(parser, helps[2])
-        args = parser.parse_args(argv)
-
-        def write(config: Any) -> dict[str, Any]:
-            return importer(args.images, args.cn, args.output, config)
-
-        return run_import(job, args, write, config_class, describe=describe)
-
-    return main
-
-
 def run_pairs_import(
     job: str,
     args: argparse.Namespace,

@@ -41,7 +41,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import signal
 import tempfile
 import threading
@@ -66,7 +65,12 @@ from conceptual.models.losses import TOTAL
 from conceptual.models.saving import WEIGHTS
 from conceptual.paths import state_dir
 from conceptual.pipelines.training.input_path import Batches, DataSettings, trainer_data
-from conceptual.pipelines.training.training_metrics import EpochProgress, epoch_metrics, log_outcome
+from conceptual.pipelines.training.training_metrics import (
+    EpochProgress,
+    epoch_metrics,
+    log_outcome,
+    small_eval_warning,
+)
 from conceptual.runtime import require_shared
 
 MODEL_DIR, PROGRESS, OPTIMIZER = "model", "progress.json", "optimizer.pt"
@@ -225,7 +229,9 @@ def fit(
     checkpoint's local directory, its metrics and the history of every epoch. `eval_size`,
     the dev set's, is checked against config.min_eval_size (small_eval_warning); `model_files`
     (name -> text) are saved beside the best model's weights."""
-    if eval_size is not None and (warning := small_eval_warning(eval_size, config, select_by)):
+    if eval_size is not None and (
+        warning := small_eval_warning(eval_size, config.min_eval_size, select_by)
+    ):
         print(warning, flush=True)
     # Workers may have started before this process set its CONCEPTUAL_*/MLFLOW_* variables.
     forwarded = {k: v for k, v in os.environ.items() if k.startswith(("CONCEPTUAL_", "MLFLOW_"))}
@@ -357,21 +363,6 @@ def publish(
 def trainer_name(config: TrainingConfig, run_id: str) -> str:
     """Ray Train's folder for the run under config.storage, its checkpoints in it."""
     return f"{config.experiment}-{run_id}"
-
-
-def small_eval_warning(size: int, config: TrainingConfig, metric: str) -> str | None:
-    """What to tell a user whose dev set is too small for `metric` to mean anything: under
-    config.min_eval_size items (its model is then made no champion), or R@k with k at least
-    the set's size (1.0 for any model)."""
-    notes = []
-    if (k := re.search(r"R@(\d+)", metric)) and int(k.group(1)) >= size:
-        notes.append(f"R@{k.group(1)} over {size} items is 1 for any model")
-    if size < config.min_eval_size:
-        notes.append(
-            f"under min_eval_size={config.min_eval_size}, {metric} says little and this run's "
-            "model will not be made the champion"
-        )
-    return f"warning:  the dev set holds {size} items: {'; '.join(notes)}" if notes else None
 
 
 def fit_keeping_sigint(trainer: ray.train.torch.TorchTrainer) -> ray.train.Result:

@@ -13,6 +13,7 @@ column to sort runs by.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from typing import Any
@@ -111,3 +112,18 @@ def learning_curve(run_id: str, metric: str) -> Figure:
     right.set(xlabel="epoch", ylabel=metric, title=f"dev {metric}")
     figure.tight_layout()
     return figure
+
+
+def small_eval_warning(size: int, min_eval_size: int, metric: str) -> str | None:
+    """What to tell a user whose dev set is too small for `metric` to mean anything: under
+    the config's min_eval_size items (its model is then made no champion), or R@k with k at
+    least the set's size (1.0 for any model)."""
+    notes = []
+    if (k := re.search(r"R@(\d+)", metric)) and int(k.group(1)) >= size:
+        notes.append(f"R@{k.group(1)} over {size} items is 1 for any model")
+    if size < min_eval_size:
+        notes.append(
+            f"under min_eval_size={min_eval_size}, {metric} says little and this run's "
+            "model will not be made the champion"
+        )
+    return f"warning:  the dev set holds {size} items: {'; '.join(notes)}" if notes else None

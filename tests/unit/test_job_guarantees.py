@@ -22,7 +22,7 @@ import pytest
 
 from conceptual import logs, storage
 from conceptual.config import Config, ConfigError, check_keys, dotted_keys, flatten, load
-from conceptual.jobs import runner
+from conceptual.jobs import arguments
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "SECRET-pw-31"
@@ -169,8 +169,8 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
         if re.search(r"^main = (registry_job|family_verb)\(", text, re.M):
             continue  # an alias of a family's job (or of any family's): that job is checked
         if re.search(r"^main = translations_import\(", text, re.M):
-            assert path.stem in WRITERS, path.name  # runner's factory of that kind of job:
-            factory = inspect.getsource(runner.translations_import)  # guarded as any job
+            assert path.stem in WRITERS, path.name  # arguments' factory of that kind of job:
+            factory = inspect.getsource(arguments.translations_import)  # guarded as any job
             assert "JobParser(" in factory and "@job_main\n" in factory
             continue
         assert "argparse.ArgumentParser(" not in text, path.name

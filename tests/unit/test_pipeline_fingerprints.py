@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from conceptual.pipelines.pipeline import PipelineConfig, fingerprints, input_fingerprint
-from conceptual.pipelines.training.training import TrainingConfig, small_eval_warning
+from conceptual.pipelines.training.training_metrics import small_eval_warning
 
 
 def test_another_tracking_store_reruns_only_the_steps_kept_there(monkeypatch):
@@ -32,16 +32,11 @@ def test_an_input_rewritten_with_the_same_size_and_time_is_another_input(tmp_pat
     assert input_fingerprint(str(tmp_path)) != before
 
 
-class Dev(TrainingConfig):
-    experiment: str = "test"
-
-
 def test_a_small_dev_set_is_named_with_its_size():
-    config = Dev(min_eval_size=20)
-    assert small_eval_warning(50, config, "CIDEr") is None
-    few = small_eval_warning(6, config, "CIDEr")
+    assert small_eval_warning(50, 20, "CIDEr") is None
+    few = small_eval_warning(6, 20, "CIDEr")
     assert "holds 6 items" in few and "min_eval_size=20" in few and "champion" in few
-    recall = small_eval_warning(8, Dev(min_eval_size=5), "mean_R@10")
+    recall = small_eval_warning(8, 5, "mean_R@10")
     assert "R@10 over 8 items is 1 for any model" in recall and "champion" not in recall
 
 
