@@ -121,7 +121,7 @@ def read_yaml(path: str | Path, name: str = "config") -> Any:
 
 
 # The shipped config files (configs/*.yaml), each listing every key of its config with its
-# default (tests/unit/test_configs.py holds them to it).
+# default (tests/unit/house/test_configs.py holds them to it).
 SHIPPED = Path(__file__).resolve().parents[2] / "configs"
 EXTENDS = "extends"
 

@@ -10,7 +10,7 @@ and from the two tables beside it in the outer layers, each importing its code d
 - `saving.load` loads every `kind` (models/saving.py's KINDS, the Saved class that reads it);
 - each family's recipe: conceptual.pipelines.families.recipes (RECIPES, by family name);
 - each family's jobs: conceptual.jobs.family_jobs (and `train|evaluate|compare --family NAME`);
-- tests/unit/test_configs.py checks each family's `config_file` against its recipe's config;
+- tests/unit/house/test_configs.py checks each family's `config_file` against its recipe's config;
 - the serving app runs the `captioning` entries' captioners (ServeConfig.captioners, chosen
   per request with `?captioner=` or `?language=`: conceptual/serve/captioner_deployment.py)
   and the `search` entries' retrievers (ServeConfig.retrievers, chosen with `?retriever=`:

@@ -278,7 +278,7 @@ def log_config(cfg: Config, skip: tuple[str, ...] = ()) -> None:
 def log_params(params: Mapping[str, Any]) -> None:
     """Params of the active run, each without the credentials of any URL in it (an input
     `s3://key:secret@bucket/...` as much as a config's): the one way jobs log params
-    (tests/unit/test_architecture.py holds every other module to it)."""
+    (tests/unit/house/test_architecture.py holds every other module to it)."""
     mlflow.log_params({k: _param_value(redact_text(str(v))) for k, v in params.items()})
 
 

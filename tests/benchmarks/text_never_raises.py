@@ -10,7 +10,7 @@ is and lowercased (identical strings run once). `TextCurator.process` runs in ba
 the filters on (as the pipeline runs it) and off (as the `hypernymize` command runs it by
 default, so every text reaches the transformation); a batch that raises is rerun one text
 at a time to find the texts that raise. The texts are those of `shared_texts` in
-tests/unit/test_text_never_raises.py, whose `slow` test runs them all too.
+tests/unit/curation/test_text_never_raises.py, whose `slow` test runs them all too.
 
 Measured (2 shared cores): 58,935 texts, 92,278 distinct cased and lowercased. On b4fbcd0,
 before issue 30's fixes: filters on, 0 raised (69 s); filters off, 2 raised (174 s), both
@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "unit"))
+sys.path.insert(0, str(REPO / "tests" / "unit" / "curation"))
 
 from test_text_never_raises import cased_and_lowercased, shared_texts  # noqa: E402
 

@@ -1,7 +1,7 @@
 """A small curation on a local Ray of 2 CPUs pays only for what its input needs: one NLP
 actor for a one-block input (each loads spaCy, WordNet and the gazetteers: seconds of CPU),
 and no second pass over the output for its samples. Its records and stats are the run's
-either way (tests/unit/test_curation_fixed_cost_rules.py: the samples are those a read of the
+either way (tests/unit/curation/test_curation_fixed_cost_rules.py: the samples are those a read of the
 output gives)."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def recaption(curated, models, out, min_score, capsys) -> tuple[list[dict], list
     return kept, choices, json.loads((out / "recaption.json").read_text())
 
 
-@pytest.mark.slow  # 105 s at load 5: the rule itself is tests/unit/test_recaption_rule.py
+@pytest.mark.slow  # 105 s at load 5: the rule itself is tests/unit/curation/test_recaption_rule.py
 def test_recaption_keeps_web_synthetic_or_both_per_image_and_loses_no_image(
     curated, models, tmp_path, ray_local, platform_home, capsys
 ):

@@ -220,7 +220,7 @@ def test_a_killed_worker_resumes_from_the_latest_checkpoint(
     assert metric_steps(result["run_id"], "loss").count(0) == 1
 
 
-@pytest.mark.slow  # 37 s; the seeded draw itself: tests/unit/test_retrieval_data.py
+@pytest.mark.slow  # 37 s; the seeded draw itself: tests/unit/training/test_retrieval_data.py
 def test_train_fraction_trains_on_a_seeded_draw_of_the_train_images(
     ray_local, platform_home, features_uri
 ):
@@ -512,7 +512,7 @@ def tiny_fluency_model(directory):
     return save_fluency(FluencyModel(config), dict.fromkeys(VIEWS, words), directory)
 
 
-@pytest.mark.slow  # 40 s; the strategies: tests/unit/test_fluency_strategies.py, a Chinese run: the recipe's test
+@pytest.mark.slow  # 40 s; the strategies: tests/unit/fluency/test_fluency_strategies.py, a Chinese run: the recipe's test
 def test_chinese_captioner_with_rejection_sampling_registers_as_captioner_zh(
     ray_local, platform_home, features_uri, tmp_path
 ):

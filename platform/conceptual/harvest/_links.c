@@ -7,7 +7,7 @@
  * called back for every other URL, the length cap, the in-page duplicate set, each other
  * image counted under its reason, records.candidate_id() (SHA-1 of "url\talt" in UTF-8,
  * surrogatepass, its first 20 hex digits) and the candidate dict, keys in the same order.
- * tests/unit/test_harvest_links.py holds the two to the same candidates and counts on the
+ * tests/unit/harvest/test_harvest_links.py holds the two to the same candidates and counts on the
  * web-platform-tests' URLs, generated pages and real alt-texts.
  *
  * Built by `make setup` (scripts/setup.sh) and by any install of the package (setup.py),

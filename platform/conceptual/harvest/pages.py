@@ -110,7 +110,7 @@ def collapse(text: str) -> str:
     # Most alt-texts have nothing to collapse, and saying so is cheaper than splitting them
     # into words: every whitespace character but the space is unprintable (Unicode's
     # controls and separators), so printable text without a double space or one at either
-    # end is its own answer (tests/unit/test_harvest_pages.py checks every code point).
+    # end is its own answer (tests/unit/harvest/test_harvest_pages.py checks every code point).
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
     return " ".join(text.split())
@@ -141,7 +141,7 @@ def judge_images(
     other image counted in `counts` under its reason. The harvest's inner loop, every image
     of a crawl: this is its definition, and harvest/_links.c its compiled form, which `judge`
     calls where it is built (`make setup`, any install of the package): the same answers in
-    two fifths of the time (tests/unit/test_harvest_links.py holds the two to the same rows
+    two fifths of the time (tests/unit/harvest/test_harvest_links.py holds the two to the same rows
     and counts; BENCHMARKS.md, issue 60, 2)."""
     resolve = Resolver.of_document(document_base(page_url, base_href))
     seen: set[tuple[str, str]] = set()

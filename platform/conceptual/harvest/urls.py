@@ -77,7 +77,7 @@ def document_base(page_url: str, base_href: str | None) -> str | None:
 # lower-case labels, the last starting with a letter, as one ending in a number is an IPv4
 # address; no punycode label, which the parser checks) and a path, root-relative, or
 # relative with no colon in its first segment (which could be a scheme). Anything else
-# takes web_url(). tests/unit/test_web_urls.py compares the two on the web-platform-tests'
+# takes web_url(). tests/unit/harvest/test_web_urls.py compares the two on the web-platform-tests'
 # inputs and the common forms.
 _CHARS = r"A-Za-z0-9\-._~!$&()*+,;=@%\[\]"  # and / ? :, by place; no ', which a query encodes
 _LABEL = r"(?!xn--)[a-z0-9-]+"

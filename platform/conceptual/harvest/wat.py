@@ -9,7 +9,7 @@ by a typed decoder (msgspec) that builds only the fields read here and passes ov
 of the JSON (the other links, the title, the metas' other keys) without making Python
 objects of it; any record of another shape (a field of another type, a lone surrogate, no
 UTF-8, no JSON) by the general way, `json.loads` and the checks below, which decide what it
-is (tests/unit/test_harvest_wat.py holds the two to the same answers). They differ only on
+is (tests/unit/harvest/test_harvest_wat.py holds the two to the same answers). They differ only on
 records no crawler writes, in a field not read: JSON nested about 1,000 deep, or a number of
 over 4,300 digits, which the general way cannot parse (unreadable_record) and the typed one
 passes over.

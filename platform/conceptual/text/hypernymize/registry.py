@@ -20,7 +20,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Rule:
     """One rule of the transformation. `example`: a text and its caption with every rule
-    on, which the caption without this rule differs from (tests/unit/test_hypernymize.py
+    on, which the caption without this rule differs from (tests/unit/curation/test_hypernymize.py
     checks both for every registered rule)."""
 
     name: str

@@ -246,7 +246,7 @@ def test_the_page_language_is_kept():
 
 def test_the_fast_join_gives_what_the_general_one_gives():
     """Resolver's shortcuts for the common forms against web_url on every pair of these
-    bases and references (tests/unit/test_web_urls.py: on the web-platform-tests' too)."""
+    bases and references (tests/unit/harvest/test_web_urls.py: on the web-platform-tests' too)."""
     bases = [
         "http://example.com/dir/page.html?q=1",
         "https://example.com",

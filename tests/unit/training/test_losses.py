@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-from test_retriever_model import TINY  # the same tiny towers (pytest puts tests/unit on the path)
+from test_retriever_model import TINY  # the same tiny towers (pytest puts this folder on the path)
 
 from conceptual.models.captioner import Captioner, CaptionerConfig
 from conceptual.models.losses import (

@@ -20,7 +20,7 @@ from conceptual.vision.http_client import redirect_url
 from conceptual.vision.url_safety import Failure
 from conceptual.weburl import parts, standard_href, web_url, why_not
 
-WPT = Path(__file__).resolve().parents[1] / "data" / "wpt" / "urltestdata.json"
+WPT = Path(__file__).resolve().parents[2] / "data" / "wpt" / "urltestdata.json"
 CASES = [case for case in json.loads(WPT.read_text(encoding="utf-8")) if isinstance(case, dict)]
 
 

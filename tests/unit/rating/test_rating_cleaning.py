@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_rating_tables import caption_item, rows, task_set  # beside it, on the path
 
 from conceptual.rating.cleaning import judgements, verdict
 from conceptual.rating.tasks import new_task_set
-from tests.unit.test_rating_tables import caption_item, rows, task_set
 
 
 def test_a_record_stays_with_min_good_answers_else_a_reason():

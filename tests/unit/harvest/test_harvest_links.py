@@ -23,7 +23,7 @@ from conceptual.harvest.pages import judge_images
 from conceptual.harvest.urls import document_base, strip_url
 from conceptual.weburl import web_url
 
-WPT = Path(__file__).resolve().parents[1] / "data" / "wpt" / "urltestdata.json"
+WPT = Path(__file__).resolve().parents[2] / "data" / "wpt" / "urltestdata.json"
 CASES = [case for case in json.loads(WPT.read_text(encoding="utf-8")) if isinstance(case, dict)]
 PAGE = "http://example.com/dir/page.html"
 PROVENANCE = {"source": "s3://crawl/a.warc.gz", "record_offset": 12}

@@ -12,7 +12,7 @@ import yaml
 from conceptual.config import ConfigError
 from conceptual.serve.front_door import configure, main, render, serve_upstream
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def serve_config(tmp_path: Path, http_options: dict | None) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import ray
 from waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = ["bash", "scripts/serve.sh"]
 SUN_PATH = 108  # struct sockaddr_un's sun_path, its final NUL included
 LARGEST_PID = 4194304  # the kernel's PID_MAX_LIMIT

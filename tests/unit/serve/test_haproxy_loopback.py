@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ray.serve._private.haproxy_templates import HAPROXY_CONFIG_TEMPLATE
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WRAPPER = REPO / "scripts" / "haproxy-loopback"
 
 # The lines as Ray's template writes them, and one of each kind that must stay as it is.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 INFRA = REPO / "infra"
 YAML_FILES = sorted(INFRA.rglob("*.yaml"))
 CODE_DIRS = ("platform", "pipelines", "jobs", "serve")

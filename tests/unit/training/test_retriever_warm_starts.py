@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from test_retriever_model import TINY  # the same tiny towers (pytest puts tests/unit on the path)
+from test_retriever_model import TINY  # the same tiny towers (pytest puts this folder on the path)
 
 from conceptual.config import load
 from conceptual.models.losses import distillation_loss

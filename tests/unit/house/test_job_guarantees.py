@@ -24,7 +24,7 @@ from conceptual import logs, storage
 from conceptual.config import Config, ConfigError, check_keys, dotted_keys, flatten, load
 from conceptual.jobs import arguments
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SECRET = "SECRET-pw-31"
 CREDENTIALED = f"http://admin:{SECRET}@127.0.0.1:9"
 

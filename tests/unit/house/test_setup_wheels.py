@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "native_wheels.sh"
 TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 RELEASES = ["spacy==3.8.18", "thinc==8.3.14"]

@@ -18,7 +18,7 @@ from conceptual import storage
 from conceptual.jobs import caption, publish_dataset
 from conceptual.models.saving import save_model
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HARVEST = "python -m conceptual.jobs.harvest"
 PUBLISH = "python -m conceptual.jobs.publish_dataset"
 CAPTION = "python -m conceptual.jobs.caption"

@@ -88,7 +88,7 @@ def test_redacting_a_long_word_takes_no_time():
 
 def test_a_jobs_own_params_hide_credentials_too(home):
     """An input URI is a job's param, not its config's: it goes through the same redaction
-    (tracking.log_params, which every job uses; tests/unit/test_architecture.py)."""
+    (tracking.log_params, which every job uses; tests/unit/house/test_architecture.py)."""
     with tracking.start_run("test-redaction") as run:
         tracking.log_params({"data_uri": f"s3://AKIA:{SECRET}@bucket/cur", "rows": 3})
     params = MlflowClient().get_run(run.info.run_id).data.params

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # Where each package's source lives (pyproject.toml, [tool.setuptools] package-dir).
 PACKAGE_DIRS = {
