@@ -215,8 +215,8 @@ def build(models: dict, data: dict[str, str], modality: str) -> None:
         assert build_index_job.main(argv) == 0
     else:
         config = BuildIndexConfig(device="cpu")
-        run(f"models:/{name}/{models['versions'][modality]}", data["features"], output, config,
-            data["speech"])  # fmt: skip
+        model = f"models:/{name}/{models['versions'][modality]}"
+        run(model, data["features"], output, config, speech_uri=data["speech"])
 
 
 def error_code(response: httpx.Response) -> str:
