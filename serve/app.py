@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from ray import serve
 from ray.serve import Application, Deployment
 
-from conceptual.families import Served, captionings, searches
+from conceptual.families import Serving, captionings, searches
 from conceptual.runtime import init_ray
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
 from conceptual.serve.config import API_MAX_ONGOING_REQUESTS, ServeConfig
@@ -62,7 +62,7 @@ def tracked(settings: S) -> S:
 
 def bound(
     deployment: Deployment,
-    table: Mapping[str, Served],
+    table: Mapping[str, Serving],
     keys: list[str],
     settings: S,
     options: Mapping[str, Any] | None,

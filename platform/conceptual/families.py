@@ -29,7 +29,7 @@ from typing import Literal
 
 
 @dataclass(frozen=True)
-class Served:
+class Serving:
     """A family's models served by one deployment of the serving app: its key (what the
     ServeConfig lists to run it, and the routes' query parameter names), the deployment's
     name, and the registered model whose champion it follows."""
@@ -40,7 +40,7 @@ class Served:
 
 
 @dataclass(frozen=True)
-class Captioning(Served):
+class Captioning(Serving):
     """Served for captioning (serve/captioner_deployment.py): ServeConfig.captioners lists
     the key, `/v1/captions?captioner=<key>` asks for it."""
 
@@ -50,7 +50,7 @@ class Captioning(Served):
 
 
 @dataclass(frozen=True)
-class Search(Served):
+class Search(Serving):
     """Served for search (serve/retriever_deployment.py): ServeConfig.retrievers lists the
     key, `/v1/search/images?retriever=<key>` asks for it."""
 
