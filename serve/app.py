@@ -25,15 +25,16 @@ from ray.serve import Application, Deployment
 
 from conceptual.families import Serving, captionings, searches
 from conceptual.runtime import init_ray
-from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
+from conceptual.serve.captioner_deployment import CaptionerDeployment
+from conceptual.serve.champion import ChampionSettings
 from conceptual.serve.config import API_MAX_ONGOING_REQUESTS, ServeConfig
-from conceptual.serve.retriever_deployment import RetrievalSettings, RetrieverDeployment
+from conceptual.serve.retriever_deployment import RetrieverDeployment
 from conceptual.serve.routes import Handles, make_api
 from conceptual.tracking import tracking_uri
 
 APP_NAME = "captioning"
 
-S = TypeVar("S", CaptioningSettings, RetrievalSettings)
+S = TypeVar("S", bound=ChampionSettings)
 
 
 @serve.deployment(

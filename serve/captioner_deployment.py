@@ -44,7 +44,6 @@ from pydantic import Field, model_validator
 from ray import serve
 
 from conceptual import registry
-from conceptual.config import Config
 from conceptual.families import captionings
 from conceptual.logs import note
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
@@ -55,6 +54,7 @@ from conceptual.serve.champion import (
     MODEL_AUTOSCALING,
     MODEL_HEALTH_CHECK_PERIOD_S,
     Champion,
+    ChampionSettings,
     NotReady,
 )
 from conceptual.serve.schema import (
@@ -72,17 +72,14 @@ logger = logging.getLogger("ray.serve")
 TASK = "captioning"
 
 
-class CaptioningSettings(Config):
+class CaptioningSettings(ChampionSettings):
     """The captioners' settings (ServeConfig.captioning), each served captioner's; which
-    captioners run is ServeConfig.captioners."""
+    captioners run is ServeConfig.captioners. `model_name: NAME`, the English captioner's
+    before captioners had keys, reads as models' en."""
 
-    # The registered model whose champion each captioner serves, by key, where it is not the
-    # family table's (Captioning.model_name: captioner, captioner-zh). `model_name: NAME`,
-    # the English captioner's before captioners had keys, reads as models' en.
-    models: dict[str, str] = {}
-    # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
-    tracking_uri: str | None = None
-    poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks the alias
+    kind = "captioning"
+    entries = staticmethod(captionings)
+
     max_batch_size: int = Field(8, ge=1)  # 1 turns batching off
     # How long a batch waits to fill up. Not at all by default: a lone request would pay all,
     # while under load requests queue (decoded) during the running batch, which the next
@@ -106,17 +103,6 @@ class CaptioningSettings(Config):
         note("captioning's `model_name` is now `models: {en: NAME}`: read so for this release")
         data["models"] = {"en": data.pop("model_name"), **(data.get("models") or {})}
         return data
-
-    @model_validator(mode="after")
-    def _models_are_captioning_keys(self) -> CaptioningSettings:
-        known = captionings()
-        if unknown := sorted(set(self.models) - set(known)):
-            raise ValueError(f"models: {unknown} are not captioning keys ({', '.join(known)})")
-        return self
-
-    def model_name(self, key: str) -> str:
-        """The registered model whose champion captioner `key` serves."""
-        return self.models.get(key) or captionings()[key].model_name
 
 
 def saved_language(model_dir: Path) -> str:

@@ -17,15 +17,18 @@ import asyncio
 import logging
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.tracking import MlflowClient
+from pydantic import Field, model_validator
 
 from conceptual import lineage, registry
+from conceptual.config import Config
+from conceptual.families import Serving
 from conceptual.serve.schema import RegisteredModel
 from conceptual.tracking import configure
 from conceptual.uris import redact_text
@@ -47,6 +50,33 @@ MODEL_AUTOSCALING = {
     "upscale_delay_s": 10,
     "downscale_delay_s": 120,
 }
+
+
+class ChampionSettings(Config):
+    """What the settings of every model deployment share: the registered model whose
+    champion each of its keys follows, where the registry is, how often a replica looks."""
+
+    kind: ClassVar[str]  # "captioning", "search": the family table's entries it serves
+    entries: ClassVar[Callable[[], Mapping[str, Serving]]]  # those entries, by key
+
+    # The registered model whose champion each key serves, where it is not its entry's
+    # (Serving.model_name: captioner, retriever-text...).
+    models: dict[str, str] = {}
+    # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
+    tracking_uri: str | None = None
+    # How often each replica checks the alias (and a retriever its index tag).
+    poll_seconds: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _models_are_keys(self) -> ChampionSettings:
+        known = type(self).entries()
+        if unknown := sorted(set(self.models) - set(known)):
+            raise ValueError(f"models: {unknown} are not {self.kind} keys ({', '.join(known)})")
+        return self
+
+    def model_name(self, key: str) -> str:
+        """The registered model whose champion `key` serves."""
+        return self.models.get(key) or type(self).entries()[key].model_name
 
 
 @dataclass(frozen=True)

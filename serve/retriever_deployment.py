@@ -65,7 +65,6 @@ from pydantic import BaseModel, Field, model_validator
 from ray import serve
 
 from conceptual import registry, storage
-from conceptual.config import Config
 from conceptual.families import searches
 from conceptual.models.inference import ImageError, read_image
 from conceptual.models.retriever import Modality
@@ -77,6 +76,7 @@ from conceptual.serve.champion import (
     MODEL_AUTOSCALING,
     MODEL_HEALTH_CHECK_PERIOD_S,
     Champion,
+    ChampionSettings,
     NotReady,
     Served,
 )
@@ -99,17 +99,14 @@ logger = logging.getLogger("ray.serve")
 T = TypeVar("T")
 
 
-class RetrievalSettings(Config):
+class RetrievalSettings(ChampionSettings):
     """The search service's settings (ServeConfig.retrieval); which retrievers run is
-    ServeConfig.retrievers."""
+    ServeConfig.retrievers. `text_model: NAME` and `speech_model: NAME` read as models' text
+    and speech."""
 
-    # The registered model whose champion each retriever serves, by key, where it is not the
-    # registry's (Search.model_name: retriever-text...). `text_model: NAME` and
-    # `speech_model: NAME` read as models' text and speech.
-    models: dict[str, str] = {}
-    # None: the platform's default (conceptual.tracking.tracking_uri()) where the app is built.
-    tracking_uri: str | None = None
-    poll_seconds: float = Field(10.0, gt=0)  # how often each replica checks alias and tag
+    kind = "search"
+    entries = staticmethod(searches)
+
     approximate: bool = True  # search the FAISS index when the index has one; else exact
     max_k: int = Field(100, ge=1)  # k may go up to this
     default_k: int = Field(10, ge=1)
@@ -144,17 +141,6 @@ class RetrievalSettings(Config):
         if self.default_k > self.max_k:
             raise ValueError(f"default_k {self.default_k} > max_k {self.max_k}")
         return self
-
-    @model_validator(mode="after")
-    def _models_are_search_keys(self) -> RetrievalSettings:
-        unknown = sorted(set(self.models) - set(searches()))
-        if unknown:
-            raise ValueError(f"models: {unknown} are not search keys ({', '.join(searches())})")
-        return self
-
-    def model_name(self, key: str) -> str:
-        """The registered model whose champion retriever `key` serves."""
-        return self.models.get(key) or searches()[key].model_name
 
 
 # --- responses ------------------------------------------------------------------------------
