@@ -103,13 +103,15 @@ class Service:
         self.config, self.handles = config, handles
         self.uploads = asyncio.Semaphore(config.max_concurrent_uploads)
         self.in_flight = asyncio.Semaphore(config.max_in_flight)
-        # Every search key's query modality, which a request's retriever must take.
+        # Every search key's query modality, which a request's retriever must take, and every
+        # captioning key's entry (its language): read once, not per request.
         self.modalities = {key: search.modality for key, search in searches().items()}
+        self.captionings = captionings()
 
     def captioner(self, key: str | None, language: str | None) -> DeploymentHandle:
         """The captioner `key` names, or without one the first served writing `language`
         (None: English)."""
-        entries, served = captionings(), self.handles.captioners
+        entries, served = self.captionings, self.handles.captioners
         if key is None:
             language = language or "en"
             writing = [k for k in served if entries[k].language == language]
