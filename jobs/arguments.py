@@ -275,18 +275,21 @@ def translations_import(
     importer: Callable[[str, str, str, Any], dict[str, Any]],
     config_class: type,
     describe: Callable[[dict[str, Any]], str],
-    helps: tuple[str, str, str],
+    *,
+    images: str,
+    cn: str,
+    keys: str,
 ) -> Callable[[list[str] | None], int]:
     """The `main` of an import job of a caption set in another language beside its photos:
-    `importer(images, cn, output, config)` over --images and --cn; `helps`: those two
-    arguments' help, then the keys the overrides take."""
+    `importer(images, cn, output, config)` over --images and --cn (`images`, `cn`: their
+    help; `keys`: what the overrides take)."""
 
     @job_main
     def main(argv: list[str] | None = None) -> int:
         parser = JobParser(job, doc)
-        parser.add_argument("--images", required=True, type=location, help=helps[0])
-        parser.add_argument("--cn", required=True, type=location, help=helps[1])
-        add_import_arguments(parser, helps[2])
+        parser.add_argument("--images", required=True, type=location, help=images)
+        parser.add_argument("--cn", required=True, type=location, help=cn)
+        add_import_arguments(parser, keys)
         args = parser.parse_args(argv)
 
         def write(config: Any) -> dict[str, Any]:

@@ -25,7 +25,9 @@ main = translations_import(
     import_flickr30k_cn,
     Flickr30kCnConfig,
     describe,
-    ("Flickr30k's photos", "the Flickr30k-CN folder", "ImportConfig keys (rows_per_part=...)"),
+    images="Flickr30k's photos",
+    cn="the Flickr30k-CN folder",
+    keys="ImportConfig keys (rows_per_part=...)",
 )
 
 if __name__ == "__main__":

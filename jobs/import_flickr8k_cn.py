@@ -27,7 +27,9 @@ main = translations_import(
     import_flickr8k_cn,
     Flickr8kCnConfig,
     describe,
-    ("a folder of photos", "the Flickr8k-CN folder", "source=..., split=..., ImportConfig keys"),
+    images="a folder of photos",
+    cn="the Flickr8k-CN folder",
+    keys="source=..., split=..., ImportConfig keys",
 )
 
 if __name__ == "__main__":
