@@ -1,10 +1,11 @@
 """One thin entry point per job: `python -m conceptual.jobs.<job> --help`.
 
-A model family's jobs (train_*, evaluate_*, compare_*) are `family_jobs`: each names its
-family (conceptual.families) and the factory of its code. Each has a file here, whose `main`
-is that factory applied to its family, or, for a family that runs another's code (the
-contrastive family runs the retriever's), a thin alias built by `registry_job`. `train`,
-`evaluate` and `compare` (`--family NAME`) run any family's job of that verb.
+A model family's jobs are its `jobs` in the family table (conceptual.pipelines.families):
+`train`, `evaluate` and `compare` (`--family NAME`) run any family's job of that verb, with
+the command lines (`factories`) of the family it runs as. The job names users know
+(train_captioner, evaluate_retriever, ...) stay as files here: each a `main` that is its
+family's factory applied to it, or a thin alias built by `registry_job`. A family added to
+the table needs no file here.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from conceptual.families import Family
+    from conceptual.pipelines.families import Family
 
 
-def family_jobs() -> dict[str, tuple[Family, Callable]]:
-    """Every family job's name -> (its family, the factory whose `factory(family, name)` is
-    the job's `main`, runner.family_job). A family that runs another's code takes that one's
-    factories (the contrastive family, the retriever's)."""
-    from conceptual.families import FAMILIES
+def factories() -> dict[tuple[str, str], Callable]:
+    """(family, verb) -> the factory whose `factory(family, name)` is the `main` of that
+    family's job (runner.family_job): the command lines a family's jobs run with (a family
+    that reuses another's code runs with that one's: Family.runs_as)."""
     from conceptual.jobs import (
         compare_captioners,
         compare_fluency,
@@ -33,17 +33,27 @@ def family_jobs() -> dict[str, tuple[Family, Callable]]:
     )
 
     return {
-        "train_captioner": (FAMILIES["captioner"], train_captioner.job),
-        "evaluate_captioner": (FAMILIES["captioner"], evaluate_captioner.job),
-        "compare_captioners": (FAMILIES["captioner"], compare_captioners.job),
-        "train_retriever": (FAMILIES["retriever"], train_retriever.job),
-        "evaluate_retriever": (FAMILIES["retriever"], evaluate_retriever.job),
-        "compare_retrievers": (FAMILIES["retriever"], compare_retrievers.job),
-        "train_contrastive": (FAMILIES["contrastive"], train_retriever.job),
-        "evaluate_contrastive": (FAMILIES["contrastive"], evaluate_retriever.job),
-        "compare_contrastive": (FAMILIES["contrastive"], compare_retrievers.job),
-        "train_fluency": (FAMILIES["fluency"], train_fluency.job),
-        "compare_fluency": (FAMILIES["fluency"], compare_fluency.job),
+        ("captioner", "train"): train_captioner.job,
+        ("captioner", "evaluate"): evaluate_captioner.job,
+        ("captioner", "compare"): compare_captioners.job,
+        ("retriever", "train"): train_retriever.job,
+        ("retriever", "evaluate"): evaluate_retriever.job,
+        ("retriever", "compare"): compare_retrievers.job,
+        ("fluency", "train"): train_fluency.job,
+        ("fluency", "compare"): compare_fluency.job,
+    }
+
+
+def family_jobs() -> dict[str, tuple[Family, Callable]]:
+    """Every family job's name -> (its family, the factory that makes its `main`), read from
+    the family table: each family's `jobs`, run with the command lines of its `runs_as`."""
+    from conceptual.pipelines.families import FAMILIES
+
+    made = factories()
+    return {
+        job: (family, made[family.command_lines, verb])
+        for family in FAMILIES.values()
+        for verb, job in family.jobs.items()
     }
 
 
@@ -60,10 +70,9 @@ def family_verb(verb: str) -> Callable[[list[str] | None], int]:
     def main(argv: list[str] | None = None) -> int:
         import argparse
 
-        from conceptual.families import FAMILIES
+        from conceptual.pipelines.families import FAMILIES
 
-        jobs = {family.name: job for job, (family, _) in family_jobs().items()
-                if job.startswith(f"{verb}_")}  # fmt: skip
+        jobs = {name: family.jobs[verb] for name, family in FAMILIES.items() if verb in family.jobs}
         parser = argparse.ArgumentParser(
             prog=f"python -m conceptual.jobs.{verb}",
             description=f"A model family's {verb} job: --family NAME, then that job's own "

@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from conceptual.families import Family
 from conceptual.jobs.runner import Stopped, job_main, run_import
 from conceptual.paths import LocationError, user_path
+from conceptual.pipelines.families import Family
 
 REGISTER = ("best", "all", "none")  # which variants of a comparison become registry versions
 

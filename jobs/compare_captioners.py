@@ -22,16 +22,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_config, add_variants, prefixed
 from conceptual.jobs.runner import family_job, job_run, report_run
 from conceptual.jobs.train_captioner import add_data
 from conceptual.models.variants import MODEL_NAME, VARIANTS
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = JobParser(
         "compare_captioners", __doc__, keys="train_captioner.yaml", formatter_class=formatter

@@ -1,5 +1,5 @@
 """The contrastive family's compare job, `conceptual.jobs.compare --family contrastive`: the
-retriever's code run for it by the family table (conceptual.families)."""
+retriever's code run for it by the family table (conceptual.pipelines.families)."""
 
 from conceptual.jobs import registry_job
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_config, location
 from conceptual.jobs.runner import family_job, job_run, report_run
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 def reference(value: str) -> tuple[str, str]:
@@ -40,7 +40,7 @@ def reference(value: str) -> tuple[str, str]:
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     parser = JobParser(name, __doc__)
     parser.add_argument(
         "--features", required=True, type=location, help="features of the scored translations"

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_config, add_variants, location, prefixed
 from conceptual.jobs.runner import family_job, job_run, report_run
 from conceptual.jobs.train_retriever import add_data
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     parser = JobParser(name, __doc__)
     add_data(parser, family)
     parser.add_argument("--eval-features", required=True, type=location, help="held-out features")
@@ -42,11 +42,10 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     from conceptual.config import load
-    from conceptual.pipelines.families.recipes import recipe
     from conceptual.pipelines.families.retriever.compare_retrievers import compare, markdown_table
     from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
 
-    recipe = recipe(family)
+    recipe = family.recipe()
     train_keys, eval_keys = prefixed(args.overrides, "eval.")
     with job_run(name, args.verbose) as log:
         config = load(recipe.config, args.config, train_keys)

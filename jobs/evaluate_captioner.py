@@ -25,14 +25,14 @@ from __future__ import annotations
 import json
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, add_evaluation_arguments, file_output, location
 from conceptual.jobs.runner import family_job, run_evaluation
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     parser = JobParser(name, __doc__)
     add_evaluation_arguments(parser)
     parser.add_argument(

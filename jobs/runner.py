@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conceptual.families import Family
 from conceptual.logs import error, job_output
+from conceptual.pipelines.families import Family
 
 Errors = tuple[type[BaseException], ...]
 
@@ -71,7 +71,7 @@ def job_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | N
 def family_job(
     body: Callable[[Family, str, list[str] | None], int],
 ) -> Callable[[Family, str], Callable[[list[str] | None], int]]:
-    """A model family's job (conceptual.families): `body(family, name, argv)` becomes the
+    """A model family's job (conceptual.pipelines.families): `body(family, name, argv)` becomes the
     factory whose `job(family, name)` is that family's job `main`, as job_main makes it."""
 
     def job(family: Family, name: str) -> Callable[[list[str] | None], int]:

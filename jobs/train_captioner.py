@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, location, training_parser
 from conceptual.jobs.runner import family_job, run_training_job
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 def add_data(parser: JobParser) -> None:
@@ -30,11 +30,9 @@ def add_data(parser: JobParser) -> None:
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     args = training_parser(family, name, __doc__, add_data).parse_args(argv)
-    from conceptual.pipelines.families.recipes import recipe
-
-    return run_training_job(args, recipe(family), args.features)
+    return run_training_job(args, family.recipe(), args.features)
 
 
 main = job(FAMILIES["captioner"], "train_captioner")

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, location, training_parser
 from conceptual.jobs.runner import family_job, run_training_job
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 def add_data(parser: JobParser) -> None:
@@ -40,7 +40,7 @@ def add_data(parser: JobParser) -> None:
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     parser = training_parser(family, name, __doc__, add_data)
     args = parser.parse_args(argv)
     if args.labels:
@@ -50,9 +50,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     def show(result: dict) -> None:
         print(held_out_markdown(result["held_out"]))
 
-    from conceptual.pipelines.families.recipes import recipe
-
-    return run_training_job(args, recipe(family), args.cn, show=show)
+    return run_training_job(args, family.recipe(), args.cn, show=show)
 
 
 main = job(FAMILIES["fluency"], "train_fluency")

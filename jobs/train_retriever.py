@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.families import FAMILIES, Family
 from conceptual.jobs.arguments import JobParser, location, training_parser
 from conceptual.jobs.runner import family_job, run_training_job
+from conceptual.pipelines.families import FAMILIES, Family
 
 
 def add_data(parser: JobParser, family: Family) -> None:
@@ -48,12 +48,10 @@ def add_data(parser: JobParser, family: Family) -> None:
 
 @family_job
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
-    """The job `name` of `family` (conceptual.families)."""
+    """The job `name` of `family` (conceptual.pipelines.families)."""
     parser = training_parser(family, name, __doc__, lambda parser: add_data(parser, family))
     args = parser.parse_args(argv)
-    from conceptual.pipelines.families.recipes import recipe
-
-    return run_training_job(args, recipe(family), args.features, args.speech, args.teacher_speech)
+    return run_training_job(args, family.recipe(), args.features, args.speech, args.teacher_speech)
 
 
 main = job(FAMILIES["retriever"], "train_retriever")

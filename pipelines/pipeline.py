@@ -20,7 +20,7 @@ evaluate and, when configured, speech, train_retriever, train_contrastive and in
 
 TABLE is that table. train registers nothing itself (register does, by the champion rule);
 train_retriever and train_contrastive are the steps of the families that declare one
-(conceptual.families' pipeline_step: a family's step trains it on the features and registers
+(conceptual.pipelines.families' pipeline_step: a family's step trains it on the features and registers
 it by the same rule, as its train job does; its config section is the step's name);
 index embeds the features (and, for a speech retriever, the clips) with that version and
 tags it with the index. A speech retriever (train_retriever.modality=speech, the default)
@@ -59,12 +59,11 @@ from pydantic import create_model
 
 from conceptual import funnel, registry, storage, tracking
 from conceptual.config import Config
-from conceptual.families import FAMILIES
 from conceptual.harvest import stats as harvest_stats
 from conceptual.pipelines.curation import curation
 from conceptual.pipelines.curation.curation import where_it_went
 from conceptual.pipelines.curation.curation_config import CurationConfig
-from conceptual.pipelines.families import recipes
+from conceptual.pipelines.families import FAMILIES
 from conceptual.pipelines.families.captioner import train_captioner
 from conceptual.pipelines.families.captioner.evaluate_captioner import (
     CaptionerEvalConfig,
@@ -152,7 +151,7 @@ def _trained(step: str) -> Callable[[Context], dict[str, Any]]:
     job does."""
 
     def run(c: Context) -> dict[str, Any]:
-        recipe = recipes.recipe(STEP_FAMILIES[step])
+        recipe = STEP_FAMILIES[step].recipe()
         result = training.train(recipe, c.section(step), c.folder("features"), c.clips(step))
         name = getattr(c.config, NAME_KEYS[step]) if step in NAME_KEYS else None
         registered = training.publish(recipe, result, getattr(c.config, step), name)
@@ -240,7 +239,7 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-# The families the pipeline trains with a step of their own, by step (conceptual.families),
+# The families the pipeline trains with a step of their own, by step (conceptual.pipelines.families),
 # and the PipelineConfig key naming the registered model a step's versions join.
 STEP_FAMILIES = {f.pipeline_step: f for f in FAMILIES.values() if f.pipeline_step}
 NAME_KEYS = {"train_retriever": "retriever_name"}
@@ -302,7 +301,7 @@ class _Pipeline(Config):
 
 def _sections() -> dict[str, Any]:
     """A section per family step, named after it, of its recipe's config."""
-    configs = {step: recipes.recipe(family).config for step, family in STEP_FAMILIES.items()}
+    configs = {step: family.recipe().config for step, family in STEP_FAMILIES.items()}
     return {step: (config, config()) for step, config in configs.items()}
 
 

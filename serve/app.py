@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from ray import serve
 from ray.serve import Application, Deployment
 
-from conceptual.families import Serving, captionings, searches
+from conceptual.pipelines.families import Serving, captionings, searches
 from conceptual.runtime import init_ray
 from conceptual.serve.captioner_deployment import CaptionerDeployment
 from conceptual.serve.champion import ChampionSettings

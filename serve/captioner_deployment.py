@@ -2,7 +2,7 @@
 batching, following the alias as it moves (conceptual.serve.champion).
 
 One deployment per captioning key served (ServeConfig.captioners: the family table's
-`captioning` entries, conceptual.families), each named and following the champion of the
+`captioning` entries, conceptual.pipelines.families), each named and following the champion of the
 registered model its entry names (`en`: Captioner, `captioner`; `zh`: CaptionerZh,
 `captioner-zh`). A version whose saved config says it writes another language than its
 entry's is not served: the replica stays not ready (or keeps the version it had) and its
@@ -44,11 +44,11 @@ from pydantic import Field, model_validator
 from ray import serve
 
 from conceptual import registry
-from conceptual.families import captionings
 from conceptual.logs import note
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
 from conceptual.models.saving import CONFIG
 from conceptual.models.variants import model_name
+from conceptual.pipelines.families import captionings
 from conceptual.serve.champion import (
     MAX_QUEUED_REQUESTS,
     MODEL_AUTOSCALING,

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from conceptual import lineage, registry
 from conceptual.config import Config
-from conceptual.families import Serving
+from conceptual.pipelines.families import Serving
 from conceptual.serve.schema import RegisteredModel
 from conceptual.tracking import configure
 from conceptual.uris import redact_text

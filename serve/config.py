@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from conceptual.config import Config, ConfigError, renamed
-from conceptual.families import captionings, searches
 from conceptual.limits import IMAGE_BYTES
 from conceptual.logs import note
 from conceptual.models.variants import language_code
+from conceptual.pipelines.families import captionings, searches
 from conceptual.serve.captioner_deployment import CaptioningSettings
 from conceptual.serve.retriever_deployment import RetrievalSettings
 
@@ -21,7 +21,7 @@ API_MAX_ONGOING_REQUESTS = 128
 class ServeConfig(Config):
     """The application's arguments (`args:` in serve/config.yaml)."""
 
-    # The captioners to run, by the captioning keys of the family table (conceptual.families:
+    # The captioners to run, by the captioning keys of the family table (conceptual.pipelines.families:
     # en, zh, and those of any family added there), each a CaptionerDeployment of its own
     # following its registered model's champion; /readyz waits for each. Requests choose
     # with ?captioner=, or ?language= (the first listed that writes it; default en). English
@@ -48,7 +48,7 @@ class ServeConfig(Config):
     # loaded, which can name the service's paths): only where strangers cannot reach it.
     admin_details: bool = False
     # Opt-in search: the retrievers to run, by the search keys of the family table
-    # (conceptual.families: text, speech...). Each needs a champion with an index to be
+    # (conceptual.pipelines.families: text, speech...). Each needs a champion with an index to be
     # ready; requests choose among them with ?retriever=.
     retrievers: list[str] = []
     retrieval: RetrievalSettings = RetrievalSettings()

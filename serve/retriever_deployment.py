@@ -1,5 +1,5 @@
 """The retrieval deployments: one per search key of the family table
-(conceptual.families: each family's `search` entries) that ServeConfig.retrievers lists, each
+(conceptual.pipelines.families: each family's `search` entries) that ServeConfig.retrievers lists, each
 serving the champion of the entry's registered model (`retriever-text`...) with the index its
 version's `index` tag names (the build_index job sets it), following both as they move. What
 a deployment answers is its model's query modality (Search.modality):
@@ -65,10 +65,10 @@ from pydantic import BaseModel, Field, model_validator
 from ray import serve
 
 from conceptual import registry, storage
-from conceptual.families import searches
 from conceptual.models.inference import ImageError, read_image
 from conceptual.models.retriever import Modality
 from conceptual.models.saving import FeatureSettings, SavedRetriever, load
+from conceptual.pipelines.families import searches
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
 from conceptual.serve.champion import (

@@ -13,7 +13,7 @@ ingress's FastAPI app by `make_api`.
   limits; liveness; readiness. FastAPI adds /docs and /openapi.json.
 
 The search routes take ?retriever=<key>, one of the search keys the service runs
-(ServeConfig.retrievers, from the family table, conceptual.families); without it a text
+(ServeConfig.retrievers, from the family table, conceptual.pipelines.families); without it a text
 or image query goes to `text`, a spoken one to `speech` (to `text` with retrieval.asr, which
 hears it). A retriever of modality text takes text and images, and speech with asr only; a
 speech one takes speech.
@@ -51,8 +51,8 @@ from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from conceptual.families import captionings, searches
 from conceptual.models.variants import Language
+from conceptual.pipelines.families import captionings, searches
 from conceptual.serve.config import ServeConfig
 from conceptual.serve.retriever_deployment import CaptionSearchResponse, ImageSearchResponse
 from conceptual.serve.schema import (

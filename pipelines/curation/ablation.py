@@ -35,14 +35,14 @@ from matplotlib.figure import Figure
 
 from conceptual import funnel, storage
 from conceptual.config import Config, ConfigError, merge, validated
-from conceptual.families import FAMILIES
 from conceptual.intervals import error_bars
+from conceptual.models.saving import SavedRetriever
 from conceptual.pipelines import pipeline
 from conceptual.pipelines.curation.curation_config import CurationConfig
 from conceptual.pipelines.evaluation.comparison import Comparison, Trained, Variant, parse_variant
 from conceptual.pipelines.evaluation.comparison import compare as run_comparison
 from conceptual.pipelines.evaluation.comparison import markdown_table as comparison_markdown
-from conceptual.pipelines.families import recipes
+from conceptual.pipelines.families import FAMILIES
 from conceptual.pipelines.families.retriever.compare_retrievers import (
     cell,
     comparison_row,
@@ -61,7 +61,7 @@ STEPS = ["curate", "features"]  # the pipeline job's steps each variant runs
 SHOWN = ("text_to_image.R@10", "image_to_text.R@10")  # beside SELECT_BY in the table
 # The families a curation is judged by: those that train on the features alone and are
 # scored as retrievers (evaluate_retriever), text queries.
-FAMILY_NAMES = tuple(f.name for f in FAMILIES.values() if f.kind == "retriever")
+FAMILY_NAMES = tuple(f.name for f in FAMILIES.values() if issubclass(f.saved(), SavedRetriever))
 
 
 class AblateConfig(Config):
@@ -109,7 +109,7 @@ class Planned:
                 f"{', '.join(map(repr, bad))}"
             )
         self.config = config
-        self.recipe = recipes.recipe(FAMILIES[config.family])
+        self.recipe = FAMILIES[config.family].recipe()
         train = validated(
             self.recipe.config, merge(config.train or {}, {"experiment": config.experiment})
         )

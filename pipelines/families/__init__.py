@@ -1,1 +1,42 @@
-"""One package per model family: the code that trains, evaluates and compares it."""
+"""Every model family the platform trains, one package each (pipelines/families/<name>/),
+listed once in FAMILIES: the family table the jobs, the pipeline job and serving read. What a
+family is, and what its methods do, is family.py's `Family`; this table imports each family's
+declaration directly, which loads none of its code (its methods do, when called)."""
+
+from __future__ import annotations
+
+from conceptual.pipelines.families import captioner, contrastive, fluency, retriever
+from conceptual.pipelines.families.family import Captioning, Family, Search, Serving
+
+__all__ = [
+    "FAMILIES",
+    "Captioning",
+    "Family",
+    "Search",
+    "Serving",
+    "captionings",
+    "family_of",
+    "searches",
+]
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (captioner.FAMILY, retriever.FAMILY, fluency.FAMILY, contrastive.FAMILY)
+}
+
+
+def captionings() -> dict[str, Captioning]:
+    """Every captioning key the table declares, with its entry: the captioners a service may
+    run. Read when asked: a family added is served."""
+    return {c.key: c for family in FAMILIES.values() for c in family.captioning}
+
+
+def searches() -> dict[str, Search]:
+    """Every search key the table declares, with its entry: the retrievers a service may
+    run. Read when asked: a family added is served."""
+    return {s.key: s for family in FAMILIES.values() for s in family.search}
+
+
+def family_of(serving: Serving) -> Family:
+    """The family whose champions the captioning or search entry `serving` serves."""
+    return next(f for f in FAMILIES.values() if serving in (*f.captioning, *f.search))

@@ -37,9 +37,9 @@ from ray.serve.schema import ApplicationStatus, ServeDeploySchema
 from waiting import WAIT_S, wait_until  # tests/waiting.py
 
 from conceptual import registry
-from conceptual.families import captionings
 from conceptual.models.inference import max_decoded_pixels
 from conceptual.models.saving import LEGACY_FEATURES
+from conceptual.pipelines.families import captionings
 from conceptual.serve.app import APP_NAME, Api, ServeConfig, build, start
 from conceptual.serve.captioner_deployment import CaptionerDeployment, CaptioningSettings
 from conceptual.serve.front_door import FrontDoor, FrontDoorConfig

@@ -4,7 +4,7 @@ temperature (DualEncoder with model.normalize: its scale starts at 10, near CLIP
 and is capped at 100 as open_clip's), trained with the symmetric InfoNCE loss over
 in-batch negatives (models/losses.py), gathered from every worker.
 
-It is a family of its own (conceptual.families): it registers as `contrastive`, is run by
+It is a family of its own (conceptual.pipelines.families): it registers as `contrastive`, is run by
 train_contrastive, evaluate_contrastive and compare_contrastive (the retriever's jobs and
 arguments, its R@k on the same split beside the MMS retriever's, in the same `retrieval`
 experiment), and is served for search as `retrievers: [contrastive]`. What it shares with the

@@ -35,7 +35,7 @@ def test_the_default_is_the_captioners_five_stages():
 
 
 def test_a_family_with_a_pipeline_step_is_a_step_with_its_own_section():
-    """The registry's families with a pipeline_step (conceptual.families) are steps that read
+    """The registry's families with a pipeline_step (conceptual.pipelines.families) are steps that read
     the features, configured by a section of their recipe's config named after the step."""
     contrastive = config(["curate", "features", "train_contrastive"], "train_contrastive.epochs=3")
     check_steps(contrastive)

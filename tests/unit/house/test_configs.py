@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 from conceptual.config import EXTENDS, flatten, load, read_config
-from conceptual.families import FAMILIES
-from conceptual.pipelines.families.recipes import RECIPES
+from conceptual.pipelines.families import FAMILIES
 
 # Each shipped file and the config it lists, as "module:Class" (imported in the test, so that
 # one config's import error fails only its file's test): the families' from the registry,
@@ -26,7 +25,7 @@ CONFIG_FILES = {
     "speech.yaml": "conceptual.pipelines.features.speech:SpeechConfig",
     "translate.yaml": "conceptual.pipelines.features.translate:TranslateConfig",
     "recaption.yaml": "conceptual.pipelines.curation.recaption:RecaptionConfig",
-    **{family.config_file: RECIPES[family.name] for family in FAMILIES.values()},
+    **{family.config_file: family.recipe() for family in FAMILIES.values()},
 }
 
 

@@ -182,7 +182,7 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
 
 
 def test_every_family_job_is_the_registry_s():
-    """A family's jobs are the family table's (conceptual.families): each one imports, as a file
+    """A family's jobs are the family table's (conceptual.pipelines.families): each one imports, as a file
     of its own or built from its factory, and every job file with a factory is listed."""
     from conceptual.jobs import family_jobs
 

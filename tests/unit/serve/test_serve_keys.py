@@ -1,5 +1,5 @@
 """The service's captioners and retrievers are the family table's captioning and search keys
-(conceptual.families): a family added with a `Captioning` or `Search` entry is served with no
+(conceptual.pipelines.families): a family added with a `Captioning` or `Search` entry is served with no
 edit to serve/, and requests choose it with ?captioner= (or ?language=) and ?retriever=. The
 routes run here over fake deployment handles: no Ray."""
 
@@ -12,8 +12,8 @@ import yaml
 from ray.serve._private.build_app import build_app
 from starlette.testclient import TestClient
 
-from conceptual import families
-from conceptual.families import Captioning, Search
+from conceptual.pipelines import families
+from conceptual.pipelines.families import Captioning, Search
 from conceptual.serve.app import ServeConfig, build
 from conceptual.serve.captioner_deployment import Captioned, CaptioningSettings
 from conceptual.serve.retriever_deployment import (

@@ -1,0 +1,118 @@
+"""What a model family is: a `Family`, the object the generic code calls (as torchtune's
+recipe registry: one explicit list, conceptual.pipelines.families' FAMILIES, drives the
+command line, the configs, the pipeline job and serving; "registry" alone is MLflow's model
+registry, conceptual.registry).
+
+A family's folder (pipelines/families/<name>/) holds its code; its __init__.py declares its
+Family, whose methods import that code only when called, so a job's command line reads the
+table before torch or Ray load:
+
+- `recipe()`: what trains it (pipelines/training/training.py's Recipe: config, data, the
+  training loop, the metric that picks the champion), for `train --family NAME`, the
+  pipeline job's family steps and the ablation;
+- `saved()`: the form its models are saved in (a models/saving.py Saved class, which names
+  its `kind` once); `load(directory)` reads one;
+- `jobs`: its train, evaluate and compare jobs by verb, run with the command lines of
+  `runs_as` (conceptual.jobs' FACTORIES, by family and verb);
+- `captioning` and `search`: the deployments that serve its champions
+  (conceptual/serve/captioner_deployment.py and retriever_deployment.py);
+- `pipeline_step`: the pipeline job's step that trains it, when it has one.
+
+docs/architecture.md counts what the last family added took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+    from conceptual.models.saving import Saved
+    from conceptual.pipelines.training.training import Recipe
+
+VERBS = ("train", "evaluate", "compare")
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A family's models served by one deployment of the serving app: its key (what the
+    ServeConfig lists to run it, and the routes' query parameter names), the deployment's
+    name, and the registered model whose champion it follows."""
+
+    key: str  # "text", "zh"
+    deployment: str  # "TextRetriever", "CaptionerZh"
+    model_name: str  # "retriever-text", "captioner-zh": its champion is served
+
+
+@dataclass(frozen=True)
+class Captioning(Serving):
+    """Served for captioning (serve/captioner_deployment.py): ServeConfig.captioners lists
+    the key, `/v1/captions?captioner=<key>` asks for it."""
+
+    # The language its models write (a saved config writing another is not served), which
+    # `?language=` asks for: the first captioner served that writes it answers.
+    language: Literal["en", "zh"] = "en"
+
+
+@dataclass(frozen=True)
+class Search(Serving):
+    """Served for search (serve/retriever_deployment.py): ServeConfig.retrievers lists the
+    key, `/v1/search/images?retriever=<key>` asks for it."""
+
+    # Its models' query tower (RetrieverConfig.modality), which the ingress must know before
+    # a model is loaded: text queries (and images, for captions) or spoken ones.
+    modality: Literal["text", "speech"] = "text"
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family; its folder's __init__.py subclasses it with `recipe` and `saved`."""
+
+    name: str  # "captioner": the family's word in docs, messages and `--family NAME`
+    config_file: str  # configs/<config_file>: every key of the recipe's config, its default
+    registers: str  # the registered model(s) its versions join, as its jobs' help says
+    example: str  # a few of its config's overrides, as its training job's help shows them
+    jobs: Mapping[str, str]  # verb (train, evaluate, compare) -> its job's name
+    # The family whose jobs' command lines run its jobs (conceptual.jobs' FACTORIES): its
+    # own, or those of the family whose code it reuses (the contrastive family, the
+    # retriever's). None: its own.
+    runs_as: str | None = None
+    captioning: tuple[Captioning, ...] = ()  # its champions served for captioning, if any
+    search: tuple[Search, ...] = ()  # its champions served for search, if any
+    # The pipeline job's step that trains it on the features and registers it by the champion
+    # rule (its config section has the step's name); None: not a generic step of the pipeline.
+    pipeline_step: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.jobs) - set(VERBS)
+        if unknown or "train" not in self.jobs:
+            raise ValueError(f"{self.name}: jobs are by verb, a train job first: {VERBS}")
+
+    def recipe(self) -> Recipe:
+        """What trains it."""
+        raise NotImplementedError(f"the {self.name} family declares no recipe")
+
+    def saved(self) -> type[Saved]:
+        """The Saved class its models are read as."""
+        raise NotImplementedError(f"the {self.name} family declares no saved form")
+
+    def load(self, directory: str | Path, device: str | torch.device = "cpu") -> Saved:
+        """One of its saved models (ValueError: the directory holds another kind)."""
+        from conceptual.models.saving import load
+
+        return load(directory, device, kind=self.saved())
+
+    @property
+    def command_lines(self) -> str:
+        """The family whose jobs' command lines its jobs run with."""
+        return self.runs_as or self.name
+
+    @property
+    def hears_speech(self) -> bool:
+        """Whether its models have a speech tower (a search on spoken queries): only then do
+        its jobs take clips (--speech)."""
+        return any(search.modality == "speech" for search in self.search)
