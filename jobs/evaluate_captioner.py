@@ -22,6 +22,7 @@ when the baseline wins); --json prints the whole result as JSON instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -60,7 +61,8 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
             print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")
 
     more = (args.baseline_features, args.results_json)
-    return run_evaluation(name, args, CaptionerEvalConfig, evaluate, *more, show=show)
+    scored = functools.partial(evaluate, kind=family.saved(), job=name)
+    return run_evaluation(name, args, CaptionerEvalConfig, scored, *more, show=show)
 
 
 main = job(FAMILIES["captioner"], "evaluate_captioner")

@@ -46,9 +46,9 @@ from ray import serve
 from conceptual import registry
 from conceptual.logs import note
 from conceptual.models.inference import ImageCaptioner, ImageError, read_image
-from conceptual.models.saving import CONFIG
+from conceptual.models.saving import CONFIG, SavedCaptioner
 from conceptual.models.variants import model_name
-from conceptual.pipelines.families import captionings
+from conceptual.pipelines.families import captionings, family_of
 from conceptual.serve.champion import (
     MAX_QUEUED_REQUESTS,
     MODEL_AUTOSCALING,
@@ -113,9 +113,14 @@ def saved_language(model_dir: Path) -> str:
 
 
 def load_captioner(
-    model_dir: Path, version: ModelVersion, language: str, compiled: bool = False
+    model_dir: Path,
+    version: ModelVersion,
+    language: str,
+    compiled: bool = False,
+    kind: type[SavedCaptioner] = SavedCaptioner,
 ) -> ImageCaptioner:
-    """The version's captioner, once its saved config says it writes `language`."""
+    """The version's captioner, once its saved config says it writes `language`; `kind`: the
+    saved form of the family that serves it."""
     writes = saved_language(model_dir)
     if writes != language:
         raise NotReady(
@@ -123,7 +128,7 @@ def load_captioner(
             f"{writes!r}, not {language!r}: it is not served as {language!r}; register it under "
             f"{model_name(writes)!r}"
         )
-    return ImageCaptioner(model_dir, compiled=compiled)
+    return ImageCaptioner(model_dir, compiled=compiled, kind=kind)
 
 
 def display(caption: str, language: str) -> str:
@@ -253,11 +258,13 @@ class CaptionerDeployment:
         # One thread runs the model: torch keeps a compiled step's CUDA graphs per thread
         # (compile_decoding), and a batch on another thread would record them all again.
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="caption")
-        self.key, self.language = key, captionings()[key].language
+        entry = captionings()[key]
+        self.key, self.language = key, entry.language
+        kind = family_of(entry).saved()
         self.champion = Champion(
             settings.model_name(key),
             load=lambda path, version: load_captioner(
-                path, version, self.language, settings.compile_decoding
+                path, version, self.language, settings.compile_decoding, kind
             ),
         )
         # The first load happens before Serve routes requests here, so a replica added by

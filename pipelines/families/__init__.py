@@ -5,7 +5,7 @@ declaration directly, which loads none of its code (its methods do, when called)
 
 from __future__ import annotations
 
-from conceptual.pipelines.families import captioner, contrastive, fluency, retriever
+from conceptual.pipelines.families import attend, captioner, contrastive, fluency, retriever
 from conceptual.pipelines.families.family import Captioning, Family, Search, Serving
 
 __all__ = [
@@ -21,7 +21,13 @@ __all__ = [
 
 FAMILIES: dict[str, Family] = {
     family.name: family
-    for family in (captioner.FAMILY, retriever.FAMILY, fluency.FAMILY, contrastive.FAMILY)
+    for family in (
+        captioner.FAMILY,
+        retriever.FAMILY,
+        fluency.FAMILY,
+        contrastive.FAMILY,
+        attend.FAMILY,
+    )  # fmt: skip
 }
 
 

@@ -127,8 +127,11 @@ def evaluate(
     config: CaptionerEvalConfig,
     baseline_features: str | None = None,
     results_json: str | None = None,
+    *,
+    kind: type[SavedCaptioner] = SavedCaptioner,
+    job: str = "evaluate_captioner",
 ) -> dict[str, Any]:
-    """Score the model on `config.split` of the features (and the baseline, searching the
+    """Score the model (saved as `kind`: its family's form; the run tagged as `job`) on `config.split` of the features (and the baseline, searching the
     train split of `baseline_features`, by default the same features). The model's captions
     go to the run's results.json and to `results_json` (a path or URI) as the COCO results
     JSON, keyed by the images' image_id. Returns `scores`,
@@ -136,7 +139,7 @@ def evaluate(
     `run_id` and `version` (the registered version scored, or None); every score is
     followed by its interval (`NAME.ci95_low`, `NAME.ci95_high`)."""
     files = feature_files(features_uri)
-    saved = load(registry.resolve(model_uri), kind=SavedCaptioner)
+    saved = load(registry.resolve(model_uri), kind=kind)
     model, vocab = saved.model, saved.vocab
     language = model.config.language
     if (found := caption_languages(files, features_uri)) != {language}:
@@ -187,7 +190,7 @@ def evaluate(
         ),
         score=("CIDEr", scores["CIDEr"]),
     )
-    return record("evaluate_captioner", model_uri, features_uri, config, evaluation)
+    return record(job, model_uri, features_uri, config, evaluation)
 
 
 def held_out_table(result: Mapping[str, Any]) -> str:

@@ -53,7 +53,7 @@ from conceptual.fluency.model import FLUENT_ABOVE
 from conceptual.metrics import CAPTION_METRICS, caption_scores
 from conceptual.models.captioner import Captioner, CaptionerConfig, CaptionerSettings
 from conceptual.models.losses import CaptionLoss, FluencyStrategy
-from conceptual.models.saving import FeatureSettings, save_model
+from conceptual.models.saving import FeatureSettings, SavedCaptioner, save_model
 from conceptual.models.variants import Language, model_name
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.dataflow.readers import (
@@ -299,19 +299,23 @@ def _examples(
 # ---------------------------------------------------------------- the workers
 
 
-def train_loop(loop_config: dict[str, Any]) -> None:
-    """Ray Train's per-worker loop (importable, so workers find it in the installed package)."""
+def train_loop(loop_config: dict[str, Any], saved: type[SavedCaptioner] = SavedCaptioner) -> None:
+    """Ray Train's per-worker loop (importable, so workers find it in the installed package).
+    `saved`: the form the model is built and saved in (a captioner family of its own, such
+    as the attend family, passes its own, with its own decoder)."""
     config = CaptionerTrainConfig.model_validate(loop_config["config"])
     vocab = Vocabulary.from_json(loop_config["vocab"])
     features = FeatureSettings.model_validate(loop_config["features"])
     torch.manual_seed(config.seed)
-    captioner = Captioner(CaptionerConfig.model_validate(loop_config["model"]))
+    captioner = saved.build(loop_config["model"])
     eval_set = training.dev_data(loop_config["eval_set"])
     task = training.Task(
         model=captioner,
         loss=CaptionLoss(captioner, config.label_smoothing, config.fluency),
         evaluate=partial(evaluate_dev, captioner, vocab, eval_set, config),
-        save=partial(save_model, captioner, vocab, features=features, beam=config.beam),
+        save=partial(
+            save_model, captioner, vocab, features=features, beam=config.beam, saved=saved
+        ),
         examples_fixed=True,  # no draws in the read tasks: kept after the first epoch
     )
     training.run(task, config, loop_config)

@@ -274,7 +274,11 @@ class TransformerCore(nn.Module):
 
 
 class Captioner(nn.Module):
-    def __init__(self, config: CaptionerConfig):
+    """`core`: the encoder and decoder between the projection and the tied words, by default
+    the one `architecture` names; a family of its own passes its own (an nn.Module taking the
+    config, with `encode(cells) -> Memory` and `decode(memory, words, state)`, as these)."""
+
+    def __init__(self, config: CaptionerConfig, core: type[nn.Module] | None = None):
         super().__init__()
         self.config = config
         self.project = nn.Linear(config.feature_dim, config.d_model)
@@ -283,7 +287,7 @@ class Captioner(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         nn.init.normal_(self.embed.weight, std=config.d_model**-0.5)
         self.embed_scale = math.sqrt(config.d_model)
-        core = RnnCore if config.architecture == "rnn" else TransformerCore
+        core = core or (RnnCore if config.architecture == "rnn" else TransformerCore)
         self.core = core(config)
 
     def encode(self, features: Tensor) -> Memory:

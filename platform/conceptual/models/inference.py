@@ -35,13 +35,15 @@ class ImageCaptioner:
         beam: int | None = None,
         length_penalty: float = 0.0,
         compiled: bool = False,
+        kind: type[SavedCaptioner] = SavedCaptioner,
     ):
         """`cnn` says how the CNN runs (device, precision, weights, batch size); which CNN,
         and at what input size, the saved captioner says. The captioner decodes on the CNN's
         device (`cnn.device`, by default a GPU when there is one), a Transformer there in
         bf16 (models.decoding.for_decoding). `compiled`: a Transformer decodes over a static
-        key/value cache with its step compiled (models.decoding), once per batch size."""
-        saved = load(model_dir, kind=SavedCaptioner)
+        key/value cache with its step compiled (models.decoding), once per batch size. `kind`:
+        the saved form of its family (a family's own captioner form: Family.saved())."""
+        saved = load(model_dir, kind=kind)
         self.vocab, features = saved.vocab, saved.features
         cnn = (cnn or CnnConfig()).model_copy(update={"model": features.model})
         self.model = for_decoding(saved.model, resolve_device(cnn.device))

@@ -85,13 +85,15 @@ def save_model(
     directory: str | Path,
     features: FeatureSettings | None = None,
     beam: int = DEFAULT_BEAM,
+    saved: type[SavedCaptioner] | None = None,
 ) -> Path:
     """`features`: how the image features it was trained on were made; None (made-up
     features) saves none, and the model then reads as LEGACY_FEATURES. `beam`: the beam its
-    scores were decoded at, so that whoever captions with it decodes as it was judged."""
+    scores were decoded at, so that whoever captions with it decodes as it was judged.
+    `saved`: the form it is read back as (a family's own SavedCaptioner; by default this)."""
     check_vocabulary(model.config.vocab_size, vocab)
     extra = {**_features_entry(features), "decoding": {"beam": beam}}
-    return save(model, SavedCaptioner.kind, extra, vocab, directory)
+    return save(model, (saved or SavedCaptioner).kind, extra, vocab, directory)
 
 
 def save_retriever(
@@ -145,10 +147,16 @@ class SavedCaptioner(Saved):
     vocab: Vocabulary
 
     @classmethod
+    def build(cls, config: dict[str, Any]) -> Captioner:
+        """A new model of this form from its saved config (untrained: what training starts
+        from, and what the saved weights load into)."""
+        return Captioner(CaptionerConfig.model_validate(config))
+
+    @classmethod
     def read(
         cls, directory: Path, settings: dict[str, Any], device: str | torch.device
     ) -> SavedCaptioner:
-        model = Captioner(CaptionerConfig.model_validate(settings["config"]))
+        model = cls.build(settings["config"])
         vocab = Vocabulary.from_json((directory / VOCAB).read_text())
         return cls(load_weights(model, directory, device), directory, settings, vocab)
 
@@ -223,19 +231,21 @@ class SavedFluency(Saved):
         return cls(load_weights(model, directory, device), directory, settings, vocabs)
 
 
-# Every kind a saved directory may be (its config.json's "kind"), by the class that reads it.
+# The kinds the core reads (its config.json's "kind"), by the class that reads it; a family
+# whose models take a form of their own (a Saved subclass in its folder) is loaded with it:
+# load(directory, kind=ThatClass), which its Family.load does.
 KINDS: dict[str, type[Saved]] = {c.kind: c for c in (SavedCaptioner, SavedRetriever, SavedFluency)}
 
 S = TypeVar("S", bound=Saved)
 
 
 def load(directory: str | Path, device: str | torch.device = "cpu", kind: type[S] = Saved) -> S:
-    """The saved model with its preprocessing, whatever its kind; `kind` (a Saved class)
-    refuses the others."""
+    """The saved model with its preprocessing, whatever its kind (one of KINDS, or `kind`'s
+    own); `kind` (a Saved class) refuses the others."""
     directory = Path(directory)
     settings = _read(directory)
     saved_kind = settings.get("kind", "captioner")  # captioners were saved before kinds
-    found = KINDS.get(saved_kind)
+    found = kind if kind is not Saved and saved_kind == kind.kind else KINDS.get(saved_kind)
     if found is None or not issubclass(found, kind):
         wanted = "" if kind is Saved else f", not a {kind.kind}"
         raise ValueError(f"{directory} holds a {saved_kind}{wanted}")

@@ -181,15 +181,27 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
             assert path.stem in WRITERS, f"{path.name} writes a folder: add it to WRITERS"
 
 
-def test_every_family_job_is_the_registry_s():
-    """A family's jobs are the family table's (conceptual.pipelines.families): each one imports, as a file
-    of its own or built from its factory, and every job file with a factory is listed."""
-    from conceptual.jobs import family_jobs
+def test_every_family_job_is_the_registry_s(capsys):
+    """A family's jobs are the family table's (conceptual.pipelines.families): each one runs as
+    `<verb> --family NAME`, and as a file of its own where users know its name (a family
+    added needs none: the attend family's jobs have no file); every job file with a factory
+    is listed."""
+    from conceptual.jobs import family_jobs, family_verb
+    from conceptual.pipelines.families import FAMILIES
 
     jobs = family_jobs()
-    for job in jobs:
-        module = importlib.import_module(f"conceptual.jobs.{job}")
-        assert callable(module.main), job
+    for family in FAMILIES.values():
+        for verb, job in family.jobs.items():
+            assert jobs[job][0] is family
+            with pytest.raises(SystemExit) as help_shown:  # argparse's --help
+                family_verb(verb)(["--family", family.name, "--help"])
+            assert help_shown.value.code == 0, job
+            assert f"usage: python -m conceptual.jobs.{job}" in capsys.readouterr().out
+            if (REPO / "jobs" / f"{job}.py").exists():
+                assert callable(importlib.import_module(f"conceptual.jobs.{job}").main), job
+    assert not any(
+        (REPO / "jobs" / f"{job}.py").exists() for job in FAMILIES["attend"].jobs.values()
+    )
     factories = [p.stem for p in (REPO / "jobs").glob("*.py") if "\ndef job(" in p.read_text()]
     assert factories and set(factories) <= set(jobs)
 

@@ -55,7 +55,7 @@ def test_a_generic_job_without_a_family_names_the_families_that_have_it(capsys):
         family_verb("evaluate")([])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "--family is required: one of captioner, contrastive, retriever" in err
+    assert "--family is required: one of attend, captioner, contrastive, retriever" in err
     assert "(fluency has none)" in err
     with pytest.raises(SystemExit):
         family_verb("train")(["--family", "vit"])
