@@ -57,7 +57,8 @@ def test_beam_search_decodes_it_as_any_captioner():
     assert [len(best) for best in ranked] == [2, 2, 2]
 
 
-def test_overfits_eight_captions_on_the_grid(one_thread):
+@pytest.mark.usefixtures("one_thread")
+def test_overfits_eight_captions_on_the_grid():
     vocab = Vocabulary.build(CAPTIONS, min_count=1)
     model = attend_model(len(vocab)).train()
     features = random_features("8x8", images=len(CAPTIONS))
