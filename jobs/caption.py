@@ -53,17 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     from conceptual.metrics import coco_results
     from conceptual.models.caption_files import by_image_id, caption_files, image_files
     from conceptual.models.inference import ImageCaptioner
+    from conceptual.models.saving import SavedCaptioner
+    from conceptual.pipelines.families import saved_form
     from conceptual.registry import resolve
 
     with job_run("caption", args.verbose, refused=(ValueError, storage.StorageError)):
         files = image_files(args.images)
         if not files:
             raise ValueError(f"no image files in {', '.join(map(str, args.images))}")
+        model_dir = resolve(args.model)
         captioner = ImageCaptioner(
-            resolve(args.model),
+            model_dir,
             beam=args.beam,
             length_penalty=args.length_penalty,
             compiled=args.compile,
+            kind=saved_form(model_dir, SavedCaptioner),  # any captioner family's
         )
         captioned, skipped = caption_files(captioner, files, args.batch)
         for bad in skipped:

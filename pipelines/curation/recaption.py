@@ -99,10 +99,13 @@ class RecaptionOperator:
 
     def __init__(self, model_dir: str, config: RecaptionConfig, rejected: str, choices: str):
         from conceptual.models.inference import ImageCaptioner
+        from conceptual.models.saving import SavedCaptioner
+        from conceptual.pipelines.families import saved_form
         from conceptual.vision.alignment import VISION_FEATURES, load_scorer
         from conceptual.vision.cnn import FeatureExtractor
 
-        self.captioner = ImageCaptioner(model_dir, beam=config.beam)
+        kind = saved_form(model_dir, SavedCaptioner)  # any captioner family's
+        self.captioner = ImageCaptioner(model_dir, beam=config.beam, kind=kind)
         self.scorer = load_scorer(config.scorer)
         # A scorer of the platform's reads the features job's pooled vector of each photo: the
         # captioner's own when its CNN is that one (the CNN runs once), else a second CNN's.

@@ -15,9 +15,9 @@ from test_captioner import (  # noqa: F401 (one_thread: a fixture)
 from conceptual.models.captioner import CaptionerConfig
 from conceptual.models.decoding import greedy, n_best
 from conceptual.models.losses import caption_loss
-from conceptual.models.saving import SavedCaptioner, load, save_model
+from conceptual.models.saving import SavedCaptioner, SavedRetriever, load, save_model
 from conceptual.models.vocab import Vocabulary
-from conceptual.pipelines.families import FAMILIES
+from conceptual.pipelines.families import FAMILIES, saved_form
 from conceptual.pipelines.families.attend.model import AttendCore, AttendTrainConfig, SavedAttend
 
 
@@ -84,6 +84,10 @@ def test_saved_as_its_own_kind_and_loaded_by_its_family(tmp_path):
     assert isinstance(load(tmp_path, kind=SavedAttend), SavedCaptioner)
     features, tokens = random_features("8x8"), random_tokens()
     torch.testing.assert_close(saved.model(features, tokens), model(features, tokens))
+    # a job that takes any captioner (caption, recaption) finds the form by the family table
+    assert saved_form(tmp_path, SavedCaptioner) is SavedAttend
+    with pytest.raises(ValueError, match="holds a attend-captioner, not a retriever"):
+        saved_form(tmp_path, SavedRetriever)
     # the core's loader does not guess at a family's form it was not given
     with pytest.raises(ValueError, match="holds a attend-captioner, not a captioner"):
         load(tmp_path, kind=SavedCaptioner)
