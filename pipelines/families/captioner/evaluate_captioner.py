@@ -131,11 +131,11 @@ def evaluate(
     kind: type[SavedCaptioner] = SavedCaptioner,
     job: str = "evaluate_captioner",
 ) -> dict[str, Any]:
-    """Score the model (saved as `kind`: its family's form; the run tagged as `job`) on `config.split` of the features (and the baseline, searching the
-    train split of `baseline_features`, by default the same features). The model's captions
-    go to the run's results.json and to `results_json` (a path or URI) as the COCO results
-    JSON, keyed by the images' image_id. Returns `scores`,
-    `unavailable` (metric -> why), `baseline` (scores or None), `eval_set`, `images`,
+    """Score the model (saved as `kind`: its family's form; the run tagged as `job`) on
+    `config.split` of the features (and the baseline, searching the train split of
+    `baseline_features`, by default the same features). The model's captions go to the
+    run's results.json and to `results_json` (a path or URI) as the COCO results JSON, keyed
+    by the images' image_id. Returns `scores`, `unavailable` (metric -> why), `baseline` (scores or None), `eval_set`, `images`,
     `run_id` and `version` (the registered version scored, or None); every score is
     followed by its interval (`NAME.ci95_low`, `NAME.ci95_high`)."""
     files = feature_files(features_uri)

@@ -136,26 +136,26 @@ def test_retriever_chooses_among_the_enabled_keys(client):
 
 
 @pytest.fixture
-def attend(monkeypatch) -> Captioning:
+def glimpse(monkeypatch) -> Captioning:
     """A family added to the registry with a captioner of its own (an English one, saved as
-    the captioners' models are), served as the key "attend"."""
-    captioning = Captioning("attend", "AttendCaptioner", "attend-captioner")
+    the captioners' models are), served as the key "glimpse"."""
+    captioning = Captioning("glimpse", "GlimpseCaptioner", "glimpse-captioner")
     family = dataclasses.replace(
-        families.FAMILIES["captioner"], name="attend", captioning=(captioning,)
+        families.FAMILIES["captioner"], name="glimpse", captioning=(captioning,)
     )
     monkeypatch.setitem(families.FAMILIES, family.name, family)
     return captioning
 
 
-def test_a_familys_captioning_entry_is_a_captioner_the_service_runs(attend):
+def test_a_familys_captioning_entry_is_a_captioner_the_service_runs(glimpse):
     config = ServeConfig(
-        captioners=["en", "attend"],
+        captioners=["en", "glimpse"],
         captioning=CaptioningSettings(tracking_uri="sqlite:///nowhere.db"),
     )
     deployments = {d.name: d for d in build_app(build(config), name="test").deployments}
-    assert set(deployments) == {"Api", "Captioner", "AttendCaptioner"}
-    assert deployments["AttendCaptioner"].init_args[1] == "attend"
-    assert config.captioning.model_name("attend") == "attend-captioner"
+    assert set(deployments) == {"Api", "Captioner", "GlimpseCaptioner"}
+    assert deployments["GlimpseCaptioner"].init_args[1] == "glimpse"
+    assert config.captioning.model_name("glimpse") == "glimpse-captioner"
     assert config.captioning.model_name("en") == "captioner"
     assert config.captioning.model_name("zh") == "captioner-zh"
 
@@ -215,8 +215,8 @@ class FakeCaptioner:
 
 
 @pytest.fixture
-def captioning(attend):
-    """The routes over captioners en, attend (English both) and zh, in that order."""
+def captioning(glimpse):
+    """The routes over captioners en, glimpse (English both) and zh, in that order."""
 
     def client(keys: list[str]):
         calls: list = []
@@ -230,27 +230,27 @@ def captioning(attend):
 
 
 def test_captioner_or_language_chooses_among_the_enabled_captioners(captioning):
-    http, calls = captioning(["en", "attend", "zh"])
+    http, calls = captioning(["en", "glimpse", "zh"])
     with http:
         for params, key in (
             ({}, "en"),  # English, by the first listed that writes it
-            ({"captioner": "attend"}, "attend"),
-            ({"captioner": "attend", "language": "en"}, "attend"),
+            ({"captioner": "glimpse"}, "glimpse"),
+            ({"captioner": "glimpse", "language": "en"}, "glimpse"),
             ({"language": "zh-CN"}, "zh"),
         ):
             response = http.post("/v1/captions", params=params, content=b"jpeg")
             assert response.status_code == 200, response.text
             assert response.json()["captioner"] == key and calls[-1][0] == key
-        crossed = http.post("/v1/captions?captioner=attend&language=zh", content=b"jpeg")
+        crossed = http.post("/v1/captions?captioner=glimpse&language=zh", content=b"jpeg")
         assert error_of(crossed) == (422, "bad_parameter")
-        assert "'attend' writes 'en', not 'zh'" in crossed.json()["error"]["message"]
+        assert "'glimpse' writes 'en', not 'zh'" in crossed.json()["error"]["message"]
         unknown = http.post("/v1/captions?captioner=bogus", content=b"jpeg")
         assert error_of(unknown) == (422, "bad_parameter")
     assert len(calls) == 4
-    http, calls = captioning(["attend", "zh"])
+    http, calls = captioning(["glimpse", "zh"])
     with http:
         response = http.post("/v1/captions", content=b"jpeg")
-        assert response.json()["captioner"] == "attend"  # the first listed writing English
+        assert response.json()["captioner"] == "glimpse"  # the first listed writing English
         assert error_of(http.post("/v1/captions?captioner=en", content=b"jpeg")) == (
             501,
             "not_enabled",

@@ -7,6 +7,7 @@ from test_captioner import (  # noqa: F401 (one_thread: a fixture)
     CAPTIONS,
     FEATURE_DIM,
     VOCAB,
+    assert_steps_match_teacher_forcing,
     one_thread,
     random_features,
     random_tokens,
@@ -30,13 +31,7 @@ def attend_model(vocab_size=VOCAB):
 
 
 def test_stepping_token_by_token_matches_teacher_forcing():
-    model = attend_model()
-    features, tokens = random_features("8x8"), random_tokens()
-    expected = model(features, tokens).log_softmax(-1)
-    memory, state = model.encode(features), None
-    for t in range(tokens.shape[1]):
-        log_probs, state = model.step(memory, tokens[:, : t + 1], state)
-        torch.testing.assert_close(log_probs, expected[:, t], atol=1e-5, rtol=1e-5)
+    assert_steps_match_teacher_forcing(attend_model(), random_features("8x8"), random_tokens())
 
 
 def test_every_step_looks_at_the_cells():

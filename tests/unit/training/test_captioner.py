@@ -57,8 +57,13 @@ def test_a_later_token_does_not_change_earlier_logits(architecture, kind):
 
 @pytest.mark.parametrize("architecture, kind", VARIANTS)
 def test_stepping_token_by_token_matches_teacher_forcing(architecture, kind):
-    model = small_model(architecture, kind)
-    features, tokens = random_features(kind), random_tokens()
+    assert_steps_match_teacher_forcing(
+        small_model(architecture, kind), random_features(kind), random_tokens()
+    )
+
+
+def assert_steps_match_teacher_forcing(model, features, tokens):
+    """Decoding one token at a time, the state carried, gives teacher forcing's log-probs."""
     expected = model(features, tokens).log_softmax(-1)
     memory, state = model.encode(features), None
     for t in range(tokens.shape[1]):
