@@ -119,6 +119,25 @@ def test_modules_run_with_python_m_exist():
     assert not missing, f"no such module: {missing}"
 
 
+def test_every_folder_of_modules_is_a_package_setup_py_lists():
+    """setup.py lists the packages from the tree; a folder of modules without an __init__.py
+    would be left out of every install (the image's, a user's pip install)."""
+    spec = importlib.util.spec_from_file_location("setup_script", REPO / "setup.py")
+    setup_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_script)
+    roots = setup_script.package_dirs()
+    folders = {
+        ".".join((name, *path.parent.relative_to(REPO / root).parts))
+        for name, root in roots.items()
+        for path in (REPO / root).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    listed = set(setup_script.packages(REPO))
+    assert "conceptual.pipelines.families.attend" in listed
+    assert folders <= listed, f"folders of modules that are no package: {folders - listed}"
+    assert re.search(r"^COPY setup\.py ", (INFRA / "Dockerfile").read_text(), re.M)
+
+
 def test_environment_variables_are_read_by_the_code_or_a_named_tool():
     read_by_code = variables_the_code_reads()
     assert PLATFORM_VARIABLES <= read_by_code  # else the grep above lost its way
