@@ -1,25 +1,29 @@
 """What pyproject.toml cannot say by itself: the package list, read from the tree (every
-folder with an __init__.py below the roots pyproject.toml's package-dir maps, so a new
-package, a family's folder say, needs no line anywhere), and the package's one compiled
+folder with an __init__.py below the package folders, so a new package, a family's folder
+say, needs no line anywhere), and the package's one compiled
 part, the harvest's per-page loop, conceptual/harvest/_links.c. scripts/setup.sh builds it
 in place."""
 
-import tomllib
 from pathlib import Path
 
 from setuptools import Extension, setup
 
-
-def package_dirs(repo: Path = Path(".")) -> dict[str, str]:
-    """pyproject.toml's package-dir: each root package's folder."""
-    project = tomllib.loads((repo / "pyproject.toml").read_text())
-    return project["tool"]["setuptools"]["package-dir"]
+# The root package lives in platform/conceptual/ because a top-level `platform` package would
+# shadow the standard library's `platform` module (docs/design.md). The demo (make demo: its
+# corpus, photos and image server) is a package of its own, demo/.
+PACKAGE_DIRS = {
+    "conceptual": "platform/conceptual",
+    "conceptual.pipelines": "pipelines",
+    "conceptual.jobs": "jobs",
+    "conceptual.serve": "serve",
+    "conceptual_demo": "demo",
+}
 
 
 def packages(repo: Path = Path(".")) -> list[str]:
     return sorted(
         ".".join((name, *init.parent.relative_to(repo / root).parts))
-        for name, root in package_dirs(repo).items()
+        for name, root in PACKAGE_DIRS.items()
         for init in (repo / root).rglob("__init__.py")
     )
 
@@ -27,6 +31,7 @@ def packages(repo: Path = Path(".")) -> list[str]:
 # setuptools runs this file as __main__; the tests import it for packages().
 if __name__ == "__main__":
     setup(
+        package_dir=PACKAGE_DIRS,
         packages=packages(),
         ext_modules=[
             Extension(

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
-# Where each package's source lives (pyproject.toml, [tool.setuptools] package-dir).
+# Where each package's source lives (setup.py's PACKAGE_DIRS, less the demo's).
 PACKAGE_DIRS = {
     "conceptual": "platform/conceptual",
     "conceptual.pipelines": "pipelines",

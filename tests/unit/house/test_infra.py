@@ -125,10 +125,9 @@ def test_every_folder_of_modules_is_a_package_setup_py_lists():
     spec = importlib.util.spec_from_file_location("setup_script", REPO / "setup.py")
     setup_script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(setup_script)
-    roots = setup_script.package_dirs()
     folders = {
         ".".join((name, *path.parent.relative_to(REPO / root).parts))
-        for name, root in roots.items()
+        for name, root in setup_script.PACKAGE_DIRS.items()
         for path in (REPO / root).rglob("*.py")
         if "__pycache__" not in path.parts
     }
