@@ -1,7 +1,8 @@
 """Every model family the platform trains, one package each (pipelines/families/<name>/),
 listed once in FAMILIES: the family table the jobs, the pipeline job and serving read. What a
-family is, and what its methods do, is family.py's `Family`; this table imports each family's
-declaration directly, which loads none of its code (its methods do, when called)."""
+family is, and what its methods do, is family.py's `Family`. The table imports each family's
+folder directly, which loads none of its code (a folder's __init__.py is its docstring; the
+methods import the code when called)."""
 
 from __future__ import annotations
 
@@ -29,12 +30,73 @@ __all__ = [
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
-        captioner.FAMILY,
-        retriever.FAMILY,
-        fluency.FAMILY,
-        contrastive.FAMILY,
-        attend.FAMILY,
-    )  # fmt: skip
+        Family(
+            captioner,
+            name="captioner",
+            config_file="train_captioner.yaml",
+            registers="captioner, captioner-zh for language=zh",
+            example="model.architecture=rnn epochs=20",
+            jobs={
+                "train": "train_captioner",
+                "evaluate": "evaluate_captioner",
+                "compare": "compare_captioners",
+            },
+            captioning=(
+                Captioning("en", "Captioner", "captioner"),
+                Captioning("zh", "CaptionerZh", "captioner-zh", language="zh"),
+            ),
+        ),
+        Family(
+            retriever,
+            name="retriever",
+            config_file="train_retriever.yaml",
+            registers="retriever-<modality>",
+            example="modality=text loss=triplet epochs=4",
+            jobs={
+                "train": "train_retriever",
+                "evaluate": "evaluate_retriever",
+                "compare": "compare_retrievers",
+            },
+            search=(
+                Search("text", "TextRetriever", "retriever-text"),
+                Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
+            ),
+            pipeline_step="train_retriever",
+        ),
+        Family(
+            fluency,
+            name="fluency",
+            config_file="train_fluency.yaml",
+            registers="fluency-zh",
+            example="epochs=4 threshold=0.45",
+            jobs={"train": "train_fluency", "compare": "compare_fluency"},
+        ),
+        Family(
+            contrastive,
+            name="contrastive",
+            config_file="train_contrastive.yaml",
+            registers="contrastive",
+            example="batch_size=128 epochs=10 model.embed_dim=256",
+            jobs={
+                "train": "train_contrastive",
+                "evaluate": "evaluate_contrastive",
+                "compare": "compare_contrastive",
+            },
+            runs_as="retriever",
+            search=(Search("contrastive", "ContrastiveRetriever", "contrastive"),),
+            pipeline_step="train_contrastive",
+        ),
+        Family(
+            attend,
+            name="attend",
+            config_file="train_attend.yaml",
+            registers="captioner-attend, captioner-attend-zh for language=zh",
+            example="model.d_model=256 epochs=20",
+            jobs={"train": "train_attend", "evaluate": "evaluate_attend"},
+            runs_as="captioner",
+            captioning=(Captioning("attend", "CaptionerAttend", "captioner-attend"),),
+        ),
+    )
 }
 
 

@@ -3,17 +3,18 @@ recipe registry: one explicit list, conceptual.pipelines.families' FAMILIES, dri
 command line, the configs, the pipeline job and serving; "registry" alone is MLflow's model
 registry, conceptual.registry).
 
-A family's folder (pipelines/families/<name>/) holds its code; its __init__.py declares its
-Family, whose methods import that code only when called, so a job's command line reads the
-table before torch or Ray load:
+A family's folder (pipelines/families/<name>/, its `folder`) holds its code; the module named
+as its train job (captioner/train_captioner.py) holds its RECIPE. The table's entry names
+the folder and what the command line, the configs and serving need to know before torch or
+Ray load; the methods import the code only when called:
 
-- `recipe()`: what trains it (pipelines/training/training.py's Recipe: config, data, the
-  training loop, the metric that picks the champion), for `train --family NAME`, the
-  pipeline job's family steps and the ablation;
-- `saved()`: the form its models are saved in (a models/saving.py Saved class, which names
-  its `kind` once); `load(directory)` reads one;
+- `recipe()`: what trains it (pipelines/training/training.py's Recipe: config, saved form,
+  data, the training loop, the metric that picks the champion), for `train --family NAME`,
+  the pipeline job's family steps and the ablation;
+- `saved()`: the form its models are saved in (a Saved class, which names its `kind` once);
+  `load(directory)` reads one;
 - `jobs`: its train, evaluate and compare jobs by verb, run with the command lines of
-  `runs_as` (conceptual.jobs' FACTORIES, by family and verb);
+  `runs_as` (conceptual.jobs' `factories`, by family and verb);
 - `captioning` and `search`: the deployments that serve its champions
   (conceptual/serve/captioner_deployment.py and retriever_deployment.py);
 - `pipeline_step`: the pipeline job's step that trains it, when it has one.
@@ -23,9 +24,11 @@ docs/architecture.md counts what the last family added took.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -70,14 +73,15 @@ class Search(Serving):
 
 @dataclass(frozen=True)
 class Family:
-    """A model family; its folder's __init__.py subclasses it with `recipe` and `saved`."""
+    """A model family: its folder, and what the jobs, configs and serving read of it."""
 
+    folder: ModuleType  # its package: pipelines/families/<name>/
     name: str  # "captioner": the family's word in docs, messages and `--family NAME`
     config_file: str  # configs/<config_file>: every key of the recipe's config, its default
     registers: str  # the registered model(s) its versions join, as its jobs' help says
     example: str  # a few of its config's overrides, as its training job's help shows them
     jobs: Mapping[str, str]  # verb (train, evaluate, compare) -> its job's name
-    # The family whose jobs' command lines run its jobs (conceptual.jobs' FACTORIES): its
+    # The family whose jobs' command lines run its jobs (conceptual.jobs' factories): its
     # own, or those of the family whose code it reuses (the contrastive family, the
     # retriever's). None: its own.
     runs_as: str | None = None
@@ -93,12 +97,12 @@ class Family:
             raise ValueError(f"{self.name}: jobs are by verb, a train job first: {VERBS}")
 
     def recipe(self) -> Recipe:
-        """What trains it."""
-        raise NotImplementedError(f"the {self.name} family declares no recipe")
+        """What trains it: the RECIPE of its folder's module named as its train job."""
+        return importlib.import_module(f"{self.folder.__name__}.{self.jobs['train']}").RECIPE
 
     def saved(self) -> type[Saved]:
         """The Saved class its models are read as."""
-        raise NotImplementedError(f"the {self.name} family declares no saved form")
+        return self.recipe().saved
 
     def load(self, directory: str | Path, device: str | torch.device = "cpu") -> Saved:
         """One of its saved models (ValueError: the directory holds another kind)."""

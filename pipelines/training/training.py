@@ -62,7 +62,7 @@ from torch import Tensor, nn
 from conceptual import lineage, registry, storage, tracking
 from conceptual.config import Config
 from conceptual.models.losses import TOTAL
-from conceptual.models.saving import WEIGHTS
+from conceptual.models.saving import WEIGHTS, Saved
 from conceptual.paths import state_dir
 from conceptual.pipelines.training.input_path import Batches, DataSettings, trainer_data
 from conceptual.pipelines.training.training_metrics import (
@@ -178,6 +178,7 @@ class Recipe:
 
     job: str  # the job that trains it, its runs' `job` tag: train_captioner
     config: type[TrainingConfig]
+    saved: type[Saved]  # the form its models are saved in, and read back as
     select_by: str  # the dev metric that picks the best checkpoint and the champion
     model_name: Callable[[Any], str]  # config -> the registered model it joins by default
     variant: Callable[[Any], str]  # config -> the tag of its runs and versions: rnn-1x1

@@ -36,7 +36,7 @@ def test_train_registers_it_as_its_own_kind(trained):
     import mlflow
 
     from conceptual.pipelines.families import FAMILIES
-    from conceptual.pipelines.families.attend.model import AttendCore
+    from conceptual.pipelines.families.attend.train_attend import AttendCore
     from conceptual.registry import resolve
 
     code, out, _ = trained

@@ -336,6 +336,7 @@ def evaluate_dev(
 RECIPE = training.Recipe(
     job="train_captioner",
     config=CaptionerTrainConfig,
+    saved=SavedCaptioner,
     select_by=SELECT_BY,
     model_name=lambda config: model_name(config.language),
     variant=variant,

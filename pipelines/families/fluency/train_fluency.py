@@ -271,6 +271,7 @@ def train_loop(loop_config: dict[str, Any]) -> None:
 RECIPE = training.Recipe(
     job="train_fluency",
     config=FluencyTrainConfig,
+    saved=SavedFluency,
     select_by=SELECT_BY,
     model_name=lambda config: MODEL_NAME,
     variant=lambda config: VARIANT,

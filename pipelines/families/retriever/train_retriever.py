@@ -552,6 +552,7 @@ def speech_to_text(
 RECIPE = training.Recipe(
     job="train_retriever",
     config=RetrieverTrainConfig,
+    saved=SavedRetriever,
     select_by=SELECT_BY,
     model_name=lambda config: model_name(config.modality),
     variant=variant,

@@ -6,7 +6,8 @@ to fit a file's cap).
 Imports are read from the source (`ast`), at module level and inside functions alike (a
 lazy import is a dependency too, only a later one), `if TYPE_CHECKING:` ones included, and
 so is a string that names a module's attribute ("conceptual.x.y:attr", what importlib
-would resolve): a table that names code by strings depends on that code all the same.
+would resolve): a table that names code by strings depends on that code all the same. A
+family's folder depends on its train module, which Family.recipe imports by name.
 """
 
 from __future__ import annotations
@@ -79,7 +80,18 @@ def imported(module: str, path: Path) -> set[str]:
     return found
 
 
+def family_edges() -> dict[str, str]:
+    """Each family's folder -> its train module, which Family.recipe imports by the train
+    job's name (conceptual.pipelines.families.family): an import the source spells as no
+    import statement."""
+    from conceptual.pipelines.families import FAMILIES
+
+    return {f.folder.__name__: f"{f.folder.__name__}.{f.jobs['train']}" for f in FAMILIES.values()}
+
+
 GRAPH = {module: imported(module, path) for module, path in MODULES.items()}
+for _folder, _train in family_edges().items():
+    GRAPH[_folder].add(_train)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -156,6 +168,11 @@ def test_a_string_naming_code_is_an_import(tmp_path):
         "conceptual.pipelines",
         "conceptual.pipelines.pipeline",
     }
+
+
+def test_every_familys_train_module_is_in_the_graph():
+    assert family_edges()["conceptual.pipelines.families.attend"] in GRAPH
+    assert set(family_edges().values()) <= set(GRAPH)
 
 
 def test_no_import_cycles():

@@ -1,4 +1,4 @@
-"""The attend family's model (pipelines/families/attend/model.py): the captioner with a
+"""The attend family's model (pipelines/families/attend/train_attend.py): the captioner with a
 Show, Attend and Tell core, decoded as every captioner is and saved as its own kind."""
 
 import pytest
@@ -19,7 +19,11 @@ from conceptual.models.losses import caption_loss
 from conceptual.models.saving import SavedCaptioner, SavedRetriever, load, save_model
 from conceptual.models.vocab import Vocabulary
 from conceptual.pipelines.families import FAMILIES, saved_form
-from conceptual.pipelines.families.attend.model import AttendCore, AttendTrainConfig, SavedAttend
+from conceptual.pipelines.families.attend.train_attend import (
+    AttendCore,
+    AttendTrainConfig,
+    SavedAttend,
+)
 
 
 def attend_model(vocab_size=VOCAB):

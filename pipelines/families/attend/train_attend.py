@@ -103,6 +103,7 @@ RECIPE = dataclasses.replace(
     train_captioner.RECIPE,
     job="train_attend",
     config=AttendTrainConfig,
+    saved=SavedAttend,
     model_name=model_name,
     variant=lambda config: f"attend-{config.model.feature_map}",
     train_loop=partial(train_captioner.train_loop, saved=SavedAttend),
