@@ -45,10 +45,9 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     from conceptual.pipelines.families.retriever.compare_retrievers import compare, markdown_table
     from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
 
-    recipe = family.recipe()
     train_keys, eval_keys = prefixed(args.overrides, "eval.")
     with job_run(name, args.verbose) as log:
-        config = load(recipe.config, args.config, train_keys)
+        config = load(family.recipe().config, args.config, train_keys)
         evaluation = load(RetrieverEvalConfig, None, [*eval_keys, f"split={args.split}"])
         result = compare(
             args.features,
@@ -60,8 +59,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
             evaluation,
             args.register,
             args.teacher_speech,
-            recipe,
-            name,
+            family,
         )
     print(markdown_table(result["rows"]))
     report_run(result["run_id"], config.experiment, log, "comparison run")

@@ -19,6 +19,7 @@ NAME.ci95_high); bootstrap.samples=N and bootstrap.seed=S set the resamples.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -44,7 +45,8 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
         print(result.pop("table"))
         print(json.dumps(result, indent=2))
 
-    return run_evaluation(name, args, RetrieverEvalConfig, evaluate, args.speech, show=show)
+    scored = functools.partial(evaluate, job=name)
+    return run_evaluation(name, args, RetrieverEvalConfig, scored, args.speech, show=show)
 
 
 main = job(FAMILIES["retriever"], "evaluate_retriever")

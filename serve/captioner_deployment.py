@@ -50,9 +50,7 @@ from conceptual.models.saving import CONFIG, SavedCaptioner
 from conceptual.models.variants import model_name
 from conceptual.pipelines.families import captionings, family_of
 from conceptual.serve.champion import (
-    MAX_QUEUED_REQUESTS,
-    MODEL_AUTOSCALING,
-    MODEL_HEALTH_CHECK_PERIOD_S,
+    MODEL_DEPLOYMENT,
     Champion,
     ChampionSettings,
     NotReady,
@@ -236,11 +234,7 @@ def caption_grouped(captioner: ImageCaptioner, requests: list[CaptionRequest]) -
     # One batch running (max_batch_size); the next waits at its caller, which holds at most
     # max_queued_requests: the wait a request can meet stays a few batches long.
     max_ongoing_requests=8,
-    # Beyond its replicas' slots, a caller queues at most this many; more get 503 busy at
-    # once (BackPressureError) instead of a minute's wait.
-    max_queued_requests=MAX_QUEUED_REQUESTS,
-    autoscaling_config=MODEL_AUTOSCALING,
-    health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
+    **MODEL_DEPLOYMENT,
 )
 class CaptionerDeployment:
     """Captions with the champion of captioning key `key`'s registered model, in its

@@ -50,6 +50,14 @@ MODEL_AUTOSCALING = {
     "upscale_delay_s": 10,
     "downscale_delay_s": 120,
 }
+# The options every deployment that serves a champion shares: how far callers queue (more
+# get 503 busy at once, BackPressureError, instead of a minute's wait), how it scales, how
+# soon a crashed replica is replaced.
+MODEL_DEPLOYMENT = {
+    "max_queued_requests": MAX_QUEUED_REQUESTS,
+    "autoscaling_config": MODEL_AUTOSCALING,
+    "health_check_period_s": MODEL_HEALTH_CHECK_PERIOD_S,
+}
 
 
 class ChampionSettings(Config):

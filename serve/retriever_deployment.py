@@ -72,9 +72,7 @@ from conceptual.pipelines.families import searches
 from conceptual.retrieval_index import INDEX_TAG, RetrievalIndex
 from conceptual.serve.captioner_deployment import PixelBudget, declared_pixels
 from conceptual.serve.champion import (
-    MAX_QUEUED_REQUESTS,
-    MODEL_AUTOSCALING,
-    MODEL_HEALTH_CHECK_PERIOD_S,
+    MODEL_DEPLOYMENT,
     Champion,
     ChampionSettings,
     NotReady,
@@ -374,11 +372,7 @@ def version_and_index(version: ModelVersion) -> str:
     name="Retriever",  # bound under its search key's deployment name (TextRetriever...)
     ray_actor_options={"num_cpus": 0.2},  # fractional: both retrievers fit beside captioning
     max_ongoing_requests=16,
-    # Beyond its replicas' slots, a caller queues at most this many; more get 503 busy at
-    # once (BackPressureError) instead of a minute's wait.
-    max_queued_requests=MAX_QUEUED_REQUESTS,
-    autoscaling_config=MODEL_AUTOSCALING,
-    health_check_period_s=MODEL_HEALTH_CHECK_PERIOD_S,
+    **MODEL_DEPLOYMENT,
 )
 class RetrieverDeployment:
     """Searches with the champion of one search key (`searches()`); the ingress calls

@@ -60,7 +60,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a variant's name: its folder
 STEPS = ["curate", "features"]  # the pipeline job's steps each variant runs
 SHOWN = ("text_to_image.R@10", "image_to_text.R@10")  # beside SELECT_BY in the table
 # The families a curation is judged by: those that train on the features alone and are
-# scored as retrievers (evaluate_retriever), text queries.
+# scored as retrievers on text queries (evaluate_retriever's code, each run tagged as its
+# family's evaluate job).
 FAMILY_NAMES = tuple(f.name for f in FAMILIES.values() if issubclass(f.saved(), SavedRetriever))
 
 
@@ -187,7 +188,9 @@ def run(config: AblateConfig) -> dict[str, Any]:
         recipe=planned.recipe,
         job=JOB,
         metric=SELECT_BY,
-        score=held_out_score(config.eval_features, evaluation),
+        score=held_out_score(
+            config.eval_features, evaluation, job=FAMILIES[config.family].jobs["evaluate"]
+        ),
         row=planned.row,
         table=markdown_table,
         plot=plot,

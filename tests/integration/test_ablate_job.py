@@ -94,7 +94,7 @@ def test_two_curations_trained_and_scored_on_the_same_held_out_photos(
         funnel = mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/funnel.json")
         assert funnel["kept"] == by_name[name]["kept"]
         below = {r.data.tags.get("job") for r in children(run.info.run_id)}
-        assert below == {"pipeline", "train_contrastive", "evaluate_retriever"}
+        assert below == {"pipeline", "train_contrastive", "evaluate_contrastive"}
 
     # A rerun curates and extracts nothing again: the pipeline's fingerprints match.
     assert ablate.main(args) == 0, capsys.readouterr().err[-3000:]

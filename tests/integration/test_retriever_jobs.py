@@ -193,8 +193,8 @@ def test_compare_retrievers_trains_both_variants_as_children_of_one_run(
 def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retriever(
     ray_local, platform_home, features_uri, capsys
 ):
-    """The sixth family (pipelines/families/contrastive/train_contrastive.py), run by the jobs the registry builds
-    for it: InfoNCE with a learned temperature, registered as `contrastive`, then scored by
+    """The sixth family (pipelines/families/contrastive/train_contrastive.py), run by the
+    jobs the family table builds for it: InfoNCE with a learned temperature, registered as `contrastive`, then scored by
     evaluate_contrastive on the held-out split with the retriever's R@k keys."""
     import mlflow
 
@@ -223,6 +223,7 @@ def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retrie
     assert "text_to_image.R@1" in out and "image_to_text.R@10" in out
     scored = [r for r in experiment_runs(experiment) if "text_to_image.R_10" in r.data.metrics]
     assert scored and 0 <= scored[0].data.metrics["text_to_image.R_10"] <= 1
+    assert scored[0].data.tags["job"] == "evaluate_contrastive"  # its own job, not the retriever's
 
 
 def test_the_contrastive_family_refuses_spoken_captions(platform_home, features_uri, capsys):

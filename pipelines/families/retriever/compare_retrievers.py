@@ -30,14 +30,14 @@ from conceptual.pipelines.evaluation.comparison import (
 )
 from conceptual.pipelines.evaluation.comparison import compare as run_comparison
 from conceptual.pipelines.evaluation.comparison import markdown_table as comparison_markdown
+from conceptual.pipelines.families import FAMILIES, Family
 from conceptual.pipelines.families.retriever.evaluate_retriever import (
     SELECT_BY,
     RetrieverEvalConfig,
     directions,
     evaluate,
 )
-from conceptual.pipelines.families.retriever.train_retriever import RECIPE, RetrieverTrainConfig
-from conceptual.pipelines.training.training import Recipe
+from conceptual.pipelines.families.retriever.train_retriever import RetrieverTrainConfig
 
 P_VS_BEST = f"{SELECT_BY}.p_vs_best"
 
@@ -52,21 +52,21 @@ def compare(
     evaluation: RetrieverEvalConfig,
     register: str = "none",
     teacher_speech: Sequence[str] = (),
-    recipe: Recipe = RECIPE,
-    job: str = "compare_retrievers",
+    family: Family = FAMILIES["retriever"],
 ) -> dict[str, Any]:
     """Train and evaluate every variant (pipelines/evaluation/comparison.py); register none, the best by
     held-out mean R@10, or all (the champion rule judges each); `teacher_speech` as
-    train_retriever's; `recipe` and `job`: another family's that trains dual encoders (the
-    contrastive family's). Returns `run_id` and `rows`, best first."""
+    train_retriever's; `family`: another that trains dual encoders (the contrastive family):
+    its recipe trains the variants, its compare and evaluate jobs tag the runs. Returns
+    `run_id` and `rows`, best first."""
     parsed = parse_variants(variants, config, [features_uri, speech_uri, list(teacher_speech)])
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
 
     how = Comparison(
-        recipe=recipe,
-        job=job,
+        recipe=family.recipe(),
+        job=family.jobs["compare"],
         metric=SELECT_BY,
-        score=held_out_score(eval_features, evaluation, eval_speech),
+        score=held_out_score(eval_features, evaluation, eval_speech, job=family.jobs["evaluate"]),
         row=comparison_row,
         table=markdown_table,
     )
@@ -82,12 +82,18 @@ def compare(
 
 
 def held_out_score(
-    eval_features: str, evaluation: RetrieverEvalConfig, eval_speech: str | None = None
+    eval_features: str,
+    evaluation: RetrieverEvalConfig,
+    eval_speech: str | None = None,
+    *,
+    job: str = "evaluate_retriever",
 ) -> Callable[[str, Any, dict[str, Any]], tuple]:
-    """A comparison's `score`: each variant's model evaluated on the same held-out set."""
+    """A comparison's `score`: each variant's model evaluated on the same held-out set, its
+    run tagged as the family's evaluate `job`."""
 
     def score(name: str, variant_config: Any, result: dict[str, Any]) -> tuple:
-        scored = evaluate(f"runs:/{result['run_id']}/model", eval_features, evaluation, eval_speech)
+        model = f"runs:/{result['run_id']}/model"
+        scored = evaluate(model, eval_features, evaluation, eval_speech, job=job)
         return scored["metrics"], scored["resampled"], scored
 
     return score

@@ -205,9 +205,14 @@ def table(metrics: dict[str, float], modality: str) -> str:
 
 
 def evaluate(
-    model_uri: str, features_uri: str, config: RetrieverEvalConfig, speech_uri: str | None = None
+    model_uri: str,
+    features_uri: str,
+    config: RetrieverEvalConfig,
+    speech_uri: str | None = None,
+    *,
+    job: str = "evaluate_retriever",
 ) -> dict[str, Any]:
-    """Score the model on `config.split`. Returns `metrics` (each followed by its interval),
+    """Score the model on `config.split`, the run tagged as `job` (its family's). Returns `metrics` (each followed by its interval),
     `table`, `eval_set`, `images`, `queries`, `run_id`, `version` (the registered version
     scored, or None) and `resampled` (metric -> its value on every resample, for paired
     comparisons; not in evaluation.json)."""
@@ -267,7 +272,7 @@ def evaluate(
         # Not with asr: a version's score tag is on its own queries' kind.
         score=None if config.asr.enabled else (SELECT_BY, metrics[SELECT_BY]),
     )
-    result = record("evaluate_retriever", model_uri, features_uri, config, evaluation)
+    result = record(job, model_uri, features_uri, config, evaluation)
     return result | {"resampled": resampled}
 
 
