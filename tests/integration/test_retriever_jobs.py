@@ -194,8 +194,9 @@ def test_the_contrastive_family_trains_registers_and_is_scored_beside_the_retrie
     ray_local, platform_home, features_uri, capsys
 ):
     """The sixth family (pipelines/families/contrastive/train_contrastive.py), run by the
-    jobs the family table builds for it: InfoNCE with a learned temperature, registered as `contrastive`, then scored by
-    evaluate_contrastive on the held-out split with the retriever's R@k keys."""
+    jobs the family table builds for it: InfoNCE with a learned temperature, registered as
+    `contrastive`, then scored by evaluate_contrastive on the held-out split with the
+    retriever's R@k keys."""
     import mlflow
 
     from conceptual.jobs import evaluate_contrastive, train_contrastive

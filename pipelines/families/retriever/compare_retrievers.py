@@ -54,11 +54,11 @@ def compare(
     teacher_speech: Sequence[str] = (),
     family: Family = FAMILIES["retriever"],
 ) -> dict[str, Any]:
-    """Train and evaluate every variant (pipelines/evaluation/comparison.py); register none, the best by
-    held-out mean R@10, or all (the champion rule judges each); `teacher_speech` as
-    train_retriever's; `family`: another that trains dual encoders (the contrastive family):
-    its recipe trains the variants, its compare and evaluate jobs tag the runs. Returns
-    `run_id` and `rows`, best first."""
+    """Train and evaluate every variant (pipelines/evaluation/comparison.py); register none,
+    the best by held-out mean R@10, or all (the champion rule judges each); `teacher_speech`
+    as train_retriever's; `family`: another that trains dual encoders (the contrastive
+    family): its recipe trains the variants, its compare and evaluate jobs tag the runs.
+    Returns `run_id` and `rows`, best first."""
     parsed = parse_variants(variants, config, [features_uri, speech_uri, list(teacher_speech)])
     evaluation = evaluation.model_copy(update={"experiment": config.experiment})
 

@@ -212,10 +212,10 @@ def evaluate(
     *,
     job: str = "evaluate_retriever",
 ) -> dict[str, Any]:
-    """Score the model on `config.split`, the run tagged as `job` (its family's). Returns `metrics` (each followed by its interval),
-    `table`, `eval_set`, `images`, `queries`, `run_id`, `version` (the registered version
-    scored, or None) and `resampled` (metric -> its value on every resample, for paired
-    comparisons; not in evaluation.json)."""
+    """Score the model on `config.split`, the run tagged as `job` (its family's). Returns
+    `metrics` (each followed by its interval), `table`, `eval_set`, `images`, `queries`,
+    `run_id`, `version` (the registered version scored, or None) and `resampled` (metric ->
+    its value on every resample, for paired comparisons; not in evaluation.json)."""
     saved = load(registry.resolve(model_uri), kind=SavedRetriever)
     model, vocab, audio = saved.model, saved.vocab, saved.audio
     if config.asr.enabled and model.config.modality != "text":
