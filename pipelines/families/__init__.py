@@ -32,15 +32,9 @@ FAMILIES: dict[str, Family] = {
     for family in (
         Family(
             captioner,
-            name="captioner",
-            config_file="train_captioner.yaml",
+            ("train_captioner", "evaluate_captioner", "compare_captioners"),
             registers="captioner, captioner-zh for language=zh",
             example="model.architecture=rnn epochs=20",
-            jobs={
-                "train": "train_captioner",
-                "evaluate": "evaluate_captioner",
-                "compare": "compare_captioners",
-            },
             captioning=(
                 Captioning("en", "Captioner", "captioner"),
                 Captioning("zh", "CaptionerZh", "captioner-zh", language="zh"),
@@ -48,15 +42,9 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             retriever,
-            name="retriever",
-            config_file="train_retriever.yaml",
+            ("train_retriever", "evaluate_retriever", "compare_retrievers"),
             registers="retriever-<modality>",
             example="modality=text loss=triplet epochs=4",
-            jobs={
-                "train": "train_retriever",
-                "evaluate": "evaluate_retriever",
-                "compare": "compare_retrievers",
-            },
             search=(
                 Search("text", "TextRetriever", "retriever-text"),
                 Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
@@ -65,34 +53,24 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             fluency,
-            name="fluency",
-            config_file="train_fluency.yaml",
+            ("train_fluency", "compare_fluency"),
             registers="fluency-zh",
             example="epochs=4 threshold=0.45",
-            jobs={"train": "train_fluency", "compare": "compare_fluency"},
         ),
         Family(
             contrastive,
-            name="contrastive",
-            config_file="train_contrastive.yaml",
+            ("train_contrastive", "evaluate_contrastive", "compare_contrastive"),
             registers="contrastive",
             example="batch_size=128 epochs=10 model.embed_dim=256",
-            jobs={
-                "train": "train_contrastive",
-                "evaluate": "evaluate_contrastive",
-                "compare": "compare_contrastive",
-            },
             runs_as="retriever",
             search=(Search("contrastive", "ContrastiveRetriever", "contrastive"),),
             pipeline_step="train_contrastive",
         ),
         Family(
             attend,
-            name="attend",
-            config_file="train_attend.yaml",
+            ("train_attend", "evaluate_attend"),
             registers="captioner-attend, captioner-attend-zh for language=zh",
             example="model.d_model=256 epochs=20",
-            jobs={"train": "train_attend", "evaluate": "evaluate_attend"},
             runs_as="captioner",
             captioning=(Captioning("attend", "CaptionerAttend", "captioner-attend"),),
         ),

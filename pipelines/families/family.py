@@ -76,11 +76,10 @@ class Family:
     """A model family: its folder, and what the jobs, configs and serving read of it."""
 
     folder: ModuleType  # its package: pipelines/families/<name>/
-    name: str  # "captioner": the family's word in docs, messages and `--family NAME`
-    config_file: str  # configs/<config_file>: every key of the recipe's config, its default
+    # Its jobs' names, each <verb>_...: train_captioner, evaluate_captioner, compare_captioners.
+    job_names: tuple[str, ...]
     registers: str  # the registered model(s) its versions join, as its jobs' help says
     example: str  # a few of its config's overrides, as its training job's help shows them
-    jobs: Mapping[str, str]  # verb (train, evaluate, compare) -> its job's name
     # The family whose jobs' command lines run its jobs (conceptual.jobs' factories): its
     # own, or those of the family whose code it reuses (the contrastive family, the
     # retriever's). None: its own.
@@ -93,8 +92,25 @@ class Family:
 
     def __post_init__(self) -> None:
         unknown = set(self.jobs) - set(VERBS)
-        if unknown or "train" not in self.jobs:
-            raise ValueError(f"{self.name}: jobs are by verb, a train job first: {VERBS}")
+        if unknown or "train" not in self.jobs or len(self.jobs) < len(self.job_names):
+            raise ValueError(f"{self.name}: one job per verb, a train job first: {VERBS}")
+
+    @property
+    def name(self) -> str:
+        """Its folder's name ("captioner"): the family's word in docs, messages and
+        `--family NAME`."""
+        return self.folder.__name__.rpartition(".")[2]
+
+    @property
+    def jobs(self) -> Mapping[str, str]:
+        """Verb (train, evaluate, compare) -> its job's name."""
+        return {job.partition("_")[0]: job for job in self.job_names}
+
+    @property
+    def config_file(self) -> str:
+        """configs/<config_file>, named as its train job: every key of the recipe's config,
+        with its default."""
+        return f"{self.jobs['train']}.yaml"
 
     def recipe(self) -> Recipe:
         """What trains it: the RECIPE of its folder's module named as its train job."""
