@@ -31,9 +31,12 @@ import os
 import random
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+DATA = Path(__file__).parent / "data"  # word lists kept as data
 
 # Percent of the rows each kind gets (the counts are apportioned exactly, then shuffled).
 KIND_SHARES: dict[str, float] = {
@@ -532,24 +535,11 @@ KEYWORD_TOPICS = (
      "tattoos for women", "arm tattoo"),
 )
 KEYWORD_SEPARATORS = (", ", ", ", " | ", " - ", " ")
-# (subjects, verbs, places) of one language each: Spanish, French, German, Portuguese,
-# Italian. Singular subjects only, so any combination agrees.
-LATIN_SCRIPT_LANGUAGES = (
-    (("Una mujer", "Un hombre", "Un niño", "Una familia", "Un perro", "Una pareja"),
-     ("camina", "juega", "descansa", "pasea", "come", "baila"),
-     ("en la playa", "en el parque", "por la calle", "junto al río", "al atardecer")),
-    (("Une femme", "Un homme", "Un enfant", "Une famille", "Un chien", "Un couple"),
-     ("marche", "joue", "se repose", "se promène", "mange", "danse"),
-     ("sur la plage", "dans le parc", "dans la rue", "au bord de la rivière", "à la montagne")),
-    (("Eine Frau", "Ein Mann", "Ein Kind", "Eine Familie", "Ein Hund", "Ein Paar"),
-     ("spaziert", "spielt", "ruht sich aus", "läuft", "isst", "tanzt"),
-     ("am Strand", "im Park", "auf der Straße", "am Fluss", "bei Sonnenuntergang")),
-    (("Uma mulher", "Um homem", "Uma criança", "Uma família", "Um cachorro", "Um casal"),
-     ("caminha", "brinca", "descansa", "passeia", "come", "dança"),
-     ("na praia", "no parque", "na rua", "perto do rio", "ao pôr do sol")),
-    (("Una donna", "Un uomo", "Un bambino", "Una famiglia", "Un cane", "Una coppia"),
-     ("cammina", "gioca", "si riposa", "passeggia", "mangia", "balla"),
-     ("sulla spiaggia", "nel parco", "per strada", "lungo il fiume", "al tramonto")),
+# (subjects, verbs, places) of one language each (data/latin_script_sentences.json: Spanish,
+# French, German, Portuguese, Italian). Singular subjects only, so any combination agrees.
+LATIN_SCRIPT_LANGUAGES = tuple(
+    (tuple(words["subjects"]), tuple(words["verbs"]), tuple(words["places"]))
+    for words in json.loads((DATA / "latin_script_sentences.json").read_text("utf-8")).values()
 )
 NON_ENGLISH_SENTENCES = (
     "Vista de la ciudad desde el mirador", "Receta de paella valenciana",

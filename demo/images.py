@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import random
 import re
 from collections.abc import Callable
@@ -87,60 +88,20 @@ class Photo:
         ]
 
 
-# Packed by hand, several to a line; ruff format leaves them so.
-# fmt: off
-PHOTOS = (
-    Photo(
-        "coffee", data.coffee,
-        subjects=("A cup of espresso", "A small cup of espresso", "An espresso in a red cup",
-                  "Freshly brewed espresso in a red cup", "A cup of hot coffee",
-                  "A red cup of espresso"),
-        settings=("on a saucer", "with a spoon on a saucer", "on a wooden table",
-                  "on a red saucer on the table", "on the counter of a coffee bar"),
-        contexts=("in the morning", "in Rome", "at a cafe in Rome on 12 May 2015",
-                  "at an espresso bar in Seattle"),
-        names=("espresso", "coffee", "cup"),
-    ),
-    Photo(
-        "chelsea", data.chelsea,
-        subjects=("A tabby cat", "A young tabby cat", "Close-up of a cat", "Portrait of a cat",
-                  "A striped cat", "The face of a tabby cat"),
-        settings=("with green eyes", "with long white whiskers", "looking to the side",
-                  "with green eyes and a pink nose", "looking into the distance"),
-        contexts=("at home", "in Paris", "at home in Cape Town", "on a Sunday afternoon"),
-        names=("cat",),
-    ),
-    Photo(
-        "rocket", data.rocket,
-        subjects=("A rocket", "A white rocket", "The Falcon 9 rocket", "A SpaceX rocket",
-                  "A rocket with a weather satellite", "A space rocket"),
-        settings=("on the launch pad", "on the launch pad at dusk", "between the towers of the pad",
-                  "on the pad before the launch", "under an evening sky"),
-        contexts=("at Cape Canaveral", "in Florida", "at Cape Canaveral on 11 February 2015",
-                  "in February 2015"),
-        names=("rocket",),
-    ),
-    Photo(
-        "camera", data.camera,
-        subjects=("A man with a camera on a tripod", "A photographer with a camera on a tripod",
-                  "A cameraman with his tripod", "A young man filming with a camera on a tripod",
-                  "A man in a black coat behind a tripod"),
-        settings=("in a park", "on a lawn", "on the grass", "in a field", "on a sunny day"),
-        contexts=("in winter", "in Cambridge", "at MIT in Cambridge", "in black and white"),
-        names=("camera", "tripod", "photographer", "cameraman"),
-    ),
-    Photo(
-        "motorcycle", lambda: data.stereo_motorcycle()[0],
-        subjects=("A red motorcycle", "An old red motorcycle", "A vintage Yamaha motorcycle",
-                  "A red motorbike", "A classic motorcycle", "The red Yamaha motorbike"),
-        settings=("parked in a garage", "on its kickstand in the garage", "in a workshop",
-                  "next to a wooden bench", "in front of a shelf"),
-        contexts=("at home", "in Vermont", "in the garage of a house in Vermont",
-                  "on a winter evening"),
-        names=("motorcycle", "motorbike"),
-    ),
+# Each photo's loader; the parts of its captions are data/photo_captions.json's.
+LOADERS: dict[str, Callable[[], np.ndarray]] = {
+    "coffee": data.coffee,
+    "chelsea": data.chelsea,
+    "rocket": data.rocket,
+    "camera": data.camera,
+    "motorcycle": lambda: data.stereo_motorcycle()[0],
+}
+PHOTOS = tuple(
+    Photo(name, LOADERS[name], **{part: tuple(words) for part, words in parts.items()})
+    for name, parts in json.loads(
+        (Path(__file__).parent / "data" / "photo_captions.json").read_text("utf-8")
+    ).items()
 )
-# fmt: on
 PHOTOS_BY_NAME = {photo.name: photo for photo in PHOTOS}
 
 
