@@ -24,11 +24,14 @@ import argparse
 import glob
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conceptual.jobs.runner import Stopped, job_main, run_import
 from conceptual.paths import LocationError, user_path
 from conceptual.pipelines.families import Family
+
+if TYPE_CHECKING:
+    from conceptual.importers import ImportConfig
 
 REGISTER = ("best", "all", "none")  # which variants of a comparison become registry versions
 
@@ -273,23 +276,26 @@ def translations_import(
     job: str,
     doc: str | None,
     importer: Callable[[str, str, str, Any], dict[str, Any]],
-    config_class: type,
+    config_class: type[ImportConfig],
     describe: Callable[[dict[str, Any]], str],
-    *,
-    images: str,
-    cn: str,
-    keys: str,
 ) -> Callable[[list[str] | None], int]:
     """The `main` of an import job of a caption set in another language beside its photos:
-    `importer(images, cn, output, config)` over --images and --cn (`images`, `cn`: their
-    help; `keys`: what the overrides take)."""
+    `importer(images, cn, output, config)` over --images and --cn, with the overrides of
+    `config_class` (its own keys named in the help, then ImportConfig's)."""
+    from conceptual.importers import ImportConfig
+
+    own = [
+        f"{key}=..." for key in config_class.model_fields if key not in ImportConfig.model_fields
+    ]
 
     @job_main
     def main(argv: list[str] | None = None) -> int:
         parser = JobParser(job, doc)
-        parser.add_argument("--images", required=True, type=location, help=images)
-        parser.add_argument("--cn", required=True, type=location, help=cn)
-        add_import_arguments(parser, keys)
+        parser.add_argument(
+            "--images", required=True, type=location, help="the photos' folder (or a part)"
+        )
+        parser.add_argument("--cn", required=True, type=location, help="the caption set's folder")
+        add_import_arguments(parser, ", ".join([*own, "ImportConfig keys"]))
         args = parser.parse_args(argv)
 
         def write(config: Any) -> dict[str, Any]:

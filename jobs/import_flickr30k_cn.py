@@ -20,14 +20,7 @@ from conceptual.fluency.flickr30k_cn import Flickr30kCnConfig, describe, import_
 from conceptual.jobs.arguments import translations_import
 
 main = translations_import(
-    "import_flickr30k_cn",
-    __doc__,
-    import_flickr30k_cn,
-    Flickr30kCnConfig,
-    describe,
-    images="Flickr30k's photos",
-    cn="the Flickr30k-CN folder",
-    keys="ImportConfig keys (rows_per_part=...)",
+    "import_flickr30k_cn", __doc__, import_flickr30k_cn, Flickr30kCnConfig, describe
 )
 
 if __name__ == "__main__":

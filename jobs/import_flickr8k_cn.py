@@ -22,14 +22,7 @@ from conceptual.fluency.flickr8k_cn import Flickr8kCnConfig, describe, import_fl
 from conceptual.jobs.arguments import translations_import
 
 main = translations_import(
-    "import_flickr8k_cn",
-    __doc__,
-    import_flickr8k_cn,
-    Flickr8kCnConfig,
-    describe,
-    images="a folder of photos",
-    cn="the Flickr8k-CN folder",
-    keys="source=..., split=..., ImportConfig keys",
+    "import_flickr8k_cn", __doc__, import_flickr8k_cn, Flickr8kCnConfig, describe
 )
 
 if __name__ == "__main__":

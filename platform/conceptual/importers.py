@@ -223,8 +223,7 @@ def grouped_pairs(
     for line, image, caption, split, problem in rows:
         by_image.setdefault(image, []).append((line, caption, split, problem))
     for image, captions in by_image.items():
-        path, outside = image_in(images_dir, image) if image else (None, None)
-        url = dataset_path(path, absolute(images_dir).parent) if path and not outside else ""
+        path, url, outside = local_image(images_dir, image) if image else (None, "", None)
         # An image's split is the first its rows state: one image, one split.
         split = next((split for _, _, split, _ in captions if split), None)
         for line, caption, _, problem in captions:
@@ -249,6 +248,14 @@ def image_in(images_dir: Path, name: Any) -> tuple[Path | None, Rejection | None
     if not path.resolve().is_relative_to(images_dir.resolve()):
         return path, Rejection("outside_dataset", f"{name!r} is not inside {images_dir}")
     return path, None
+
+
+def local_image(images_dir: Path, name: Any) -> tuple[Path | None, str, Rejection | None]:
+    """image_in's path and problem, with the image's `image_url` between them: its
+    dataset_path under the images folder's parent ("" when there is a problem)."""
+    path, problem = image_in(images_dir, name)
+    url = "" if problem else dataset_path(path, absolute(images_dir).parent)
+    return path, url, problem
 
 
 def dataset_path(path: Path, root: Path) -> str:

@@ -34,20 +34,18 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from conceptual.fluency.flickr8k_cn import read_lines
+from conceptual.fluency.flickr8k_cn import read_lines, record_columns
 from conceptual.importers import (
     ImportConfig,
     ImportSourceError,
     Pair,
-    absolute,
-    dataset_path,
     existing_dir,
-    image_in,
+    local_image,
     summary,
     write_import,
 )
 from conceptual.records import CURATED_LANGUAGE, Rejection
-from conceptual.text.chinese import is_punctuation, normalize
+from conceptual.text.chinese import is_punctuation
 
 # split -> (folder, tag, source as flickr8k_cn names it)
 FOLDERS: dict[str, tuple[str, str, str]] = {
@@ -96,18 +94,11 @@ def split_pairs(images_dir: Path, folder: Path, split: str) -> tuple[list[Pair],
         else:
             other_images += 1
     for image_id, lines in sorted(by_image.items()):
-        path, outside = image_in(images_dir, f"{image_id}.jpg")
-        url = "" if outside else dataset_path(path, absolute(images_dir).parent)
+        path, url, outside = local_image(images_dir, f"{image_id}.jpg")
         if outside is None and image_id not in listed:
             outside = Rejection("outside_split", f"{image_id} is not in {ids_file.name}")
         for line, where in sorted(lines, key=lambda item: item[0].n):
-            columns = {
-                "language": "zh",
-                "source": source,
-                "original": None,  # the release holds no English
-                "text": normalize(line.text),
-                "fluency": None,  # jobs.score_fluency's
-            }
+            columns = record_columns(source, line.text, original=None)  # no English here
             pairs.append(Pair(path, url, line.text, split, where, outside, columns))
     section = {
         "folder": name,

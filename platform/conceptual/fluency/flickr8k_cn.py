@@ -53,11 +53,9 @@ from conceptual.importers import (
     ImportConfig,
     ImportSourceError,
     Pair,
-    absolute,
-    dataset_path,
     existing_dir,
     existing_file,
-    image_in,
+    local_image,
     released_style,
     summary,
     write_import,
@@ -81,6 +79,18 @@ SPLIT_FILE = "flickr8k{}.txt"
 
 def language(source: str) -> str:
     return "en" if source == "english" else "zh"
+
+
+def record_columns(source: str, text: str, original: str | None) -> dict[str, Any]:
+    """The columns a sentence's record carries beside the curated ones (CURATED_LANGUAGE):
+    its language and source, the English it translates, and its unsegmented text."""
+    return {
+        "language": language(source),
+        "source": source,
+        "original": original,
+        "text": normalize(text),
+        "fluency": None,  # jobs.score_fluency's
+    }
 
 
 LINE = re.compile(r"(?P<image>[^#\s]+)#(?P<tag>[^#\s]*)#(?P<n>\d+)(?:\s+(?P<text>.*))?")
@@ -195,8 +205,7 @@ def flickr8k_cn_pairs(
                 listed.append({"image": name, "reason": reason})
             continue
         # The check import_captions makes: a link in the folder may lead anywhere.
-        path, outside = image_in(images_dir, name)
-        url = "" if outside else dataset_path(path, absolute(images_dir).parent)
+        path, url, outside = local_image(images_dir, name)
         split = splits.get(stem) if official else None
         if official and split is None and outside is None:
             outside = Rejection("outside_split", f"{stem} is in no {SPLIT_FILE.format('*')}")
@@ -204,14 +213,8 @@ def flickr8k_cn_pairs(
             original = english.get((name, line.n)) if source in TRANSLATED else None
             if source in TRANSLATED and original is None:
                 no_original += 1  # imported all the same: the sentence is still Chinese
-            columns = {
-                "language": language(source),
-                "source": source,
-                "original": original,
-                "text": normalize(line.text),
-                "fluency": None,  # jobs.score_fluency's
-            }
             where = f"{file_name}:{line.number}"
+            columns = record_columns(source, line.text, original)
             pairs.append(Pair(path, url, line.text, split, where, outside, columns))
     section = {
         "source": source,
