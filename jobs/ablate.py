@@ -20,27 +20,24 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_config
-from conceptual.jobs.runner import job_main, run_config_job
+from conceptual.jobs.arguments import config_job
 
 
-@job_main
-def main(argv: list[str] | None = None) -> int:
-    parser = JobParser("ablate", __doc__, keys="ablate.yaml")
-    parser.writes_output()
-    add_config(parser, "AblateConfig", "input=URI eval_features=URI output=URI train.epochs=5")
-    args = parser.parse_args(argv)
+def parts() -> tuple:
     from conceptual.pipelines.curation.ablation import AblateConfig, Planned, run
 
-    def show(result: dict, config: AblateConfig) -> None:
-        print(f"\n{result['table']}")
-        print(f"ablation: {config.output}/ablation.json  (every variant's row and funnel)")
+    return AblateConfig, Planned, run
 
-    return run_config_job(
-        "ablate", parser.prog, args, AblateConfig, ("input", "eval_features"), Planned, run,
-        show, "comparison run",
-    )  # fmt: skip
 
+def show(result: dict, config) -> None:
+    print(f"\n{result['table']}")
+    print(f"ablation: {config.output}/ablation.json  (every variant's row and funnel)")
+
+
+main = config_job(
+    "ablate", __doc__, "input=URI eval_features=URI output=URI train.epochs=5",
+    ("input", "eval_features"), parts, show, "comparison run",
+)  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

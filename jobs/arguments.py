@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conceptual.jobs.runner import Stopped, job_main, run_import
+from conceptual.jobs.runner import Stopped, job_main, run_config_job, run_import
 from conceptual.paths import LocationError, user_path
 from conceptual.pipelines.families import Family
 
@@ -270,6 +270,32 @@ def prefixed(overrides: Sequence[str], prefix: str) -> tuple[list[str], list[str
         [o for o in overrides if not o.startswith(prefix)],
         [o.removeprefix(prefix) for o in overrides if o.startswith(prefix)],
     )
+
+
+def config_job(
+    job: str,
+    doc: str | None,
+    example: str,
+    inputs: Sequence[str],
+    parts: Callable[[], tuple[type, Callable[[Any], Any], Callable[[Any], dict[str, Any]]]],
+    show: Callable[[dict[str, Any], Any], None],
+    what: str,
+) -> Callable[[list[str] | None], int]:
+    """The `main` of a job run by a config naming its `inputs` and its output (configs/<job>.yaml
+    lists its keys; `example`: some overrides), with runner.run_config_job. `parts()` imports
+    what runs it once the command line is read: (its config class, the check of the config
+    before Ray starts, the run); `show` and `what` are run_config_job's."""
+
+    @job_main
+    def main(argv: list[str] | None = None) -> int:
+        parser = JobParser(job, doc, keys=f"{job}.yaml")
+        parser.writes_output()
+        add_config(parser, "", example)
+        args = parser.parse_args(argv)
+        config_class, check, run = parts()
+        return run_config_job(job, parser.prog, args, config_class, inputs, check, run, show, what)
+
+    return main
 
 
 def translations_import(

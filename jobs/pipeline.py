@@ -15,26 +15,23 @@ from __future__ import annotations
 
 import sys
 
-from conceptual.jobs.arguments import JobParser, add_config
-from conceptual.jobs.runner import job_main, run_config_job
+from conceptual.jobs.arguments import config_job
 
 
-@job_main
-def main(argv: list[str] | None = None) -> int:
-    parser = JobParser("pipeline", __doc__, keys="pipeline.yaml")
-    parser.writes_output()
-    add_config(parser, "PipelineConfig", "input=URI output=URI train.epochs=5 steps=[curate]")
-    args = parser.parse_args(argv)
+def parts() -> tuple:
     from conceptual.pipelines.pipeline import PipelineConfig, check_steps, run
 
-    def show(result: dict, _config: PipelineConfig) -> None:
-        print(f"\nsummary:  {result['summary']}  (every step's result)")
+    return PipelineConfig, check_steps, run
 
-    return run_config_job(
-        "pipeline", parser.prog, args, PipelineConfig, ("input",), check_steps, run, show,
-        "pipeline run",
-    )  # fmt: skip
 
+def show(result: dict, _config) -> None:
+    print(f"\nsummary:  {result['summary']}  (every step's result)")
+
+
+main = config_job(
+    "pipeline", __doc__, "input=URI output=URI train.epochs=5 steps=[curate]", ("input",),
+    parts, show, "pipeline run",
+)  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

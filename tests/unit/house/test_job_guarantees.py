@@ -168,9 +168,9 @@ def test_every_job_that_writes_a_folder_is_guarded_and_tested():
         text = path.read_text()
         if re.search(r"^main = (registry_job|family_verb)\(", text, re.M):
             continue  # an alias of a family's job (or of any family's): that job is checked
-        if re.search(r"^main = translations_import\(", text, re.M):
+        if made := re.search(r"^main = (translations_import|config_job)\(", text, re.M):
             assert path.stem in WRITERS, path.name  # arguments' factory of that kind of job:
-            factory = inspect.getsource(arguments.translations_import)  # guarded as any job
+            factory = inspect.getsource(getattr(arguments, made[1]))  # guarded as any job
             assert "JobParser(" in factory and "@job_main\n" in factory
             continue
         assert "argparse.ArgumentParser(" not in text, path.name
