@@ -32,8 +32,9 @@ def contrastive(monkeypatch) -> Search:
     """A family added to the registry (a second CLIP-style one, saved as the retrievers'
     models are), served as the key "contrastive" is."""
     search = Search("clip", "ClipRetriever", "clip")
-    family = dataclasses.replace(families.FAMILIES["contrastive"], name="clip", search=(search,))
-    monkeypatch.setitem(families.FAMILIES, family.name, family)
+    # Its code is the contrastive family's (the folder, and so the name, too).
+    family = dataclasses.replace(families.FAMILIES["contrastive"], search=(search,))
+    monkeypatch.setitem(families.FAMILIES, "clip", family)
     return search
 
 
@@ -140,10 +141,8 @@ def glimpse(monkeypatch) -> Captioning:
     """A family added to the registry with a captioner of its own (an English one, saved as
     the captioners' models are), served as the key "glimpse"."""
     captioning = Captioning("glimpse", "GlimpseCaptioner", "glimpse-captioner")
-    family = dataclasses.replace(
-        families.FAMILIES["captioner"], name="glimpse", captioning=(captioning,)
-    )
-    monkeypatch.setitem(families.FAMILIES, family.name, family)
+    family = dataclasses.replace(families.FAMILIES["captioner"], captioning=(captioning,))
+    monkeypatch.setitem(families.FAMILIES, "glimpse", family)  # the captioner's code
     return captioning
 
 
