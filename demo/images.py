@@ -52,7 +52,7 @@ from PIL import Image
 from skimage import data
 
 from conceptual_demo import server
-from conceptual_demo.corpus import apportion, generate_candidates
+from conceptual_demo.corpus import DATA, apportion, generate_candidates
 
 MIN_SIDE = 400  # the image filter's default: both sides must be > 400 px
 UPSAMPLED_SIDE = 480  # the short side of photos that were too small for the filter
@@ -98,9 +98,7 @@ LOADERS: dict[str, Callable[[], np.ndarray]] = {
 }
 PHOTOS = tuple(
     Photo(name, LOADERS[name], **{part: tuple(words) for part, words in parts.items()})
-    for name, parts in json.loads(
-        (Path(__file__).parent / "data" / "photo_captions.json").read_text("utf-8")
-    ).items()
+    for name, parts in json.loads((DATA / "photo_captions.json").read_text("utf-8")).items()
 )
 PHOTOS_BY_NAME = {photo.name: photo for photo in PHOTOS}
 

@@ -15,8 +15,9 @@ line, and what is checked as that is read, are conceptual.jobs.arguments'):
 
 Each kind of job is a use of job_run from its arguments to its last line: run_data_job (an
 input through a Ray pipeline to an output), run_config_job (a config naming its inputs and
-output: the pipeline, ablate, made by arguments.config_job), run_training_job (a model family's recipe on
-its data), run_evaluation (a family's evaluate function), run_import (a dataset as records).
+output: the pipeline and ablate, whose `main` arguments.config_job makes), run_training_job
+(a model family's recipe on its data), run_evaluation (a family's evaluate function),
+run_import (a dataset as records).
 """
 
 from __future__ import annotations
