@@ -64,12 +64,18 @@ LABEL = pa.struct(
     ]
 )
 
+# What every record of a candidate starts with: its id (candidate_id), where its image and
+# page are, and its alt-text.
+PAIR_FIELDS = [
+    ("id", pa.string()),
+    ("image_url", pa.string()),
+    ("page_url", pa.string()),
+    ("alt_text", pa.string()),
+]
+
 CANDIDATE = pa.schema(
     [
-        ("id", pa.string()),
-        ("image_url", pa.string()),
-        ("page_url", pa.string()),
-        ("alt_text", pa.string()),
+        *PAIR_FIELDS,
         ("image", pa.binary()),  # the image's bytes when they came with it; fetched otherwise
     ]
 )
@@ -82,10 +88,7 @@ CANDIDATE = pa.schema(
 # page's declared language (`<html lang>`, else Content-Language; null when undeclared).
 HARVESTED = pa.schema(
     [
-        ("id", pa.string()),
-        ("image_url", pa.string()),
-        ("page_url", pa.string()),
-        ("alt_text", pa.string()),
+        *PAIR_FIELDS,
         ("source", pa.string()),
         ("record_offset", pa.int64()),
         ("lang", pa.string()),
@@ -132,10 +135,7 @@ PROCESSED = (
 
 CURATED = pa.schema(
     [
-        ("id", pa.string()),
-        ("image_url", pa.string()),
-        ("page_url", pa.string()),
-        ("alt_text", pa.string()),
+        *PAIR_FIELDS,
         ("caption", pa.string()),  # lowercase, tokenized, hypernymized
         ("entities", pa.list_(ENTITY)),
         ("types", pa.list_(pa.string())),  # the concepts the entity-frequency rule counted
@@ -168,21 +168,6 @@ LANGUAGE_FIELDS = [
 ]
 CURATED_LANGUAGE = pa.schema([*CURATED, *LANGUAGE_FIELDS])
 
-# Rejected records keep every input field but the image bytes: the URL refetches them, and
-# a crawl's rejected images would outweigh the dataset.
-REJECTED = pa.schema(
-    [
-        ("id", pa.string()),
-        ("stage", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("image_url", pa.string()),
-        ("page_url", pa.string()),
-        ("alt_text", pa.string()),
-        ("alignment_score", pa.float32()),  # as a curated record's: why low_alignment said so
-    ]
-)
-
 # A record that a job after curation (features, score_fluency, build_index) failed to
 # process (reason `internal_error`): the rejection, then the record's own columns as that
 # job read it, its image or audio bytes included (such rows are rare, and the job replays
@@ -201,6 +186,12 @@ REJECTION = pa.schema(
 def rejected_records(schema: pa.Schema) -> pa.Schema:
     """The rejected rows of records of `schema`: REJECTION's fields, then `schema`'s others."""
     return pa.schema([*REJECTION, *(f for f in schema if f.name not in REJECTION.names)])
+
+
+# Rejected records keep every input field but the image bytes: the URL refetches them, and
+# a crawl's rejected images would outweigh the dataset. The alignment score as a curated
+# record's: why low_alignment said so.
+REJECTED = rejected_records(pa.schema([*PAIR_FIELDS, ("alignment_score", pa.float32())]))
 
 
 # CNN features of one curated image (one row per crop when augmented crops are asked for).

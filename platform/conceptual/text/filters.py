@@ -62,6 +62,21 @@ def _cheap_filter(reason: str) -> Callable:
     return _registering(_CHEAP, reason)
 
 
+def _pattern_filter(
+    reason: str, pattern: re.Pattern, needs: str, detail: Callable[[str, re.Match], str]
+) -> Callable[..., str | None]:
+    """Registers a cheap filter that rejects a text holding a match of `pattern`, tried only
+    when one of the characters `needs` is in it; `detail(text, match)` says what matched."""
+
+    def check(self, text: str, words: list[str], lowered: list[str]) -> str | None:
+        if needs and not any(character in text for character in needs):
+            return None
+        match = pattern.search(text)
+        return detail(text, match) if match else None
+
+    return _registering(_CHEAP, reason)(check)
+
+
 def _doc_filter(reason: str) -> Callable:
     """Registers a method (the Doc's tokens but punctuation and spaces) -> detail or None."""
     return _registering(_DOC, reason)
@@ -220,15 +235,12 @@ class TextFilters:
         self.config = config or TextFilterConfig()
         disabled = set(self.config.disabled)
         self.names = [name for name in FILTER_NAMES if name not in disabled]
+        # Each registered function bound to this instance, as its method.
         self._rules = [
-            (name, getattr(self, rule.__name__))
-            for name, rule in _CHEAP.items()
-            if name not in disabled
+            (name, rule.__get__(self)) for name, rule in _CHEAP.items() if name not in disabled
         ]
         self._doc_rules = [
-            (name, getattr(self, rule.__name__))
-            for name, rule in _DOC.items()
-            if name not in disabled
+            (name, rule.__get__(self)) for name, rule in _DOC.items() if name not in disabled
         ]
 
         self._english_function_words = frozenset(read_words("english_function_words.txt"))
@@ -288,51 +300,34 @@ class TextFilters:
         return None
 
     # --- cheap filters: (cleaned text, its words, lowercase words) -> detail or None ----
-    # Plain `in` tests on the text skip regexes that cannot match (most texts).
 
-    @_cheap_filter("emoji")
-    def _emoji(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        """Emoji and pictographs, ★ included (no vocabulary word; they mark social-media text)."""
-        if match := _EMOJI.search(text):
-            return f"emoji U+{ord(match.group()):04X}"
-        return None
-
-    @_cheap_filter("control_characters")
-    def _control_characters(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        """C0/C1 controls other than tab, CR and LF (cleaning turns those into spaces),
-        zero-width and bidi marks, combining marks NFC left loose (zalgo), private-use or
-        invalid code points."""
-        if match := _CONTROL.search(text):
-            return f"character U+{ord(match.group()):04X}"
-        return None
-
-    @_cheap_filter("html_markup")
-    def _html_markup(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        """Tags (`<b>`, `<img src=...>`) or entities left after one decoding (`&amp;lt;`)."""
-        if ("<" in text or "&" in text) and (match := _HTML.search(text)):
-            return f"markup {match.group()[:40]!r}"
-        return None
-
-    @_cheap_filter("hashtag")
-    def _hashtag(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        """`#word`."""
-        if "#" in text and (match := _HASHTAG.search(text)):
-            return f"hashtag {match.group()!r}"
-        return None
-
-    @_cheap_filter("handle")
-    def _handle(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        """`@user`."""
-        if "@" in text and (match := _HANDLE.search(text)):
-            return f"handle {match.group()!r}"
-        return None
-
-    @_cheap_filter("url")
-    def _url(self, text: str, words: list[str], lowered: list[str]) -> str | None:
-        """`http://`, `www.`, bare domains such as `example.com`."""
-        if "." in text and (match := _URL.search(text)):
-            return f"url {_chunk_around(text, match)!r}"
-        return None
+    # Those that reject on a pattern's first match: the reason, the pattern, the characters
+    # it cannot match without (a plain `in` test skips the regex for most texts; "": none),
+    # the detail of a match. What each rejects is its comment.
+    _emoji = _pattern_filter(  # emoji and pictographs, ★ included: social-media text
+        "emoji", _EMOJI, "", lambda text, match: f"emoji U+{ord(match.group()):04X}"
+    )
+    # C0/C1 controls other than tab, CR and LF (cleaning turns those into spaces), zero-width
+    # and bidi marks, combining marks NFC left loose (zalgo), private-use or invalid points.
+    _control_characters = _pattern_filter(
+        "control_characters",
+        _CONTROL,
+        "",
+        lambda text, match: f"character U+{ord(match.group()):04X}",
+    )
+    # Tags (`<b>`, `<img src=...>`) or entities left after one decoding (`&amp;lt;`).
+    _html_markup = _pattern_filter(
+        "html_markup", _HTML, "<&", lambda text, match: f"markup {match.group()[:40]!r}"
+    )
+    _hashtag = _pattern_filter(  # `#word`
+        "hashtag", _HASHTAG, "#", lambda text, match: f"hashtag {match.group()!r}"
+    )
+    _handle = _pattern_filter(  # `@user`
+        "handle", _HANDLE, "@", lambda text, match: f"handle {match.group()!r}"
+    )
+    _url = _pattern_filter(  # `http://`, `www.`, bare domains such as `example.com`
+        "url", _URL, ".", lambda text, match: f"url {_chunk_around(text, match)!r}"
+    )
 
     @_cheap_filter("file_name")
     def _file_name(self, text: str, words: list[str], lowered: list[str]) -> str | None:
