@@ -33,9 +33,7 @@ from conceptual.pipelines.families import FAMILIES, Family
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.pipelines.families)."""
     formatter = argparse.ArgumentDefaultsHelpFormatter
-    parser = JobParser(
-        "compare_captioners", __doc__, keys="train_captioner.yaml", formatter_class=formatter
-    )
+    parser = JobParser(name, __doc__, keys=family.config_file, formatter_class=formatter)
     add_data(parser)
     add_variants(parser, "best", VARIANTS)
     parser.add_argument("--model-name", default=MODEL_NAME, help="registered model")
@@ -46,13 +44,14 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     from conceptual.config import load
     from conceptual.intervals import BootstrapConfig
     from conceptual.pipelines.families.captioner.compare_captioners import compare, markdown_table
-    from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
 
     train_keys, bootstrap_keys = prefixed(args.overrides, "bootstrap.")
     with job_run(name, args.verbose) as log:  # ValueError: e.g. no dev split
-        config = load(CaptionerTrainConfig, args.config, train_keys)
+        config = load(family.recipe().config, args.config, train_keys)
         bootstrap = load(BootstrapConfig, None, bootstrap_keys)
-        result = compare(args.features, config, variants, args.register, args.model_name, bootstrap)
+        result = compare(
+            args.features, config, variants, args.register, args.model_name, bootstrap, family
+        )
     print(markdown_table(result["rows"]))
     for row in result["rows"]:
         if row["version"] is not None:

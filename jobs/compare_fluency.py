@@ -82,7 +82,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
 
     references = dict(args.reference)
     with job_run(
-        "compare_fluency",
+        name,
         args.verbose,
         refused=(ConfigError, StorageError, ImportSourceError, ValueError, OSError),
     ) as log:

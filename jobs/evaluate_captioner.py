@@ -22,7 +22,6 @@ when the baseline wins); --json prints the whole result as JSON instead.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 
@@ -50,7 +49,6 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from conceptual.pipelines.families.captioner.evaluate_captioner import (
         CaptionerEvalConfig,
-        evaluate,
         held_out_table,
     )
 
@@ -61,8 +59,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
             print(f"results:  {args.results_json}  ({images} captions, COCO results JSON)")
 
     more = (args.baseline_features, args.results_json)
-    scored = functools.partial(evaluate, kind=family.saved(), job=name)
-    return run_evaluation(name, args, CaptionerEvalConfig, scored, *more, show=show)
+    return run_evaluation(name, args, CaptionerEvalConfig, family.evaluate, *more, show=show)
 
 
 main = job(FAMILIES["captioner"], "evaluate_captioner")

@@ -19,7 +19,6 @@ NAME.ci95_high); bootstrap.samples=N and bootstrap.seed=S set the resamples.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 
@@ -35,18 +34,14 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     add_evaluation_arguments(parser, "max_images=500 seconds=8")
     parser.add_argument("--speech", type=location, help="clips of the split's captions")
     args = parser.parse_args(argv)
-    from conceptual.pipelines.families.retriever.evaluate_retriever import (
-        RetrieverEvalConfig,
-        evaluate,
-    )
+    from conceptual.pipelines.families.retriever.evaluate_retriever import RetrieverEvalConfig
 
     def show(result: dict) -> None:
         del result["resampled"]  # arrays for paired comparisons (compare_retrievers)
         print(result.pop("table"))
         print(json.dumps(result, indent=2))
 
-    scored = functools.partial(evaluate, job=name)
-    return run_evaluation(name, args, RetrieverEvalConfig, scored, args.speech, show=show)
+    return run_evaluation(name, args, RetrieverEvalConfig, family.evaluate, args.speech, show=show)
 
 
 main = job(FAMILIES["retriever"], "evaluate_retriever")

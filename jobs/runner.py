@@ -230,25 +230,22 @@ def run_config_job(
 
 def run_training_job(
     args: argparse.Namespace,
-    recipe: Any,
+    family: Family,
     *data: Any,
     show: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
     """A training job (arguments.training_parser) from its arguments to its last line: the
-    config, a model of the `recipe`'s family trained on `data` (training.train), registered
-    (unless --no-register) with the champion rule's decision, the best epoch's dev metrics,
-    `show(result)` (more for people, such as a held-out table), where the model is, and the
-    MLflow run. Refused (exit code 2): a bad key, missing data, no dev split."""
+    config, a model of `family` trained on `data` (Family.train), registered (unless
+    --no-register) with the champion rule's decision (Family.publish), the best epoch's dev
+    metrics, `show(result)` (more for people, such as a held-out table), where the model is,
+    and the MLflow run. Refused (exit code 2): a bad key, missing data, no dev split."""
     from conceptual import registry
     from conceptual.config import load
-    from conceptual.pipelines.training import training
 
-    with job_run(recipe.job, args.verbose) as log:
-        config = load(recipe.config, args.config, args.overrides)
-        result = training.train(recipe, config, *data)
-        decision = None
-        if not args.no_register:
-            decision = training.publish(recipe, result, config, args.model_name)
+    with job_run(family.jobs["train"], args.verbose) as log:
+        config = load(family.recipe().config, args.config, args.overrides)
+        result = family.train(config, *data)
+        decision = None if args.no_register else family.publish(result, config, args.model_name)
     print(json.dumps({"best": result["best"], "eval_set": result["eval_set"]}, indent=2))
     if show is not None:
         show(result)

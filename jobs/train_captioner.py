@@ -32,7 +32,7 @@ def add_data(parser: JobParser) -> None:
 def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.pipelines.families)."""
     args = training_parser(family, name, __doc__, add_data).parse_args(argv)
-    return run_training_job(args, family.recipe(), args.features)
+    return run_training_job(args, family, args.features)
 
 
 main = job(FAMILIES["captioner"], "train_captioner")

@@ -50,7 +50,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     def show(result: dict) -> None:
         print(held_out_markdown(result["held_out"]))
 
-    return run_training_job(args, family.recipe(), args.cn, show=show)
+    return run_training_job(args, family, args.cn, show=show)
 
 
 main = job(FAMILIES["fluency"], "train_fluency")

@@ -51,7 +51,7 @@ def job(family: Family, name: str, argv: list[str] | None = None) -> int:
     """The job `name` of `family` (conceptual.pipelines.families)."""
     parser = training_parser(family, name, __doc__, lambda parser: add_data(parser, family))
     args = parser.parse_args(argv)
-    return run_training_job(args, family.recipe(), args.features, args.speech, args.teacher_speech)
+    return run_training_job(args, family, args.features, args.speech, args.teacher_speech)
 
 
 main = job(FAMILIES["retriever"], "train_retriever")

@@ -63,11 +63,9 @@ from conceptual.harvest import stats as harvest_stats
 from conceptual.pipelines.curation import curation
 from conceptual.pipelines.curation.curation import where_it_went
 from conceptual.pipelines.curation.curation_config import CurationConfig
-from conceptual.pipelines.families import FAMILIES
-from conceptual.pipelines.families.captioner import train_captioner
+from conceptual.pipelines.families import CAPTIONER, FAMILIES
 from conceptual.pipelines.families.captioner.evaluate_captioner import (
     CaptionerEvalConfig,
-    evaluate,
     held_out_table,
 )
 from conceptual.pipelines.families.captioner.train_captioner import CaptionerTrainConfig
@@ -76,7 +74,6 @@ from conceptual.pipelines.features.features import FeaturesConfig
 from conceptual.pipelines.features.speech import SpeechConfig
 from conceptual.pipelines.retrieval import build_index
 from conceptual.pipelines.retrieval.build_index import BuildIndexConfig
-from conceptual.pipelines.training import training
 from conceptual.storage import SUCCESS
 
 
@@ -125,18 +122,17 @@ def _features(c: Context) -> dict[str, Any]:
 
 
 def _train(c: Context) -> dict[str, Any]:
-    result = training.train(train_captioner.RECIPE, c.section("train"), c.folder("features"))
+    result = CAPTIONER.train(c.section("train"), c.folder("features"))
     return {k: result[k] for k in ("run_id", "best", "eval_set")}
 
 
 def _register(c: Context) -> dict[str, Any]:
-    recipe = train_captioner.RECIPE
-    return training.publish(recipe, c.done["train"], c.config.train, c.config.model_name)
+    return CAPTIONER.publish(c.done["train"], c.config.train, c.config.model_name)
 
 
 def _evaluate(c: Context) -> dict[str, Any]:
     model = f"runs:/{c.done['train']['run_id']}/model"
-    result = evaluate(model, c.folder("features"), c.section("evaluate"))
+    result = CAPTIONER.evaluate(model, c.folder("features"), c.section("evaluate"))
     return {k: result[k] for k in ("run_id", "scores", "baseline", "eval_set", "images")}
 
 
@@ -151,10 +147,10 @@ def _trained(step: str) -> Callable[[Context], dict[str, Any]]:
     job does."""
 
     def run(c: Context) -> dict[str, Any]:
-        recipe = STEP_FAMILIES[step].recipe()
-        result = training.train(recipe, c.section(step), c.folder("features"), c.clips(step))
+        family = STEP_FAMILIES[step]
+        result = family.train(c.section(step), c.folder("features"), c.clips(step))
         name = getattr(c.config, NAME_KEYS[step]) if step in NAME_KEYS else None
-        registered = training.publish(recipe, result, getattr(c.config, step), name)
+        registered = family.publish(result, getattr(c.config, step), name)
         return {**{k: result[k] for k in ("run_id", "best", "eval_set")}, "registered": registered}
 
     return run

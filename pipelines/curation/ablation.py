@@ -188,9 +188,7 @@ def run(config: AblateConfig) -> dict[str, Any]:
         recipe=planned.recipe,
         job=JOB,
         metric=SELECT_BY,
-        score=held_out_score(
-            config.eval_features, evaluation, job=FAMILIES[config.family].jobs["evaluate"]
-        ),
+        score=held_out_score(FAMILIES[config.family], config.eval_features, evaluation),
         row=planned.row,
         table=markdown_table,
         plot=plot,

@@ -27,30 +27,34 @@ __all__ = [
     "searches",
 ]
 
+# The two families whose code others reuse (Family.runs_as).
+CAPTIONER = Family(
+    captioner,
+    ("train_captioner", "evaluate_captioner", "compare_captioners"),
+    registers="captioner, captioner-zh for language=zh",
+    example="model.architecture=rnn epochs=20",
+    captioning=(
+        Captioning("en", "Captioner", "captioner"),
+        Captioning("zh", "CaptionerZh", "captioner-zh", language="zh"),
+    ),
+)
+RETRIEVER = Family(
+    retriever,
+    ("train_retriever", "evaluate_retriever", "compare_retrievers"),
+    registers="retriever-<modality>",
+    example="modality=text loss=triplet epochs=4",
+    search=(
+        Search("text", "TextRetriever", "retriever-text"),
+        Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
+    ),
+    pipeline_step="train_retriever",
+)
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
-        Family(
-            captioner,
-            ("train_captioner", "evaluate_captioner", "compare_captioners"),
-            registers="captioner, captioner-zh for language=zh",
-            example="model.architecture=rnn epochs=20",
-            captioning=(
-                Captioning("en", "Captioner", "captioner"),
-                Captioning("zh", "CaptionerZh", "captioner-zh", language="zh"),
-            ),
-        ),
-        Family(
-            retriever,
-            ("train_retriever", "evaluate_retriever", "compare_retrievers"),
-            registers="retriever-<modality>",
-            example="modality=text loss=triplet epochs=4",
-            search=(
-                Search("text", "TextRetriever", "retriever-text"),
-                Search("speech", "SpeechRetriever", "retriever-speech", modality="speech"),
-            ),
-            pipeline_step="train_retriever",
-        ),
+        CAPTIONER,
+        RETRIEVER,
         Family(
             fluency,
             ("train_fluency", "compare_fluency"),
@@ -62,7 +66,7 @@ FAMILIES: dict[str, Family] = {
             ("train_contrastive", "evaluate_contrastive", "compare_contrastive"),
             registers="contrastive",
             example="batch_size=128 epochs=10 model.embed_dim=256",
-            runs_as="retriever",
+            runs_as=RETRIEVER,
             search=(Search("contrastive", "ContrastiveRetriever", "contrastive"),),
             pipeline_step="train_contrastive",
         ),
@@ -71,7 +75,7 @@ FAMILIES: dict[str, Family] = {
             ("train_attend", "evaluate_attend"),
             registers="captioner-attend, captioner-attend-zh for language=zh",
             example="model.d_model=256 epochs=20",
-            runs_as="captioner",
+            runs_as=CAPTIONER,
             captioning=(Captioning("attend", "CaptionerAttend", "captioner-attend"),),
         ),
     )

@@ -8,13 +8,18 @@ as its train job (captioner/train_captioner.py) holds its RECIPE. The table's en
 the folder and what the command line, the configs and serving need to know before torch or
 Ray load; the methods import the code only when called:
 
-- `recipe()`: what trains it (pipelines/training/training.py's Recipe: config, saved form,
-  data, the training loop, the metric that picks the champion), for `train --family NAME`,
-  the pipeline job's family steps and the ablation;
+- `train(config, *data)` and `publish(result, config)`: a model trained and registered by
+  the champion rule, with its `recipe()` (pipelines/training/training.py's Recipe: config,
+  saved form, data, the training loop, the metric that picks the champion), for
+  `train --family NAME`, the pipeline job's family steps and the ablation;
+- `evaluate(model, features, config, *data)`: a model scored on a held-out split, the run
+  tagged as its evaluate job (the evaluate module of the family it runs as);
 - `saved()`: the form its models are saved in (a Saved class, which names its `kind` once);
   `load(directory)` reads one;
-- `jobs`: its train, evaluate and compare jobs by verb, run with the command lines of
-  `runs_as` (conceptual.jobs' `factories`, by family and verb);
+- `jobs`: its train, evaluate and compare jobs by verb, run with the command lines of the
+  family it runs as (`runs_as`; conceptual.jobs' `factories`, by family and verb). A
+  comparison's arguments are its family's own (captioner variants, retriever variants with
+  held-out clips, fluency approaches), so compare stays its job's, not one signature;
 - `captioning` and `search`: the deployments that serve its champions
   (conceptual/serve/captioner_deployment.py and retriever_deployment.py);
 - `pipeline_step`: the pipeline job's step that trains it, when it has one.
@@ -29,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import torch
@@ -80,10 +85,9 @@ class Family:
     job_names: tuple[str, ...]
     registers: str  # the registered model(s) its versions join, as its jobs' help says
     example: str  # a few of its config's overrides, as its training job's help shows them
-    # The family whose jobs' command lines run its jobs (conceptual.jobs' factories): its
-    # own, or those of the family whose code it reuses (the contrastive family, the
-    # retriever's). None: its own.
-    runs_as: str | None = None
+    # The family whose code and jobs' command lines (conceptual.jobs' factories) it reuses:
+    # the contrastive family the retriever's, attend the captioner's. None: its own.
+    runs_as: Family | None = None
     captioning: tuple[Captioning, ...] = ()  # its champions served for captioning, if any
     search: tuple[Search, ...] = ()  # its champions served for search, if any
     # The pipeline job's step that trains it on the features and registers it by the champion
@@ -116,6 +120,36 @@ class Family:
         """What trains it: the RECIPE of its folder's module named as its train job."""
         return importlib.import_module(f"{self.folder.__name__}.{self.jobs['train']}").RECIPE
 
+    def train(self, config: Any, *data: Any) -> dict[str, Any]:
+        """One model trained on `data` under `config` (its recipe's config class): the
+        result of training.train (the run, the best epoch's dev metrics, the model's folder)."""
+        from conceptual.pipelines.training import training
+
+        return training.train(self.recipe(), config, *data)
+
+    def publish(
+        self, result: dict[str, Any], config: Any, model_name: str | None = None
+    ) -> dict[str, Any] | None:
+        """The model `train` returned registered (as `model_name`, by default its recipe's),
+        the champion alias moved by the champion rule: its decision (training.publish)."""
+        from conceptual.pipelines.training import training
+
+        return training.publish(self.recipe(), result, config, model_name)
+
+    def evaluate(
+        self, model_uri: str, features_uri: str, config: Any, *data: Any
+    ) -> dict[str, Any]:
+        """A model of this family (read as its saved form) scored on `config.split` of the
+        features, the run tagged as its evaluate job: the evaluate module of the family it
+        runs as (captioner/evaluate_captioner.py's `evaluate`; `data`: what that one takes
+        besides). ValueError: the family has no evaluate job, or the model is another kind."""
+        if "evaluate" not in self.jobs:
+            raise ValueError(f"the {self.name} family has no evaluate job")
+        code = self.runs_as or self
+        module = importlib.import_module(f"{code.folder.__name__}.{code.jobs['evaluate']}")
+        job = self.jobs["evaluate"]
+        return module.evaluate(model_uri, features_uri, config, *data, kind=self.saved(), job=job)
+
     def saved(self) -> type[Saved]:
         """The Saved class its models are read as."""
         return self.recipe().saved
@@ -128,8 +162,8 @@ class Family:
 
     @property
     def command_lines(self) -> str:
-        """The family whose jobs' command lines its jobs run with."""
-        return self.runs_as or self.name
+        """The name of the family whose jobs' command lines its jobs run with."""
+        return (self.runs_as or self).name
 
     @property
     def hears_speech(self) -> bool:

@@ -42,12 +42,9 @@ from conceptual.pipelines.evaluation.comparison import (
 )
 from conceptual.pipelines.evaluation.comparison import compare as run_comparison
 from conceptual.pipelines.evaluation.comparison import markdown_table as comparison_markdown
+from conceptual.pipelines.families import CAPTIONER, Family
 from conceptual.pipelines.families.captioner.evaluate_captioner import captioner_scores
-from conceptual.pipelines.families.captioner.train_captioner import (
-    CAPTIONS,
-    RECIPE,
-    CaptionerTrainConfig,
-)
+from conceptual.pipelines.families.captioner.train_captioner import CAPTIONS, CaptionerTrainConfig
 from conceptual.pipelines.features.features_data import SplitImages, feature_files, split_images
 
 # The columns of the table and the bars of the plot, CIDEr first: it ranks the variants.
@@ -69,10 +66,12 @@ def compare(
     register: str = "best",
     model_name: str = registry.MODEL_NAME,
     bootstrap: BootstrapConfig | None = None,
+    family: Family = CAPTIONER,
 ) -> dict[str, Any]:
     """Train every variant (a name of VARIANTS or `name: key=value ...`) and log the
     comparison (pipelines/evaluation/comparison.py); register the best one by dev CIDEr, every one
-    ("all") or none ("none"). Returns `run_id` (the comparison run) and `rows` (one per
+    ("all") or none ("none"). `family`: the captioner-shaped family whose recipe trains the
+    variants, its compare job tagging the run. Returns `run_id` (the comparison run) and `rows` (one per
     variant, best first by dev CIDEr, with intervals and p-values: module docstring)."""
     parsed = parse_variants(variants, config, [features_uri], NAMED)
     files = feature_files(features_uri)
@@ -83,8 +82,8 @@ def compare(
         return *best_dev_scores(result, variant_config, dev, counts), None
 
     how = Comparison(
-        recipe=RECIPE,
-        job="compare_captioners",
+        recipe=family.recipe(),
+        job=family.jobs["compare"],
         metric="CIDEr",
         score=score,
         row=comparison_row,

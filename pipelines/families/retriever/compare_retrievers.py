@@ -35,7 +35,6 @@ from conceptual.pipelines.families.retriever.evaluate_retriever import (
     SELECT_BY,
     RetrieverEvalConfig,
     directions,
-    evaluate,
 )
 from conceptual.pipelines.families.retriever.train_retriever import RetrieverTrainConfig
 
@@ -66,7 +65,7 @@ def compare(
         recipe=family.recipe(),
         job=family.jobs["compare"],
         metric=SELECT_BY,
-        score=held_out_score(eval_features, evaluation, eval_speech, job=family.jobs["evaluate"]),
+        score=held_out_score(family, eval_features, evaluation, eval_speech),
         row=comparison_row,
         table=markdown_table,
     )
@@ -82,18 +81,17 @@ def compare(
 
 
 def held_out_score(
+    family: Family,
     eval_features: str,
     evaluation: RetrieverEvalConfig,
     eval_speech: str | None = None,
-    *,
-    job: str = "evaluate_retriever",
 ) -> Callable[[str, Any, dict[str, Any]], tuple]:
-    """A comparison's `score`: each variant's model evaluated on the same held-out set, its
-    run tagged as the family's evaluate `job`."""
+    """A comparison's `score`: each variant's model evaluated on the same held-out set by
+    `family` (Family.evaluate: its run tagged as the family's evaluate job)."""
 
     def score(name: str, variant_config: Any, result: dict[str, Any]) -> tuple:
         model = f"runs:/{result['run_id']}/model"
-        scored = evaluate(model, eval_features, evaluation, eval_speech, job=job)
+        scored = family.evaluate(model, eval_features, evaluation, eval_speech)
         return scored["metrics"], scored["resampled"], scored
 
     return score

@@ -210,13 +210,15 @@ def evaluate(
     config: RetrieverEvalConfig,
     speech_uri: str | None = None,
     *,
+    kind: type[SavedRetriever] = SavedRetriever,
     job: str = "evaluate_retriever",
 ) -> dict[str, Any]:
-    """Score the model on `config.split`, the run tagged as `job` (its family's). Returns
+    """Score the model (saved as `kind`: its family's form) on `config.split`, the run
+    tagged as `job` (its family's). Returns
     `metrics` (each followed by its interval), `table`, `eval_set`, `images`, `queries`,
     `run_id`, `version` (the registered version scored, or None) and `resampled` (metric ->
     its value on every resample, for paired comparisons; not in evaluation.json)."""
-    saved = load(registry.resolve(model_uri), kind=SavedRetriever)
+    saved = load(registry.resolve(model_uri), kind=kind)
     model, vocab, audio = saved.model, saved.vocab, saved.audio
     if config.asr.enabled and model.config.modality != "text":
         raise ValueError("asr=true scores a text retriever on transcripts; this one is speech")

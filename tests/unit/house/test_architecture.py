@@ -80,18 +80,25 @@ def imported(module: str, path: Path) -> set[str]:
     return found
 
 
-def family_edges() -> dict[str, str]:
-    """Each family's folder -> its train module, which Family.recipe imports by the train
-    job's name (conceptual.pipelines.families.family): an import the source spells as no
-    import statement."""
+def family_edges() -> dict[str, set[str]]:
+    """Each family's folder -> the modules Family imports from it by its jobs' names
+    (conceptual.pipelines.families.family): its train module (Family.recipe) and its
+    evaluate module where it has one (Family.evaluate; a family that runs as another uses
+    that one's): imports the source spells as no import statement."""
     from conceptual.pipelines.families import FAMILIES
 
-    return {f.folder.__name__: f"{f.folder.__name__}.{f.jobs['train']}" for f in FAMILIES.values()}
+    return {
+        f.folder.__name__: {
+            f"{f.folder.__name__}.{job}" for verb, job in f.jobs.items() if verb != "compare"
+        }
+        & set(MODULES)
+        for f in FAMILIES.values()
+    }
 
 
 GRAPH = {module: imported(module, path) for module, path in MODULES.items()}
-for _folder, _train in family_edges().items():
-    GRAPH[_folder].add(_train)
+for _folder, _modules in family_edges().items():
+    GRAPH[_folder] |= _modules
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -171,8 +178,18 @@ def test_a_string_naming_code_is_an_import(tmp_path):
 
 
 def test_every_familys_train_module_is_in_the_graph():
-    assert family_edges()["conceptual.pipelines.families.attend"] in GRAPH
-    assert set(family_edges().values()) <= set(GRAPH)
+    from conceptual.pipelines.families import FAMILIES
+
+    edges = family_edges()
+    assert edges["conceptual.pipelines.families.attend"] == {
+        "conceptual.pipelines.families.attend.train_attend"
+    }
+    assert (
+        "conceptual.pipelines.families.retriever.evaluate_retriever"
+        in (edges["conceptual.pipelines.families.retriever"])
+    )
+    for family in FAMILIES.values():
+        assert f"{family.folder.__name__}.{family.jobs['train']}" in edges[family.folder.__name__]
 
 
 def test_no_import_cycles():

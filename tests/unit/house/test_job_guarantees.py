@@ -360,6 +360,7 @@ def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
     import types
 
     from conceptual.jobs.runner import job_main, run_training_job
+    from conceptual.pipelines.training import training
 
     args = argparse.Namespace(config=None, overrides=[], verbose=False, no_register=True)
 
@@ -371,7 +372,13 @@ def test_the_shared_runners_redact_the_errors_they_report(home, capsys):
             raise kind(f"API request to {CREDENTIALED}/api/2.0/mlflow/runs/create failed")
 
         recipe = types.SimpleNamespace(job="unit", config=Settings, prepare=prepare)
-        return job_main(lambda argv: run_training_job(args, recipe))
+        # a family of that recipe, trained as Family.train trains (the real training path)
+        family = types.SimpleNamespace(
+            jobs={"train": "unit"},
+            recipe=lambda: recipe,
+            train=lambda config, *data: training.train(recipe, config, *data),
+        )
+        return job_main(lambda argv: run_training_job(args, family))
 
     assert failing(ValueError)() == 2
     with pytest.raises(RuntimeError):  # what MLflow raises: not a user error

@@ -98,3 +98,11 @@ def test_saved_as_its_own_kind_and_loaded_by_its_family(tmp_path):
 def test_its_config_refuses_the_transformers_architecture():
     with pytest.raises(ValueError, match="model.architecture=rnn"):
         AttendTrainConfig(model={"architecture": "transformer"})
+
+
+def test_evaluated_with_the_captioners_code_and_a_family_without_evaluation_refuses():
+    # Family.evaluate runs the evaluate module of the family it runs as, reading its own form
+    assert FAMILIES["attend"].runs_as is FAMILIES["captioner"]
+    assert FAMILIES["attend"].jobs["evaluate"] == "evaluate_attend"
+    with pytest.raises(ValueError, match="the fluency family has no evaluate job"):
+        FAMILIES["fluency"].evaluate("models:/fluency-zh@champion", "features", None)
