@@ -2,16 +2,19 @@
 header and the sections of the Conceptual Captions card on the Hub, filled with what this
 curation counted (its funnel from stats.json, or an import's import.json), what the
 published records hold (splits, fields, an instance, the hypernymization figures), and
-where it came from (the configuration, the platform version, the MLflow runs). Nothing is
-invented: what the run does not know (the license) is said to be missing."""
+where it came from (the configuration, the platform version, the MLflow runs). The sections
+and their prose are dataset_card.md.template's; this module fills in what the run knows.
+Nothing is invented: what the run does not know (the license) is said to be missing."""
 
 from __future__ import annotations
 
 import json
 import re
+import string
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -40,12 +43,8 @@ FIELDS = {
     "image": "the curated image (JPEG), a `datasets` Image feature",
 }
 HYPERNYMIZED = ", hypernymized (names, places and dates replaced by their kinds)"
-CITATION = """@inproceedings{sharma2018conceptual,
-  title = {Conceptual Captions: A Cleaned, Hypernymed, Image Alt-text Dataset For Automatic Image Captioning},
-  author = {Sharma, Piyush and Ding, Nan and Goodman, Sebastian and Soricut, Radu},
-  booktitle = {Proceedings of ACL},
-  year = {2018},
-}"""
+# The card's sections and their prose, with ${placeholders} for what the run knows.
+CARD = string.Template(Path(__file__).with_name("dataset_card.md.template").read_text())
 
 
 @dataclass
@@ -84,10 +83,10 @@ def code(value: object) -> str:
     return f"{ticks}{pad}{shown}{pad}{ticks}"
 
 
-def fenced(body: str, info: str) -> list[str]:
+def fenced(body: str, info: str) -> str:
     """A code block of `body`, its fence longer than any run of backticks in it."""
     ticks = "`" * max(3, max(map(len, BACKTICKS.findall(body)), default=0) + 1)
-    return [f"{ticks}{info}", body, ticks]
+    return f"{ticks}{info}\n{body}\n{ticks}"
 
 
 class HeaderDumper(yaml.SafeDumper):
@@ -220,20 +219,31 @@ def header(facts: CardFacts) -> dict[str, Any]:
 
 
 def render(facts: CardFacts) -> str:
-    """The card's text: the YAML header, then the sections."""
-    top = yaml.dump(header(facts), Dumper=HeaderDumper, sort_keys=False, allow_unicode=True)
-    sections = [
-        f"# Dataset Card for {escaped(facts.name)}",
-        description(facts),
-        structure(facts),
-        creation(facts),
-        considerations(facts),
-        additional(facts),
-    ]
-    return f"---\n{top}---\n\n" + "\n\n".join(sections) + "\n"
+    """The card's text: the YAML header, then the template's sections, filled in."""
+    published = facts.published
+    return CARD.substitute(
+        header=yaml.dump(header(facts), Dumper=HeaderDumper, sort_keys=False, allow_unicode=True),
+        name=escaped(facts.name),
+        source=code(facts.source),
+        version=__version__,
+        runs=run_line(facts),
+        summary=summary(facts),
+        languages=", ".join(
+            f"{escaped(LANGUAGE_NAMES.get(x, x))} ({code(x)})" for x in published.languages
+        ),
+        instance=instance(published),
+        fields=data_fields(facts),
+        splits=splits_table(published),
+        configurations=configurations(published),
+        released_tsv=released_tsv(published),
+        funnel=funnel(facts.origin),
+        sensitive=sensitive(facts),
+        provenance=provenance(facts),
+        license=license_text(facts),
+    )
 
 
-def description(facts: CardFacts) -> str:
+def summary(facts: CardFacts) -> str:
     published, origin = facts.published, facts.origin
     total = sum(published.splits.values())
     splits = ", ".join(f"{s} {n:,}" for s, n in published.splits.items() if n)
@@ -243,37 +253,12 @@ def description(facts: CardFacts) -> str:
         "import": "imported from a folder of captioned images and kept as given (no filter "
         "or hypernymization ran on them)",
     }.get(origin.get("kind"), "curated records of the conceptual platform")
-    languages = ", ".join(
-        f"{escaped(LANGUAGE_NAMES.get(x, x))} ({code(x)})" for x in published.languages
+    images = (
+        "The images are embedded (`image`)."
+        if "image" in published.columns
+        else "The images are named by their URLs; download them with img2dataset or any fetcher."
     )
-    return "\n".join(
-        [
-            "## Dataset Description",
-            "",
-            f"- **Source:** {code(facts.source)}",
-            f"- **Published by:** the conceptual platform {__version__} (`publish_dataset`)",
-            f"- **MLflow run:** {run_line(facts)}",
-            "",
-            "### Dataset Summary",
-            "",
-            f"{escaped(facts.name)} holds {total:,} image-caption pairs ({splits}), {made}. "
-            + (
-                "The images are embedded (`image`)."
-                if "image" in published.columns
-                else "The images are named by their URLs; download them with img2dataset "
-                "or any fetcher."
-            ),
-            "",
-            "### Supported Tasks and Leaderboards",
-            "",
-            "- `image-captioning`: train a model to write a caption for an image; scored with "
-            "CIDEr, BLEU, METEOR or ROUGE-L against the held-out captions.",
-            "",
-            "### Languages",
-            "",
-            f"The captions are in {languages}.",
-        ]
-    )
+    return f"{escaped(facts.name)} holds {total:,} image-caption pairs ({splits}), {made}. {images}"
 
 
 def rules_that_ran(origin: dict[str, Any]) -> str:
@@ -304,66 +289,51 @@ def run_line(facts: CardFacts) -> str:
     return (", ".join(parts) or "none recorded") + where
 
 
-def structure(facts: CardFacts) -> str:
-    published, curated = facts.published, facts.origin.get("kind") == "curation"
+def instance(published: Published) -> str:
     example = dict(published.example or {})
     if isinstance(example.get("image"), dict):  # bytes are no reading matter
         size = len(example["image"].get("bytes") or b"")
         example["image"] = f"<JPEG image, {size:,} bytes>"
+    return fenced(json.dumps(example, indent=2, ensure_ascii=False, default=str), "json")
+
+
+def data_fields(facts: CardFacts) -> str:
+    hypernymized = HYPERNYMIZED if facts.origin.get("kind") == "curation" else ""
+    return "\n".join(
+        f"- `{c}`: {FIELDS[c]}{hypernymized * (c == 'caption')}" for c in facts.published.columns
+    )
+
+
+def splits_table(published: Published) -> str:
     names = [s for s, n in published.splits.items() if n]
-    table = [
-        "| | " + " | ".join(names) + " |",
-        "|---|" + "---|" * len(names),
-        "| examples | " + " | ".join(f"{published.splits[s]:,}" for s in names) + " |",
-    ]
     return "\n".join(
         [
-            "## Dataset Structure",
-            "",
-            "### Data Instances",
-            "",
-            *fenced(json.dumps(example, indent=2, ensure_ascii=False, default=str), "json"),
-            "",
-            "### Data Fields",
-            "",
-            *(
-                f"- `{c}`: {FIELDS[c]}{HYPERNYMIZED * (c == 'caption' and curated)}"
-                for c in published.columns
-            ),
-            "",
-            "### Data Splits",
-            "",
-            *table,
-            "",
-            "Splits are decided by a stable hash of each image (or the source's own split), "
-            "so all captions of an image share its split.",
-            *configurations(published),
-            *released_tsv(published),
+            "| | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+            "| examples | " + " | ".join(f"{published.splits[s]:,}" for s in names) + " |",
         ]
     )
 
 
-def released_tsv(published: Published) -> list[str]:
+def released_tsv(published: Published) -> str:
     """Where format=tsv wrote the released layout, and what it left out."""
     if not published.tsv:
-        return []
+        return ""
     files = ", ".join(f"`{path}`" for path in published.tsv["files"].values())
     left = sum(published.tsv["left_out"].values())
-    return [
-        "",
-        "### The released TSV",
-        "",
+    return (
+        "\n\n### The released TSV\n\n"
         f"Each split also as the released files are: `caption<TAB>image_url`, no header "
-        f"({files}); {left:,} records with a tab or line break in them are not in it.",
-    ]
+        f"({files}); {left:,} records with a tab or line break in them are not in it."
+    )
 
 
-def configurations(published: Published) -> list[str]:
+def configurations(published: Published) -> str:
     """The configs, where there are several: as the released card, `unlabeled` (the default)
     and `labeled`, the records with labels."""
     if len(published.configs) == 1:
-        return []
-    lines = ["", "### Configurations", ""]
+        return ""
+    lines = []
     for index, config in enumerate(published.configs):
         rows = ", ".join(f"{s} {n:,}" for s, n in config.splits.items() if n) or "no rows"
         default = " (the default)" if index == 0 else ""
@@ -371,47 +341,7 @@ def configurations(published: Published) -> list[str]:
             f"- `{config.name}`{default}: {', '.join(f'`{c}`' for c in config.columns)}; "
             f'{rows}; `datasets.load_dataset(FOLDER, "{config.name}")`'
         )
-    return lines
-
-
-def creation(facts: CardFacts) -> str:
-    return "\n".join(
-        [
-            "## Dataset Creation",
-            "",
-            "### Curation Rationale",
-            "",
-            "Web alt-texts are noisy and name people, places and dates no model can learn; "
-            "the pipeline keeps the pairs whose text and image pass its filters and replaces "
-            "such names by their kinds.",
-            "",
-            "### Source Data",
-            "",
-            "#### Initial Data Collection and Normalization",
-            "",
-            funnel(facts.origin),
-            "",
-            "#### Who are the source language producers?",
-            "",
-            "The authors of the web pages the images and alt-texts came from (for an import: "
-            "the source dataset's annotators).",
-            "",
-            "### Annotations",
-            "",
-            "#### Annotation process",
-            "",
-            "Labels, where present, are an image classifier's classes (or those the source "
-            "carried); no person annotated the pairs in this run.",
-            "",
-            "### Personal and Sensitive Information",
-            "",
-            sensitive(facts),
-            "",
-            "### Configuration and Provenance",
-            "",
-            provenance(facts),
-        ]
-    )
+    return "\n\n### Configurations\n\n" + "\n".join(lines)
 
 
 def funnel(origin: dict[str, Any]) -> str:
@@ -537,48 +467,15 @@ def provenance(facts: CardFacts) -> str:
 
 
 def config_block(title: str, text: str) -> list[str]:
-    return ["", "<details>", f"<summary>{title}</summary>", "", *fenced(text.rstrip(), "yaml")] + [
-        "",
-        "</details>",
-    ]
+    body = fenced(text.rstrip(), "yaml")
+    return ["", "<details>", f"<summary>{title}</summary>", "", body, "", "</details>"]
 
 
-def considerations(facts: CardFacts) -> str:
-    return "\n".join(
-        [
-            "## Considerations for Using the Data",
-            "",
-            "### Other Known Limitations",
-            "",
-            "Image URLs rot: a URL may serve another image, or none, some time after "
-            "curation. The captions describe the images as the web described them, with its "
-            "biases.",
-        ]
-    )
-
-
-def additional(facts: CardFacts) -> str:
-    license_text = (
-        f"{code(facts.license)} (as set when publishing)."
-        if facts.license
-        else "**Not set.** The license must be set before this dataset is shared "
+def license_text(facts: CardFacts) -> str:
+    if facts.license:
+        return f"{code(facts.license)} (as set when publishing)."
+    return (
+        "**Not set.** The license must be set before this dataset is shared "
         "(`license=...` when publishing): the images belong to their owners, and the "
         "platform does not guess the terms."
-    )
-    return "\n".join(
-        [
-            "## Additional Information",
-            "",
-            "### Licensing Information",
-            "",
-            license_text,
-            "",
-            "### Citation Information",
-            "",
-            "The curation method:",
-            "",
-            "```bibtex",
-            CITATION,
-            "```",
-        ]
     )
