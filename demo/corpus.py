@@ -5,7 +5,8 @@ generator mixes both in fixed shares (KIND_SHARES) so that every filter of the c
 pipeline has something to reject and a sensible share survives:
 
 - "descriptive" and "named_entities" (55.5%): well-formed English captions in the style of
-  stock photos and news pictures, built from templates and word lists. The word lists are
+  stock photos and news pictures, built from templates and word lists (the templates and
+  the famous people are data/templates.json and data/people.json). The word lists are
   ordered most common first and drawn with a bias to the front (pick_common), so concepts
   recur as they do on the web (person, dog, beach, park...), which the entity-type
   frequency rule needs; named entities (people WordNet knows and people it does not,
@@ -24,6 +25,7 @@ the same (n, seed) gives the same rows on every machine.
 from __future__ import annotations
 
 import base64
+import bisect
 import datetime
 import json
 import math
@@ -37,6 +39,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 DATA = Path(__file__).parent / "data"  # word lists kept as data
+# The "{slot}" templates (SLOTS fills them), by the kind or the caption part they write.
+TEMPLATES: dict[str, list[str]] = json.loads((DATA / "templates.json").read_text("utf-8"))
 
 # Percent of the rows each kind gets (the counts are apportioned exactly, then shuffled).
 KIND_SHARES: dict[str, float] = {
@@ -286,70 +290,16 @@ VIEWPOINTS = (
 SMALL_CREATURES = ("a bee", "a butterfly", "a ladybug", "a dragonfly", "a snail", "raindrops")
 SURFACES = ("a yellow flower", "a green leaf", "a red rose", "the window", "the grass")
 EVENTS = ("a concert", "the festival", "a football match", "the parade", "a rally", "the market")
-VIEW_TEMPLATES = (
-    "View of {landscape} from {viewpoint}",
-    "Aerial view of {landscape}",
-    "A view of {landscape} {time}",
-    "The sun sets over {water}",
-    "Sunrise over {landscape}",
-    "Fog over {landscape} on a cold morning",
-    "Close-up of {creature} on {surface}",
-    "Snow covers {landscape} in winter",
-    "Clouds over {landscape}",
-    "Reflection of {landscape} in the water",
-    "Crowd at {event}",
-    "Fireworks over {landscape} at night",
-    "Waves crash against the rocks on {water_shore}",
-)
 
 # ---------------------------------------------------------------------------------------
 # Named entities. People are (name, role, nationality). The historical ones are WordNet 3.0
 # instances (the pipeline replaces them by their hypernym: "physicist"); the living ones
 # mostly are not (it falls back to the entity type: "person").
 
-HISTORICAL_PEOPLE = (
-    ("Albert Einstein", "physicist", "German"), ("Abraham Lincoln", "president", "American"),
-    ("William Shakespeare", "playwright", "English"), ("Pablo Picasso", "painter", "Spanish"),
-    ("Wolfgang Amadeus Mozart", "composer", "Austrian"),
-    ("Ludwig van Beethoven", "composer", "German"), ("Johann Sebastian Bach", "composer", "German"),
-    ("Napoleon Bonaparte", "emperor", "French"), ("Leonardo da Vinci", "painter", "Italian"),
-    ("Vincent van Gogh", "painter", "Dutch"), ("Claude Monet", "painter", "French"),
-    ("Charles Darwin", "naturalist", "English"), ("Isaac Newton", "physicist", "English"),
-    ("Winston Churchill", "statesman", "British"),
-    ("Martin Luther King", "civil rights leader", "American"),
-    ("Mark Twain", "writer", "American"), ("Ernest Hemingway", "writer", "American"),
-    ("George Washington", "president", "American"), ("Queen Victoria", "queen", "British"),
-    ("Charlie Chaplin", "comedian", "British"), ("Marilyn Monroe", "actress", "American"),
-    ("Elvis Presley", "singer", "American"), ("John Lennon", "musician", "British"),
-    ("Louis Armstrong", "trumpeter", "American"), ("Mahatma Gandhi", "leader", "Indian"),
-    ("Galileo Galilei", "astronomer", "Italian"), ("Christopher Columbus", "explorer", "Italian"),
-    ("Nelson Mandela", "president", "South African"),
-)
-PAINTERS = tuple(name for name, role, _ in HISTORICAL_PEOPLE if role == "painter")
-COMPOSERS = tuple(name for name, role, _ in HISTORICAL_PEOPLE if role == "composer")
-CELEBRITIES = (
-    ("Tom Hanks", "actor", "American"), ("Meryl Streep", "actress", "American"),
-    ("Brad Pitt", "actor", "American"), ("Angelina Jolie", "actress", "American"),
-    ("Leonardo DiCaprio", "actor", "American"), ("Priyanka Chopra", "former Miss World", "Indian"),
-    ("Nicole Kidman", "actress", "Australian"), ("George Clooney", "actor", "American"),
-    ("Emma Watson", "actress", "British"), ("Will Smith", "actor", "American"),
-    ("Taylor Swift", "singer", "American"), ("Lady Gaga", "singer", "American"),
-    ("Ed Sheeran", "singer", "British"), ("Elton John", "singer", "British"),
-    ("Paul McCartney", "musician", "British"), ("Bob Dylan", "musician", "American"),
-    ("Mick Jagger", "singer", "British"), ("Oprah Winfrey", "television host", "American"),
-)
-ATHLETES = (
-    ("Lionel Messi", "footballer", "Argentine"), ("Cristiano Ronaldo", "footballer", "Portuguese"),
-    ("Serena Williams", "tennis player", "American"), ("Roger Federer", "tennis player", "Swiss"),
-    ("Rafael Nadal", "tennis player", "Spanish"), ("Usain Bolt", "sprinter", "Jamaican"),
-    ("LeBron James", "basketball player", "American"), ("Michael Phelps", "swimmer", "American"),
-)
-POLITICIANS = (
-    ("Barack Obama", "president", "American"), ("Angela Merkel", "chancellor", "German"),
-    ("Emmanuel Macron", "president", "French"), ("Justin Trudeau", "prime minister", "Canadian"),
-    ("Theresa May", "prime minister", "British"), ("Shinzo Abe", "prime minister", "Japanese"),
-    ("Bill Gates", "businessman", "American"),
-)
+# Famous people by the slot that names them: (name, role, nationality) each.
+PEOPLE: dict[str, list[list[str]]] = json.loads((DATA / "people.json").read_text("utf-8"))
+PAINTERS = tuple(name for name, role, _ in PEOPLE["historical"] if role == "painter")
+COMPOSERS = tuple(name for name, role, _ in PEOPLE["historical"] if role == "composer")
 CITIES = (
     ("Paris", "France"), ("London", "England"), ("New York", "the United States"),
     ("Los Angeles", "California"), ("Tokyo", "Japan"), ("Sydney", "Australia"),
@@ -406,49 +356,6 @@ DURATIONS = ("two-hour", "three-day", "10-minute", "week-long", "12-hour", "two-
 DISTANCES = ("5 km", "10 km", "21 km", "42 km", "3-mile", "100-meter", "50 km")
 NAMED_PEOPLE_COUNTS = ("Hundreds of", "Thousands of", "Dozens of", "Two", "Three", "A group of")
 NAMED_PEOPLE_NOUNS = ("tourists", "people", "fans", "visitors", "students", "children")
-NAMED_TEMPLATES = (
-    "{celebrity} attends the premiere of the film at the festival in {festival_city}",
-    "{celebrity} arrives at {award_event} in {city} {when}",
-    "{celebrity} on the red carpet at {award_event}",
-    "{celebrity} on the red carpet",
-    "{celebrity} and {celebrity} pose for photographers at {award_event} in {city}",
-    "{celebrity} performs on stage during a concert in {city} {when}",
-    "{celebrity} signs autographs for fans at {award_event} in {city}",
-    "{athlete} celebrates after winning the final at {tournament} {when}",
-    "{athlete} in action during a match at {tournament} in {city}",
-    "{athlete} trains with the team at the stadium in {city} before the match",
-    "{politician} speaks at a press conference at the headquarters of {institution} {when}",
-    "{politician} meets {politician} at the summit in {city} {when}",
-    "{politician} waves to the crowd during a visit to {city}",
-    "A statue of {historical} in the center of {city}",
-    "A portrait of {historical} at the museum in {city}",
-    "Visitors look at a painting by {painter} at a museum in {city}",
-    "An exhibition about {historical} at the museum in {city} {when}",
-    "An orchestra plays the music of {composer} at the concert hall in {city}",
-    "Fireworks over {landmark} on {holiday} {year}",
-    "Tourists take photos in front of {landmark} {when}",
-    "Thousands of people visit {landmark} during a {duration} festival",
-    "A view of {landmark} at night",
-    "A couple on their honeymoon in {city_country}",
-    "Crowd at a concert in {city}",
-    "Runners take part in a {distance} race in {city} {when}",
-    "{national_dish} at a restaurant in {city}",
-    "A traditional {national_tradition} in {city} {when}",
-    "The logo of {company} on an office building in {city}",
-    "Employees of {company} at work in the office in {city}",
-    "Delegates attend a meeting of {institution} in {city} {when}",
-    "A rocket launch by NASA from the launch pad in Florida {when}",
-    "Passengers arrive in {city} after a {duration} flight from {other_city}",
-    "Students celebrate their graduation at {university} {when}",
-    "{nationality} soldiers march in the military parade on {holiday} in {city}",
-    "The {nationality} national team celebrates with the trophy in {city} {when}",
-    "Snow covers the streets of {city} on {full_date}",
-    "The skyline of {city} at sunset {when}",
-    "A busy street in {city} during the rush hour on {weekday}",
-    "Cherry blossoms in a park in {city} in April {year}",
-    "{count} {people} wait in line in front of {landmark} for {hours} hours",
-    "A {distance} trail through the mountains near {city}",
-)
 
 # ---------------------------------------------------------------------------------------
 # Junk.
@@ -461,12 +368,6 @@ BOILERPLATE_SUFFIXES = (
     " - Stock Image", " - stock photo", " stock photo", " - Stock Photo",
     " - Royalty Free Stock Photo", " | Stock Photo", " - stock image",
     ". Click to enlarge picture", " (click to enlarge)",
-)
-BOILERPLATE_PATTERNS = (
-    "Embedded image permalink", "embedded image permalink", "Embedded image permalink {caption}",
-    "{caption} - embedded image permalink", "Profile photo", "profile photo",
-    "Profile photo of {name}", "{name}'s profile photo", "View profile photo",
-    "{name} profile photo",
 )
 PLACEHOLDERS = (
     "image", "Image", "photo", "Photo", "logo", "Logo", "banner", "icon", "thumbnail",
@@ -484,11 +385,6 @@ LAST_NAMES = (
     "walker", "khan", "silva",
 )
 HANDLE_WORDS = ("travel", "photo", "food", "wander", "daily", "urban", "wild", "coffee", "lens")
-HANDLE_TEMPLATES = (
-    "Photo by @{handle}", "Thanks @{handle} for this amazing shot!", "@{handle} {caption_lower}",
-    "RT @{handle}: {caption}", "{caption} (via @{handle})", "Credit: @{handle}",
-    "@{handle} @{handle} look at this!", "Follow @{handle} for more",
-)
 HASHTAGS = (
     "#sunset", "#beach", "#travel", "#nofilter", "#instagood", "#photooftheday", "#love",
     "#summer", "#tbt", "#wanderlust", "#nature", "#picoftheday", "#weekend", "#friends",
@@ -501,20 +397,7 @@ SOCIAL_PHRASES = (
     "Date night", "Road trip", "Coffee time", "Girls night out", "Happy Friday",
     "Happy birthday!",
 )
-URL_TEMPLATES = (
-    "{caption} https://www.{site}/{slug}", "Image via http://{site}/{year}/{month}/{slug}/",
-    "https://{site}/images/{slug}.jpg", "www.{site}", "Visit http://bit.ly/{code} for details",
-    "{caption} - read more at {site}/{slug}", "http://{site}/?p={number}",
-    "Source: https://{site}/gallery/{number}",
-)
 URL_SITES = ("example.com", "photostock.example", "travelblog.test", "shop.example.net")
-FILE_NAME_TEMPLATES = (
-    "IMG_{d4}.JPG", "IMG_{d4}.jpg", "DSC_{d4}.jpg", "DSC{d5}.JPG", "DSCN{d4}.JPG", "P{d7}.JPG",
-    "GOPR{d4}.JPG", "image{d3}.png", "photo ({index}).jpg", "{camera_stamp}.jpg",
-    "Screen Shot {screenshot_stamp}.png", "WhatsApp Image {screenshot_stamp}.jpeg",
-    "banner-home-1200x600.jpg", "{slug_underscored}_{index}.jpg", "untitled-{index}.jpg", "thumb_IMG_{d4}_1024.jpg",
-    "{hex32}.jpg",
-)
 KEYWORD_TOPICS = (
     ("wedding dress", "bridal gown", "white lace", "cheap wedding dresses", "buy online",
      "lace wedding dress", "plus size wedding dress", "beach wedding dress",
@@ -571,24 +454,6 @@ LOWERCASE_BRAND_CAPTIONS = (
     "eBay listing for a vintage camera", "iMac on a white desk in the office",
     "iPhone X in the hand of a woman",
 )
-PROFANITY_TEMPLATES = (
-    "Holy shit, {caption_lower}", "Damn, {caption_lower}", "{caption} lol fucking awesome",
-    "{caption} wtf", "This fucking view from the top of the mountain",
-    "Shitty weather at the beach again", "What the hell, {caption_lower}",
-    "Hot naked girls - free porn pics", "{caption}, bitch", "Fuck yeah! {caption}",
-)
-SENTIMENT_TEMPLATES = (
-    "I absolutely love this amazing gorgeous {thing}!!! best ever",
-    "Best {thing} ever!!! So happy, perfect and wonderful",
-    "The most beautiful, amazing, wonderful {thing} I have ever seen",
-    "Love love love this awesome {thing}, so perfect!!",
-    "Such an incredible, fantastic, brilliant {thing}! Highly recommended",
-    "Worst {thing} ever, absolutely horrible and disgusting",
-    "I hate this terrible ugly {thing}, what an awful disaster",
-    "Terrible, awful, depressing {thing}. Never again!",
-    "The most disgusting and horrible {thing} of my life, a total nightmare",
-    "Sad, tragic and painful: the worst {thing} in the world",
-)
 SENTIMENT_THINGS = (
     "dress", "hotel", "vacation", "wedding", "sunset", "restaurant", "pizza", "service",
     "weekend", "phone", "concert", "flight", "beach", "view", "day",
@@ -596,12 +461,6 @@ SENTIMENT_THINGS = (
 HTML_WORD_PAIRS = (
     ("Sunset", "sea"), ("Salt", "pepper"), ("Black", "white"), ("Rock", "roll"),
     ("Fish", "chips"), ("Bed", "breakfast"), ("Bride", "groom"),
-)
-HTML_TEMPLATES = (
-    "<b>{word}</b> &amp; {other}", "{caption}<br />", "<p>{caption}</p>", "<em>{caption}</em>",
-    '<span class="caption">{caption}</span>', "&quot;{caption}&quot;",
-    "{caption}&nbsp;&#8211;&nbsp;photo", '<a href="https://www.example.com/gallery">{caption}</a>',
-    "{caption} &copy; {name}", "<strong>NEW</strong> {caption}",
 )
 # What copy and paste and broken encoders leave in a crawl: NUL, bell, vertical tab, form
 # feed, escape, DEL, zero-width space, BOM, soft hyphen, line separator, CR LF, tab, LF.
@@ -738,14 +597,8 @@ def join_words(*parts: str) -> str:
 def descriptive(rng: random.Random) -> str:
     """A stock-photo style caption with no proper names: a person or an animal doing
     something somewhere, a still life, or a view. Always a determiner and a preposition."""
-    roll = rng.random()
-    if roll < 0.55:
-        return _person_scene(rng)
-    if roll < 0.70:
-        return _animal_scene(rng)
-    if roll < 0.88:
-        return _still_life(rng)
-    return _view(rng)
+    scene = (_person_scene, _animal_scene, _still_life, _view)[_branch(rng, 0.55, 0.70, 0.88)]
+    return scene(rng)
 
 
 def _person_scene(rng: random.Random) -> str:
@@ -802,12 +655,12 @@ def _still_life(rng: random.Random) -> str:
 
 
 def _view(rng: random.Random) -> str:
-    return fill(rng.choice(VIEW_TEMPLATES), rng)
+    return fill(rng.choice(TEMPLATES["view"]), rng)
 
 
 def named_entities(rng: random.Random) -> str:
     """A news or travel caption full of names, places, dates, counts and units."""
-    return capitalize_first(fill(rng.choice(NAMED_TEMPLATES), rng))
+    return capitalize_first(fill(rng.choice(TEMPLATES["named_entities"]), rng))
 
 
 def caption(rng: random.Random) -> str:
@@ -817,12 +670,7 @@ def caption(rng: random.Random) -> str:
 
 def _person(rng: random.Random, people) -> str:
     name, role, nationality = rng.choice(people)
-    style = rng.random()
-    if style < 0.45:
-        return f"{role} {name}"
-    if style < 0.65:
-        return f"{nationality} {role} {name}"
-    return name
+    return (f"{role} {name}", f"{nationality} {role} {name}", name)[_branch(rng, 0.45, 0.65)]
 
 
 def _date(rng: random.Random) -> str:
@@ -835,18 +683,16 @@ def _year(rng: random.Random) -> str:
 
 def _when(rng: random.Random) -> str:
     """A date phrase: 'on July 4, 2015', 'in 2019', 'during the summer of 1998'..."""
-    style = rng.randrange(6)
-    if style == 0:
-        return f"on {_date(rng)}"
-    if style == 1:
-        return f"in {_year(rng)}"
-    if style == 2:
-        return f"during the {rng.choice(SEASONS)} of {_year(rng)}"
-    if style == 3:
-        return f"in {rng.choice(MONTHS)} {_year(rng)}"
-    if style == 4:
-        return f"on {rng.choice(WEEKDAYS)}"
-    return f"on {rng.choice(HOLIDAYS)} {_year(rng)}"
+    return rng.choice(
+        (
+            lambda: f"on {_date(rng)}",
+            lambda: f"in {_year(rng)}",
+            lambda: f"during the {rng.choice(SEASONS)} of {_year(rng)}",
+            lambda: f"in {rng.choice(MONTHS)} {_year(rng)}",
+            lambda: f"on {rng.choice(WEEKDAYS)}",
+            lambda: f"on {rng.choice(HOLIDAYS)} {_year(rng)}",
+        )
+    )()
 
 
 def _moment(rng: random.Random) -> datetime.datetime:
@@ -862,12 +708,13 @@ def _landmark(rng: random.Random) -> str:
 
 
 def _handle(rng: random.Random) -> str:
-    style = rng.randrange(3)
-    if style == 0:
-        return f"{rng.choice(FIRST_NAMES)}_{rng.choice(LAST_NAMES)}"
-    if style == 1:
-        return f"{rng.choice(FIRST_NAMES)}{rng.choice(LAST_NAMES)}{rng.randint(1, 99)}"
-    return f"{rng.choice(HANDLE_WORDS)}_{rng.choice(HANDLE_WORDS)}"
+    return rng.choice(
+        (
+            lambda: f"{rng.choice(FIRST_NAMES)}_{rng.choice(LAST_NAMES)}",
+            lambda: f"{rng.choice(FIRST_NAMES)}{rng.choice(LAST_NAMES)}{rng.randint(1, 99)}",
+            lambda: f"{rng.choice(HANDLE_WORDS)}_{rng.choice(HANDLE_WORDS)}",
+        )
+    )()
 
 
 def _full_name(rng: random.Random) -> str:
@@ -885,10 +732,10 @@ SLOTS: dict[str, Callable[[random.Random], str]] = {
     "creature": lambda rng: rng.choice(SMALL_CREATURES),
     "surface": lambda rng: rng.choice(SURFACES),
     "event": lambda rng: rng.choice(EVENTS),
-    "celebrity": lambda rng: _person(rng, CELEBRITIES),
-    "athlete": lambda rng: _person(rng, ATHLETES),
-    "politician": lambda rng: _person(rng, POLITICIANS),
-    "historical": lambda rng: _person(rng, HISTORICAL_PEOPLE),
+    "celebrity": lambda rng: _person(rng, PEOPLE["celebrity"]),
+    "athlete": lambda rng: _person(rng, PEOPLE["athlete"]),
+    "politician": lambda rng: _person(rng, PEOPLE["politician"]),
+    "historical": lambda rng: _person(rng, PEOPLE["historical"]),
     "painter": lambda rng: rng.choice(PAINTERS),
     "composer": lambda rng: rng.choice(COMPOSERS),
     "city": lambda rng: pick_common(rng, CITIES)[0],
@@ -938,6 +785,17 @@ SLOTS: dict[str, Callable[[random.Random], str]] = {
 SLOT = re.compile(r"\{(\w+)\}")
 
 
+def _branch(rng: random.Random, *bounds: float) -> int:
+    """Which branch one uniform draw takes: 0 below bounds[0], 1 below bounds[1], and so on,
+    len(bounds) at or above the last (the bounds are cumulative shares)."""
+    return bisect.bisect_right(bounds, rng.random())
+
+
+def templated(kind: str) -> Callable[[random.Random], str]:
+    """The generator of a kind that is one of its templates, filled."""
+    return lambda rng: fill(rng.choice(TEMPLATES[kind]), rng)
+
+
 def fill(template: str, rng: random.Random, fixed: dict[str, str] | None = None) -> str:
     """The template with each slot filled from SLOTS, or from `fixed` where it names it."""
     fixed = fixed or {}
@@ -965,16 +823,9 @@ def _lowercase_first(text: str) -> str:
 
 def boilerplate_wrapped(rng: random.Random) -> str:
     text = caption(rng)
-    roll = rng.random()
-    if roll < 0.45:
-        return rng.choice(BOILERPLATE_PREFIXES) + text
-    if roll < 0.9:
-        return text + rng.choice(BOILERPLATE_SUFFIXES)
-    return rng.choice(BOILERPLATE_PREFIXES) + text + rng.choice(BOILERPLATE_SUFFIXES)
-
-
-def boilerplate_pattern(rng: random.Random) -> str:
-    return fill(rng.choice(BOILERPLATE_PATTERNS), rng)
+    wrapping = _branch(rng, 0.45, 0.9)  # a prefix, a suffix, or both
+    prefix = rng.choice(BOILERPLATE_PREFIXES) if wrapping != 1 else ""
+    return prefix + text + (rng.choice(BOILERPLATE_SUFFIXES) if wrapping != 0 else "")
 
 
 def placeholder(rng: random.Random) -> str:
@@ -982,25 +833,7 @@ def placeholder(rng: random.Random) -> str:
 
 
 def hashtags(rng: random.Random) -> str:
-    tags = " ".join(rng.sample(HASHTAGS, rng.randint(2, 8)))
-    roll = rng.random()
-    if roll < 0.4:
-        return f"{caption(rng)} {tags}"
-    if roll < 0.75:
-        return f"{rng.choice(SOCIAL_PHRASES)} {tags}"
-    return tags
-
-
-def handle(rng: random.Random) -> str:
-    return fill(rng.choice(HANDLE_TEMPLATES), rng)
-
-
-def url(rng: random.Random) -> str:
-    return fill(rng.choice(URL_TEMPLATES), rng)
-
-
-def file_name(rng: random.Random) -> str:
-    return fill(rng.choice(FILE_NAME_TEMPLATES), rng)
+    return _social_post(rng, " ".join(rng.sample(HASHTAGS, rng.randint(2, 8))), 0.4, 0.75)
 
 
 def keyword_list(rng: random.Random) -> str:
@@ -1018,13 +851,15 @@ def non_english(rng: random.Random) -> str:
 
 
 def emoji(rng: random.Random) -> str:
-    symbols = "".join(rng.choices(EMOJI, k=rng.randint(1, 4)))
-    roll = rng.random()
-    if roll < 0.45:
-        return f"{caption(rng)} {symbols}"
-    if roll < 0.85:
-        return f"{rng.choice(SOCIAL_PHRASES)} {symbols}"
-    return symbols
+    return _social_post(rng, "".join(rng.choices(EMOJI, k=rng.randint(1, 4))), 0.45, 0.85)
+
+
+def _social_post(rng: random.Random, tail: str, *bounds: float) -> str:
+    """`tail` (hashtags, emoji) after a caption, after a social phrase, or alone."""
+    lead = _branch(rng, *bounds)
+    if lead == 2:
+        return tail
+    return f"{caption(rng) if lead == 0 else rng.choice(SOCIAL_PHRASES)} {tail}"
 
 
 def empty(rng: random.Random) -> str | None:
@@ -1070,17 +905,9 @@ def lowercase_start(rng: random.Random) -> str:
     return _lowercase_first(descriptive(rng))
 
 
-def profanity(rng: random.Random) -> str:
-    return fill(rng.choice(PROFANITY_TEMPLATES), rng)
-
-
-def sentiment(rng: random.Random) -> str:
-    return fill(rng.choice(SENTIMENT_TEMPLATES), rng)
-
-
 def html(rng: random.Random) -> str:
     word, other = rng.choice(HTML_WORD_PAIRS)
-    return fill(rng.choice(HTML_TEMPLATES), rng, {"word": word, "other": other})
+    return fill(rng.choice(TEMPLATES["html"]), rng, {"word": word, "other": other})
 
 
 def control_chars(rng: random.Random) -> str:
@@ -1110,14 +937,12 @@ def repetition(rng: random.Random) -> str:
 
 def fragment(rng: random.Random) -> str:
     """No determiner, no preposition: 'Italian cuisine', 'Sunset beach', 'Tokyo skyline'."""
-    roll = rng.random()
-    if roll < 0.3:
-        return rng.choice(NATIONAL_DISHES + NATIONAL_TRADITIONS)
-    if roll < 0.8:
-        return f"{rng.choice(FRAGMENT_MODIFIERS)} {rng.choice(FRAGMENT_HEADS)}"
-    if roll < 0.9:
-        return f"{rng.choice(CITIES)[0]} skyline"
-    return rng.choice(SINGLE_WORD_FRAGMENTS)
+    return (
+        lambda: rng.choice(NATIONAL_DISHES + NATIONAL_TRADITIONS),
+        lambda: f"{rng.choice(FRAGMENT_MODIFIERS)} {rng.choice(FRAGMENT_HEADS)}",
+        lambda: f"{rng.choice(CITIES)[0]} skyline",
+        lambda: rng.choice(SINGLE_WORD_FRAGMENTS),
+    )[_branch(rng, 0.3, 0.8, 0.9)]()
 
 
 def out_of_vocabulary(rng: random.Random) -> str:
@@ -1156,12 +981,12 @@ GENERATORS: dict[str, Callable[[random.Random], str | None]] = {
     "descriptive": descriptive,
     "named_entities": named_entities,
     "boilerplate_wrapped": boilerplate_wrapped,
-    "boilerplate_pattern": boilerplate_pattern,
+    "boilerplate_pattern": templated("boilerplate_pattern"),
     "placeholder": placeholder,
     "hashtags": hashtags,
-    "handle": handle,
-    "url": url,
-    "file_name": file_name,
+    "handle": templated("handle"),
+    "url": templated("url"),
+    "file_name": templated("file_name"),
     "keyword_list": keyword_list,
     "non_english": non_english,
     "emoji": emoji,
@@ -1170,8 +995,8 @@ GENERATORS: dict[str, Callable[[random.Random], str | None]] = {
     "all_caps": all_caps,
     "title_case": title_case,
     "lowercase_start": lowercase_start,
-    "profanity": profanity,
-    "sentiment": sentiment,
+    "profanity": templated("profanity"),
+    "sentiment": templated("sentiment"),
     "html": html,
     "control_chars": control_chars,
     "repetition": repetition,
