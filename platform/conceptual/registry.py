@@ -83,21 +83,12 @@ def champion_version(name: str = MODEL_NAME) -> ModelVersion | None:
     return _champion(_client(), name)
 
 
-def record_score(
-    version: ModelVersion | str,
-    score: float,
-    eval_set: str,
-    metric: str = "CIDEr",
-    name: str = MODEL_NAME,
-) -> str:
+def record_score(version: ModelVersion, score: float, eval_set: str, metric: str = "CIDEr") -> str:
     """Tags the version with its score on `eval_set` (what the champion rule compares);
-    returns the version number. A ModelVersion carries its own registered name."""
-    if isinstance(version, ModelVersion):
-        name, number = version.name, version.version
-    else:
-        number = str(version)
-    _client().set_model_version_tag(name, number, score_tag(eval_set, metric), str(float(score)))
-    return number
+    returns the version number."""
+    tag = score_tag(eval_set, metric)
+    _client().set_model_version_tag(version.name, version.version, tag, str(float(score)))
+    return version.version
 
 
 def newest_version(name: str = MODEL_NAME) -> ModelVersion | None:
@@ -144,8 +135,12 @@ def promote_if_better(
     champion_unscored, already_champion, zero_score, eval_set_too_small), "detail",
     "eval_set", "metric", "challenger", "champion"}; inside an active run it is also logged
     as champion_decision.json."""
-    number, score = record_score(version, score, eval_set, metric, name), float(score)
     client = _client()
+    if isinstance(version, ModelVersion):
+        name = version.name
+    else:
+        version = client.get_model_version(name, str(version))
+    number, score = record_score(version, score, eval_set, metric), float(score)
     champion = _champion(client, name)
     held = None if champion is None else _score(champion, eval_set, metric)
     held_by = None if champion is None else champion.version

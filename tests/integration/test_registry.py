@@ -145,6 +145,18 @@ def test_a_registry_uri_names_its_version_and_records_a_score(logged, name):
         registry.registered_version(f"models:/{name}@nobody")
 
 
+def test_a_version_is_judged_among_its_own_models_whatever_name_is_given(logged, name):
+    # A ModelVersion carries its registered name: the champion rule reads and moves that
+    # model's alias, never the default model's.
+    version = registry.register(logged[0][0], {}, name=name)
+    decision = registry.promote_if_better(version, 0.4, "val")
+    assert decision["reason"] == "first_champion"
+    assert registry.champion_version(name).version == version.version
+    by_number = registry.register(logged[1][0], {}, name=name)
+    assert registry.promote_if_better(by_number.version, 0.6, "val", name=name)["promoted"]
+    assert champion_score("val", name) == 0.6
+
+
 def test_unknown_alias_or_version_is_a_clear_error(logged, name):
     registry.register(logged[0][0], {}, name=name)
     for uri in (f"models:/{name}@nobody", f"models:/{name}/99"):
